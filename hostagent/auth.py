@@ -1,0 +1,107 @@
+"""Who is calling, and may they act on this session.
+
+Reading is open to every local user, as ``ps`` is. Acting on a session is for its owner, root,
+or a caller polkit authorises for ``org.hostagent.HostAgent1.manage-any``. The polkit check is
+asynchronous (interactive authentication can take minutes); when polkit is not on the bus, only
+root may act on other users' sessions.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+
+from dbus_fast import Variant
+from dbus_fast.aio import MessageBus
+
+from .dbuscall import CallError, call
+from .errors import AccessDenied, InteractiveAuthorizationRequired
+
+log = logging.getLogger(__name__)
+
+ACTION_MANAGE_ANY = "org.hostagent.HostAgent1.manage-any"
+ACTION_CREATE_FOR_OTHERS = "org.hostagent.HostAgent1.create-for-others"
+POLKIT = "org.freedesktop.PolicyKit1"
+POLKIT_PATH = "/org/freedesktop/PolicyKit1/Authority"
+POLKIT_IFACE = "org.freedesktop.PolicyKit1.Authority"
+_CACHE_MAX = 4096
+_POLKIT_TIMEOUT = 300.0  # a person may be typing a password
+
+
+def owner_may_act(caller_uid: int, owner_uid: int) -> bool:
+    """The cheap rule that needs no polkit: the owner and root."""
+    return caller_uid in (0, owner_uid)
+
+
+class Authorizer:
+    def __init__(self, bus: MessageBus, use_polkit: bool) -> None:
+        self.bus = bus
+        self.use_polkit = use_polkit
+        # Unique names are never reused on a bus, so uid-by-sender can be cached safely.
+        self._uids: collections.OrderedDict[str, int] = collections.OrderedDict()
+
+    async def caller_uid(self, sender: str) -> int:
+        uid = self._uids.get(sender)
+        if uid is None:
+            (uid,) = await call(
+                self.bus,
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "GetConnectionUnixUser",
+                "s",
+                [sender],
+            )
+            self._uids[sender] = uid
+            while len(self._uids) > _CACHE_MAX:
+                self._uids.popitem(last=False)
+        return int(uid)
+
+    async def caller_pid(self, sender: str) -> int:
+        (pid,) = await call(
+            self.bus,
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus",
+            "GetConnectionUnixProcessID",
+            "s",
+            [sender],
+        )
+        return int(pid)
+
+    async def require_owner_or_admin(
+        self, sender: str, owner_uid: int, interactive: bool, what: str
+    ) -> int:
+        """The caller's uid, once it may act on something owner_uid owns; else raise."""
+        uid = await self.caller_uid(sender)
+        if owner_may_act(uid, owner_uid):
+            return uid
+        await self.require_polkit(sender, ACTION_MANAGE_ANY, interactive, what)
+        return uid
+
+    async def require_polkit(self, sender: str, action: str, interactive: bool, what: str) -> None:
+        if not self.use_polkit:
+            raise AccessDenied(f"Access denied: {what} belongs to another user.")
+        subject = ["system-bus-name", {"name": Variant("s", sender)}]
+        try:
+            authorized, challenge, _ = await call(
+                self.bus,
+                POLKIT,
+                POLKIT_PATH,
+                POLKIT_IFACE,
+                "CheckAuthorization",
+                "(sa{sv})sa{ss}us",
+                [subject, action, {}, 1 if interactive else 0, ""],
+                timeout=_POLKIT_TIMEOUT,
+            )
+        except CallError as e:
+            log.warning("Failed to ask polkit about %s: %s; allowing root only", action, e)
+            raise AccessDenied(f"Access denied: {what} belongs to another user.") from None
+        if authorized:
+            return
+        if challenge:
+            raise InteractiveAuthorizationRequired(
+                f"Authentication is required to act on {what}; "
+                "retry with interactive authorization allowed (e.g. from a polkit agent)."
+            )
+        raise AccessDenied(f"Access denied: {what} belongs to another user.")

@@ -1,0 +1,115 @@
+"""The daemon's settings (hostagent.yaml) and the bounds every limit must respect.
+
+Defaults live here, so a host with no config file behaves as documented in hostagent.yaml(5).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import yamlfile
+from .session import Limits
+
+# Inclusive bounds for each limit; zero is never accepted where a limit is given explicitly.
+LIMIT_BOUNDS: dict[str, tuple[int, int]] = {
+    "memory_max": (1 << 20, 1 << 50),
+    "memory_high": (1 << 20, 1 << 50),
+    "cpu_weight": (1, 10000),
+    "tasks_max": (1, 4194304),
+    "runtime_max_sec": (1, 10 * 365 * 24 * 3600),
+}
+COLUMNS_BOUNDS = (20, 1000)
+ROWS_BOUNDS = (5, 1000)
+
+
+def limit_problem(key: str, value: int) -> str | None:
+    lo, hi = LIMIT_BOUNDS[key]
+    if not lo <= value <= hi:
+        return f"must be between {lo} and {hi}"
+    return None
+
+
+class RecoveryPolicy(enum.StrEnum):
+    DORMANT = "dormant"
+    AUTO = "auto"
+    NEVER = "never"
+
+
+class OrphanPolicy(enum.StrEnum):
+    STOP = "stop"
+    ADOPT = "adopt"
+
+
+@dataclass
+class Config:
+    limits: Limits = field(default_factory=lambda: Limits(tasks_max=4096))
+    columns: int = 200
+    rows: int = 50
+    stop_timeout_sec: int = 10
+    recovery_policy: RecoveryPolicy = RecoveryPolicy.DORMANT
+    recovery_max_parallel: int = 2
+    recovery_stagger_sec: float = 2.0
+    orphans: OrphanPolicy = OrphanPolicy.STOP
+    source: str = "built-in defaults"
+
+
+def config_paths(system: bool) -> list[Path]:
+    if system:
+        return [Path("/etc/hostagent/hostagent.yaml")]
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return [Path(base) / "hostagent" / "hostagent.yaml"]
+
+
+def load_config(paths: list[Path]) -> Config:
+    """The first existing file of paths, validated; SettingsError names file, line and field."""
+    for path in paths:
+        if path.exists():
+            return parse_config(yamlfile.load(path))
+    return Config()
+
+
+def _int(doc: yamlfile.Document, value: object, fld: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise doc.error(fld, f"must be an integer between {lo} and {hi}")
+    return value
+
+
+def parse_config(doc: yamlfile.Document) -> Config:
+    data = yamlfile.expect_mapping(doc, doc.data, None)
+    yamlfile.reject_unknown(doc, data, {"limits", "tmux", "stop_timeout_sec", "recovery"}, "")
+    cfg = Config(source=str(doc.path))
+    limits = yamlfile.expect_mapping(doc, data.get("limits", {}), "limits")
+    yamlfile.reject_unknown(doc, limits, set(LIMIT_BOUNDS), "limits")
+    for key, value in limits.items():
+        lo, hi = LIMIT_BOUNDS[key]
+        setattr(cfg.limits, key, _int(doc, value, f"limits.{key}", lo, hi))
+    tmux = yamlfile.expect_mapping(doc, data.get("tmux", {}), "tmux")
+    yamlfile.reject_unknown(doc, tmux, {"columns", "rows"}, "tmux")
+    cfg.columns = _int(doc, tmux.get("columns", cfg.columns), "tmux.columns", *COLUMNS_BOUNDS)
+    cfg.rows = _int(doc, tmux.get("rows", cfg.rows), "tmux.rows", *ROWS_BOUNDS)
+    cfg.stop_timeout_sec = _int(
+        doc, data.get("stop_timeout_sec", cfg.stop_timeout_sec), "stop_timeout_sec", 1, 3600
+    )
+    rec = yamlfile.expect_mapping(doc, data.get("recovery", {}), "recovery")
+    yamlfile.reject_unknown(
+        doc, rec, {"policy", "max_parallel", "stagger_sec", "orphans"}, "recovery"
+    )
+    try:
+        cfg.recovery_policy = RecoveryPolicy(rec.get("policy", cfg.recovery_policy.value))
+    except ValueError:
+        raise doc.error("recovery.policy", "must be dormant, auto or never") from None
+    try:
+        cfg.orphans = OrphanPolicy(rec.get("orphans", cfg.orphans.value))
+    except ValueError:
+        raise doc.error("recovery.orphans", "must be stop or adopt") from None
+    cfg.recovery_max_parallel = _int(
+        doc, rec.get("max_parallel", cfg.recovery_max_parallel), "recovery.max_parallel", 1, 64
+    )
+    stagger = rec.get("stagger_sec", cfg.recovery_stagger_sec)
+    if isinstance(stagger, bool) or not isinstance(stagger, int | float) or not 0 <= stagger <= 600:
+        raise doc.error("recovery.stagger_sec", "must be a number of seconds between 0 and 600")
+    cfg.recovery_stagger_sec = float(stagger)
+    return cfg

@@ -1,0 +1,198 @@
+"""The daemon's main: connect, load, recover, export, announce READY=1, serve, shut down.
+
+Sessions are not the daemon's children: SIGTERM (or a crash) ends the daemon and leaves every
+scope running; the next start adopts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import sdnotify
+from dbus_fast import BusType, RequestNameReply
+from dbus_fast.aio import MessageBus
+
+from . import BUS_NAME, __version__
+from . import log as logsetup
+from .auth import Authorizer
+from .config import Config, config_paths, load_config
+from .dbus_export import Exporter
+from .dbus_manager import BusFrontend
+from .manager import Manager
+from .presets import load_presets, preset_dirs
+from .startup import recover
+from .store import SidecarStore
+from .systemd import Systemd
+from .yamlfile import SettingsError
+
+log = logging.getLogger("hostagent")
+
+
+def state_dir(system: bool) -> Path:
+    if system:
+        return Path(os.environ.get("STATE_DIRECTORY", "/var/lib/hostagent").split(":")[0])
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return Path(base) / "hostagent"
+
+
+def runtime_root(system: bool) -> Path:
+    if system:
+        return Path(os.environ.get("RUNTIME_DIRECTORY", "/run/hostagent").split(":")[0])
+    xdg = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    return Path(xdg) / "hostagent"
+
+
+def read_boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")
+
+
+class Daemon:
+    def __init__(self, system: bool) -> None:
+        self.system = system
+        self.notifier = sdnotify.SystemdNotifier()
+        self.manager: Manager | None = None
+
+    def load_settings(self, strict: bool) -> tuple[Config, dict]:
+        config = load_config(config_paths(self.system))
+        presets = load_presets(preset_dirs(self.system), strict=strict)
+        return config, presets
+
+    def reload(self) -> None:
+        """Re-read config and presets; on any error keep the last good ones and say why."""
+        from .errors import InvalidArgs
+
+        assert self.manager is not None
+        try:
+            config, presets = self.load_settings(strict=True)
+        except SettingsError as e:
+            log.error("Failed to reload, keeping the last good configuration: %s", e)
+            raise InvalidArgs(f"Configuration not reloaded: {e}") from None
+        self.manager.reload(config, presets)
+
+    async def run(self) -> int:
+        try:
+            config, presets = self.load_settings(strict=False)
+        except SettingsError as e:
+            log.error("Failed to load configuration: %s", e)
+            return 1
+        bus_type = BusType.SYSTEM if self.system else BusType.SESSION
+        bus = await MessageBus(bus_type=bus_type, negotiate_unix_fd=True).connect()
+        systemd = Systemd(
+            bus, lambda unit, state: self.manager and self.manager.on_unit(unit, state)
+        )
+        await systemd.connect()
+        store = SidecarStore(state_dir(self.system))
+        store.prepare()
+        self.manager = Manager(
+            system=self.system,
+            systemd=systemd,
+            store=store,
+            config=config,
+            presets=presets,
+            boot_id=read_boot_id(),
+            runtime_root=runtime_root(self.system),
+        )
+        report = await recover(self.manager, store, systemd)
+        self.manager.recovering = False
+        log.info(
+            "Recovery (policy %s): %d adopted, %d dormant, %d unchanged, %d orphan scopes",
+            config.recovery_policy.value,
+            report.adopted,
+            report.dormant,
+            report.unchanged,
+            len(report.orphans),
+        )
+        frontend = BusFrontend(
+            self.manager, Authorizer(bus, use_polkit=self.system), Exporter(bus), self.reload
+        )
+        frontend.export_all()
+        reply = await bus.request_name(BUS_NAME)
+        if reply not in (RequestNameReply.PRIMARY_OWNER, RequestNameReply.ALREADY_OWNER):
+            log.error("Failed to own %s: it is taken; is another hostagent running?", BUS_NAME)
+            return 1
+        log.info(
+            "hostagent %s serving %s on the %s bus",
+            __version__,
+            BUS_NAME,
+            "system" if self.system else "session",
+        )
+        return await self.serve(bus)
+
+    async def serve(self, bus: MessageBus) -> int:
+        assert self.manager is not None
+        loop = asyncio.get_running_loop()
+        stop = loop.create_future()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+        loop.add_signal_handler(signal.SIGHUP, self._reload_quietly)
+        self.notify(f"READY=1\nSTATUS={self.manager.status_line()}")
+        tasks = [loop.create_task(self._status_loop())]
+        watchdog = int(os.environ.get("WATCHDOG_USEC", "0") or 0)
+        if watchdog and os.environ.get("WATCHDOG_PID", str(os.getpid())) == str(os.getpid()):
+            tasks.append(loop.create_task(self._watchdog(watchdog / 2e6)))
+        disconnected = asyncio.ensure_future(bus.wait_for_disconnect())
+        await asyncio.wait([stop, disconnected], return_when=asyncio.FIRST_COMPLETED)
+        self.notify("STOPPING=1")
+        log.info("Stopping; sessions keep running in their scopes")
+        for t in tasks:
+            t.cancel()
+        if disconnected.done():
+            log.error("Lost the bus connection")
+            return 1
+        bus.disconnect()
+        return 0
+
+    def _reload_quietly(self) -> None:
+        try:
+            self.reload()
+        except Exception as e:  # SIGHUP has no caller to answer
+            log.error("Reload on SIGHUP failed: %s", e)
+
+    def notify(self, text: str) -> None:
+        self.notifier.notify(text)
+
+    async def _status_loop(self) -> None:
+        """Refresh STATUS= when the counts change; woken by the manager, not by polling."""
+        assert self.manager is not None
+        last = ""
+        while True:
+            await self.manager.changed.wait()
+            self.manager.changed.clear()
+            line = self.manager.status_line()
+            if line != last:
+                self.notify(f"STATUS={line}")
+                last = line
+
+    async def _watchdog(self, interval: float) -> None:
+        while True:
+            self.notify("WATCHDOG=1")
+            await asyncio.sleep(interval)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hostagent", description=__doc__)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--system", action="store_true", help="serve the system bus (as root)")
+    mode.add_argument("--user", action="store_true", help="serve the session bus (default)")
+    parser.add_argument("--debug", action="store_true", help="log debug messages")
+    parser.add_argument("--version", action="version", version=f"hostagent {__version__}")
+    args = parser.parse_args(argv)
+    logsetup.setup(args.debug)
+    if args.system and os.geteuid() != 0:
+        log.error("--system needs root; use --user to serve your own session bus")
+        return 2
+    try:
+        return asyncio.run(Daemon(system=args.system).run())
+    except (OSError, ConnectionError) as e:
+        log.error("Failed to start: %s", e)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

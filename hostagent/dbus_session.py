@@ -1,0 +1,171 @@
+"""The per-session bus object: org.hostagent.HostAgent1.Session.
+
+Each handler reads, authorizes, calls one manager method and packs the reply. The object keeps
+the values it last published, so one PropertiesChanged carries exactly what changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dbus_fast import Variant
+
+from . import SESSION_INTERFACE, SESSION_PATH_PREFIX
+from .auth import Authorizer
+from .buspath import path_encode
+from .dbus_export import Call, Exporter, Interface, Method, Property
+from .manager import Manager, Session
+from .systemd import SCOPE_IFACE
+
+UINT64_MAX = (1 << 64) - 1
+
+
+def session_path(name: str) -> str:
+    return path_encode(SESSION_PATH_PREFIX, name)
+
+
+class SessionObject:
+    def __init__(
+        self, session: Session, manager: Manager, auth: Authorizer, exporter: Exporter
+    ) -> None:
+        self.session = session
+        self.manager = manager
+        self.auth = auth
+        self.exporter = exporter
+        self.path = session_path(session.name)
+        self._published = self._values()
+
+    # ---- authorization ------------------------------------------------------------------
+
+    async def authorize(self, call: Call) -> None:
+        await self.auth.require_owner_or_admin(
+            call.sender,
+            self.session.record.owner,
+            call.interactive,
+            f"session '{self.session.name}'",
+        )
+
+    # ---- properties ---------------------------------------------------------------------
+
+    def _values(self) -> dict[str, Variant]:
+        return {p.name: Variant(p.signature, p.getter(self)) for p in _CHANGING}
+
+    def publish(self) -> None:
+        values = self._values()
+        changed = {k: v for k, v in values.items() if self._published.get(k) != v}
+        self._published = values
+        self.exporter.emit_changed(self.path, SESSION_INTERFACE, changed)
+
+    async def _scope_counter(self, name: str) -> int:
+        if self.session.record.state.value != "running":
+            return UINT64_MAX
+        value = await self.manager.systemd.unit_property(
+            self.session.record.unit, SCOPE_IFACE, name
+        )
+        return UINT64_MAX if value is None else int(value)
+
+
+def _r(field: str) -> Any:
+    return lambda o: getattr(o.session.record, field)
+
+
+def _enum(field: str) -> Any:
+    return lambda o: getattr(o.session.record, field).value
+
+
+_CONST = [
+    Property("Name", "s", _r("name"), "const"),
+    Property("Uuid", "s", _r("uuid"), "const"),
+    Property("Preset", "s", _r("preset"), "const"),
+    Property("Owner", "u", _r("owner"), "const"),
+    Property("Cwd", "s", _r("cwd"), "const"),
+]
+_CHANGING = [
+    Property("State", "s", _enum("state")),
+    Property("Activity", "s", lambda o: o.session.activity.value),
+    Property("AgentSessionId", "s", _r("agent_session")),
+    Property("Unit", "s", _r("unit")),
+    Property("Leader", "u", _r("leader_pid")),
+    Property("BootID", "s", _r("boot_id")),
+    Property("StartedAt", "t", _r("started_at")),
+    Property("StoppedAt", "t", _r("stopped_at")),
+    Property("DormantReason", "s", _enum("dormant_reason")),
+    Property("LastError", "s", _r("last_error")),
+    Property("ResumeCount", "u", _r("resume_count")),
+    Property("Command", "as", _r("last_argv")),
+]
+_COUNTERS = [
+    Property("MemoryCurrent", "t", lambda o: o._scope_counter("MemoryCurrent"), "false"),
+    Property("CPUUsageNSec", "t", lambda o: o._scope_counter("CPUUsageNSec"), "false"),
+]
+
+
+async def _stop(o: SessionObject, call: Call) -> None:
+    await o.authorize(call)
+    await o.manager.stop(o.session.name)
+
+
+async def _kill(o: SessionObject, call: Call, whom: str, signal: int) -> None:
+    await o.authorize(call)
+    await o.manager.kill(o.session.name, whom, signal)
+
+
+async def _resume(o: SessionObject, call: Call) -> None:
+    await o.authorize(call)
+    await o.manager.resume(o.session.name)
+
+
+async def _remove(o: SessionObject, call: Call) -> None:
+    await o.authorize(call)
+    await o.manager.remove(o.session.name)
+
+
+async def _capture(o: SessionObject, call: Call, lines: int) -> str:
+    await o.authorize(call)
+    return await o.manager.capture(o.session.name, lines)
+
+
+async def _send(o: SessionObject, call: Call, text: str, enter: bool) -> None:
+    await o.authorize(call)
+    await o.manager.send_text(o.session.name, text, enter)
+
+
+async def _wait(o: SessionObject, call: Call, activities: list[str], timeout: int) -> str:
+    _, activity = await o.manager.wait_for_activity([o.session.name], activities, timeout)
+    return activity
+
+
+def _explain(o: SessionObject, call: Call) -> dict[str, str]:
+    return {
+        "activity": o.session.activity.value,
+        "source": "lifecycle",
+        "rule": "state",
+        "matched": o.session.record.state.value,
+    }
+
+
+async def _attach(o: SessionObject, call: Call) -> list[str]:
+    await o.authorize(call)
+    return o.manager.attach_argv(o.session.name)
+
+
+SESSION = Interface(
+    SESSION_INTERFACE,
+    methods=[
+        Method("Stop", [], [], _stop),
+        Method("Kill", [("whom", "s"), ("signal", "i")], [], _kill),
+        Method("Resume", [], [], _resume),
+        Method("Remove", [], [], _remove),
+        Method("Capture", [("lines", "i")], [("text", "s")], _capture),
+        Method("SendText", [("text", "s"), ("enter", "b")], [], _send),
+        Method(
+            "WaitForActivity",
+            [("activities", "as"), ("timeout_usec", "t")],
+            [("activity", "s")],
+            _wait,
+        ),
+        Method("ExplainActivity", [], [("explanation", "a{ss}")], _explain),
+        Method("GetAttachCommand", [], [("argv", "as")], _attach),
+    ],
+    properties=_CONST + _CHANGING + _COUNTERS,
+)

@@ -1,0 +1,130 @@
+"""Every error hostagent reports, each bound once to its D-Bus error name.
+
+The hierarchy is flat: ``HostAgentError`` and one subclass per wire name. The daemon raises these
+from anywhere below the bus; ``dbus_export`` turns them into error replies; ``client`` maps the
+names back into the same classes, so both ends speak one vocabulary (as systemd's
+bus-common-errors does).
+
+    HostAgentError
+    ├── NoSuchSession, NoSessionForPID, SessionExists, NoSuchPreset
+    ├── InvalidName, InvalidCwd, InvalidArgs
+    ├── AlreadyRunning, NotRunning, Busy
+    ├── SpawnFailed, ResumeFailed, Timeout, LimitsExceeded
+    └── AccessDenied, InteractiveAuthorizationRequired
+"""
+
+from __future__ import annotations
+
+ERROR_PREFIX = "org.hostagent.HostAgent1.Error."
+
+
+class HostAgentError(Exception):
+    """Base class; ``dbus_name`` is what goes on the wire."""
+
+    dbus_name = "org.freedesktop.DBus.Error.Failed"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _own(name: str) -> str:
+    return ERROR_PREFIX + name
+
+
+class NoSuchSession(HostAgentError):
+    dbus_name = _own("NoSuchSession")
+
+
+class NoSessionForPID(HostAgentError):
+    dbus_name = _own("NoSessionForPID")
+
+
+class SessionExists(HostAgentError):
+    dbus_name = _own("SessionExists")
+
+
+class NoSuchPreset(HostAgentError):
+    dbus_name = _own("NoSuchPreset")
+
+
+class InvalidName(HostAgentError):
+    dbus_name = _own("InvalidName")
+
+
+class InvalidCwd(HostAgentError):
+    dbus_name = _own("InvalidCwd")
+
+
+class AlreadyRunning(HostAgentError):
+    dbus_name = _own("AlreadyRunning")
+
+
+class NotRunning(HostAgentError):
+    dbus_name = _own("NotRunning")
+
+
+class Busy(HostAgentError):
+    """Another operation holds the session (stopping, being removed)."""
+
+    dbus_name = _own("Busy")
+
+
+class SpawnFailed(HostAgentError):
+    dbus_name = _own("SpawnFailed")
+
+
+class ResumeFailed(HostAgentError):
+    dbus_name = _own("ResumeFailed")
+
+
+class Timeout(HostAgentError):
+    dbus_name = _own("Timeout")
+
+
+class LimitsExceeded(HostAgentError):
+    dbus_name = _own("LimitsExceeded")
+
+
+class InvalidArgs(HostAgentError):
+    dbus_name = "org.freedesktop.DBus.Error.InvalidArgs"
+
+
+class AccessDenied(HostAgentError):
+    dbus_name = "org.freedesktop.DBus.Error.AccessDenied"
+
+
+class InteractiveAuthorizationRequired(HostAgentError):
+    dbus_name = "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired"
+
+
+ALL_ERRORS: tuple[type[HostAgentError], ...] = (
+    NoSuchSession,
+    NoSessionForPID,
+    SessionExists,
+    NoSuchPreset,
+    InvalidName,
+    InvalidCwd,
+    AlreadyRunning,
+    NotRunning,
+    Busy,
+    SpawnFailed,
+    ResumeFailed,
+    Timeout,
+    LimitsExceeded,
+    InvalidArgs,
+    AccessDenied,
+    InteractiveAuthorizationRequired,
+)
+
+BY_DBUS_NAME: dict[str, type[HostAgentError]] = {e.dbus_name: e for e in ALL_ERRORS}
+
+
+def from_dbus(name: str, message: str) -> HostAgentError:
+    """The error class for a wire name; unknown names keep their name in a plain HostAgentError."""
+    cls = BY_DBUS_NAME.get(name)
+    if cls is not None:
+        return cls(message)
+    err = HostAgentError(message)
+    err.dbus_name = name
+    return err

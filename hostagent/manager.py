@@ -1,0 +1,547 @@
+"""The registry of sessions and every operation on them, each under its session's lock.
+
+The manager owns the records and the runtime ``Session`` objects. It never imports dbus-fast:
+the bus layer listens through ``Listener`` and turns calls into these methods. Unit signals only
+queue a reconcile; one reconcile pass, under the session lock, asks systemd for the truth and
+decides (DESIGN §4, STYLE rule 9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Protocol
+
+from . import launch, scope, tmux
+from .config import Config
+from .errors import (
+    AlreadyRunning,
+    Busy,
+    InvalidArgs,
+    InvalidCwd,
+    InvalidName,
+    LimitsExceeded,
+    NoSessionForPID,
+    NoSuchPreset,
+    NoSuchSession,
+    NotRunning,
+    SessionExists,
+    SpawnFailed,
+    Timeout,
+)
+from .options import CreateRequest
+from .presets import Preset
+from .session import (
+    LIVE_STATES,
+    Activity,
+    DormantReason,
+    Event,
+    SessionRecord,
+    State,
+    generate_name,
+    name_problem,
+    transition,
+    unit_name,
+)
+from .spawn import Owner, build_env, check_cwd, exists_as_owner, size_problem
+from .store import SidecarStore
+from .systemd import Systemd
+
+log = logging.getLogger(__name__)
+
+MAX_OPERATIONS = 256  # calls waiting for a systemd job at once; past it, LimitsExceeded
+
+
+class Listener(Protocol):
+    def session_added(self, session: Session) -> None: ...
+    def session_removed(self, session: Session) -> None: ...
+    def session_changed(self, session: Session) -> None: ...
+
+
+class Session:
+    """A record plus what only lives while the daemon runs: its lock, activity and waiters."""
+
+    def __init__(self, record: SessionRecord) -> None:
+        self.record = record
+        self.lock = asyncio.Lock()
+        self.removed = False
+        self.stop_requested = False
+        self.reconcile_queued = False
+        self.owner: Owner | None = None
+        self.waiters: list[tuple[frozenset[str], asyncio.Future[str]]] = []
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def activity(self) -> Activity:
+        return Activity.UNKNOWN if self.record.state in LIVE_STATES else Activity.EXITED
+
+
+class Manager:
+    def __init__(
+        self,
+        *,
+        system: bool,
+        systemd: Systemd,
+        store: SidecarStore,
+        config: Config,
+        presets: dict[str, Preset],
+        boot_id: str,
+        runtime_root: Path,
+    ) -> None:
+        self.system = system
+        self.systemd = systemd
+        self.store = store
+        self.config = config
+        self.presets = presets
+        self.boot_id = boot_id
+        self.runtime_root = runtime_root
+        self.sessions: dict[str, Session] = {}
+        self.listener: Listener | None = None
+        self._reserved: set[str] = set()
+        self._operations = 0
+        self.changed = asyncio.Event()  # set on every commit; the daemon refreshes STATUS=
+        self.recovering = True  # unit signals wait until recovery has looked at every unit
+
+    # ---- lookup -------------------------------------------------------------------------
+
+    def get(self, name: str) -> Session:
+        session = self.sessions.get(name)
+        if session is None or session.removed:
+            raise NoSuchSession(f"No session '{name}' known; 'hostagentctl list' shows them.")
+        return session
+
+    def by_pid(self, pid: int) -> Session:
+        unit = scope.unit_of_pid(pid)
+        for session in self.sessions.values():
+            if unit and session.record.unit == unit and not session.removed:
+                return session
+        raise NoSessionForPID(f"PID {pid} does not belong to any session.")
+
+    def owner_of(self, session: Session) -> Owner:
+        if session.owner is None:
+            session.owner = Owner.from_uid(session.record.owner)
+        return session.owner
+
+    def socket_of(self, session: Session) -> Path:
+        return tmux.socket_path(self.runtime_dir(session.record.owner), session.name)
+
+    def runtime_dir(self, uid: int) -> Path:
+        return self.runtime_root / str(uid) if self.system else self.runtime_root
+
+    def status_line(self) -> str:
+        counts: dict[str, int] = {}
+        for s in self.sessions.values():
+            counts[s.record.state.value] = counts.get(s.record.state.value, 0) + 1
+        if not counts:
+            return "No sessions."
+        return ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+
+    # ---- bookkeeping --------------------------------------------------------------------
+
+    def _commit(self, session: Session) -> None:
+        """Persist the record, then tell the bus layer and anyone waiting."""
+        self.store.save(session.record)
+        self.changed.set()
+        if self.listener:
+            self.listener.session_changed(session)
+        self._wake(session)
+
+    def _apply(self, session: Session, event: Event) -> None:
+        old = session.record.state
+        session.record.state = transition(old, event)
+        if old != session.record.state:
+            log.info("session '%s': %s -> %s", session.name, old.value, session.record.state.value)
+
+    def _wake(self, session: Session) -> None:
+        activity = session.activity.value
+        for entry in list(session.waiters):
+            wanted, fut = entry
+            if activity in wanted or activity == Activity.EXITED.value:
+                if not fut.done():
+                    fut.set_result(activity)
+                session.waiters.remove(entry)
+
+    def _forget(self, session: Session) -> None:
+        session.removed = True
+        self.sessions.pop(session.name, None)
+        self.store.delete(session.name)
+        tmux.remove_socket(self.socket_of(session))
+        self.changed.set()
+        if self.listener:
+            self.listener.session_removed(session)
+        for _, fut in session.waiters:
+            if not fut.done():
+                fut.set_result(Activity.EXITED.value)
+        log.info("session '%s': removed", session.name)
+
+    class _Operation:
+        """Counts calls that wait on systemd, and refuses past MAX_OPERATIONS."""
+
+        def __init__(self, manager: Manager) -> None:
+            self.manager = manager
+
+        def __enter__(self) -> None:
+            if self.manager._operations >= MAX_OPERATIONS:
+                raise LimitsExceeded(
+                    f"{MAX_OPERATIONS} operations are already in flight; retry in a moment."
+                )
+            self.manager._operations += 1
+
+        def __exit__(self, *exc: object) -> None:
+            self.manager._operations -= 1
+
+    # ---- create -------------------------------------------------------------------------
+
+    async def create(
+        self, caller_uid: int, name: str, preset_name: str, cwd: str, req: CreateRequest
+    ) -> Session:
+        preset = self.presets.get(preset_name or "shell")
+        if preset is None:
+            raise NoSuchPreset(
+                f"No preset '{preset_name}' known; 'hostagentctl presets' lists them."
+            )
+        name = name or generate_name(preset.name, set(self.sessions) | self._reserved)
+        problem = name_problem(name)
+        if problem:
+            raise InvalidName(f"Session name '{name}' {problem}.")
+        self._check_free(name)
+        with self._Operation(self):
+            self._reserved.add(name)
+            try:
+                record = await self._new_record(caller_uid, name, preset, cwd, req)
+                session = Session(record)
+                self.sessions[name] = session
+            finally:
+                self._reserved.discard(name)
+            async with session.lock:
+                self.store.save(record)
+                log.info(
+                    "session '%s': created (uuid %s, preset %s, owner %d)",
+                    name,
+                    record.uuid,
+                    preset.name,
+                    record.owner,
+                )
+                if self.listener:
+                    self.listener.session_added(session)
+                await self._spawn(session)
+        return session
+
+    def _check_free(self, name: str) -> None:
+        existing = self.sessions.get(name)
+        if existing is not None:
+            state = existing.record.state.value
+            raise SessionExists(
+                f"Session '{name}' already exists and is {state}; "
+                f"resume it with 'hostagentctl resume {name}' or remove it with "
+                f"'hostagentctl rm {name}'."
+            )
+        if name in self._reserved:
+            raise SessionExists(f"Session '{name}' is being created right now; pick another name.")
+
+    async def _new_record(
+        self, caller_uid: int, name: str, preset: Preset, cwd: str, req: CreateRequest
+    ) -> SessionRecord:
+        owner_uid = caller_uid if self.system else os.getuid()
+        if req.user is not None and req.user != owner_uid:
+            if caller_uid != 0 or not self.system:
+                raise InvalidArgs("Only root may create a session for another user ('user').")
+            owner_uid = req.user
+        try:
+            owner = Owner.from_uid(owner_uid)
+        except KeyError:
+            raise InvalidArgs(f"User {owner_uid} does not exist.") from None
+        cwd = cwd or owner.home
+        if not os.path.isabs(cwd):
+            raise InvalidCwd(f"Working directory '{cwd}' must be an absolute path.")
+        problem = await check_cwd(owner, cwd)
+        if problem:
+            raise InvalidCwd(f"Working directory '{cwd}' {problem}.")
+        command = req.command if req.command is not None else (preset.command or [owner.shell])
+        agent_id = req.agent_session or launch.new_agent_id(preset)
+        first = launch.first_launch(preset, command, req.args, agent_id)
+        problem = size_problem(first.argv, {**preset.env, **req.env})
+        if problem:
+            raise InvalidArgs(f"Session '{name}': {problem}.")
+        return SessionRecord(
+            name=name,
+            uuid=str(uuid.uuid4()),
+            owner=owner_uid,
+            preset=preset.name,
+            cwd=os.path.normpath(cwd),
+            command=list(command),
+            args=list(req.args),
+            argv=first.argv,
+            last_argv=first.argv,
+            env=dict(req.env),
+            limits=req.limits.merged_over(self.config.limits),
+            columns=req.columns or self.config.columns,
+            rows=req.rows or self.config.rows,
+            agent_session=agent_id,
+            agent_session_source=("assigned" if agent_id else ""),
+            unit=unit_name(name),
+            created_at=scope.now_usec(),
+            state=State.STARTING,
+        )
+
+    # ---- spawn, stop, resume, kill, remove ----------------------------------------------
+
+    async def _spawn(self, session: Session) -> None:
+        """Start the scope for record.last_argv; the caller holds the lock, state is starting."""
+        record = session.record
+        owner = self.owner_of(session)
+        preset = self.presets.get(record.preset)
+        session.stop_requested = False
+        try:
+            scope.prepare_runtime_dir(self.runtime_dir(owner.uid), owner)
+            xdg = f"/run/user/{owner.uid}" if self.system else os.environ.get("XDG_RUNTIME_DIR")
+            env = build_env(
+                owner,
+                preset.env if preset else {},
+                record.env,
+                xdg if xdg and os.path.isdir(xdg) else None,
+            )
+            started = await scope.start(
+                self.systemd,
+                record,
+                owner,
+                self.socket_of(session),
+                env,
+                record.limits,
+                self.config.stop_timeout_sec,
+            )
+        except (SpawnFailed, OSError) as e:
+            record.last_error = e.message if isinstance(e, SpawnFailed) else f"Failed to spawn: {e}"
+            record.stopped_at = scope.now_usec()
+            self._apply(session, Event.START_FAILED)
+            self._commit(session)
+            log.error("session '%s': %s", session.name, record.last_error)
+            raise SpawnFailed(
+                f"Session '{session.name}' failed to start: {record.last_error}"
+            ) from None
+        record.leader_pid = started.leader_pid
+        record.invocation_id = started.invocation_id
+        record.started_at = started.started_at
+        record.boot_id = self.boot_id
+        record.dormant_reason = DormantReason.NONE
+        record.last_error = ""
+        self._apply(session, Event.STARTED)
+        self._commit(session)
+        self.queue_reconcile(session)  # the agent may already have exited
+
+    def _live_session(self, name: str) -> Session:
+        session = self.get(name)
+        if session.lock.locked() and session.record.state is State.STOPPING:
+            raise Busy(f"Session '{name}' is stopping; wait for it, then try again.")
+        return session
+
+    async def stop(self, name: str) -> None:
+        session = self._live_session(name)
+        with self._Operation(self):
+            async with session.lock:
+                self._check_alive(session)
+                if session.record.state not in (State.RUNNING, State.STARTING):
+                    raise NotRunning(
+                        f"Session '{name}' is {session.record.state.value}, not running."
+                    )
+                await self._stop_locked(session)
+
+    async def _stop_locked(self, session: Session) -> None:
+        session.stop_requested = True
+        self._apply(session, Event.STOP)
+        self._commit(session)
+        await scope.stop(self.systemd, session.record.unit, self.config.stop_timeout_sec + 30)
+        session.record.stopped_at = scope.now_usec()
+        self._apply(session, Event.UNIT_GONE)
+        self._commit(session)
+        tmux.remove_socket(self.socket_of(session))
+
+    def _check_alive(self, session: Session) -> None:
+        if session.removed:
+            raise NoSuchSession(f"Session '{session.name}' was removed meanwhile.")
+
+    async def resume(self, name: str) -> Session:
+        session = self._live_session(name)
+        with self._Operation(self):
+            async with session.lock:
+                self._check_alive(session)
+                state = session.record.state
+                if state in (State.STARTING, State.RUNNING):
+                    raise AlreadyRunning(f"Session '{name}' is already {state.value}.")
+                if state is State.STOPPING:
+                    raise Busy(f"Session '{name}' is stopping; wait for it, then resume.")
+                await self._resume_locked(session)
+        return session
+
+    async def _resume_locked(self, session: Session) -> None:
+        record = session.record
+        preset = self.presets.get(record.preset) or Preset(name=record.preset)
+        owner = self.owner_of(session)
+        path = launch.conversation_path(preset, record.agent_session, owner.home, record.cwd)
+        exists = bool(record.agent_session) and (path is None or await exists_as_owner(owner, path))
+        plan = launch.resume_launch(
+            preset, record.command, record.args, record.agent_session, exists
+        )
+        record.last_argv = plan.argv
+        record.resume_count += 1
+        log.info(
+            "session '%s': resuming (%s)",
+            session.name,
+            "fresh conversation" if plan.fresh else f"conversation {plan.agent_session}",
+        )
+        self._apply(session, Event.START)
+        self._commit(session)
+        await self._spawn(session)
+
+    async def kill(self, name: str, whom: str, signal: int) -> None:
+        scope.check_signal(whom, signal)
+        session = self.get(name)
+        async with session.lock:
+            self._check_alive(session)
+            if session.record.state not in LIVE_STATES:
+                raise NotRunning(f"Session '{name}' is {session.record.state.value}, not running.")
+            await scope.kill(
+                self.systemd,
+                session.record,
+                self.owner_of(session),
+                self.socket_of(session),
+                whom,
+                signal,
+            )
+
+    async def remove(self, name: str) -> None:
+        session = self.get(name)
+        with self._Operation(self):
+            async with session.lock:
+                self._check_alive(session)
+                if session.record.state in LIVE_STATES:
+                    await self._stop_locked(session)
+                self._forget(session)
+
+    # ---- the terminal -------------------------------------------------------------------
+
+    def _running(self, name: str) -> Session:
+        session = self.get(name)
+        if session.record.state is not State.RUNNING:
+            raise NotRunning(
+                f"Session '{name}' is {session.record.state.value}; "
+                f"resume it with 'hostagentctl resume {name}'."
+            )
+        return session
+
+    async def capture(self, name: str, lines: int) -> str:
+        session = self._running(name)
+        if not 0 <= lines <= 100000:
+            raise InvalidArgs("Scrollback lines must be between 0 and 100000.")
+        try:
+            return await tmux.capture(self.owner_of(session), self.socket_of(session), lines)
+        except tmux.TmuxError as e:
+            raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
+
+    async def send_text(self, name: str, text: str, enter: bool) -> None:
+        session = self._running(name)
+        if len(text) > 64 * 1024 or "\0" in text:
+            raise InvalidArgs("Text must be at most 64 KiB and contain no NUL.")
+        try:
+            await tmux.send_text(self.owner_of(session), self.socket_of(session), text, enter)
+        except tmux.TmuxError as e:
+            raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
+
+    def attach_argv(self, name: str) -> list[str]:
+        return tmux.attach_argv(self.socket_of(self._running(name)))
+
+    # ---- waiting ------------------------------------------------------------------------
+
+    async def wait_for_activity(
+        self, names: Iterable[str], activities: Iterable[str], timeout_usec: int
+    ) -> tuple[str, str]:
+        wanted = frozenset(activities)
+        unknown = wanted - {a.value for a in Activity}
+        if unknown:
+            raise InvalidArgs(f"Unknown activities: {', '.join(sorted(unknown))}.")
+        sessions = [self.get(n) for n in names]
+        if not sessions:
+            raise InvalidArgs("Name at least one session to wait for.")
+        for s in sessions:
+            current = s.activity.value
+            if current in wanted or current == Activity.EXITED.value:
+                return s.name, current
+        loop = asyncio.get_running_loop()
+        futures = {}
+        for s in sessions:
+            fut: asyncio.Future[str] = loop.create_future()
+            s.waiters.append((wanted, fut))
+            futures[fut] = s
+        try:
+            done, _ = await asyncio.wait(
+                futures, timeout=timeout_usec / 1e6 or None, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for fut, s in futures.items():
+                s.waiters = [w for w in s.waiters if w[1] is not fut]
+        if not done:
+            raise Timeout("No session reached the activities in time.")
+        fut = next(iter(done))
+        return futures[fut].name, fut.result()
+
+    # ---- watching units -----------------------------------------------------------------
+
+    def on_unit(self, unit: str, active_state: str) -> None:
+        """A unit signal: only queue a reconcile of the session it belongs to."""
+        from .session import name_from_unit
+
+        name = name_from_unit(unit)
+        session = self.sessions.get(name) if name else None
+        if self.recovering or session is None or session.removed or session.record.unit != unit:
+            return
+        if active_state in ("inactive", "failed", ""):
+            self.queue_reconcile(session)
+
+    def queue_reconcile(self, session: Session) -> None:
+        if not session.reconcile_queued:
+            session.reconcile_queued = True
+            asyncio.get_running_loop().create_task(self._reconcile(session))
+
+    async def _reconcile(self, session: Session) -> None:
+        async with session.lock:
+            session.reconcile_queued = False
+            if session.removed or session.record.state not in (State.RUNNING, State.STARTING):
+                return
+            state = await self.systemd.active_state(session.record.unit)
+            if state not in ("inactive", "failed", ""):
+                return
+            record = session.record
+            if scope.leader_alive_in(record.unit, record.leader_pid):
+                log.warning(
+                    "session '%s': %s reported %s while tmux server %d still runs in it, ignoring",
+                    session.name,
+                    record.unit,
+                    state or "gone",
+                    record.leader_pid,
+                )
+                return
+            record.stopped_at = scope.now_usec()
+            if not session.stop_requested:
+                record.last_error = "" if state != "failed" else f"unit {record.unit} failed"
+                log.info("session '%s': the agent exited", session.name)
+            self._apply(session, Event.UNIT_GONE)
+            self._commit(session)
+            tmux.remove_socket(self.socket_of(session))
+
+    # ---- configuration ------------------------------------------------------------------
+
+    def reload(self, config: Config, presets: dict[str, Preset]) -> None:
+        self.config = config
+        self.presets = presets
+        log.info("Reloaded configuration from %s and %d presets", config.source, len(presets))
+
+    def snapshot(self, session: Session) -> SessionRecord:
+        return replace(session.record)

@@ -1,0 +1,86 @@
+"""CreateSession's ``a{sv}`` options, checked for key, type and value. Pure.
+
+The bus layer hands over each option as (signature, value); everything that is wrong becomes
+InvalidArgs with a message naming the option, so nothing half-valid reaches the manager.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import COLUMNS_BOUNDS, LIMIT_BOUNDS, ROWS_BOUNDS, limit_problem
+from .errors import InvalidArgs
+from .session import Limits
+from .spawn import env_problem
+
+AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+# option key -> D-Bus signature
+OPTION_TYPES: dict[str, str] = {
+    "command": "as",
+    "args": "as",
+    "env": "a{ss}",
+    "agent_session": "s",
+    "user": "u",
+    "columns": "q",
+    "rows": "q",
+    **{k: "t" for k in LIMIT_BOUNDS},
+}
+
+
+@dataclass
+class CreateRequest:
+    command: list[str] | None = None
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    agent_session: str = ""
+    user: int | None = None
+    columns: int | None = None
+    rows: int | None = None
+    limits: Limits = field(default_factory=Limits)
+
+
+def parse_options(options: dict[str, tuple[str, Any]]) -> CreateRequest:
+    req = CreateRequest()
+    for key, (signature, value) in options.items():
+        expected = OPTION_TYPES.get(key)
+        if expected is None:
+            known = ", ".join(sorted(OPTION_TYPES))
+            raise InvalidArgs(f"Unknown option '{key}'; known options are: {known}.")
+        if signature != expected:
+            raise InvalidArgs(f"Option '{key}' must have type '{expected}', not '{signature}'.")
+        _apply(req, key, value)
+    return req
+
+
+def _apply(req: CreateRequest, key: str, value: Any) -> None:
+    if key == "command":
+        if not value or not value[0]:
+            raise InvalidArgs("Option 'command' must name a program; omit it to use the preset's.")
+        req.command = list(value)
+    elif key == "args":
+        req.args = list(value)
+    elif key == "env":
+        for k, v in value.items():
+            problem = env_problem(k, v)
+            if problem:
+                raise InvalidArgs(f"Option 'env': {problem}.")
+        req.env = dict(value)
+    elif key == "agent_session":
+        if not AGENT_ID_RE.match(value):
+            raise InvalidArgs("Option 'agent_session' must be 1-128 of [A-Za-z0-9._:-].")
+        req.agent_session = value
+    elif key == "user":
+        req.user = int(value)
+    elif key in ("columns", "rows"):
+        lo, hi = COLUMNS_BOUNDS if key == "columns" else ROWS_BOUNDS
+        if not lo <= value <= hi:
+            raise InvalidArgs(f"Option '{key}' must be between {lo} and {hi}.")
+        setattr(req, key, int(value))
+    else:
+        problem = limit_problem(key, value)
+        if problem:
+            raise InvalidArgs(f"Option '{key}' {problem}.")
+        setattr(req.limits, key, int(value))

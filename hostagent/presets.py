@@ -1,0 +1,112 @@
+"""Presets: what to run for each agent CLI, how its conversation id is found, how it resumes.
+
+Built-in presets ship as package data (``hostagent/presets/*.yaml``). An admin's files in
+/etc/hostagent/presets.d/ override them by name, and in user mode so do the user's files in
+~/.config/hostagent/presets.d/. Each file holds one preset; see hostagent-presets(5).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import yamlfile
+from .session import name_problem
+
+log = logging.getLogger(__name__)
+
+BUILTIN_DIR = Path(__file__).parent / "presets"
+
+
+class IdSource(enum.StrEnum):
+    """How the agent's conversation id becomes known."""
+
+    NONE = "none"  # the CLI has no conversation id (shell, aider)
+    ASSIGNED = "assigned"  # we mint it and pass it on the command line
+    HOOK = "hook"  # the CLI reports it through a lifecycle hook
+    DISCOVERED = "discovered"  # we find it on disk after the first turn
+
+
+@dataclass
+class Preset:
+    name: str
+    description: str = ""
+    command: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    id_source: IdSource = IdSource.NONE
+    assign_args: list[str] = field(default_factory=list)
+    resume_args: list[str] = field(default_factory=list)
+    conversation: str = ""
+    source: str = "built-in"
+
+
+_KNOWN = {"name", "description", "command", "env", "agent_id", "resume"}
+_AGENT_ID_KNOWN = {"source", "assign_args"}
+_RESUME_KNOWN = {"args", "conversation"}
+
+
+def parse_preset(doc: yamlfile.Document) -> Preset:
+    data = yamlfile.expect_mapping(doc, doc.data, None)
+    yamlfile.reject_unknown(doc, data, _KNOWN, "")
+    name = data.get("name", doc.path.stem)
+    if not isinstance(name, str) or name_problem(name):
+        raise doc.error("name", "must be a valid preset name ([a-z0-9][a-z0-9_.-]*)")
+    preset = Preset(name=name, source=str(doc.path))
+    desc = data.get("description", "")
+    if not isinstance(desc, str):
+        raise doc.error("description", "must be a string")
+    preset.description = desc
+    preset.command = yamlfile.expect_str_list(doc, data.get("command", []), "command")
+    preset.env = yamlfile.expect_str_map(doc, data.get("env", {}), "env")
+    agent_id = yamlfile.expect_mapping(doc, data.get("agent_id", {}), "agent_id")
+    yamlfile.reject_unknown(doc, agent_id, _AGENT_ID_KNOWN, "agent_id")
+    try:
+        preset.id_source = IdSource(agent_id.get("source", "none"))
+    except ValueError:
+        raise doc.error("agent_id.source", "must be none, assigned, hook or discovered") from None
+    preset.assign_args = yamlfile.expect_str_list(
+        doc, agent_id.get("assign_args", []), "agent_id.assign_args"
+    )
+    if preset.id_source is IdSource.ASSIGNED and not any("{id}" in a for a in preset.assign_args):
+        raise doc.error("agent_id.assign_args", "an assigned id needs an argument with {id}")
+    resume = yamlfile.expect_mapping(doc, data.get("resume", {}), "resume")
+    yamlfile.reject_unknown(doc, resume, _RESUME_KNOWN, "resume")
+    preset.resume_args = yamlfile.expect_str_list(doc, resume.get("args", []), "resume.args")
+    conv = resume.get("conversation", "")
+    if not isinstance(conv, str):
+        raise doc.error("resume.conversation", "must be a path template string")
+    preset.conversation = conv
+    return preset
+
+
+def preset_dirs(system: bool) -> list[Path]:
+    dirs = [BUILTIN_DIR, Path("/etc/hostagent/presets.d")]
+    if not system:
+        base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+        dirs.append(Path(base) / "hostagent" / "presets.d")
+    return dirs
+
+
+def load_presets(dirs: list[Path], strict: bool) -> dict[str, Preset]:
+    """Presets by name, later dirs overriding earlier ones.
+
+    strict: raise SettingsError on the first broken file (Reload keeps the last good set);
+    otherwise log it and skip that file (start-up serves everything that is good).
+    """
+    presets: dict[str, Preset] = {}
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        for path in sorted(d.glob("*.yaml")):
+            try:
+                preset = parse_preset(yamlfile.load(path))
+            except yamlfile.SettingsError as e:
+                if strict:
+                    raise
+                log.error("Failed to load preset: %s, ignoring", e)
+                continue
+            presets[preset.name] = preset
+    return presets

@@ -1,0 +1,214 @@
+"""Running one session's scope: start it race-free, stop it, signal it.
+
+This is the I/O of DESIGN §4 for a single session, with no registry and no locking: the manager
+calls it under the session's lock and applies the result to the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal as signals
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dbus_fast import Variant
+
+from . import tmux
+from .errors import InvalidArgs, NotRunning, SpawnFailed
+from .session import Limits, SessionRecord
+from .spawn import HeldChild, Owner
+from .systemd import Systemd, SystemdError
+
+log = logging.getLogger(__name__)
+
+JOB_TIMEOUT = 60.0
+SLICE = "hostagent.slice"
+
+
+@dataclass(frozen=True)
+class Started:
+    leader_pid: int
+    invocation_id: str
+    started_at: int
+
+
+def now_usec() -> int:
+    return time.time_ns() // 1000
+
+
+def scope_properties(
+    record: SessionRecord, limits: Limits, stop_timeout: int
+) -> list[tuple[str, Variant]]:
+    props = [
+        ("Description", Variant("s", f"hostagent session {record.name} ({record.preset})")),
+        ("Slice", Variant("s", SLICE)),
+        ("CollectMode", Variant("s", "inactive-or-failed")),
+        ("SendSIGHUP", Variant("b", True)),
+        ("TimeoutStopUSec", Variant("t", stop_timeout * 1_000_000)),
+    ]
+    for key, prop, scale in (
+        ("memory_max", "MemoryMax", 1),
+        ("memory_high", "MemoryHigh", 1),
+        ("cpu_weight", "CPUWeight", 1),
+        ("tasks_max", "TasksMax", 1),
+        ("runtime_max_sec", "RuntimeMaxUSec", 1_000_000),
+    ):
+        value = getattr(limits, key)
+        if value:
+            props.append((prop, Variant("t", value * scale)))
+    return props
+
+
+def prepare_runtime_dir(path: Path, owner: Owner) -> None:
+    """A 0700 directory owned by owner, for its tmux sockets; refuse anything else there."""
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    st = os.lstat(path)
+    if not os.path.isdir(path) or os.path.islink(path):
+        raise SpawnFailed(f"Runtime directory {path} is not a directory; remove it.")
+    if st.st_uid != owner.uid and os.geteuid() == 0:
+        os.chown(path, owner.uid, owner.gid, follow_symlinks=False)
+    os.chmod(path, 0o700, follow_symlinks=False)
+
+
+async def start(
+    systemd: Systemd,
+    record: SessionRecord,
+    owner: Owner,
+    sock: Path,
+    env: dict[str, str],
+    limits: Limits,
+    stop_timeout: int,
+) -> Started:
+    """Start the scope with tmux running record.last_argv in the complete environment env.
+
+    Raises SpawnFailed on any failure, after making sure no half-started scope is left.
+    """
+    argv = tmux.new_session_argv(sock, record.columns, record.rows, record.last_argv)
+    tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
+    child = await HeldChild.start(owner, record.cwd, env, argv)
+    try:
+        job = await systemd.start_scope(
+            record.unit, child.pid, scope_properties(record, limits, stop_timeout)
+        )
+        result = await systemd.wait_job(job, JOB_TIMEOUT)
+        if result != "done":
+            raise SpawnFailed(f"Start job for unit {record.unit} finished with '{result}'.")
+        code, err = await child.release()
+    except SystemdError as e:
+        await child.abort()
+        raise SpawnFailed(f"Failed to start unit {record.unit}: {e}") from None
+    except TimeoutError:
+        await child.abort()
+        raise SpawnFailed(f"Start job for unit {record.unit} did not finish in time.") from None
+    except BaseException:
+        await child.abort()
+        raise
+    if code != 0:
+        await stop(systemd, record.unit, JOB_TIMEOUT)
+        reason = err or f"tmux exited with status {code}"
+        if code == 125:
+            reason = f"cannot change into '{record.cwd}'"
+        raise SpawnFailed(f"Failed to start tmux: {reason}")
+    try:
+        leader = await tmux.server_pid(owner, sock)
+    except (tmux.TmuxError, ValueError):
+        leader = 0  # the agent exited at once and took the server with it; reconcile sees it
+    invocation = await systemd.invocation_id(record.unit)
+    return Started(leader, invocation, now_usec())
+
+
+async def stop(systemd: Systemd, unit: str, timeout: float) -> None:
+    """Stop the unit and wait for the job; a unit that is already gone is fine."""
+    try:
+        job = await systemd.stop_unit(unit)
+    except SystemdError as e:
+        raise SpawnFailed(f"Failed to stop unit {unit}: {e}") from None
+    if job is None:
+        return
+    try:
+        await systemd.wait_job(job, timeout)
+    except TimeoutError:
+        log.warning("Stop job for %s did not finish in %.0fs, ignoring", unit, timeout)
+
+
+def check_signal(whom: str, signal: int) -> None:
+    if whom not in ("agent", "all"):
+        raise InvalidArgs(f"Kill target '{whom}' is not known; use 'agent' or 'all'.")
+    if not 1 <= signal < signals.NSIG:
+        raise InvalidArgs(f"Signal {signal} is not valid; use 1 to {signals.NSIG - 1}.")
+
+
+async def kill(
+    systemd: Systemd, record: SessionRecord, owner: Owner, sock: Path, whom: str, signal: int
+) -> None:
+    if whom == "all":
+        try:
+            await systemd.kill_unit(record.unit, "all", signal)
+        except SystemdError as e:
+            raise NotRunning(f"Session '{record.name}' cannot be signalled: {e}") from None
+        return
+    try:
+        pid = int(
+            (
+                await tmux.run(
+                    owner, sock, "display-message", "-p", "-t", tmux.SESSION, "#{pane_pid}"
+                )
+            ).strip()
+        )
+    except (tmux.TmuxError, ValueError):
+        raise NotRunning(f"Session '{record.name}' has no agent process.") from None
+    # Signal through a pidfd, and only a process inside this session's scope.
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        raise NotRunning(f"Session '{record.name}' has no agent process.") from None
+    try:
+        if record.unit not in _cgroup_of(pid):
+            raise NotRunning(f"Session '{record.name}': its agent left the session's scope.")
+        signals.pidfd_send_signal(pidfd, signal)
+    finally:
+        os.close(pidfd)
+
+
+def _cgroup_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def unit_of_pid(pid: int) -> str | None:
+    """The hostagent scope a pid's cgroup names, if any."""
+    for line in _cgroup_of(pid).splitlines():
+        for part in line.rpartition(":")[2].split("/"):
+            if part.startswith("hostagent-") and part.endswith(".scope"):
+                return part
+    return None
+
+
+def leader_alive_in(unit: str, pid: int) -> bool:
+    """The hazard check of DESIGN §12: does the leader still run inside the unit's cgroup?"""
+    return pid > 0 and unit in _cgroup_of(pid)
+
+
+async def wait_pid_gone(pid: int, timeout: float) -> None:
+    """Wait until pid exits, through its pidfd (no polling)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    loop.add_reader(pidfd, lambda: done.done() or done.set_result(None))
+    try:
+        await asyncio.wait_for(done, timeout)
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)

@@ -1,0 +1,161 @@
+"""The session model: the persisted record, its states, and the pure rules over them.
+
+Nothing here does I/O. ``transition`` is the state machine of DESIGN §3; the store persists
+``SessionRecord``; the manager applies transitions under the session lock.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import secrets
+import string
+from dataclasses import dataclass, field
+
+SCHEMA_VERSION = 1
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+UNIT_PREFIX = "hostagent-"
+UNIT_SUFFIX = ".scope"
+
+
+class State(enum.StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    DORMANT = "dormant"
+    FAILED = "failed"
+
+
+class Activity(enum.StrEnum):
+    WORKING = "working"
+    BLOCKED = "blocked"
+    IDLE = "idle"
+    UNKNOWN = "unknown"
+    EXITED = "exited"
+
+
+class DormantReason(enum.StrEnum):
+    NONE = ""
+    REBOOT = "reboot"
+    LOST = "lost"
+
+
+class Event(enum.StrEnum):
+    """What can happen to a session; the input of ``transition``."""
+
+    START = "start"  # create or resume asked for a scope
+    STARTED = "started"  # the scope job finished with "done"
+    START_FAILED = "start-failed"
+    STOP = "stop"  # a stop was asked for
+    UNIT_GONE = "unit-gone"  # the unit went inactive while the daemon watched
+    UNIT_LOST = "unit-lost"  # the unit was gone when the daemon looked (recovery)
+    ADOPT = "adopt"  # a live unit was found (recovery)
+
+
+LIVE_STATES = frozenset({State.STARTING, State.RUNNING, State.STOPPING})
+RESUMABLE_STATES = frozenset({State.STOPPED, State.DORMANT, State.FAILED})
+
+_TRANSITIONS: dict[tuple[State, Event], State] = {
+    **{(s, Event.START): State.STARTING for s in RESUMABLE_STATES},
+    (State.STARTING, Event.STARTED): State.RUNNING,
+    (State.STARTING, Event.START_FAILED): State.FAILED,
+    (State.RUNNING, Event.STOP): State.STOPPING,
+    (State.STARTING, Event.STOP): State.STOPPING,
+    **{(s, Event.UNIT_GONE): State.STOPPED for s in LIVE_STATES},
+    **{(s, Event.UNIT_LOST): State.DORMANT for s in LIVE_STATES},
+    **{(s, Event.ADOPT): State.RUNNING for s in State},
+}
+
+
+class InvalidTransition(Exception):
+    pass
+
+
+def transition(state: State, event: Event) -> State:
+    """The state after event; InvalidTransition when the event makes no sense in state."""
+    try:
+        return _TRANSITIONS[(state, event)]
+    except KeyError:
+        raise InvalidTransition(f"{event.value} is not possible while {state.value}") from None
+
+
+def name_problem(name: str) -> str | None:
+    """Why name is not a valid session name, or None when it is."""
+    if not name:
+        return "is empty"
+    if len(name) > 63:
+        return "is longer than 63 characters"
+    if not NAME_RE.match(name):
+        return "must match [a-z0-9][a-z0-9_.-]* (lowercase ASCII letters, digits, '_', '.', '-')"
+    return None
+
+
+def generate_name(preset: str, taken: set[str] | frozenset[str]) -> str:
+    """``<preset>-<4 chars>``, unique among taken."""
+    alphabet = string.ascii_lowercase + string.digits
+    stem = re.sub(r"[^a-z0-9_.-]", "-", preset.lower())[:58] or "session"
+    if not stem[0].isalnum():
+        stem = "s" + stem[:57]
+    while True:
+        name = f"{stem}-{''.join(secrets.choice(alphabet) for _ in range(4))}"
+        if name not in taken:
+            return name
+
+
+def unit_name(name: str) -> str:
+    return f"{UNIT_PREFIX}{name}{UNIT_SUFFIX}"
+
+
+def name_from_unit(unit: str) -> str | None:
+    if unit.startswith(UNIT_PREFIX) and unit.endswith(UNIT_SUFFIX):
+        name = unit[len(UNIT_PREFIX) : -len(UNIT_SUFFIX)]
+        return name if name_problem(name) is None else None
+    return None
+
+
+@dataclass
+class Limits:
+    memory_max: int = 0
+    memory_high: int = 0
+    cpu_weight: int = 0
+    tasks_max: int = 0
+    runtime_max_sec: int = 0
+
+    def merged_over(self, base: Limits) -> Limits:
+        """These limits, each unset (0) one taken from base."""
+        return Limits(**{k: getattr(self, k) or getattr(base, k) for k in vars(self)})
+
+
+@dataclass
+class SessionRecord:
+    """One session, as persisted in its sidecar. Persisted keys are never renamed."""
+
+    schema_version: int = SCHEMA_VERSION
+    name: str = ""
+    uuid: str = ""
+    owner: int = 0
+    preset: str = ""
+    cwd: str = ""
+    command: list[str] = field(default_factory=list)  # the program and its preset arguments
+    args: list[str] = field(default_factory=list)  # the caller's extra arguments
+    argv: list[str] = field(default_factory=list)  # the first launch's full command line
+    env: dict[str, str] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    columns: int = 200
+    rows: int = 50
+    agent_session: str = ""
+    agent_session_source: str = ""
+    agent_session_history: list[str] = field(default_factory=list)
+    state: State = State.STARTING
+    dormant_reason: DormantReason = DormantReason.NONE
+    last_error: str = ""
+    boot_id: str = ""
+    invocation_id: str = ""
+    unit: str = ""
+    leader_pid: int = 0
+    created_at: int = 0
+    started_at: int = 0
+    stopped_at: int = 0
+    resume_count: int = 0
+    last_argv: list[str] = field(default_factory=list)

@@ -1,0 +1,157 @@
+"""The sidecar store: one YAML record per session, written atomically, read defensively.
+
+A write goes to a temp file in the same directory, is fsynced, renamed over the old record, and
+the directory is fsynced: a crash leaves the old record or the new one, never half of either.
+A record that does not parse, names another session, or comes from a future schema is moved
+to ``corrupt/`` and logged; it never stops the other sessions from loading.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .session import SCHEMA_VERSION, DormantReason, Limits, SessionRecord, State, name_problem
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".yaml"
+
+
+class RecordError(Exception):
+    """A sidecar that cannot be trusted."""
+
+
+def record_to_dict(record: SessionRecord) -> dict[str, Any]:
+    data = dataclasses.asdict(record)
+    data["state"] = record.state.value
+    data["dormant_reason"] = record.dormant_reason.value
+    return data
+
+
+def record_from_dict(data: Any, expected_name: str | None = None) -> SessionRecord:
+    if not isinstance(data, dict):
+        raise RecordError("not a mapping")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version < 1:
+        raise RecordError(f"bad schema_version {version!r}")
+    if version > SCHEMA_VERSION:
+        raise RecordError(f"schema_version {version} is newer than {SCHEMA_VERSION}")
+    fields = {f.name: f for f in dataclasses.fields(SessionRecord)}
+    defaults = SessionRecord()
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in fields:
+            continue  # written by a newer minor version; harmless to drop
+        values[key] = _coerce(key, value, getattr(defaults, key))
+    record = SessionRecord(**values)
+    problem = name_problem(record.name)
+    if problem:
+        raise RecordError(f"name {record.name!r} {problem}")
+    if expected_name is not None and record.name != expected_name:
+        raise RecordError(f"holds session {record.name!r}, not {expected_name!r}")
+    return record
+
+
+def _coerce(key: str, value: Any, default: Any) -> Any:
+    try:
+        if isinstance(default, State):
+            return State(value)
+        if isinstance(default, DormantReason):
+            return DormantReason(value or "")
+        if isinstance(default, Limits):
+            if not isinstance(value, dict):
+                raise TypeError
+            return Limits(**{k: int(v) for k, v in value.items() if hasattr(default, k)})
+        if isinstance(default, bool) or not isinstance(value, type(default)):
+            raise TypeError
+        if isinstance(default, list) and not all(isinstance(x, str) for x in value):
+            raise TypeError
+        if isinstance(default, dict) and not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise TypeError
+    except (TypeError, ValueError):
+        raise RecordError(f"field {key!r} has a bad value {value!r}") from None
+    return value
+
+
+class SidecarStore:
+    """Records under ``directory``; only the daemon reads or writes them."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.sessions_dir = directory / "sessions"
+        self.corrupt_dir = directory / "corrupt"
+
+    def prepare(self) -> None:
+        for d in (self.directory, self.sessions_dir, self.corrupt_dir):
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(d, 0o700)
+
+    def path_of(self, name: str) -> Path:
+        return self.sessions_dir / f"{name}{SUFFIX}"
+
+    def save(self, record: SessionRecord) -> None:
+        text = yaml.safe_dump(record_to_dict(record), sort_keys=False)
+        final = self.path_of(record.name)
+        tmp = final.with_name(f".{final.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, text.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, final)
+        self._sync_dir()
+
+    def delete(self, name: str) -> None:
+        try:
+            os.unlink(self.path_of(name))
+        except FileNotFoundError:
+            return
+        self._sync_dir()
+
+    def load_all(self) -> list[SessionRecord]:
+        """Every trustworthy record; the others are quarantined and logged."""
+        records = []
+        for path in sorted(self.sessions_dir.iterdir()):
+            if path.name.startswith("."):
+                if path.name.endswith(".tmp"):
+                    path.unlink(missing_ok=True)  # an interrupted write; the record is intact
+                continue
+            if not path.name.endswith(SUFFIX):
+                continue
+            try:
+                records.append(self._load(path))
+            except (OSError, RecordError, yaml.YAMLError, UnicodeDecodeError) as e:
+                self.quarantine(path, str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return records
+
+    def _load(self, path: Path) -> SessionRecord:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+        return record_from_dict(data, expected_name=path.name[: -len(SUFFIX)])
+
+    def quarantine(self, path: Path, reason: str) -> None:
+        target = self.corrupt_dir / f"{path.name}.{int(time.time())}"
+        try:
+            os.rename(path, target)
+        except OSError as e:
+            log.error("Failed to quarantine record %s: %s", path, e)
+            return
+        log.error("Record %s is unusable (%s); moved to %s", path, reason, target)
+
+    def _sync_dir(self) -> None:
+        fd = os.open(self.sessions_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,96 @@
+"""The tmux edge: each session is its own tmux server on a private socket, run as its owner.
+
+Every command runs as the session's owner, so the daemon never touches a user's tmux server with
+root's rights. The server reads no config file (``-f /dev/null``): a user's tmux.conf could
+rename or renumber what we address, and the pane is always found as session ``main``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+
+from .spawn import DEFAULT_PATH, Owner, as_owner, tmux_binary
+
+SESSION = "main"
+
+
+class TmuxError(Exception):
+    pass
+
+
+def socket_path(runtime_dir: Path, name: str) -> Path:
+    return runtime_dir / f"{name}.sock"
+
+
+def new_session_argv(sock: Path, columns: int, rows: int, argv: list[str]) -> list[str]:
+    return [
+        tmux_binary(),
+        "-S",
+        str(sock),
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        SESSION,
+        "-x",
+        str(columns),
+        "-y",
+        str(rows),
+        "--",
+        *argv,
+    ]
+
+
+def attach_argv(sock: Path) -> list[str]:
+    return [tmux_binary(), "-S", str(sock), "attach-session", "-t", SESSION]
+
+
+async def run(owner: Owner, sock: Path, *args: str, timeout: float = 10.0) -> str:
+    """One tmux command against the session's server, as its owner; its stdout."""
+    proc = await asyncio.create_subprocess_exec(
+        tmux_binary(),
+        "-S",
+        str(sock),
+        *args,
+        cwd="/",
+        env={"PATH": DEFAULT_PATH, "HOME": owner.home},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        **as_owner(owner),  # type: ignore[arg-type]
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise TmuxError(f"tmux {args[0]} timed out") from None
+    if proc.returncode != 0:
+        raise TmuxError(err.decode(errors="replace").strip() or f"tmux {args[0]} failed")
+    return out.decode(errors="replace")
+
+
+async def server_pid(owner: Owner, sock: Path) -> int:
+    out = await run(owner, sock, "display-message", "-p", "-t", SESSION, "#{pid}")
+    return int(out.strip())
+
+
+async def capture(owner: Owner, sock: Path, scrollback: int) -> str:
+    start = f"-{scrollback}" if scrollback > 0 else "0"
+    return await run(owner, sock, "capture-pane", "-p", "-J", "-t", SESSION, "-S", start)
+
+
+async def send_text(owner: Owner, sock: Path, text: str, enter: bool) -> None:
+    if text:
+        await run(owner, sock, "send-keys", "-t", SESSION, "-l", "--", text)
+    if enter:
+        await run(owner, sock, "send-keys", "-t", SESSION, "Enter")
+
+
+def remove_socket(sock: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(sock)

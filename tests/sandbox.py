@@ -1,0 +1,375 @@
+"""A throwaway machine with a real systemd, system bus, polkit and tmux, for tests and the demo.
+
+This machine's PID 1 is not systemd, so the sandbox boots the host's own OS tree in
+systemd-nspawn, on an overlay whose upper dir keeps the container's writes (so /var/lib survives
+a reboot as on a disk). The checkout is bind-mounted read-only at /opt/hostagent and hostagent
+is "installed" into the overlay the way a package would: wrappers in /usr/bin, units, bus policy,
+activation files and the polkit policy. See DESIGN §11.
+
+Cleanup is by pid and mount point, never by name: ``destroy`` ends nspawn and unmounts; a run
+that died leaves an owner pid behind, and the next ``Sandbox`` reaps whatever such a dead run
+left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+STATE_ROOT = Path(os.environ.get("HOSTAGENT_SANDBOX_ROOT", "/var/tmp/hostagent-sandbox"))
+GUEST_REPO = "/opt/hostagent"
+GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+USERS = ("alice", "bob")
+BOOT_TIMEOUT = 90.0
+
+_WRAPPER = """#!/bin/sh
+# Installed by the hostagent test sandbox: runs the checkout at {repo}.
+export PYTHONPATH={repo} PYTHONDONTWRITEBYTECODE=1
+exec /usr/bin/python3 -m {module} "$@"
+"""
+_SANDBOX_DROPIN = """[Service]
+# The sandbox's daemon stays down when a test kills it, so the test decides when it returns.
+Restart=no
+"""
+_INSTALL = {  # file in units/ -> where a package puts it
+    "hostagent.service": "etc/systemd/system/hostagent.service",
+    "hostagent.slice": "etc/systemd/system/hostagent.slice",
+    "user/hostagent.service": "etc/systemd/user/hostagent.service",
+    "org.hostagent.HostAgent1.conf": "usr/share/dbus-1/system.d/org.hostagent.HostAgent1.conf",
+    "org.hostagent.HostAgent1.service": "usr/share/dbus-1/system-services/org.hostagent.HostAgent1.service",
+    "user/org.hostagent.HostAgent1.service": "usr/share/dbus-1/services/org.hostagent.HostAgent1.service",
+    "org.hostagent.HostAgent1.policy": "usr/share/polkit-1/actions/org.hostagent.HostAgent1.policy",
+}
+_MODULES = {
+    "hostagent": "hostagent.daemon",
+    "hostagentctl": "hostagent.ctl",
+    "hostagent-demo-agent": "hostagent.demo_agent",
+}
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def check(self) -> Result:
+        if self.returncode != 0:
+            raise AssertionError(
+                f"exit {self.returncode}\nstdout: {self.stdout}\nstderr: {self.stderr}"
+            )
+        return self
+
+
+class SandboxError(Exception):
+    pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_int(path: Path) -> int:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
+def _is_mount(path: Path) -> bool:
+    target = str(path)
+    with open("/proc/self/mounts", encoding="utf-8") as f:
+        return any(line.split()[1] == target for line in f)
+
+
+class Sandbox:
+    """One container: ``boot``, ``run``, ``reboot``, ``destroy``, and the daemon inside."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name or f"ha-{os.getpid()}-{secrets.token_hex(3)}"
+        self.dir = STATE_ROOT / self.name
+        self.upper, self.work, self.root = (self.dir / d for d in ("upper", "work", "root"))
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.leader = 0
+        self.boots = 0
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def boot(self) -> None:
+        reap_stale()
+        for d in (self.upper, self.work, self.root):
+            d.mkdir(parents=True, exist_ok=True)
+        (self.dir / "owner.pid").write_text(str(os.getpid()))
+        if not _is_mount(self.root):
+            subprocess.run(
+                [
+                    "mount",
+                    "-t",
+                    "overlay",
+                    "overlay",
+                    "-o",
+                    f"lowerdir=/,upperdir={self.upper},workdir={self.work}",
+                    str(self.root),
+                ],
+                check=True,
+            )
+        self._provision()
+        console = open(self.dir / "console.log", "ab")  # noqa: SIM115 - lives as long as nspawn
+        self.proc = subprocess.Popen(
+            [
+                "systemd-nspawn",
+                "-q",
+                "-D",
+                str(self.root),
+                "--boot",
+                f"--machine={self.name}",
+                "--register=no",
+                "--keep-unit",
+                "--link-journal=no",
+                "--private-network",
+                f"--bind-ro={REPO}:{GUEST_REPO}",
+                "--console=pipe",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=console,
+            stderr=console,
+            start_new_session=True,
+        )
+        console.close()
+        (self.dir / "nspawn.pid").write_text(str(self.proc.pid))
+        self.leader = self._find_leader()
+        state = self.run("systemctl", "is-system-running", "--wait", timeout=BOOT_TIMEOUT)
+        if state.stdout.strip() not in ("running", "degraded"):
+            raise SandboxError(f"container did not boot: {state.stdout} {state.stderr}")
+        self.boots += 1
+        if self.boots == 1 and not (self.upper / "etc" / ".hostagent-users").exists():
+            self._create_users()
+
+    def _find_leader(self) -> int:
+        """nspawn's child is the container's PID 1; wait for it to appear."""
+        assert self.proc is not None
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                log = (self.dir / "console.log").read_text(errors="replace")[-2000:]
+                raise SandboxError(f"systemd-nspawn exited {self.proc.returncode}: {log}")
+            with contextlib.suppress(OSError):
+                pids = children.read_text().split()
+                if pids and Path(f"/proc/{pids[0]}/ns/pid").exists():
+                    # nspawn forks an inner child that execs systemd; wait for the exec.
+                    # Then for its private bus socket, which systemctl needs.
+                    comm = Path(f"/proc/{pids[0]}/comm").read_text().strip()
+                    if (
+                        comm == "systemd"
+                        and Path(f"/proc/{pids[0]}/root/run/systemd/private").exists()
+                    ):
+                        return int(pids[0])
+            time.sleep(0.05)
+        raise SandboxError("container PID 1 did not appear")
+
+    def _provision(self) -> None:
+        r = self.root
+        machine_id = r / "etc" / "machine-id"
+        if not (self.upper / "etc" / "machine-id").exists():
+            machine_id.write_text(secrets.token_hex(16) + "\n")
+        for command, module in _MODULES.items():
+            path = r / "usr" / "bin" / command
+            path.write_text(_WRAPPER.format(repo=GUEST_REPO, module=module))
+            path.chmod(0o755)
+        for src, dst in _INSTALL.items():
+            target = r / dst
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(REPO / "units" / src, target)
+        dropin = r / "etc/systemd/system/hostagent.service.d/sandbox.conf"
+        dropin.parent.mkdir(parents=True, exist_ok=True)
+        dropin.write_text(_SANDBOX_DROPIN)
+
+    def _create_users(self) -> None:
+        for user in USERS:
+            self.run("useradd", "-m", "-s", "/bin/bash", user).check()
+            self.run("loginctl", "enable-linger", user).check()
+        self.run("touch", "/etc/.hostagent-users").check()
+
+    def poweroff(self, timeout: float = 60.0) -> None:
+        if self.proc is None:
+            return
+        self.run("systemctl", "poweroff", "--no-block")
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._kill_nspawn()
+        self.proc = None
+        self.leader = 0
+
+    def reboot(self) -> None:
+        """Power off and boot the same tree: same disk, new boot id."""
+        self.poweroff()
+        self.boot()
+
+    def destroy(self) -> None:
+        if self.proc is not None:
+            self._kill_nspawn()
+            self.proc = None
+        _teardown(self.dir)
+
+    def _kill_nspawn(self) -> None:
+        assert self.proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGTERM)  # nspawn shuts the container down
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def __enter__(self) -> Sandbox:
+        try:
+            self.boot()
+        except BaseException:
+            self.destroy()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+    # ---- running things inside ----------------------------------------------------------
+
+    def uid(self, user: str) -> int:
+        return int(self.run("id", "-u", user).check().stdout)
+
+    def user_env(self, user: str) -> dict[str, str]:
+        uid = self.uid(user)
+        return {
+            "HOME": f"/home/{user}",
+            "USER": user,
+            "LOGNAME": user,
+            "XDG_RUNTIME_DIR": f"/run/user/{uid}",
+            "DBUS_SESSION_BUS_ADDRESS": f"unix:path=/run/user/{uid}/bus",
+        }
+
+    def run(
+        self,
+        *argv: str,
+        user: str | None = None,
+        env: dict[str, str] | None = None,
+        input: str | None = None,
+        timeout: float = 60.0,
+        cwd: str = "/",
+    ) -> Result:
+        """Run argv inside the container (as root, or as user) with a clean environment."""
+        if not self.leader:
+            raise SandboxError("the container is not running")
+        base = {
+            "PATH": GUEST_PATH,
+            "LANG": "C.UTF-8",
+            "HOME": "/root",
+            "USER": "root",
+            "TERM": "xterm-256color",
+        }
+        prefix = ["nsenter", "-t", str(self.leader), "-a", f"--wd={cwd}"]
+        if user is not None:
+            base.update(self.user_env(user) if user not in ("root",) else {})
+            prefix += ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"]
+        base.update(env or {})
+        cmd = [*prefix, "env", "-i", *(f"{k}={v}" for k, v in base.items()), *argv]
+        proc = subprocess.run(
+            cmd,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def sh(self, script: str, **kw: object) -> Result:
+        return self.run("/bin/sh", "-c", script, **kw)  # type: ignore[arg-type]
+
+    def boot_id(self) -> str:
+        return self.run("cat", "/proc/sys/kernel/random/boot_id").check().stdout.strip()
+
+    @property
+    def bus_address(self) -> str:
+        """The container's system bus, reachable from the host."""
+        return f"unix:path=/proc/{self.leader}/root/run/dbus/system_bus_socket"
+
+    # ---- the hostagent daemon inside ----------------------------------------------------
+
+    def _systemctl(self, *args: str, user: str | None = None) -> Result:
+        if user is None:
+            return self.run("systemctl", *args)
+        return self.run("systemctl", "--user", *args, user=user)
+
+    def daemon_start(self, user: str | None = None) -> None:
+        """Start hostagent: the system service, or user's own under ``systemd --user``."""
+        self._systemctl("start", "hostagent.service", user=user).check()
+
+    def daemon_stop(self, user: str | None = None) -> None:
+        self._systemctl("stop", "hostagent.service", user=user).check()
+
+    def daemon_restart(self, user: str | None = None) -> None:
+        self._systemctl("restart", "hostagent.service", user=user).check()
+
+    def daemon_kill(self, user: str | None = None) -> None:
+        """SIGKILL the daemon and leave it down (the sandbox's unit has Restart=no)."""
+        self._systemctl("kill", "--signal=SIGKILL", "hostagent.service", user=user)
+        # KillUnit has signalled the process when it returns; stop then only waits for the
+        # unit to settle, so the next start is a fresh one.
+        self._systemctl("stop", "hostagent.service", user=user)
+        self._systemctl("reset-failed", "hostagent.service", user=user)
+
+    def daemon_pid(self, user: str | None = None) -> int:
+        out = self._systemctl("show", "-P", "MainPID", "hostagent.service", user=user).stdout
+        return int(out.strip() or 0)
+
+    def ctl(self, *args: str, user: str | None = None, **kw: object) -> Result:
+        mode = ["--system"] if user is None or kw.pop("system", False) else ["--user"]
+        return self.run("hostagentctl", *mode, *args, user=user, **kw)  # type: ignore[arg-type]
+
+    def journal(self, unit: str = "hostagent.service", lines: int = 200) -> str:
+        return self.run(
+            "journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"
+        ).stdout
+
+
+def _teardown(directory: Path) -> None:
+    nspawn = _read_int(directory / "nspawn.pid")
+    if nspawn and _alive(nspawn):
+        with contextlib.suppress(OSError):
+            cmdline = Path(f"/proc/{nspawn}/cmdline").read_bytes()
+            if str(directory).encode() in cmdline:
+                os.kill(nspawn, signal.SIGKILL)
+                deadline = time.monotonic() + 10
+                while _alive(nspawn) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+    root = directory / "root"
+    if _is_mount(root):
+        if subprocess.run(["umount", str(root)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(root)], check=False)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def reap_stale() -> None:
+    """Tear down sandboxes whose owning process is gone (a crashed or killed test run)."""
+    if not STATE_ROOT.is_dir():
+        return
+    for d in STATE_ROOT.iterdir():
+        owner = _read_int(d / "owner.pid")
+        if owner != os.getpid() and not (owner and _alive(owner)):
+            _teardown(d)
