@@ -361,6 +361,9 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # "--json" alone means short JSON; only "--json=MODE" takes a value, as in systemctl.
+    argv = ["--json=short" if a == "--json" else a for a in argv]
     args = parser().parse_args(argv)
     if not args.verb:
         args.verb = "list"

@@ -33,6 +33,14 @@ EMITS = "org.freedesktop.DBus.Property.EmitsChangedSignal"
 _ALLOW_INTERACTIVE = 0x4
 
 
+class _BusError(HostAgentError):
+    """A standard error of the Properties interface, answered like any HostAgentError."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.dbus_name = name
+
+
 @dataclass(frozen=True)
 class Call:
     """What a handler knows about its caller."""
@@ -251,7 +259,10 @@ class Exporter:
         self._reply(msg, reply)
 
     def _error(self, msg: Message, name: str, text: str) -> None:
-        self._reply(msg, Message.new_error(msg, name, fix_str(text)))
+        # Built by hand: Message.new_error insists on an exact str, which fix_str may not be.
+        self._reply(msg, Message(message_type=MessageType.ERROR, reply_serial=msg.serial,
+                                 destination=msg.sender, error_name=name, signature="s",
+                                 body=[fix_str(text)]))
 
     def _reply(self, msg: Message, reply: Message) -> None:
         if not int(msg.flags) & int(MessageFlag.NO_REPLY_EXPECTED):

@@ -282,12 +282,15 @@ class Sandbox:
             "USER": "root",
             "TERM": "xterm-256color",
         }
-        prefix = ["nsenter", "-t", str(self.leader), "-a", f"--wd={cwd}"]
+        # nsenter's --wd resolves the directory before entering the mount namespace, so the
+        # working directory is set by env(1) inside instead.
+        prefix = ["nsenter", "-t", str(self.leader), "-a"]
         if user is not None:
             base.update(self.user_env(user) if user not in ("root",) else {})
             prefix += ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"]
         base.update(env or {})
-        cmd = [*prefix, "env", "-i", *(f"{k}={v}" for k, v in base.items()), *argv]
+        cmd = [*prefix, "env", "-i", f"--chdir={cwd}", *(f"{k}={v}" for k, v in base.items()),
+               *argv]
         proc = subprocess.run(
             cmd,
             input=input,
@@ -338,9 +341,11 @@ class Sandbox:
         out = self._systemctl("show", "-P", "MainPID", "hostagent.service", user=user).stdout
         return int(out.strip() or 0)
 
-    def ctl(self, *args: str, user: str | None = None, **kw: object) -> Result:
-        mode = ["--system"] if user is None or kw.pop("system", False) else ["--user"]
-        return self.run("hostagentctl", *mode, *args, user=user, **kw)  # type: ignore[arg-type]
+    def ctl(self, *args: str, user: str | None = None, system: bool | None = None,
+            **kw: object) -> Result:
+        """hostagentctl inside; the system bus unless a user is named and system is not set."""
+        mode = "--system" if (user is None if system is None else system) else "--user"
+        return self.run("hostagentctl", mode, *args, user=user, **kw)  # type: ignore[arg-type]
 
     def journal(self, unit: str = "hostagent.service", lines: int = 200) -> str:
         return self.run(
