@@ -260,9 +260,17 @@ class Exporter:
 
     def _error(self, msg: Message, name: str, text: str) -> None:
         # Built by hand: Message.new_error insists on an exact str, which fix_str may not be.
-        self._reply(msg, Message(message_type=MessageType.ERROR, reply_serial=msg.serial,
-                                 destination=msg.sender, error_name=name, signature="s",
-                                 body=[fix_str(text)]))
+        self._reply(
+            msg,
+            Message(
+                message_type=MessageType.ERROR,
+                reply_serial=msg.serial,
+                destination=msg.sender,
+                error_name=name,
+                signature="s",
+                body=[fix_str(text)],
+            ),
+        )
 
     def _reply(self, msg: Message, reply: Message) -> None:
         if not int(msg.flags) & int(MessageFlag.NO_REPLY_EXPECTED):

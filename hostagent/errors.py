@@ -120,6 +120,12 @@ ALL_ERRORS: tuple[type[HostAgentError], ...] = (
 BY_DBUS_NAME: dict[str, type[HostAgentError]] = {e.dbus_name: e for e in ALL_ERRORS}
 
 
+def quote(text: str, limit: int = 80) -> str:
+    """A caller's string, quoted for a one-line message: control characters escaped, cut."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
+    return f"'{shown}'" + ("…" if len(text) > limit else "")
+
+
 def from_dbus(name: str, message: str) -> HostAgentError:
     """The error class for a wire name; unknown names keep their name in a plain HostAgentError."""
     cls = BY_DBUS_NAME.get(name)

@@ -33,6 +33,7 @@ from .errors import (
     SessionExists,
     SpawnFailed,
     Timeout,
+    quote,
 )
 from .options import CreateRequest
 from .presets import Preset
@@ -115,7 +116,7 @@ class Manager:
     def get(self, name: str) -> Session:
         session = self.sessions.get(name)
         if session is None or session.removed:
-            raise NoSuchSession(f"No session '{name}' known; 'hostagentctl list' shows them.")
+            raise NoSuchSession(f"No session {quote(name)} known; 'hostagentctl list' shows them.")
         return session
 
     def by_pid(self, pid: int) -> Session:
@@ -211,7 +212,7 @@ class Manager:
         name = name or generate_name(preset.name, set(self.sessions) | self._reserved)
         problem = name_problem(name)
         if problem:
-            raise InvalidName(f"Session name '{name}' {problem}.")
+            raise InvalidName(f"Session name {quote(name)} {problem}.")
         self._check_free(name)
         with self._Operation(self):
             self._reserved.add(name)
@@ -261,10 +262,10 @@ class Manager:
             raise InvalidArgs(f"User {owner_uid} does not exist.") from None
         cwd = cwd or owner.home
         if not os.path.isabs(cwd):
-            raise InvalidCwd(f"Working directory '{cwd}' must be an absolute path.")
+            raise InvalidCwd(f"Working directory {quote(cwd)} must be an absolute path.")
         problem = await check_cwd(owner, cwd)
         if problem:
-            raise InvalidCwd(f"Working directory '{cwd}' {problem}.")
+            raise InvalidCwd(f"Working directory {quote(cwd)} {problem}.")
         command = req.command if req.command is not None else (preset.command or [owner.shell])
         agent_id = req.agent_session or launch.new_agent_id(preset)
         first = launch.first_launch(preset, command, req.args, agent_id)

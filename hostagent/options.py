@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import COLUMNS_BOUNDS, LIMIT_BOUNDS, ROWS_BOUNDS, limit_problem
-from .errors import InvalidArgs
+from .errors import InvalidArgs, quote
 from .session import Limits
 from .spawn import env_problem
 
@@ -48,9 +48,11 @@ def parse_options(options: dict[str, tuple[str, Any]]) -> CreateRequest:
         expected = OPTION_TYPES.get(key)
         if expected is None:
             known = ", ".join(sorted(OPTION_TYPES))
-            raise InvalidArgs(f"Unknown option '{key}'; known options are: {known}.")
+            raise InvalidArgs(f"Unknown option {quote(key)}; known options are: {known}.")
         if signature != expected:
-            raise InvalidArgs(f"Option '{key}' must have type '{expected}', not '{signature}'.")
+            raise InvalidArgs(
+                f"Option '{key}' must have type '{expected}', not {quote(signature)}."
+            )
         _apply(req, key, value)
     return req
 

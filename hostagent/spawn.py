@@ -17,6 +17,8 @@ import re
 import shutil
 from dataclasses import dataclass
 
+from .errors import quote
+
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_ENV_ENTRIES = 256
 MAX_ENV_BYTES = 64 * 1024
@@ -54,9 +56,9 @@ class Owner:
 
 def env_problem(key: str, value: str) -> str | None:
     if not ENV_KEY_RE.match(key):
-        return f"environment key {key!r} is not a valid name"
+        return f"environment key {quote(key)} is not a valid name"
     if "\0" in value:
-        return f"environment value of {key!r} contains NUL"
+        return f"environment value of {quote(key)} contains NUL"
     return None
 
 

@@ -17,7 +17,9 @@ class TestTimeout(Exception):
 
 @pytest.fixture(autouse=True)
 def _timeout(request: pytest.FixtureRequest) -> Iterator[None]:
-    seconds = INTEGRATION_TIMEOUT if request.node.get_closest_marker("integration") else UNIT_TIMEOUT
+    seconds = (
+        INTEGRATION_TIMEOUT if request.node.get_closest_marker("integration") else UNIT_TIMEOUT
+    )
 
     def expired(signum: int, frame: object) -> None:
         raise TestTimeout(f"test exceeded {seconds}s")

@@ -289,8 +289,14 @@ class Sandbox:
             base.update(self.user_env(user) if user not in ("root",) else {})
             prefix += ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"]
         base.update(env or {})
-        cmd = [*prefix, "env", "-i", f"--chdir={cwd}", *(f"{k}={v}" for k, v in base.items()),
-               *argv]
+        cmd = [
+            *prefix,
+            "env",
+            "-i",
+            f"--chdir={cwd}",
+            *(f"{k}={v}" for k, v in base.items()),
+            *argv,
+        ]
         proc = subprocess.run(
             cmd,
             input=input,
@@ -341,8 +347,9 @@ class Sandbox:
         out = self._systemctl("show", "-P", "MainPID", "hostagent.service", user=user).stdout
         return int(out.strip() or 0)
 
-    def ctl(self, *args: str, user: str | None = None, system: bool | None = None,
-            **kw: object) -> Result:
+    def ctl(
+        self, *args: str, user: str | None = None, system: bool | None = None, **kw: object
+    ) -> Result:
         """hostagentctl inside; the system bus unless a user is named and system is not set."""
         mode = "--system" if (user is None if system is None else system) else "--user"
         return self.run("hostagentctl", mode, *args, user=user, **kw)  # type: ignore[arg-type]

@@ -27,16 +27,21 @@ def with_client(sb: Sandbox, fn: Callable[[Client], Awaitable[T]]) -> T:
     return asyncio.run(main())
 
 
-async def wait_for_state(client: Client, name: str, state: str, action: Callable[[], Any],
-                         timeout: float) -> list[str]:
+async def wait_for_state(
+    client: Client, name: str, state: str, action: Callable[[], Any], timeout: float
+) -> list[str]:
     """Run action, then wait for PropertiesChanged carrying State == state; the states seen."""
     path = client.session_path(name)
     seen: list[str] = []
     done = asyncio.get_running_loop().create_future()
 
     def on_message(msg: Message) -> None:
-        if (msg.message_type == MessageType.SIGNAL and msg.path == path
-                and msg.member == "PropertiesChanged" and msg.body[0] == SESSION_INTERFACE):
+        if (
+            msg.message_type == MessageType.SIGNAL
+            and msg.path == path
+            and msg.member == "PropertiesChanged"
+            and msg.body[0] == SESSION_INTERFACE
+        ):
             value = msg.body[1].get("State")
             if value is not None:
                 seen.append(value.value)
@@ -44,11 +49,20 @@ async def wait_for_state(client: Client, name: str, state: str, action: Callable
                     done.set_result(None)
 
     client.bus.add_message_handler(on_message)
-    rule = (f"type='signal',interface='org.freedesktop.DBus.Properties',"
-            f"member='PropertiesChanged',path='{path}'")
-    await client.bus.call(Message(destination="org.freedesktop.DBus", path="/org/freedesktop/DBus",
-                                  interface="org.freedesktop.DBus", member="AddMatch",
-                                  signature="s", body=[rule]))
+    rule = (
+        f"type='signal',interface='org.freedesktop.DBus.Properties',"
+        f"member='PropertiesChanged',path='{path}'"
+    )
+    await client.bus.call(
+        Message(
+            destination="org.freedesktop.DBus",
+            path="/org/freedesktop/DBus",
+            interface="org.freedesktop.DBus",
+            member="AddMatch",
+            signature="s",
+            body=[rule],
+        )
+    )
     # A blocking action (a command in the container) runs beside the loop, which keeps
     # reading the bus meanwhile.
     await asyncio.get_running_loop().run_in_executor(None, action)

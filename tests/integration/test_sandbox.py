@@ -10,8 +10,16 @@ from tests.sandbox import STATE_ROOT, Sandbox, _is_mount
 
 def test_transient_scope_shows_in_list_units(sandbox: Sandbox) -> None:
     # systemd-run returns when sh exits; the backgrounded sleep keeps the scope alive.
-    sandbox.run("systemd-run", "--scope", "--unit=probe-scope", "--collect", "--quiet",
-                "/bin/sh", "-c", "sleep 600 >/dev/null 2>&1 &").check()
+    sandbox.run(
+        "systemd-run",
+        "--scope",
+        "--unit=probe-scope",
+        "--collect",
+        "--quiet",
+        "/bin/sh",
+        "-c",
+        "sleep 600 >/dev/null 2>&1 &",
+    ).check()
     try:
         units = sandbox.run("systemctl", "list-units", "--no-legend", "probe-scope.scope").check()
         assert "probe-scope.scope" in units.stdout

@@ -30,8 +30,9 @@ def new_name() -> str:
 
 def create(sb: Sandbox, preset: str = "demo-agent", *extra: str, user: str | None = None) -> str:
     name = new_name()
-    sb.ctl("new", "--preset", preset, "--name", name, "--cwd", "/tmp", *extra, user=user,
-           system=True).check()
+    sb.ctl(
+        "new", "--preset", preset, "--name", name, "--cwd", "/tmp", *extra, user=user, system=True
+    ).check()
     return name
 
 
@@ -63,14 +64,31 @@ def test_create_runs_tmux_and_agent_in_scope_under_slice(sb: Sandbox) -> None:
 
 
 def test_busctl_introspect_shows_the_contract(sb: Sandbox) -> None:
-    out = sb.run("busctl", "introspect", "org.hostagent.HostAgent1",
-                 "/org/hostagent/HostAgent1").check().stdout
-    for member in ("CreateSession", "ListSessions", "GetSessionByPID", "WaitAny", "SessionNew",
-                   "Version"):
+    out = (
+        sb.run("busctl", "introspect", "org.hostagent.HostAgent1", "/org/hostagent/HostAgent1")
+        .check()
+        .stdout
+    )
+    for member in (
+        "CreateSession",
+        "ListSessions",
+        "GetSessionByPID",
+        "WaitAny",
+        "SessionNew",
+        "Version",
+    ):
         assert member in out
     name = create(sb)
-    out = sb.run("busctl", "introspect", "org.hostagent.HostAgent1",
-                 f"/org/hostagent/HostAgent1/session/{name.replace('-', '_2d')}").check().stdout
+    out = (
+        sb.run(
+            "busctl",
+            "introspect",
+            "org.hostagent.HostAgent1",
+            f"/org/hostagent/HostAgent1/session/{name.replace('-', '_2d')}",
+        )
+        .check()
+        .stdout
+    )
     assert "Capture" in out and "WaitForActivity" in out
     assert ".Name" in out and "const" in out.split(".Name")[1].splitlines()[0]
     assert "emits-change" in out.split(".State")[1].splitlines()[0]
@@ -79,7 +97,7 @@ def test_busctl_introspect_shows_the_contract(sb: Sandbox) -> None:
 def test_ctl_list_status_capture_send_and_json(sb: Sandbox) -> None:
     name = create(sb)
     listing = sb.ctl("list").check().stdout
-    assert name in listing and "sessions listed." in listing or "session listed." in listing
+    assert (name in listing and "sessions listed." in listing) or "session listed." in listing
     rows = json.loads(sb.ctl("--json", "list").check().stdout)
     assert any(r["name"] == name and r["state"] == "running" for r in rows)
     assert sb.ctl("status", name).returncode == 0
@@ -91,8 +109,18 @@ def test_ctl_list_status_capture_send_and_json(sb: Sandbox) -> None:
 def test_attach_execs_tmux_attach(sb: Sandbox) -> None:
     name = create(sb)
     outer = f"outer-{name}"
-    sb.run("tmux", "-L", outer, "new-session", "-d", "-x", "120", "-y", "30",
-           f"hostagentctl --system attach {name}").check()
+    sb.run(
+        "tmux",
+        "-L",
+        outer,
+        "new-session",
+        "-d",
+        "-x",
+        "120",
+        "-y",
+        "30",
+        f"hostagentctl --system attach {name}",
+    ).check()
     try:
         for _ in range(100):
             screen = sb.run("tmux", "-L", outer, "capture-pane", "-p").stdout
@@ -115,7 +143,9 @@ def test_daemon_restart_keeps_sessions(sb: Sandbox, how: str) -> None:
         sb.daemon_restart()
     else:
         sb.daemon_kill()
-        assert sb.run("systemctl", "is-active", f"hostagent-{name}.scope").stdout.strip() == "active"
+        assert (
+            sb.run("systemctl", "is-active", f"hostagent-{name}.scope").stdout.strip() == "active"
+        )
         sb.daemon_start()
     assert sb.daemon_pid() not in (0, old_pid)
     p = props(sb, name)
@@ -129,7 +159,9 @@ def test_stop_keeps_record_and_cleans_unit_and_socket(sb: Sandbox) -> None:
     sb.ctl("stop", name).check()
     assert props(sb, name)["State"] == "stopped"
     assert sb.run("systemctl", "is-active", f"hostagent-{name}.scope").stdout.strip() in (
-        "inactive", "unknown")
+        "inactive",
+        "unknown",
+    )
     assert sb.run("test", "-e", f"/run/hostagent/0/{name}.sock").returncode != 0
     assert sb.run("test", "-f", f"/var/lib/hostagent/sessions/{name}.yaml").returncode == 0
     assert sb.ctl("status", name).returncode == 3
@@ -139,7 +171,9 @@ def test_stop_keeps_record_and_cleans_unit_and_socket(sb: Sandbox) -> None:
     sb.ctl("rm", name).check()
     assert sb.run("test", "-e", f"/var/lib/hostagent/sessions/{name}.yaml").returncode != 0
     assert sb.run("systemctl", "is-active", f"hostagent-{name}.scope").stdout.strip() in (
-        "inactive", "unknown")
+        "inactive",
+        "unknown",
+    )
     assert sb.ctl("status", name).returncode == 4
 
 
@@ -147,7 +181,8 @@ def test_kill_all_ends_the_session(sb: Sandbox) -> None:
     name = create(sb)
     sb.ctl("kill", "--whom", "all", "--signal", "9", name).check()
     assert sb.ctl("wait", name, "--for", "exited", "--timeout", "10").check().stdout.strip() == (
-        "exited")
+        "exited"
+    )
     assert props(sb, name)["State"] == "stopped"
 
 
@@ -156,8 +191,12 @@ def test_admin_systemctl_stop_shows_on_the_bus_within_a_second(sb: Sandbox) -> N
 
     async def run(client: Client) -> list[str]:
         return await wait_for_state(
-            client, name, "stopped",
-            lambda: sb.run("systemctl", "stop", f"hostagent-{name}.scope").check(), timeout=1.0)
+            client,
+            name,
+            "stopped",
+            lambda: sb.run("systemctl", "stop", f"hostagent-{name}.scope").check(),
+            timeout=1.0,
+        )
 
     with_client(sb, run)
     assert props(sb, name)["State"] == "stopped"
@@ -168,15 +207,21 @@ def test_agent_exit_makes_the_session_stopped(sb: Sandbox) -> None:
     wait_screen(sb, name, "> ")
     sb.ctl("send", name, "/exit").check()
     assert sb.ctl("wait", name, "--for", "exited", "--timeout", "10").check().stdout.strip() == (
-        "exited")
+        "exited"
+    )
     assert props(sb, name)["State"] == "stopped"
 
 
 def test_process_group_kill_of_the_creator_leaves_the_session(sb: Sandbox) -> None:
     name = new_name()
     # The creating shell kills its whole process group right after creating the session.
-    sb.run("setsid", "--wait", "sh", "-c",
-           f"hostagentctl --system new --preset demo-agent --name {name} && kill -KILL 0")
+    sb.run(
+        "setsid",
+        "--wait",
+        "sh",
+        "-c",
+        f"hostagentctl --system new --preset demo-agent --name {name} && kill -KILL 0",
+    )
     assert props(sb, name)["State"] == "running"
     assert sb.run("systemctl", "is-active", f"hostagent-{name}.scope").stdout.strip() == "active"
 
@@ -203,32 +248,62 @@ BAD_CREATES = [
     pytest.param("", "shell", "/nonexistent", {}, InvalidCwd, id="missing-cwd"),
     pytest.param("", "shell", "/etc/passwd", {}, InvalidCwd, id="file-cwd"),
     pytest.param("", "shell", "tmp", {}, InvalidCwd, id="relative-cwd"),
-    pytest.param("", "shell", "/tmp", {"env": Variant("a{ss}", {"A=B": "x"})}, InvalidArgs,
-                 id="env-key-equals"),
+    pytest.param(
+        "",
+        "shell",
+        "/tmp",
+        {"env": Variant("a{ss}", {"A=B": "x"})},
+        InvalidArgs,
+        id="env-key-equals",
+    ),
     # A NUL inside an env value cannot even be marshalled as a D-Bus string; the daemon's own
     # check for it is covered by the unit tests.
-    pytest.param("", "shell", "/tmp", {"env": Variant("a{ss}", {"1X": "x"})}, InvalidArgs,
-                 id="env-key-invalid"),
-    pytest.param("", "shell", "/tmp", {"args": Variant("as", ["x" * 200_000])}, InvalidArgs,
-                 id="argv-too-big"),
-    pytest.param("", "shell", "/tmp",
-                 {"env": Variant("a{ss}", {f"K{i}": "v" for i in range(300)})}, InvalidArgs,
-                 id="env-too-big"),
-    pytest.param("", "shell", "/tmp", {"frobnicate": Variant("s", "x")}, InvalidArgs,
-                 id="unknown-option"),
-    pytest.param("", "shell", "/tmp", {"memory_max": Variant("s", "1G")}, InvalidArgs,
-                 id="wrong-variant-type"),
-    pytest.param("", "shell", "/tmp", {"tasks_max": Variant("t", 0)}, InvalidArgs,
-                 id="zero-limit"),
-    pytest.param("", "shell", "/tmp", {"memory_max": Variant("t", 1 << 62)}, InvalidArgs,
-                 id="absurd-limit"),
+    pytest.param(
+        "",
+        "shell",
+        "/tmp",
+        {"env": Variant("a{ss}", {"1X": "x"})},
+        InvalidArgs,
+        id="env-key-invalid",
+    ),
+    pytest.param(
+        "",
+        "shell",
+        "/tmp",
+        {"args": Variant("as", ["x" * 200_000])},
+        InvalidArgs,
+        id="argv-too-big",
+    ),
+    pytest.param(
+        "",
+        "shell",
+        "/tmp",
+        {"env": Variant("a{ss}", {f"K{i}": "v" for i in range(300)})},
+        InvalidArgs,
+        id="env-too-big",
+    ),
+    pytest.param(
+        "", "shell", "/tmp", {"frobnicate": Variant("s", "x")}, InvalidArgs, id="unknown-option"
+    ),
+    pytest.param(
+        "",
+        "shell",
+        "/tmp",
+        {"memory_max": Variant("s", "1G")},
+        InvalidArgs,
+        id="wrong-variant-type",
+    ),
+    pytest.param("", "shell", "/tmp", {"tasks_max": Variant("t", 0)}, InvalidArgs, id="zero-limit"),
+    pytest.param(
+        "", "shell", "/tmp", {"memory_max": Variant("t", 1 << 62)}, InvalidArgs, id="absurd-limit"
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "preset", "cwd", "options", "error"), BAD_CREATES)
 def test_bad_input_gets_a_named_error_and_changes_nothing(
-        sb: Sandbox, name: str, preset: str, cwd: str, options: dict,
-        error: type[HostAgentError]) -> None:
+    sb: Sandbox, name: str, preset: str, cwd: str, options: dict, error: type[HostAgentError]
+) -> None:
     async def run(client: Client) -> None:
         before = await client.list_sessions()
         with pytest.raises(error) as info:
@@ -263,8 +338,9 @@ def test_nonroot_owner_runs_as_herself_with_a_private_socket(sb: Sandbox) -> Non
     assert uids and set(uids) == {str(uid)}
     stat = sb.run("stat", "-c", "%a %u", f"/run/hostagent/{uid}").check().stdout.split()
     assert stat == ["700", str(uid)]
-    assert sb.run("tmux", "-S", f"/run/hostagent/{uid}/{name}.sock", "ls",
-                  user="bob").returncode != 0
+    assert (
+        sb.run("tmux", "-S", f"/run/hostagent/{uid}/{name}.sock", "ls", user="bob").returncode != 0
+    )
     assert sb.ctl("list", user="bob", system=True).check().stdout.count(name) == 1
 
 
@@ -273,8 +349,9 @@ def test_user_mode_daemon_under_systemd_user(sb: Sandbox) -> None:
     try:
         name = new_name()
         sb.ctl("new", "--preset", "shell", "--name", name, user="alice").check()
-        cgroup = sb.run("systemctl", "--user", "status", "--no-pager", f"hostagent-{name}.scope",
-                        user="alice").stdout
+        cgroup = sb.run(
+            "systemctl", "--user", "status", "--no-pager", f"hostagent-{name}.scope", user="alice"
+        ).stdout
         assert "hostagent.slice" in cgroup and f"hostagent-{name}.scope" in cgroup
         info = json.loads(sb.ctl("--json", "info", user="alice").check().stdout)
         assert info["Mode"] == "user"
@@ -284,8 +361,10 @@ def test_user_mode_daemon_under_systemd_user(sb: Sandbox) -> None:
 
 
 def test_reload_keeps_the_last_good_presets_and_names_the_line(sb: Sandbox) -> None:
-    sb.sh("mkdir -p /etc/hostagent/presets.d && printf 'name: mine\\ncommand: [bash]\\n'"
-          " > /etc/hostagent/presets.d/mine.yaml").check()
+    sb.sh(
+        "mkdir -p /etc/hostagent/presets.d && printf 'name: mine\\ncommand: [bash]\\n'"
+        " > /etc/hostagent/presets.d/mine.yaml"
+    ).check()
     try:
         sb.ctl("reload").check()
         assert "mine" in sb.ctl("presets").stdout
@@ -299,8 +378,10 @@ def test_reload_keeps_the_last_good_presets_and_names_the_line(sb: Sandbox) -> N
 
 
 def test_broken_config_names_file_line_and_field(sb: Sandbox) -> None:
-    sb.sh("mkdir -p /etc/hostagent && printf 'tmux:\\n  columns: 5\\n'"
-          " > /etc/hostagent/hostagent.yaml").check()
+    sb.sh(
+        "mkdir -p /etc/hostagent && printf 'tmux:\\n  columns: 5\\n'"
+        " > /etc/hostagent/hostagent.yaml"
+    ).check()
     try:
         sb.daemon_stop()
         assert sb.run("systemctl", "start", "hostagent").returncode != 0

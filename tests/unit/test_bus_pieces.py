@@ -1,0 +1,56 @@
+"""The pure pieces under the bus layer: path escaping, error names, the 1.84 string shim."""
+
+from __future__ import annotations
+
+import pytest
+from dbus_fast import Message, Variant
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hostagent import dbuscompat, errors
+from hostagent.buspath import label_decode, label_encode, path_decode, path_encode
+from hostagent.ctl import UsageError, parse_size
+
+
+@pytest.mark.parametrize(
+    ("label", "encoded"),
+    [
+        ("", "_"),
+        ("abc", "abc"),
+        ("a-b", "a_2db"),
+        ("1x", "_31x"),
+        ("agent-session-1.scope", "agent_2dsession_2d1_2escope"),
+    ],
+)
+def test_label_encoding_matches_sd_bus(label: str, encoded: str) -> None:
+    assert label_encode(label) == encoded
+    assert label_decode(encoded) == label
+
+
+@given(st.text())
+def test_labels_round_trip(label: str) -> None:
+    assert path_decode("/p", path_encode("/p", label)) == label
+
+
+def test_every_error_has_a_distinct_wire_name() -> None:
+    names = [e.dbus_name for e in errors.ALL_ERRORS]
+    assert len(names) == len(set(names))
+    err = errors.from_dbus("org.hostagent.HostAgent1.Error.NoSuchSession", "m")
+    assert isinstance(err, errors.NoSuchSession)
+    assert errors.from_dbus("x.Y", "m").dbus_name == "x.Y"
+
+
+def test_utf8_shim_marshals_byte_lengths() -> None:
+    body = dbuscompat.fix_body(["a·b", {"k": Variant("as", ["❯"])}])
+    data = bytes(Message(path="/", member="M", signature="sa{sv}", body=body)._marshall(False))
+    assert b"\x04\x00\x00\x00a\xc2\xb7b\x00" in data
+
+
+@pytest.mark.parametrize(("text", "size"), [("512M", 512 << 20), ("2G", 2 << 30), ("10", 10)])
+def test_sizes(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+def test_bad_size() -> None:
+    with pytest.raises(UsageError):
+        parse_size("lots")

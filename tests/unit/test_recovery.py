@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import pytest
+
+from hostagent.recovery import Action, decide
+from hostagent.session import DormantReason, State
+
+BOOT, OTHER = "b1", "b2"
+
+
+@pytest.mark.parametrize(
+    ("state", "boot", "unit", "action", "reason"),
+    [
+        pytest.param(State.RUNNING, BOOT, "active", Action.ADOPT, DormantReason.NONE, id="live"),
+        pytest.param(
+            State.RUNNING,
+            OTHER,
+            "active",
+            Action.ADOPT,
+            DormantReason.NONE,
+            id="live-restored-state-dir",
+        ),
+        pytest.param(
+            State.STARTING, BOOT, "activating", Action.ADOPT, DormantReason.NONE, id="activating"
+        ),
+        pytest.param(State.RUNNING, OTHER, "", Action.DORMANT, DormantReason.REBOOT, id="reboot"),
+        pytest.param(
+            State.STOPPING,
+            OTHER,
+            "inactive",
+            Action.DORMANT,
+            DormantReason.REBOOT,
+            id="reboot-inactive",
+        ),
+        pytest.param(State.RUNNING, BOOT, "", Action.DORMANT, DormantReason.LOST, id="lost"),
+        pytest.param(
+            State.RUNNING, BOOT, "failed", Action.DORMANT, DormantReason.LOST, id="lost-failed"
+        ),
+        pytest.param(
+            State.STOPPED, BOOT, "active", Action.ADOPT, DormantReason.NONE, id="stopped-but-live"
+        ),
+        pytest.param(
+            State.DORMANT, OTHER, "active", Action.ADOPT, DormantReason.NONE, id="dormant-but-live"
+        ),
+        pytest.param(State.STOPPED, OTHER, "", Action.KEEP, DormantReason.NONE, id="stopped"),
+        pytest.param(State.FAILED, BOOT, "", Action.KEEP, DormantReason.NONE, id="failed"),
+        pytest.param(State.DORMANT, BOOT, "", Action.KEEP, DormantReason.NONE, id="dormant"),
+    ],
+)
+def test_decide(state: State, boot: str, unit: str, action: Action, reason: DormantReason) -> None:
+    decision = decide(state, boot, unit, BOOT)
+    assert decision.action is action
+    assert decision.reason is reason

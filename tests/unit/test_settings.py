@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hostagent.config import RecoveryPolicy, load_config
+from hostagent.presets import load_presets
+from hostagent.yamlfile import SettingsError
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_defaults_without_a_file(tmp_path: Path) -> None:
+    cfg = load_config([tmp_path / "missing.yaml"])
+    assert cfg.columns == 200 and cfg.recovery_policy is RecoveryPolicy.DORMANT
+
+
+def test_a_good_config(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "h.yaml",
+        "limits:\n  tasks_max: 100\ntmux:\n  rows: 40\n"
+        "recovery:\n  policy: auto\n  max_parallel: 3\n",
+    )
+    cfg = load_config([path])
+    assert (cfg.limits.tasks_max, cfg.rows, cfg.recovery_policy, cfg.recovery_max_parallel) == (
+        100,
+        40,
+        RecoveryPolicy.AUTO,
+        3,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        pytest.param("tmux:\n  columns: 5\n", ":2: field 'tmux.columns'", id="bound"),
+        pytest.param("limits:\n  tasks_max: 0\n", ":2: field 'limits.tasks_max'", id="zero"),
+        pytest.param("limits:\n  bogus: 1\n", ":2: field 'limits.bogus'", id="unknown-key"),
+        pytest.param("a: [\n", ":2:", id="syntax"),
+        pytest.param("recovery:\n  policy: sometimes\n", ":2: field 'recovery.policy'", id="enum"),
+        pytest.param("- 1\n", ":1: must be a mapping", id="not-mapping"),
+    ],
+)
+def test_config_errors_name_file_line_and_field(tmp_path: Path, text: str, where: str) -> None:
+    path = write(tmp_path, "h.yaml", text)
+    with pytest.raises(SettingsError) as info:
+        load_config([path])
+    assert str(info.value).startswith(str(path))
+    assert where in str(info.value)
+
+
+def test_presets_override_by_name_and_broken_ones(tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    over = tmp_path / "over"
+    base.mkdir()
+    over.mkdir()
+    write(base, "a.yaml", "name: a\ncommand: [one]\n")
+    write(over, "a.yaml", "name: a\ncommand: [two]\n")
+    write(over, "bad.yaml", "name: bad\ncommand: notalist\n")
+    assert load_presets([base, over], strict=False)["a"].command == ["two"]
+    with pytest.raises(SettingsError, match=r"bad.yaml:2: field 'command'"):
+        load_presets([base, over], strict=True)
+
+
+def test_assigned_id_needs_a_placeholder(tmp_path: Path) -> None:
+    write(tmp_path, "x.yaml", "agent_id:\n  source: assigned\n  assign_args: [--id]\n")
+    with pytest.raises(SettingsError, match="agent_id.assign_args"):
+        load_presets([tmp_path], strict=True)

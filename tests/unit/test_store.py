@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hostagent.session import DormantReason, SessionRecord, State
+from hostagent.store import SidecarStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SidecarStore:
+    s = SidecarStore(tmp_path / "state")
+    s.prepare()
+    return s
+
+
+def test_round_trip_and_modes(store: SidecarStore) -> None:
+    rec = SessionRecord(
+        name="a1",
+        uuid="u",
+        owner=1000,
+        argv=["x", "ü"],
+        env={"K": "v"},
+        state=State.DORMANT,
+        dormant_reason=DormantReason.REBOOT,
+    )
+    store.save(rec)
+    assert store.load_all() == [rec]
+    assert os.stat(store.path_of("a1")).st_mode & 0o777 == 0o600
+    assert os.stat(store.directory).st_mode & 0o777 == 0o700
+    assert not [p for p in store.sessions_dir.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param(b"name: [unclosed\n", id="syntax"),
+        pytest.param(b"\xff\xfe", id="not-utf8"),
+        pytest.param(b"- a list\n", id="not-a-mapping"),
+        pytest.param(b"schema_version: 99\nname: bad\n", id="future-schema"),
+        pytest.param(b"schema_version: 1\nname: other\n", id="name-mismatch"),
+        pytest.param(b"schema_version: 1\nname: bad\nstate: exploded\n", id="bad-state"),
+        pytest.param(b"schema_version: 1\nname: bad\nargv: 5\n", id="bad-type"),
+    ],
+)
+def test_bad_records_are_quarantined_and_others_load(
+    store: SidecarStore, content: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    store.save(SessionRecord(name="good"))
+    store.path_of("bad").write_bytes(content)
+    assert [r.name for r in store.load_all()] == ["good"]
+    assert [p.name.split(".yaml")[0] for p in store.corrupt_dir.iterdir()] == ["bad"]
+    assert "bad.yaml is unusable" in caplog.text
+
+
+def test_unreadable_record_is_quarantined(store: SidecarStore) -> None:
+    store.path_of("sym").symlink_to("/etc/passwd")  # O_NOFOLLOW refuses it
+    assert store.load_all() == []
+    assert len(list(store.corrupt_dir.iterdir())) == 1
+
+
+def test_interrupted_write_leaves_the_old_record(store: SidecarStore) -> None:
+    store.save(SessionRecord(name="a"))
+    (store.sessions_dir / ".a.yaml.tmp").write_text("half")
+    assert [r.name for r in store.load_all()] == ["a"]
+    assert not (store.sessions_dir / ".a.yaml.tmp").exists()
+
+
+@given(
+    st.lists(st.text(), max_size=5),
+    st.dictionaries(st.from_regex(r"[A-Z_]{1,5}", fullmatch=True), st.text(), max_size=4),
+)
+def test_any_argv_and_env_round_trip(
+    tmp_path_factory: pytest.TempPathFactory, argv: list[str], env: dict[str, str]
+) -> None:
+    s = SidecarStore(tmp_path_factory.mktemp("s"))
+    s.prepare()
+    rec = SessionRecord(name="x", argv=argv, env=env)
+    s.save(rec)
+    assert yaml.safe_load(s.path_of("x").read_text())["argv"] == argv
+    assert s.load_all() == [rec]
