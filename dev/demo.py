@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.sandbox import Sandbox  # noqa: E402
+from tests.sandbox import Sandbox
 
 USER = "alice"
 
@@ -42,10 +42,11 @@ def screen_top(screen: str) -> str:
 
 def sandbox_demo() -> int:
     with Sandbox() as sb:
+
         def ctl(*args: str):
             return sb.ctl(*args, user=USER, system=True)
 
-        say("A throwaway machine with a real systemd booted (boot id %s)" % sb.boot_id())
+        say(f"A throwaway machine with a real systemd booted (boot id {sb.boot_id()})")
         sb.daemon_start()
         show(sb.run("systemctl", "status", "--no-pager", "-n0", "hostagent").stdout)
 
@@ -90,8 +91,9 @@ def host_demo() -> int:
     env["PATH"] = f"{venv}:{env.get('PATH', '')}"
 
     def ctl(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(venv / "hostagentctl"), "--user", *args], env=env,
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [str(venv / "hostagentctl"), "--user", *args], env=env, capture_output=True, text=True
+        )
 
     say("Starting hostagent --user on your session bus")
     daemon = subprocess.Popen([str(venv / "hostagent"), "--user"], env=env)
@@ -111,7 +113,10 @@ def host_demo() -> int:
 
 
 def main() -> int:
-    if os.path.isdir("/run/systemd/system") and Path("/proc/1/comm").read_text().strip() == "systemd":
+    if (
+        os.path.isdir("/run/systemd/system")
+        and Path("/proc/1/comm").read_text().strip() == "systemd"
+    ):
         return host_demo()
     return sandbox_demo()
 

@@ -1,0 +1,71 @@
+"""The stand-in agent behaves like a real CLI where hostagent depends on it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def agent(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOME": str(home), "DEMO_AGENT_THINK": "0"}
+    return subprocess.run(
+        [sys.executable, "-m", "hostagent.demo_agent", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=20,
+    )
+
+
+def conversation(home: Path, sid: str) -> Path:
+    return home / ".demo-agent" / "sessions" / f"{sid}.jsonl"
+
+
+def test_no_file_before_the_first_message(tmp_path: Path) -> None:
+    out = agent(tmp_path, "--session-id", "s1", stdin="/exit\n")
+    assert out.returncode == 0 and "Demo Agent" in out.stdout and "> " in out.stdout
+    assert not conversation(tmp_path, "s1").exists()
+
+
+def test_resume_shows_earlier_turns(tmp_path: Path) -> None:
+    agent(tmp_path, "--session-id", "s2", stdin="hello\n/exit\n")
+    turns = [json.loads(x) for x in conversation(tmp_path, "s2").read_text().splitlines()]
+    assert [t["role"] for t in turns] == ["user", "assistant"]
+    out = agent(tmp_path, "--resume", "s2", stdin="/exit\n")
+    assert "[user] hello" in out.stdout and "Resumed" in out.stdout
+
+
+def test_resume_of_an_unknown_id_fails_like_claude(tmp_path: Path) -> None:
+    out = agent(tmp_path, "--resume", "nope")
+    assert out.returncode == 1 and "No conversation found" in out.stderr
+
+
+def test_session_id_in_use_fails(tmp_path: Path) -> None:
+    agent(tmp_path, "--session-id", "s3", stdin="hi\n/exit\n")
+    out = agent(tmp_path, "--session-id", "s3")
+    assert out.returncode == 1 and "already in use" in out.stderr
+
+
+@pytest.mark.parametrize("answer", ["y", "n"])
+def test_asks_for_approval(tmp_path: Path, answer: str) -> None:
+    out = agent(tmp_path, stdin=f"/ask\n{answer}\n/exit\n")
+    assert "Do you want to proceed? (y/n)" in out.stdout
+    assert ("Proceeding" if answer == "y" else "Cancelled") in out.stdout
+
+
+def test_clear_rotates_the_id(tmp_path: Path) -> None:
+    out = agent(tmp_path, "--session-id", "s4", stdin="one\n/clear\ntwo\n/exit\n")
+    assert "Started a new conversation" in out.stdout
+    files = sorted(p.name for p in (tmp_path / ".demo-agent" / "sessions").iterdir())
+    assert len(files) == 2 and "s4.jsonl" in files
+
+
+def test_spinner_while_working(tmp_path: Path) -> None:
+    out = agent(tmp_path, stdin="/work 0.3\n/exit\n")
+    assert "esc to interrupt" in out.stdout and "You said: /work 0.3" in out.stdout
