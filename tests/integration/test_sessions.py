@@ -390,3 +390,52 @@ def test_broken_config_names_file_line_and_field(sb: Sandbox) -> None:
         sb.run("rm", "-f", "/etc/hostagent/hostagent.yaml")
         sb.run("systemctl", "reset-failed", "hostagent")
         sb.daemon_start()
+
+
+def test_daemon_reports_status_to_systemd(sb: Sandbox) -> None:
+    create(sb)
+    status = sb.run("systemctl", "show", "-P", "StatusText", "hostagent").stdout
+    assert "running" in status
+    assert sb.run("systemctl", "show", "-P", "Type", "hostagent").stdout.strip() == "notify"
+
+
+def test_calls_on_a_session_being_removed_get_named_errors(sb: Sandbox) -> None:
+    """The agent ignores SIGTERM and SIGHUP, so Remove is parked in its stop job (until the
+    stop timeout's SIGKILL) while other calls arrive."""
+    name = new_name()
+    sb.ctl(
+        "new",
+        "--name",
+        name,
+        "--replace-command",
+        "--",
+        "sh",
+        "-c",
+        "trap '' TERM HUP; while :; do sleep 1; done",
+    ).check()
+
+    async def run(client: Client) -> None:
+        loop = asyncio.get_running_loop()
+        started = []
+        # The action runs once the signal match is in place, so "stopping" cannot be missed.
+        await wait_for_state(
+            client,
+            name,
+            "stopping",
+            lambda: started.append(asyncio.run_coroutine_threadsafe(client.remove(name), loop)),
+            timeout=10,
+        )
+        removal = asyncio.wrap_future(started[0])
+        for call in (client.stop(name), client.resume(name)):
+            with pytest.raises(HostAgentError) as info:
+                await call
+            assert info.value.dbus_name.endswith(".Busy")
+        with pytest.raises(HostAgentError) as info:
+            await client.capture(name, 0)
+        assert info.value.dbus_name.endswith((".NotRunning", ".NoSuchSession"))
+        await removal
+        with pytest.raises(NoSuchSession):
+            await client.stop(name)
+
+    with_client(sb, run)
+    assert sb.run("test", "-e", f"/var/lib/hostagent/sessions/{name}.yaml").returncode != 0
