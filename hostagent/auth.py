@@ -20,7 +20,6 @@ from .errors import AccessDenied, InteractiveAuthorizationRequired
 log = logging.getLogger(__name__)
 
 ACTION_MANAGE_ANY = "org.hostagent.HostAgent1.manage-any"
-ACTION_CREATE_FOR_OTHERS = "org.hostagent.HostAgent1.create-for-others"
 POLKIT = "org.freedesktop.PolicyKit1"
 POLKIT_PATH = "/org/freedesktop/PolicyKit1/Authority"
 POLKIT_IFACE = "org.freedesktop.PolicyKit1.Authority"

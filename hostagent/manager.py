@@ -13,7 +13,6 @@ import logging
 import os
 import uuid
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -45,6 +44,7 @@ from .session import (
     SessionRecord,
     State,
     generate_name,
+    name_from_unit,
     name_problem,
     transition,
     unit_name,
@@ -497,8 +497,6 @@ class Manager:
 
     def on_unit(self, unit: str, active_state: str) -> None:
         """A unit signal: only queue a reconcile of the session it belongs to."""
-        from .session import name_from_unit
-
         name = name_from_unit(unit)
         session = self.sessions.get(name) if name else None
         if self.recovering or session is None or session.removed or session.record.unit != unit:
@@ -543,6 +541,3 @@ class Manager:
         self.config = config
         self.presets = presets
         log.info("Reloaded configuration from %s and %d presets", config.source, len(presets))
-
-    def snapshot(self, session: Session) -> SessionRecord:
-        return replace(session.record)

@@ -6,7 +6,6 @@ calls it under the session's lock and applies the result to the record.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -196,19 +195,3 @@ def unit_of_pid(pid: int) -> str | None:
 def leader_alive_in(unit: str, pid: int) -> bool:
     """The hazard check of DESIGN §12: does the leader still run inside the unit's cgroup?"""
     return pid > 0 and unit in _cgroup_of(pid)
-
-
-async def wait_pid_gone(pid: int, timeout: float) -> None:
-    """Wait until pid exits, through its pidfd (no polling)."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    loop = asyncio.get_running_loop()
-    done = loop.create_future()
-    loop.add_reader(pidfd, lambda: done.done() or done.set_result(None))
-    try:
-        await asyncio.wait_for(done, timeout)
-    finally:
-        loop.remove_reader(pidfd)
-        os.close(pidfd)
