@@ -354,6 +354,22 @@ class Sandbox:
         mode = "--system" if (user is None if system is None else system) else "--user"
         return self.run("hostagentctl", mode, *args, user=user, **kw)  # type: ignore[arg-type]
 
+    def screen_showing(
+        self, name: str, text: str, user: str | None = None, timeout: float = 10.0
+    ) -> str:
+        """The session's screen once it shows text, or "" when it never did.
+
+        A session's screen has no change event a test can wait on (activity detection is
+        not built yet), so this reads it with a bounded capture loop.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.ctl("capture", name, user=user, system=True).stdout
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        return ""
+
     def journal(self, unit: str = "hostagent.service", lines: int = 200) -> str:
         return self.run(
             "journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"

@@ -12,11 +12,7 @@ def status(sb: Sandbox, name: str) -> dict:
 
 
 def screen_has(sb: Sandbox, name: str, text: str) -> bool:
-    for _ in range(100):
-        if text in sb.ctl("capture", name, user="alice", system=True).stdout:
-            return True
-        sb.run("sleep", "0.1")
-    return False
+    return bool(sb.screen_showing(name, text, user="alice"))
 
 
 def test_reboot_makes_sessions_dormant_and_resume_continues_the_conversation(

@@ -41,15 +41,10 @@ def props(sb: Sandbox, name: str, user: str | None = None) -> dict:
 
 
 def wait_screen(sb: Sandbox, name: str, text: str) -> str:
-    """Wait until the agent shows text: tmux's own wait-for is not available to us, so wait
-    on the agent's activity reaching idle (prompt shown), then read the screen."""
-    screen = ""
-    for _ in range(100):
-        screen = sb.ctl("capture", name).stdout
-        if text in screen:
-            return screen
-        sb.run("sleep", "0.1")  # a capture loop with a bound; the screen has no change event
-    raise AssertionError(f"{text!r} never appeared:\n{screen}")
+    screen = sb.screen_showing(name, text)
+    if not screen:
+        raise AssertionError(f"{text!r} never appeared on session {name}'s screen")
+    return screen
 
 
 def test_create_runs_tmux_and_agent_in_scope_under_slice(sb: Sandbox) -> None:
