@@ -171,6 +171,13 @@ class Client:
         (info,) = await self._session(name, "ExplainActivity")
         return dict(info)
 
+    async def report_hook(self, event: str, data: dict[str, str]) -> str:
+        """Report a hook of the session this process runs in; that session's name."""
+        (path,) = await self._manager("GetSessionByPID", "u", [os.getpid()], timeout=5.0)
+        body = [event, {k: Variant("s", v) for k, v in data.items()}]
+        await self._call(path, SESSION_INTERFACE, "ReportHook", "sa{sv}", body, timeout=5.0)
+        return str(path)
+
     async def attach_command(self, name: str) -> list[str]:
         (argv,) = await self._session(name, "GetAttachCommand")
         return list(argv)

@@ -269,6 +269,27 @@ async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
     return 0 if not problems else EXIT_FAILURE
 
 
+HOOK_FIELDS = ("session_id", "sessionId", "conversation_id", "source", "notification_type")
+
+
+async def verb_hook(c: Client, a: argparse.Namespace) -> int:
+    """Run by an agent's lifecycle hook inside its session: pass the event on, never fail it.
+
+    The hook's JSON arrives on stdin. A hook that exits non-zero can block the agent, so
+    every problem is printed and the exit code is 0.
+    """
+    try:
+        data = json.loads(sys.stdin.read() or "{}")
+    except ValueError:
+        data = {}
+    fields = {k: str(data[k]) for k in HOOK_FIELDS if isinstance(data, dict) and k in data}
+    try:
+        await c.report_hook(a.event, fields)
+    except HostAgentError as e:
+        print(f"hostagentctl hook: {e.message}", file=sys.stderr)
+    return 0
+
+
 VERBS: dict[str, Callable[[Client, argparse.Namespace], Awaitable[int]]] = {
     "list": verb_list,
     "status": verb_status,
@@ -285,6 +306,7 @@ VERBS: dict[str, Callable[[Client, argparse.Namespace], Awaitable[int]]] = {
     "info": verb_info,
     "doctor": verb_doctor,
     "reload": verb_reload,
+    "hook": verb_hook,
 }
 
 
@@ -334,6 +356,8 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("names", nargs="+", metavar="NAME")
     sp.add_argument("--for", dest="activity", default="idle,blocked")
     sp.add_argument("--timeout", type=float, default=0, help="seconds; 0 waits forever")
+    sp = sub.add_parser("hook", help="report an agent hook event (run from inside a session)")
+    sp.add_argument("event")
     for verb in ("presets", "info", "doctor", "reload"):
         sub.add_parser(verb, help=f"{verb}")
     return p
@@ -348,7 +372,7 @@ async def run(args: argparse.Namespace) -> int:
             f"Failed to connect to the {'system' if system else 'session'} bus: {e}",
             file=sys.stderr,
         )
-        return EXIT_FAILURE
+        return 0 if args.verb == "hook" else EXIT_FAILURE
     try:
         return await VERBS[args.verb](client, args)
     except HostAgentError as e:

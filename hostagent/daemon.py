@@ -57,6 +57,7 @@ class Daemon:
         self.system = system
         self.notifier = sdnotify.SystemdNotifier()
         self.manager: Manager | None = None
+        self.to_resume: list[str] = []
 
     def load_settings(self, strict: bool) -> tuple[Config, dict]:
         config = load_config(config_paths(self.system))
@@ -100,14 +101,8 @@ class Daemon:
         )
         report = await recover(self.manager, store, systemd)
         self.manager.recovering = False
-        log.info(
-            "Recovery (policy %s): %d adopted, %d dormant, %d unchanged, %d orphan scopes",
-            config.recovery_policy.value,
-            report.adopted,
-            report.dormant,
-            report.unchanged,
-            len(report.orphans),
-        )
+        log.info("%s", report.summary(config.recovery_policy.value))
+        self.to_resume = report.to_resume
         frontend = BusFrontend(
             self.manager, Authorizer(bus, use_polkit=self.system), Exporter(bus), self.reload
         )
@@ -136,6 +131,15 @@ class Daemon:
         watchdog = int(os.environ.get("WATCHDOG_USEC", "0") or 0)
         if watchdog and os.environ.get("WATCHDOG_PID", str(os.getpid())) == str(os.getpid()):
             tasks.append(loop.create_task(self._watchdog(watchdog / 2e6)))
+        if self.to_resume:
+            cfg = self.manager.config
+            tasks.append(
+                loop.create_task(
+                    self.manager.resume_dormant(
+                        self.to_resume, cfg.recovery_max_parallel, cfg.recovery_stagger_sec
+                    )
+                )
+            )
         disconnected = asyncio.ensure_future(bus.wait_for_disconnect())
         await asyncio.wait([stop, disconnected], return_when=asyncio.FIRST_COMPLETED)
         self.notify("STOPPING=1")

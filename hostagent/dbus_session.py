@@ -144,6 +144,14 @@ def _explain(o: SessionObject, call: Call) -> dict[str, str]:
     }
 
 
+async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str, Any]) -> None:
+    # Not authorize(): the caller must be a process inside the session, which the manager
+    # checks from the pid the bus gives, whoever the user is.
+    pid = await o.auth.caller_pid(call.sender)
+    values = {k: v.value for k, v in data.items() if isinstance(v, Variant)}
+    await o.manager.conversations.report_hook(o.session.name, pid, event, values)
+
+
 async def _attach(o: SessionObject, call: Call) -> list[str]:
     await o.authorize(call)
     return o.manager.attach_argv(o.session.name)
@@ -166,6 +174,7 @@ SESSION = Interface(
         ),
         Method("ExplainActivity", [], [("explanation", "a{ss}")], _explain),
         Method("GetAttachCommand", [], [("argv", "as")], _attach),
+        Method("ReportHook", [("event", "s"), ("data", "a{sv}")], [], _report_hook),
     ],
     properties=_CONST + _CHANGING + _COUNTERS,
 )

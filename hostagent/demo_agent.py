@@ -2,8 +2,10 @@
 
 It behaves like the real CLIs where hostagent cares: a banner and a prompt, a spinner while it
 "thinks", an approval question, a conversation file that exists only from the first message
-on, ``--session-id`` / ``--resume`` with Claude's failure modes, and an id rotation like
-``/clear``. Tests and the demo drive it through tmux.
+on, ``--session-id`` / ``--resume`` with Claude's failure modes, an id rotation like ``/clear``, and
+Claude-format lifecycle hooks from ``--settings FILE`` (SessionStart with its source,
+UserPromptSubmit, Notification for approvals, Stop). Without ``--session-id`` it mints its own
+id, like a CLI whose id must be discovered on disk. Tests and the demo drive it through tmux.
 
 Input lines:
   /work SECONDS     show the spinner for that long, then answer
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 import uuid
@@ -33,8 +36,28 @@ def sessions_dir() -> Path:
 
 
 class Agent:
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, hooks: dict[str, list[str]] | None = None) -> None:
         self.session_id = session_id
+        self.hooks = hooks or {}
+
+    def hook(self, event: str, **extra: str) -> None:
+        """Run the settings file's commands for event, with Claude's JSON on stdin."""
+        payload = json.dumps(
+            {
+                "session_id": self.session_id,
+                "transcript_path": str(self.path),
+                "cwd": os.getcwd(),
+                "hook_event_name": event,
+                **extra,
+            }
+        )
+        for command in self.hooks.get(event, []):
+            try:
+                subprocess.run(
+                    ["/bin/sh", "-c", command], input=payload, text=True, timeout=10, check=False
+                )
+            except (OSError, subprocess.TimeoutExpired) as e:
+                print(f"hook {event} failed: {e}", file=sys.stderr)
 
     @property
     def path(self) -> Path:
@@ -60,13 +83,16 @@ class Agent:
         sys.stdout.write("\r\033[K")
 
     def answer(self, text: str, seconds: float) -> None:
+        self.hook("UserPromptSubmit", prompt=text)
         self.record("user", text)
         self.spin(seconds)
         reply = f"You said: {text}"
         print(f"● {reply}")
         self.record("assistant", reply)
+        self.hook("Stop")
 
     def ask(self) -> None:
+        self.hook("Notification", notification_type="permission_prompt")
         while True:
             sys.stdout.write(QUESTION)
             sys.stdout.flush()
@@ -78,8 +104,10 @@ class Agent:
                 return
 
     def rotate(self) -> None:
+        self.hook("SessionEnd", reason="clear")
         self.session_id = str(uuid.uuid4())
         print(f"● Started a new conversation: {self.session_id}")
+        self.hook("SessionStart", source="clear")
 
     def loop(self) -> int:
         while True:
@@ -105,20 +133,36 @@ class Agent:
                 self.answer(text, float(os.environ.get("DEMO_AGENT_THINK", "0.5")))
 
 
+def load_hooks(path: str) -> dict[str, list[str]]:
+    """{event: [command, ...]} from Claude's settings format; a bad file means no hooks."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            settings = json.load(f)
+        return {
+            event: [h["command"] for group in groups for h in group["hooks"]]
+            for event, groups in settings.get("hooks", {}).items()
+        }
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"Ignoring settings {path}: {e}", file=sys.stderr)
+        return {}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="hostagent-demo-agent")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--session-id", help="start a new conversation with this id")
     g.add_argument("--resume", help="continue the conversation with this id")
     p.add_argument("--model", default="demo-1", help="accepted and shown, like a real CLI")
+    p.add_argument("--settings", help="a JSON settings file with Claude-format hooks")
     args = p.parse_args(argv)
+    hooks = load_hooks(args.settings) if args.settings else {}
     if args.resume:
-        agent = Agent(args.resume)
+        agent = Agent(args.resume, hooks)
         if not agent.path.exists():
             print(f"No conversation found with session ID: {args.resume}", file=sys.stderr)
             return 1
     else:
-        agent = Agent(args.session_id or str(uuid.uuid4()))
+        agent = Agent(args.session_id or str(uuid.uuid4()), hooks)
         if agent.path.exists():
             print(f"Error: Session ID {agent.session_id} is already in use.", file=sys.stderr)
             return 1
@@ -128,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         for turn in agent.history():
             print(f"  [{turn['role']}] {turn['text']}")
         print("● Resumed the conversation.")
+    agent.hook("SessionStart", source="resume" if args.resume else "startup")
     try:
         return agent.loop()
     except KeyboardInterrupt:

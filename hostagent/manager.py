@@ -16,11 +16,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-from . import launch, scope, tmux
+from . import checkpoint, hooks, launch, scope, tmux
 from .config import Config
+from .conversation import Conversations
 from .errors import (
     AlreadyRunning,
     Busy,
+    HostAgentError,
     InvalidArgs,
     InvalidCwd,
     InvalidName,
@@ -75,6 +77,7 @@ class Session:
         self.reconcile_queued = False
         self.owner: Owner | None = None
         self.waiters: list[tuple[frozenset[str], asyncio.Future[str]]] = []
+        self.last_hook: hooks.HookReport | None = None
 
     @property
     def name(self) -> str:
@@ -110,6 +113,7 @@ class Manager:
         self._operations = 0
         self.changed = asyncio.Event()  # set on every commit; the daemon refreshes STATUS=
         self.recovering = True  # unit signals wait until recovery has looked at every unit
+        self.conversations = Conversations(self)
 
     # ---- lookup -------------------------------------------------------------------------
 
@@ -147,7 +151,7 @@ class Manager:
 
     # ---- bookkeeping --------------------------------------------------------------------
 
-    def _commit(self, session: Session) -> None:
+    def commit(self, session: Session) -> None:
         """Persist the record, then tell the bus layer and anyone waiting."""
         self.store.save(session.record)
         self.changed.set()
@@ -224,6 +228,7 @@ class Manager:
                 self._reserved.discard(name)
             async with session.lock:
                 self.store.save(record)
+                await checkpoint.reached(checkpoint.CREATE_RECORDED)
                 log.info(
                     "session '%s': created (uuid %s, preset %s, owner %d)",
                     name,
@@ -268,7 +273,12 @@ class Manager:
             raise InvalidCwd(f"Working directory {quote(cwd)} {problem}.")
         command = req.command if req.command is not None else (preset.command or [owner.shell])
         agent_id = req.agent_session or launch.new_agent_id(preset)
-        first = launch.first_launch(preset, command, req.args, agent_id)
+        first = launch.first_launch(
+            preset,
+            self.conversations.command_with_hooks(preset, command, owner.uid, name),
+            req.args,
+            agent_id,
+        )
         problem = size_problem(first.argv, {**preset.env, **req.env})
         if problem:
             raise InvalidArgs(f"Session '{name}': {problem}.")
@@ -289,6 +299,7 @@ class Manager:
             agent_session=agent_id,
             agent_session_source=("assigned" if agent_id else ""),
             unit=unit_name(name),
+            boot_id=self.boot_id,
             created_at=scope.now_usec(),
             state=State.STARTING,
         )
@@ -303,6 +314,7 @@ class Manager:
         session.stop_requested = False
         try:
             scope.prepare_runtime_dir(self.runtime_dir(owner.uid), owner)
+            self.conversations.write_hooks(session, preset)
             xdg = f"/run/user/{owner.uid}" if self.system else os.environ.get("XDG_RUNTIME_DIR")
             env = build_env(
                 owner,
@@ -319,11 +331,12 @@ class Manager:
                 record.limits,
                 self.config.stop_timeout_sec,
             )
+            await checkpoint.reached(checkpoint.SPAWN_STARTED)
         except (SpawnFailed, OSError) as e:
             record.last_error = e.message if isinstance(e, SpawnFailed) else f"Failed to spawn: {e}"
             record.stopped_at = scope.now_usec()
             self._apply(session, Event.START_FAILED)
-            self._commit(session)
+            self.commit(session)
             log.error("session '%s': %s", session.name, record.last_error)
             raise SpawnFailed(
                 f"Session '{session.name}' failed to start: {record.last_error}"
@@ -335,7 +348,7 @@ class Manager:
         record.dormant_reason = DormantReason.NONE
         record.last_error = ""
         self._apply(session, Event.STARTED)
-        self._commit(session)
+        self.commit(session)
         self.queue_reconcile(session)  # the agent may already have exited
 
     def _live_session(self, name: str) -> Session:
@@ -358,12 +371,15 @@ class Manager:
     async def _stop_locked(self, session: Session) -> None:
         session.stop_requested = True
         self._apply(session, Event.STOP)
-        self._commit(session)
+        self.commit(session)
+        await checkpoint.reached(checkpoint.STOP_RECORDED)
         await scope.stop(self.systemd, session.record.unit, self.config.stop_timeout_sec + 30)
+        await checkpoint.reached(checkpoint.STOP_DONE)
         session.record.stopped_at = scope.now_usec()
         self._apply(session, Event.UNIT_GONE)
-        self._commit(session)
+        self.commit(session)
         tmux.remove_socket(self.socket_of(session))
+        await self.conversations.discover(session)
 
     def _check_alive(self, session: Session) -> None:
         if session.removed:
@@ -371,25 +387,37 @@ class Manager:
 
     async def resume(self, name: str) -> Session:
         session = self._live_session(name)
+        # Answered before waiting for the lock: a resume that is under way has already
+        # committed starting, so a second one fails at once instead of queueing behind it.
+        self._check_resumable(session)
         with self._Operation(self):
             async with session.lock:
                 self._check_alive(session)
-                state = session.record.state
-                if state in (State.STARTING, State.RUNNING):
-                    raise AlreadyRunning(f"Session '{name}' is already {state.value}.")
-                if state is State.STOPPING:
-                    raise Busy(f"Session '{name}' is stopping; wait for it, then resume.")
+                self._check_resumable(session)
                 await self._resume_locked(session)
         return session
+
+    @staticmethod
+    def _check_resumable(session: Session) -> None:
+        state = session.record.state
+        if state in (State.STARTING, State.RUNNING):
+            raise AlreadyRunning(f"Session '{session.name}' is already {state.value}.")
+        if state is State.STOPPING:
+            raise Busy(f"Session '{session.name}' is stopping; wait for it, then resume.")
 
     async def _resume_locked(self, session: Session) -> None:
         record = session.record
         preset = self.presets.get(record.preset) or Preset(name=record.preset)
         owner = self.owner_of(session)
+        await self.conversations.discover(session)
         path = launch.conversation_path(preset, record.agent_session, owner.home, record.cwd)
         exists = bool(record.agent_session) and (path is None or await exists_as_owner(owner, path))
         plan = launch.resume_launch(
-            preset, record.command, record.args, record.agent_session, exists
+            preset,
+            self.conversations.command_with_hooks(preset, record.command, owner.uid, session.name),
+            record.args,
+            record.agent_session,
+            exists,
         )
         record.last_argv = plan.argv
         record.resume_count += 1
@@ -398,9 +426,36 @@ class Manager:
             session.name,
             "fresh conversation" if plan.fresh else f"conversation {plan.agent_session}",
         )
+        record.boot_id = self.boot_id
         self._apply(session, Event.START)
-        self._commit(session)
+        self.commit(session)
+        await checkpoint.reached(checkpoint.RESUME_RECORDED)
         await self._spawn(session)
+
+    async def resume_dormant(self, names: list[str], max_parallel: int, stagger: float) -> None:
+        """The ``auto`` recovery policy: resume names, at most max_parallel at a time.
+
+        A slot is held for stagger seconds after its resume returns, because agents that start
+        together race on shared OAuth refresh tokens; a failure is logged and left ``failed``.
+        """
+        slots = asyncio.Semaphore(max_parallel)
+
+        async def one(name: str) -> None:
+            async with slots:
+                try:
+                    await self.resume(name)
+                except HostAgentError as e:
+                    log.warning("session '%s': automatic resume failed: %s", name, e.message)
+                await asyncio.sleep(stagger)
+
+        log.info(
+            "Resuming %d dormant sessions, at most %d at a time, %.1fs apart",
+            len(names),
+            max_parallel,
+            stagger,
+        )
+        await asyncio.gather(*(one(n) for n in names))
+        log.info("Resumed the dormant sessions")
 
     async def kill(self, name: str, whom: str, signal: int) -> None:
         scope.check_signal(whom, signal)
@@ -425,6 +480,7 @@ class Manager:
                 self._check_alive(session)
                 if session.record.state in LIVE_STATES:
                     await self._stop_locked(session)
+                    await checkpoint.reached(checkpoint.REMOVE_STOPPED)
                 self._forget(session)
 
     # ---- the terminal -------------------------------------------------------------------
@@ -532,8 +588,9 @@ class Manager:
                 record.last_error = "" if state != "failed" else f"unit {record.unit} failed"
                 log.info("session '%s': the agent exited", session.name)
             self._apply(session, Event.UNIT_GONE)
-            self._commit(session)
+            self.commit(session)
             tmux.remove_socket(self.socket_of(session))
+            await self.conversations.discover(session)
 
     # ---- configuration ------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,15 @@ class IdSource(enum.StrEnum):
     DISCOVERED = "discovered"  # we find it on disk after the first turn
 
 
+@dataclass(frozen=True)
+class Discovery:
+    """Where a CLI keeps its conversations on disk, for finding the id of a session's."""
+
+    glob: str  # with {home} and {cwd_dashed}; ** matches any depth
+    id_pattern: str  # a regular expression over the path; group 1 is the id
+    cwd_field: str = ""  # dotted JSON field of the file's first line that holds the cwd
+
+
 @dataclass
 class Preset:
     name: str
@@ -40,12 +50,18 @@ class Preset:
     assign_args: list[str] = field(default_factory=list)
     resume_args: list[str] = field(default_factory=list)
     conversation: str = ""
+    discover: Discovery | None = None
+    hooks_format: str = ""  # "" (no hooks) or a format of hooks.FORMATS
+    hooks_args: list[str] = field(default_factory=list)  # with {hooks_file}
     source: str = "built-in"
 
 
-_KNOWN = {"name", "description", "command", "env", "agent_id", "resume"}
-_AGENT_ID_KNOWN = {"source", "assign_args"}
+_KNOWN = {"name", "description", "command", "env", "agent_id", "resume", "hooks"}
+_AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
+_DISCOVER_KNOWN = {"glob", "id", "cwd_field"}
 _RESUME_KNOWN = {"args", "conversation"}
+_HOOKS_KNOWN = {"format", "args"}
+HOOK_FORMATS = ("claude",)
 
 
 def parse_preset(doc: yamlfile.Document) -> Preset:
@@ -72,6 +88,8 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
     )
     if preset.id_source is IdSource.ASSIGNED and not any("{id}" in a for a in preset.assign_args):
         raise doc.error("agent_id.assign_args", "an assigned id needs an argument with {id}")
+    if "discover" in agent_id:
+        preset.discover = _parse_discovery(doc, agent_id["discover"])
     resume = yamlfile.expect_mapping(doc, data.get("resume", {}), "resume")
     yamlfile.reject_unknown(doc, resume, _RESUME_KNOWN, "resume")
     preset.resume_args = yamlfile.expect_str_list(doc, resume.get("args", []), "resume.args")
@@ -79,7 +97,34 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
     if not isinstance(conv, str):
         raise doc.error("resume.conversation", "must be a path template string")
     preset.conversation = conv
+    hooks = yamlfile.expect_mapping(doc, data.get("hooks", {}), "hooks")
+    yamlfile.reject_unknown(doc, hooks, _HOOKS_KNOWN, "hooks")
+    if hooks:
+        if hooks.get("format") not in HOOK_FORMATS:
+            raise doc.error("hooks.format", f"must be one of: {', '.join(HOOK_FORMATS)}")
+        preset.hooks_format = hooks["format"]
+        preset.hooks_args = yamlfile.expect_str_list(doc, hooks.get("args", []), "hooks.args")
+        if not any("{hooks_file}" in a for a in preset.hooks_args):
+            raise doc.error("hooks.args", "needs an argument with {hooks_file}")
     return preset
+
+
+def _parse_discovery(doc: yamlfile.Document, value: object) -> Discovery:
+    rule = yamlfile.expect_mapping(doc, value, "agent_id.discover")
+    yamlfile.reject_unknown(doc, rule, _DISCOVER_KNOWN, "agent_id.discover")
+    glob, pattern, cwd_field = (rule.get(k, "") for k in ("glob", "id", "cwd_field"))
+    if not isinstance(glob, str) or not glob.startswith("{home}/"):
+        raise doc.error("agent_id.discover.glob", "must be a glob that starts with {home}/")
+    try:
+        if not isinstance(pattern, str) or re.compile(pattern).groups < 1:
+            raise re.error("no group")
+    except re.error:
+        raise doc.error(
+            "agent_id.discover.id", "must be a regular expression whose group 1 is the id"
+        ) from None
+    if not isinstance(cwd_field, str):
+        raise doc.error("agent_id.discover.cwd_field", "must be a dotted field name")
+    return Discovery(glob, pattern, cwd_field)
 
 
 def preset_dirs(system: bool) -> list[Path]:

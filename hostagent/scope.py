@@ -175,6 +175,27 @@ async def kill(
         os.close(pidfd)
 
 
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    ppid: int
+    cmdline: list[str]
+    cwd: str
+
+
+def process(pid: int) -> Process | None:
+    """What /proc tells of pid, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = [a.decode(errors="replace") for a in f.read().split(b"\0")[:-1]]
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            ppid = int(f.read().rpartition(")")[2].split()[1])
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except (OSError, ValueError, IndexError):
+        return None
+    return Process(pid, ppid, cmdline, cwd)
+
+
 def _cgroup_of(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:

@@ -100,23 +100,30 @@ def as_owner(owner: Owner) -> dict[str, object]:
     return {"user": owner.uid, "group": owner.gid, "extra_groups": list(owner.groups)}
 
 
-async def sh_as_owner(owner: Owner, script: str, *args: str) -> int:
-    """Exit code of a tiny sh script run as owner: paths a user controls are looked at with
-    the user's rights, never root's (DESIGN §12)."""
+async def run_as_owner(owner: Owner, argv: list[str], timeout: float = 10.0) -> tuple[int, str]:
+    """Exit code and stdout of argv run as owner, with nothing of the daemon's environment:
+    paths a user controls are looked at with the user's rights, never root's (DESIGN §12)."""
     proc = await asyncio.create_subprocess_exec(
-        "/bin/sh",
-        "-c",
-        script,
-        "sh",
-        *args,
+        *argv,
         cwd="/",
-        env={"PATH": DEFAULT_PATH, "HOME": owner.home},
+        env={"PATH": DEFAULT_PATH, "HOME": owner.home, "LANG": "C.UTF-8"},
         stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
         **as_owner(owner),  # type: ignore[arg-type]
     )
-    return await proc.wait()
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return -1, ""
+    return proc.returncode or 0, out.decode(errors="replace")
+
+
+async def sh_as_owner(owner: Owner, script: str, *args: str) -> int:
+    """Exit code of a tiny sh script run as owner."""
+    return (await run_as_owner(owner, ["/bin/sh", "-c", script, "sh", *args]))[0]
 
 
 async def check_cwd(owner: Owner, cwd: str) -> str | None:

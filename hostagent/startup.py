@@ -1,16 +1,24 @@
-"""What the daemon does once at start: match every record against systemd and apply
-``recovery.decide``; then deal with hostagent scopes that have no record.
+"""What the daemon does once at start: match every record against systemd, apply
+``recovery.decide`` and the dormant policy, then deal with hostagent scopes that have no record.
+
+Everything here runs before the bus name is taken and before READY=1, so no client ever sees a
+session in a state that recovery is about to change. Resuming under the ``auto`` policy is the
+exception: it can take minutes, so the daemon does it after READY (``Manager.resume_dormant``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import uuid
 from dataclasses import dataclass, field
 
+from . import scope, tmux
 from .config import OrphanPolicy
 from .manager import Manager, Session
-from .recovery import Action, decide
-from .session import DormantReason, State, name_from_unit
+from .recovery import Action, DormantAction, decide, dormant_action
+from .session import DormantReason, SessionRecord, State, name_from_unit
+from .spawn import Owner
 from .store import SidecarStore
 from .systemd import Systemd
 
@@ -21,8 +29,20 @@ log = logging.getLogger(__name__)
 class RecoveryReport:
     adopted: int = 0
     dormant: int = 0
+    stopped: int = 0
     unchanged: int = 0
-    orphans: list[str] = field(default_factory=list)
+    pruned: int = 0
+    to_resume: list[str] = field(default_factory=list)
+    orphans_stopped: list[str] = field(default_factory=list)
+    orphans_adopted: list[str] = field(default_factory=list)
+
+    def summary(self, policy: str) -> str:
+        return (
+            f"Recovery (policy {policy}): {self.adopted} adopted, {self.dormant} dormant, "
+            f"{len(self.to_resume)} to resume, {self.pruned} pruned, {self.stopped} stopped, "
+            f"{self.unchanged} unchanged, {len(self.orphans_adopted)} orphan scopes adopted, "
+            f"{len(self.orphans_stopped)} orphan scopes stopped"
+        )
 
 
 async def recover(manager: Manager, store: SidecarStore, systemd: Systemd) -> RecoveryReport:
@@ -33,15 +53,19 @@ async def recover(manager: Manager, store: SidecarStore, systemd: Systemd) -> Re
     # Listed after the sessions are known: a unit that ends from here on is seen either in
     # this list or by a signal, which the manager ignores until recovery is done.
     units = {u.name: u.active_state for u in await systemd.list_units("hostagent-*.scope")}
+    policy = dormant_action(manager.config.recovery_policy.value)
     for record in records:
         decision = decide(record.state, record.boot_id, units.pop(record.unit, ""), manager.boot_id)
+        session = manager.sessions[record.name]
         if decision.action is Action.ADOPT:
-            if record.state is not State.RUNNING:
-                log.info("session '%s': its unit %s runs; adopting it", record.name, record.unit)
-            record.state = State.RUNNING
-            record.dormant_reason = DormantReason.NONE
-            manager.store.save(record)
+            await _adopt(manager, session)
             report.adopted += 1
+        elif decision.action is Action.STOPPED:
+            log.info("session '%s': its stop finished while the daemon was away", record.name)
+            record.state = State.STOPPED
+            record.stopped_at = record.stopped_at or scope.now_usec()
+            store.save(record)
+            report.stopped += 1
         elif decision.action is Action.DORMANT:
             log.info(
                 "session '%s': %s -> dormant (%s)",
@@ -51,17 +75,98 @@ async def recover(manager: Manager, store: SidecarStore, systemd: Systemd) -> Re
             )
             record.state = State.DORMANT
             record.dormant_reason = decision.reason
-            manager.store.save(record)
+            record.stopped_at = record.stopped_at or scope.now_usec()
+            if policy is DormantAction.PRUNE:
+                log.info("session '%s': pruned by the recovery policy 'never'", record.name)
+                del manager.sessions[record.name]
+                store.delete(record.name)
+                tmux.remove_socket(manager.socket_of(session))
+                report.pruned += 1
+                continue
+            store.save(record)
             report.dormant += 1
+            if policy is DormantAction.RESUME:
+                report.to_resume.append(record.name)
         else:
             report.unchanged += 1
-    for unit, state in units.items():
-        if state in ("active", "activating") and name_from_unit(unit):
-            report.orphans.append(unit)
-    for unit in report.orphans:
-        if manager.config.orphans is OrphanPolicy.STOP:
+    for unit, state in sorted(units.items()):
+        name = name_from_unit(unit)
+        if state not in ("active", "activating") or not name:
+            continue
+        if manager.config.orphans is OrphanPolicy.ADOPT and await _adopt_orphan(manager, unit):
+            report.orphans_adopted.append(unit)
+        else:
             log.warning("Scope %s has no record; stopping it", unit)
             await systemd.stop_unit(unit)
-        else:
-            log.warning("Scope %s has no record; leaving it alone", unit)
+            report.orphans_stopped.append(unit)
     return report
+
+
+async def _adopt(manager: Manager, session: Session) -> None:
+    """The unit runs: the session is running. Refresh what a crash mid-start may have missed."""
+    record = session.record
+    if record.state is not State.RUNNING:
+        log.info("session '%s': its unit %s runs; adopting it", record.name, record.unit)
+    record.state = State.RUNNING
+    record.dormant_reason = DormantReason.NONE
+    invocation = await manager.systemd.invocation_id(record.unit)
+    if invocation and invocation != record.invocation_id:
+        record.invocation_id = invocation
+        record.started_at = record.started_at or scope.now_usec()
+    if not scope.leader_alive_in(record.unit, record.leader_pid):
+        try:
+            pid = await tmux.server_pid(manager.owner_of(session), manager.socket_of(session))
+        except (tmux.TmuxError, ValueError, KeyError):
+            pid = 0
+        record.leader_pid = pid if scope.leader_alive_in(record.unit, pid) else 0
+    manager.store.save(record)
+
+
+async def _adopt_orphan(manager: Manager, unit: str) -> bool:
+    """A minimal record for a scope with none: who runs it, what, and where.
+
+    Its tmux server must be one of ours (it answers on the socket hostagent would use), so a
+    stray scope with a matching name is never mistaken for a session; that one is stopped.
+    """
+    name = name_from_unit(unit)
+    assert name
+    processes = [
+        p for p in map(scope.process, await manager.systemd.unit_pids(unit)) if p is not None
+    ]
+    leader = next((p for p in processes if p.cmdline[:1] and "tmux" in p.cmdline[0]), None)
+    if leader is None:
+        return False
+    try:
+        owner = Owner.from_uid(os.stat(f"/proc/{leader.pid}").st_uid)
+    except (OSError, KeyError):
+        return False
+    record = SessionRecord(
+        name=name,
+        uuid=str(uuid.uuid4()),
+        owner=owner.uid,
+        preset="shell",
+        cwd=owner.home,
+        unit=unit,
+        state=State.RUNNING,
+        boot_id=manager.boot_id,
+        leader_pid=leader.pid,
+        invocation_id=await manager.systemd.invocation_id(unit),
+        created_at=scope.now_usec(),
+        started_at=scope.now_usec(),
+    )
+    session = Session(record)
+    try:
+        if await tmux.server_pid(owner, manager.socket_of(session)) != leader.pid:
+            return False
+    except (tmux.TmuxError, ValueError):
+        return False
+    agent = next((p for p in processes if p.ppid == leader.pid), None)
+    if agent is not None:
+        record.command = agent.cmdline
+        record.argv = list(agent.cmdline)
+        record.last_argv = list(agent.cmdline)
+        record.cwd = agent.cwd or record.cwd
+    manager.sessions[name] = session
+    manager.store.save(record)
+    log.warning("Scope %s has no record; adopted it as session '%s'", unit, name)
+    return True

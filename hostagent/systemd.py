@@ -188,6 +188,14 @@ class Systemd:
         (units,) = await self._manager("ListUnitsByPatterns", "asas", [[], [pattern]])
         return [UnitInfo(u[0], u[3]) for u in units]
 
+    async def unit_pids(self, unit: str) -> list[int]:
+        """The pids in the unit's cgroup; empty when it is not loaded."""
+        try:
+            (procs,) = await self._manager("GetUnitProcesses", "s", [unit])
+        except CallError:
+            return []
+        return [int(p[1]) for p in procs]
+
     async def active_state(self, unit: str) -> str:
         """ActiveState, or "" when the unit is not loaded."""
         try:

@@ -327,7 +327,9 @@ class Sandbox:
 
     def daemon_start(self, user: str | None = None) -> None:
         """Start hostagent: the system service, or user's own under ``systemd --user``."""
-        self._systemctl("start", "hostagent.service", user=user).check()
+        result = self._systemctl("start", "hostagent.service", user=user)
+        if result.returncode != 0:
+            raise SandboxError(f"hostagent did not start:\n{self.journal(user=user, lines=30)}")
 
     def daemon_stop(self, user: str | None = None) -> None:
         self._systemctl("stop", "hostagent.service", user=user).check()
@@ -370,9 +372,13 @@ class Sandbox:
             time.sleep(0.1)
         return ""
 
-    def journal(self, unit: str = "hostagent.service", lines: int = 200) -> str:
+    def journal(
+        self, unit: str = "hostagent.service", lines: int = 200, user: str | None = None
+    ) -> str:
+        """The unit's last lines: the system unit's, or user's own unit's."""
+        scope = ["--user-unit", unit] if user else ["-u", unit]
         return self.run(
-            "journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "cat"
+            "journalctl", *scope, "-n", str(lines), "--no-pager", "-o", "cat", user=user
         ).stdout
 
 

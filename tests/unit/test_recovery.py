@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostagent.recovery import Action, decide
+from hostagent.recovery import Action, DormantAction, decide, dormant_action
 from hostagent.session import DormantReason, State
 
 BOOT, OTHER = "b1", "b2"
@@ -25,12 +25,19 @@ BOOT, OTHER = "b1", "b2"
         ),
         pytest.param(State.RUNNING, OTHER, "", Action.DORMANT, DormantReason.REBOOT, id="reboot"),
         pytest.param(
-            State.STOPPING,
+            State.STARTING,
             OTHER,
             "inactive",
             Action.DORMANT,
             DormantReason.REBOOT,
             id="reboot-inactive",
+        ),
+        pytest.param(State.STOPPING, BOOT, "", Action.STOPPED, DormantReason.NONE, id="stop-asked"),
+        pytest.param(
+            State.STOPPING, OTHER, "", Action.STOPPED, DormantReason.NONE, id="stop-asked-reboot"
+        ),
+        pytest.param(
+            State.STOPPING, BOOT, "active", Action.ADOPT, DormantReason.NONE, id="stop-not-sent"
         ),
         pytest.param(State.RUNNING, BOOT, "", Action.DORMANT, DormantReason.LOST, id="lost"),
         pytest.param(
@@ -51,3 +58,15 @@ def test_decide(state: State, boot: str, unit: str, action: Action, reason: Dorm
     decision = decide(state, boot, unit, BOOT)
     assert decision.action is action
     assert decision.reason is reason
+
+
+@pytest.mark.parametrize(
+    ("policy", "action"),
+    [
+        ("dormant", DormantAction.LEAVE),
+        ("auto", DormantAction.RESUME),
+        ("never", DormantAction.PRUNE),
+    ],
+)
+def test_dormant_action(policy: str, action: DormantAction) -> None:
+    assert dormant_action(policy) is action

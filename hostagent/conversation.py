@@ -1,0 +1,115 @@
+"""Keeping each session's agent conversation id current (DESIGN §6).
+
+An id is assigned up front where the CLI takes one (``launch``). Otherwise it is learned from
+the CLI's lifecycle hooks, which also report rotations such as Claude's ``/clear``, or found on
+disk after the fact (``discovery``). Whatever the source, the newest id wins and the ones it
+replaced are kept in the record's history, so a resume continues the conversation the user
+last saw.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import discovery, hooks, scope
+from .errors import AccessDenied, InvalidArgs, quote
+from .presets import Preset
+
+if TYPE_CHECKING:
+    from .manager import Manager, Session
+
+log = logging.getLogger(__name__)
+
+HISTORY = 16  # earlier conversation ids kept per session
+
+
+class Conversations:
+    def __init__(self, manager: Manager) -> None:
+        self.manager = manager
+
+    def hooks_file(self, uid: int, name: str) -> Path:
+        return hooks.hooks_file(self.manager.runtime_dir(uid), name)
+
+    def command_with_hooks(
+        self, preset: Preset, command: list[str], uid: int, name: str
+    ) -> list[str]:
+        """The command with the preset's hook arguments, which name the session's hooks file."""
+        path = str(self.hooks_file(uid, name))
+        return list(command) + [a.replace("{hooks_file}", path) for a in preset.hooks_args]
+
+    def write_hooks(self, session: Session, preset: Preset | None) -> None:
+        """(Re)write the session's hooks file before each start; /run does not survive a boot."""
+        if preset is None or not preset.hooks_format:
+            return
+        ctl = shutil.which("hostagentctl") or "hostagentctl"
+        command = [ctl, "--system" if self.manager.system else "--user", "hook"]
+        hooks.write_settings(
+            self.hooks_file(session.record.owner, session.name), hooks.claude_settings(command)
+        )
+
+    async def report_hook(self, name: str, pid: int, event: str, data: dict[str, object]) -> None:
+        """A hook of the agent reports event; only a process inside the session's scope may."""
+        session = self.manager.get(name)
+        if not session.record.unit or scope.unit_of_pid(pid) != session.record.unit:
+            raise AccessDenied(
+                f"Only a process inside session '{name}' may report its hooks; "
+                "run 'hostagentctl hook' from the agent's hook."
+            )
+        problem = hooks.event_problem(event)
+        if problem:
+            raise InvalidArgs(f"Hook event {quote(event)} {problem}.")
+        report = hooks.read_report(event, data)
+        async with session.lock:
+            if session.removed:
+                return
+            session.last_hook = report
+            if report.agent_session:
+                self.set_id(session, report.agent_session, "hook", report.source)
+
+    def set_id(self, session: Session, agent_id: str, how: str, why: str) -> None:
+        """Make agent_id the session's conversation; the caller holds the session lock."""
+        record = session.record
+        if agent_id == record.agent_session:
+            return
+        if record.agent_session:
+            record.agent_session_history = [
+                *record.agent_session_history[-(HISTORY - 1) :],
+                record.agent_session,
+            ]
+            log.info(
+                "session '%s': conversation %s -> %s (%s%s)",
+                session.name,
+                record.agent_session,
+                agent_id,
+                how,
+                f", {why}" if why else "",
+            )
+        else:
+            log.info("session '%s': conversation %s (%s)", session.name, agent_id, how)
+        record.agent_session = agent_id
+        record.agent_session_source = how
+        self.manager.commit(session)
+
+    async def discover(self, session: Session) -> None:
+        """Look on disk for the conversation of a preset whose CLI cannot be told an id."""
+        record = session.record
+        preset = self.manager.presets.get(record.preset)
+        if preset is None or preset.discover is None:
+            return
+        claimed = {
+            s.record.agent_session
+            for s in self.manager.sessions.values()
+            if s is not session and s.record.agent_session
+        }
+        found = await discovery.discover(
+            preset.discover,
+            self.manager.owner_of(session),
+            record.cwd,
+            record.started_at,
+            claimed,
+        )
+        if found:
+            self.set_id(session, found, "discovered", "")
