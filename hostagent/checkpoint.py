@@ -28,6 +28,7 @@ STOP_RECORDED = "stop-recorded"  # the record says stopping; no stop job yet
 STOP_DONE = "stop-done"  # the scope is gone; the record still says stopping
 RESUME_RECORDED = "resume-recorded"  # the record says starting for a resume; no scope yet
 REMOVE_STOPPED = "remove-stopped"  # the scope is gone; the record still exists
+LOCK_WAIT = "lock-wait"  # an operation found its session's lock taken by another
 POINTS = (
     CREATE_RECORDED,
     SPAWN_STARTED,
@@ -35,6 +36,7 @@ POINTS = (
     STOP_DONE,
     RESUME_RECORDED,
     REMOVE_STOPPED,
+    LOCK_WAIT,
 )
 
 

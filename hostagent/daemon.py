@@ -26,7 +26,7 @@ from .dbus_export import Exporter
 from .dbus_manager import BusFrontend
 from .manager import Manager
 from .presets import load_presets, preset_dirs
-from .startup import recover
+from .startup import recover, resume_dormant
 from .store import SidecarStore
 from .systemd import Systemd
 from .yamlfile import SettingsError
@@ -135,8 +135,11 @@ class Daemon:
             cfg = self.manager.config
             tasks.append(
                 loop.create_task(
-                    self.manager.resume_dormant(
-                        self.to_resume, cfg.recovery_max_parallel, cfg.recovery_stagger_sec
+                    resume_dormant(
+                        self.manager,
+                        self.to_resume,
+                        cfg.recovery_max_parallel,
+                        cfg.recovery_stagger_sec,
                     )
                 )
             )

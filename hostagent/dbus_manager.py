@@ -139,7 +139,7 @@ def _presets(f: BusFrontend, call: Call) -> list[list[Any]]:
 async def _wait_any(
     f: BusFrontend, call: Call, names: list[str], activities: list[str], timeout: int
 ) -> tuple[str, str]:
-    return await f.manager.wait_for_activity(names, activities, timeout)
+    return await f.manager.terminal.wait_for_activity(names, activities, timeout)
 
 
 async def _reload(f: BusFrontend, call: Call) -> None:

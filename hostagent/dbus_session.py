@@ -122,16 +122,16 @@ async def _remove(o: SessionObject, call: Call) -> None:
 
 async def _capture(o: SessionObject, call: Call, lines: int) -> str:
     await o.authorize(call)
-    return await o.manager.capture(o.session.name, lines)
+    return await o.manager.terminal.capture(o.session.name, lines)
 
 
 async def _send(o: SessionObject, call: Call, text: str, enter: bool) -> None:
     await o.authorize(call)
-    await o.manager.send_text(o.session.name, text, enter)
+    await o.manager.terminal.send_text(o.session.name, text, enter)
 
 
 async def _wait(o: SessionObject, call: Call, activities: list[str], timeout: int) -> str:
-    _, activity = await o.manager.wait_for_activity([o.session.name], activities, timeout)
+    _, activity = await o.manager.terminal.wait_for_activity([o.session.name], activities, timeout)
     return activity
 
 
@@ -154,7 +154,7 @@ async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str,
 
 async def _attach(o: SessionObject, call: Call) -> list[str]:
     await o.authorize(call)
-    return o.manager.attach_argv(o.session.name)
+    return o.manager.terminal.attach_argv(o.session.name)
 
 
 SESSION = Interface(

@@ -9,10 +9,11 @@ decides (DESIGN §4, STYLE rule 9).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Protocol
 
@@ -22,7 +23,6 @@ from .conversation import Conversations
 from .errors import (
     AlreadyRunning,
     Busy,
-    HostAgentError,
     InvalidArgs,
     InvalidCwd,
     InvalidName,
@@ -33,7 +33,6 @@ from .errors import (
     NotRunning,
     SessionExists,
     SpawnFailed,
-    Timeout,
     quote,
 )
 from .options import CreateRequest
@@ -54,6 +53,7 @@ from .session import (
 from .spawn import Owner, build_env, check_cwd, exists_as_owner, size_problem
 from .store import SidecarStore
 from .systemd import Systemd
+from .terminal import Terminal
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,7 @@ class Manager:
         self.changed = asyncio.Event()  # set on every commit; the daemon refreshes STATUS=
         self.recovering = True  # unit signals wait until recovery has looked at every unit
         self.conversations = Conversations(self)
+        self.terminal = Terminal(self)
 
     # ---- lookup -------------------------------------------------------------------------
 
@@ -306,6 +307,15 @@ class Manager:
 
     # ---- spawn, stop, resume, kill, remove ----------------------------------------------
 
+    @contextlib.asynccontextmanager
+    async def _locked(self, session: Session) -> AsyncIterator[None]:
+        """The session's lock for one whole operation; the waiting is a checkpoint for tests."""
+        if session.lock.locked():
+            await checkpoint.reached(checkpoint.LOCK_WAIT)
+        async with session.lock:
+            self._check_alive(session)
+            yield
+
     async def _spawn(self, session: Session) -> None:
         """Start the scope for record.last_argv; the caller holds the lock, state is starting."""
         record = session.record
@@ -360,8 +370,7 @@ class Manager:
     async def stop(self, name: str) -> None:
         session = self._live_session(name)
         with self._Operation(self):
-            async with session.lock:
-                self._check_alive(session)
+            async with self._locked(session):
                 if session.record.state not in (State.RUNNING, State.STARTING):
                     raise NotRunning(
                         f"Session '{name}' is {session.record.state.value}, not running."
@@ -391,8 +400,7 @@ class Manager:
         # committed starting, so a second one fails at once instead of queueing behind it.
         self._check_resumable(session)
         with self._Operation(self):
-            async with session.lock:
-                self._check_alive(session)
+            async with self._locked(session):
                 self._check_resumable(session)
                 await self._resume_locked(session)
         return session
@@ -432,36 +440,10 @@ class Manager:
         await checkpoint.reached(checkpoint.RESUME_RECORDED)
         await self._spawn(session)
 
-    async def resume_dormant(self, names: list[str], max_parallel: int, stagger: float) -> None:
-        """The ``auto`` recovery policy: resume names, at most max_parallel at a time.
-
-        A slot is held for stagger seconds after its resume returns, because agents that start
-        together race on shared OAuth refresh tokens; a failure is logged and left ``failed``.
-        """
-        slots = asyncio.Semaphore(max_parallel)
-
-        async def one(name: str) -> None:
-            async with slots:
-                try:
-                    await self.resume(name)
-                except HostAgentError as e:
-                    log.warning("session '%s': automatic resume failed: %s", name, e.message)
-                await asyncio.sleep(stagger)
-
-        log.info(
-            "Resuming %d dormant sessions, at most %d at a time, %.1fs apart",
-            len(names),
-            max_parallel,
-            stagger,
-        )
-        await asyncio.gather(*(one(n) for n in names))
-        log.info("Resumed the dormant sessions")
-
     async def kill(self, name: str, whom: str, signal: int) -> None:
         scope.check_signal(whom, signal)
         session = self.get(name)
-        async with session.lock:
-            self._check_alive(session)
+        async with self._locked(session):
             if session.record.state not in LIVE_STATES:
                 raise NotRunning(f"Session '{name}' is {session.record.state.value}, not running.")
             await scope.kill(
@@ -476,78 +458,11 @@ class Manager:
     async def remove(self, name: str) -> None:
         session = self.get(name)
         with self._Operation(self):
-            async with session.lock:
-                self._check_alive(session)
+            async with self._locked(session):
                 if session.record.state in LIVE_STATES:
                     await self._stop_locked(session)
                     await checkpoint.reached(checkpoint.REMOVE_STOPPED)
                 self._forget(session)
-
-    # ---- the terminal -------------------------------------------------------------------
-
-    def _running(self, name: str) -> Session:
-        session = self.get(name)
-        if session.record.state is not State.RUNNING:
-            raise NotRunning(
-                f"Session '{name}' is {session.record.state.value}; "
-                f"resume it with 'hostagentctl resume {name}'."
-            )
-        return session
-
-    async def capture(self, name: str, lines: int) -> str:
-        session = self._running(name)
-        if not 0 <= lines <= 100000:
-            raise InvalidArgs("Scrollback lines must be between 0 and 100000.")
-        try:
-            return await tmux.capture(self.owner_of(session), self.socket_of(session), lines)
-        except tmux.TmuxError as e:
-            raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
-
-    async def send_text(self, name: str, text: str, enter: bool) -> None:
-        session = self._running(name)
-        if len(text) > 64 * 1024 or "\0" in text:
-            raise InvalidArgs("Text must be at most 64 KiB and contain no NUL.")
-        try:
-            await tmux.send_text(self.owner_of(session), self.socket_of(session), text, enter)
-        except tmux.TmuxError as e:
-            raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
-
-    def attach_argv(self, name: str) -> list[str]:
-        return tmux.attach_argv(self.socket_of(self._running(name)))
-
-    # ---- waiting ------------------------------------------------------------------------
-
-    async def wait_for_activity(
-        self, names: Iterable[str], activities: Iterable[str], timeout_usec: int
-    ) -> tuple[str, str]:
-        wanted = frozenset(activities)
-        unknown = wanted - {a.value for a in Activity}
-        if unknown:
-            raise InvalidArgs(f"Unknown activities: {', '.join(sorted(unknown))}.")
-        sessions = [self.get(n) for n in names]
-        if not sessions:
-            raise InvalidArgs("Name at least one session to wait for.")
-        for s in sessions:
-            current = s.activity.value
-            if current in wanted or current == Activity.EXITED.value:
-                return s.name, current
-        loop = asyncio.get_running_loop()
-        futures = {}
-        for s in sessions:
-            fut: asyncio.Future[str] = loop.create_future()
-            s.waiters.append((wanted, fut))
-            futures[fut] = s
-        try:
-            done, _ = await asyncio.wait(
-                futures, timeout=timeout_usec / 1e6 or None, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            for fut, s in futures.items():
-                s.waiters = [w for w in s.waiters if w[1] is not fut]
-        if not done:
-            raise Timeout("No session reached the activities in time.")
-        fut = next(iter(done))
-        return futures[fut].name, fut.result()
 
     # ---- watching units -----------------------------------------------------------------
 

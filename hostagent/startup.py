@@ -8,6 +8,7 @@ exception: it can take minutes, so the daemon does it after READY (``Manager.res
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import uuid
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 
 from . import scope, tmux
 from .config import OrphanPolicy
+from .errors import HostAgentError
 from .manager import Manager, Session
 from .recovery import Action, DormantAction, decide, dormant_action
 from .session import DormantReason, SessionRecord, State, name_from_unit
@@ -170,3 +172,31 @@ async def _adopt_orphan(manager: Manager, unit: str) -> bool:
     manager.store.save(record)
     log.warning("Scope %s has no record; adopted it as session '%s'", unit, name)
     return True
+
+
+async def resume_dormant(
+    manager: Manager, names: list[str], max_parallel: int, stagger: float
+) -> None:
+    """The ``auto`` recovery policy: resume names, at most max_parallel at a time.
+
+    A slot is held for stagger seconds after its resume returns, because agents that start
+    together race on shared OAuth refresh tokens; a failure is logged and left ``failed``.
+    """
+    slots = asyncio.Semaphore(max_parallel)
+
+    async def one(name: str) -> None:
+        async with slots:
+            try:
+                await manager.resume(name)
+            except HostAgentError as e:
+                log.warning("session '%s': automatic resume failed: %s", name, e.message)
+            await asyncio.sleep(stagger)
+
+    log.info(
+        "Resuming %d dormant sessions, at most %d at a time, %.1fs apart",
+        len(names),
+        max_parallel,
+        stagger,
+    )
+    await asyncio.gather(*(one(n) for n in names))
+    log.info("Resumed the dormant sessions")

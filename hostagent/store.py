@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -135,7 +136,11 @@ class SidecarStore:
         return records
 
     def _load(self, path: Path) -> SessionRecord:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NONBLOCK: a FIFO planted here must not hang the daemon's start.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise RecordError("not a regular file")
         with os.fdopen(fd, encoding="utf-8") as f:
             data = yaml.safe_load(f)
         return record_from_dict(data, expected_name=path.name[: -len(SUFFIX)])

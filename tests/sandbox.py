@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -35,9 +36,12 @@ _WRAPPER = """#!/bin/sh
 export PYTHONPATH={repo} PYTHONDONTWRITEBYTECODE=1
 exec /usr/bin/python3 -m {module} "$@"
 """
-_SANDBOX_DROPIN = """[Service]
+CHECKPOINT_DIR = "/run/hostagent-checkpoints"
+_SANDBOX_DROPIN = f"""[Service]
 # The sandbox's daemon stays down when a test kills it, so the test decides when it returns.
 Restart=no
+# Tests park the daemon at named points (hostagent/checkpoint.py).
+Environment=HOSTAGENT_CHECKPOINT_DIR={CHECKPOINT_DIR}
 """
 _INSTALL = {  # file in units/ -> where a package puts it
     "hostagent.service": "etc/systemd/system/hostagent.service",
@@ -263,16 +267,9 @@ class Sandbox:
             "DBUS_SESSION_BUS_ADDRESS": f"unix:path=/run/user/{uid}/bus",
         }
 
-    def run(
-        self,
-        *argv: str,
-        user: str | None = None,
-        env: dict[str, str] | None = None,
-        input: str | None = None,
-        timeout: float = 60.0,
-        cwd: str = "/",
-    ) -> Result:
-        """Run argv inside the container (as root, or as user) with a clean environment."""
+    def _command(
+        self, argv: tuple[str, ...], user: str | None, env: dict[str, str] | None, cwd: str
+    ) -> list[str]:
         if not self.leader:
             raise SandboxError("the container is not running")
         base = {
@@ -289,7 +286,7 @@ class Sandbox:
             base.update(self.user_env(user) if user not in ("root",) else {})
             prefix += ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"]
         base.update(env or {})
-        cmd = [
+        return [
             *prefix,
             "env",
             "-i",
@@ -297,8 +294,19 @@ class Sandbox:
             *(f"{k}={v}" for k, v in base.items()),
             *argv,
         ]
+
+    def run(
+        self,
+        *argv: str,
+        user: str | None = None,
+        env: dict[str, str] | None = None,
+        input: str | None = None,
+        timeout: float = 60.0,
+        cwd: str = "/",
+    ) -> Result:
+        """Run argv inside the container (as root, or as user) with a clean environment."""
         proc = subprocess.run(
-            cmd,
+            self._command(argv, user, env, cwd),
             input=input,
             capture_output=True,
             text=True,
@@ -306,6 +314,35 @@ class Sandbox:
             stdin=None if input is not None else subprocess.DEVNULL,
         )
         return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def popen(self, *argv: str, user: str | None = None, cwd: str = "/") -> subprocess.Popen:
+        """Start argv inside the container and return at once; stdin and stdout are pipes."""
+        return subprocess.Popen(
+            self._command(argv, user, None, cwd),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def park(self, point: str) -> Parked:
+        """Arm checkpoint point: the next daemon operation to reach it waits there."""
+        return Parked(self, point)
+
+    def wait_unit_state(self, unit: str, states: tuple[str, ...], timeout: float = 30.0) -> str:
+        """The unit's ActiveState once it is one of states ("" is not loaded)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.run("systemctl", "show", "-P", "ActiveState", unit).stdout.strip()
+            state = "" if state == "inactive" and not self._loaded(unit) else state
+            if state in states:
+                return state
+            if time.monotonic() > deadline:
+                raise SandboxError(f"{unit} stayed {state or 'unloaded'}, not {states}")
+            time.sleep(0.05)
+
+    def _loaded(self, unit: str) -> bool:
+        return self.run("systemctl", "show", "-P", "LoadState", unit).stdout.strip() == "loaded"
 
     def sh(self, script: str, **kw: object) -> Result:
         return self.run("/bin/sh", "-c", script, **kw)  # type: ignore[arg-type]
@@ -380,6 +417,46 @@ class Sandbox:
         return self.run(
             "journalctl", *scope, "-n", str(lines), "--no-pager", "-o", "cat", user=user
         ).stdout
+
+
+class Parked:
+    """A checkpoint armed in the container's daemon (hostagent/checkpoint.py).
+
+    A writer inside the container opens the point's FIFO: that open returns only once the
+    daemon, having reached the point, opens it for reading. ``wait`` therefore returns exactly
+    when the daemon is parked; ``release`` closes the writer, and the daemon goes on.
+    """
+
+    def __init__(self, sb: Sandbox, point: str) -> None:
+        self.sb = sb
+        self.path = f"{CHECKPOINT_DIR}/{point}"
+        sb.run("mkdir", "-p", "-m", "0700", CHECKPOINT_DIR).check()
+        sb.run("rm", "-f", self.path).check()
+        sb.run("mkfifo", "-m", "0600", self.path).check()
+        self.writer = sb.popen("/bin/sh", "-c", 'exec 3>"$1"; echo parked; read _', "sh", self.path)
+
+    def wait(self, timeout: float = 30.0) -> None:
+        assert self.writer.stdout is not None
+        ready, _, _ = select.select([self.writer.stdout], [], [], timeout)
+        if not ready or self.writer.stdout.readline().strip() != "parked":
+            raise SandboxError(f"the daemon never reached {self.path}")
+        # Disarm at once, so only this one operation parks.
+        self.sb.run("rm", "-f", self.path).check()
+
+    def release(self) -> None:
+        assert self.writer.stdin is not None
+        with contextlib.suppress(BrokenPipeError, ValueError):
+            self.writer.communicate("\n", timeout=10)
+
+    def __enter__(self) -> Parked:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.writer.poll() is None:
+            self.writer.kill()
+        with contextlib.suppress(ValueError):
+            self.writer.communicate()
+        self.sb.run("rm", "-f", self.path)
 
 
 def _teardown(directory: Path) -> None:

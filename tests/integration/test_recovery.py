@@ -1,74 +1,245 @@
-"""Recovery at daemon start on a real systemd: what exists so far of the recovery issue."""
+"""Recovery at daemon start on a real systemd (issue: reboot-aware recovery, acceptance 1-3,
+6 and 7): reboots, restored state dirs, a killed daemon, bad records and the auto policy."""
 
 from __future__ import annotations
 
-import json
+import asyncio
 
+import pytest
+from dbus_fast import Message, MessageType
+
+from hostagent import SESSION_INTERFACE
+from hostagent.client import Client
+from tests.integration.helpers import (
+    SESSIONS_DIR,
+    agent_process,
+    create,
+    props,
+    record,
+    settled,
+    wait_screen,
+)
 from tests.sandbox import Sandbox
 
 
-def status(sb: Sandbox, name: str) -> dict:
-    return json.loads(sb.ctl("--json", "status", name, user="alice", system=True).stdout)
+def alice_ctl(sb: Sandbox, *args: str) -> None:
+    sb.ctl(*args, user="alice", system=True).check()
 
 
-def screen_has(sb: Sandbox, name: str, text: str) -> bool:
-    return bool(sb.screen_showing(name, text, user="alice"))
-
-
-def test_reboot_makes_sessions_dormant_and_resume_continues_the_conversation(
+def test_reboot_with_five_sessions_resumes_each_conversation_as_it_was(
     fresh_sandbox: Sandbox,
 ) -> None:
     sb = fresh_sandbox
     sb.daemon_start()
-    for name in ("talked", "silent"):
-        sb.ctl(
-            "new",
-            "--preset",
+    for i in range(5):
+        sb.run("mkdir", "-p", f"/home/alice/proj{i}", user="alice").check()
+    names = [f"agent{i}" for i in range(5)]
+    for i, name in enumerate(names):
+        create(
+            sb,
             "demo-agent",
-            "--name",
-            name,
-            "--cwd",
-            "/home/alice",
+            "-e",
+            f"MARK=mark{i}",
             "-e",
             "DEMO_AGENT_THINK=0",
+            "--",
+            "--model",
+            f"model-{i}",
             user="alice",
-            system=True,
-        ).check()
-    assert screen_has(sb, "talked", "> ")
-    sb.ctl("send", "talked", "remember me", user="alice", system=True).check()
-    assert screen_has(sb, "talked", "You said: remember me")
-    ids = {n: status(sb, n)["AgentSessionId"] for n in ("talked", "silent")}
+            name=name,
+            cwd=f"/home/alice/proj{i}",
+        )
+    talked, silent = names[:4], names[4]
+    for i, name in enumerate(talked):
+        wait_screen(sb, name, "> ")
+        alice_ctl(sb, "send", name, f"message number {i}")
+        wait_screen(sb, name, f"You said: message number {i}")
+    wait_screen(sb, silent, "> ")
+    before = {n: props(sb, n) for n in names}
 
     sb.reboot()
     sb.daemon_start()
-    for name in ids:
-        s = status(sb, name)
-        assert (s["State"], s["DormantReason"]) == ("dormant", "reboot")
+    for name in names:
+        p = props(sb, name)
+        assert (p["State"], p["DormantReason"]) == ("dormant", "reboot"), name
+        assert p["AgentSessionId"] == before[name]["AgentSessionId"]
 
-    for name in ids:
-        sb.ctl("resume", name, user="alice", system=True).check()
-        s = status(sb, name)
-        assert s["State"] == "running" and s["AgentSessionId"] == ids[name]
-        assert s["Cwd"] == "/home/alice"
-    # The conversation with a message resumes; the one without starts fresh under its id.
-    assert status(sb, "talked")["Command"][-2:] == ["--resume", ids["talked"]]
-    assert screen_has(sb, "talked", "[user] remember me")
-    assert status(sb, "silent")["Command"][-2:] == ["--session-id", ids["silent"]]
-    assert screen_has(sb, "silent", f"session {ids['silent']}")
+    for i, name in enumerate(names):
+        alice_ctl(sb, "resume", name)
+        p = props(sb, name)
+        agent_id = before[name]["AgentSessionId"]
+        assert p["State"] == "running" and p["AgentSessionId"] == agent_id
+        proc = agent_process(sb, name)
+        # The original flags, environment and working directory, as the process really has them.
+        assert proc.argv[-2:] == ["--model", f"model-{i}"]
+        assert proc.env["MARK"] == f"mark{i}"
+        assert proc.cwd == f"/home/alice/proj{i}"
+        if name in talked:
+            assert ["--resume", agent_id] == p["Command"][-4:-2]
+            wait_screen(sb, name, f"[user] message number {i}")
+        else:
+            # Stopped before its first message: a fresh start under the same assigned id.
+            assert ["--session-id", agent_id] == p["Command"][-4:-2]
+            wait_screen(sb, name, f"session {agent_id}")
 
 
-def test_records_from_another_boot_with_live_units_are_adopted(sb: Sandbox) -> None:
-    sb.ctl("new", "--preset", "shell", "--name", "restored", user="alice", system=True).check()
+def test_records_from_another_boot_with_live_units_are_all_adopted(sb: Sandbox) -> None:
+    names = [create(sb, "shell", user="alice") for _ in range(3)]
+    leaders = {n: props(sb, n)["Leader"] for n in names}
     try:
         sb.daemon_stop()
-        # As if the state dir were restored from a backup taken on another boot.
-        sb.run(
-            "sed",
-            "-i",
-            "s/^boot_id: .*/boot_id: 0123456789abcdef0123456789abcdef/",
-            "/var/lib/hostagent/sessions/restored.yaml",
+        for name in names:
+            # As if the state dir were restored from a backup taken on another boot.
+            sb.run(
+                "sed",
+                "-i",
+                "s/^boot_id: .*/boot_id: 0123456789abcdef0123456789abcdef/",
+                f"{SESSIONS_DIR}/{name}.yaml",
+            ).check()
+        sb.daemon_start()
+        for name in names:
+            p = props(sb, name)
+            assert (p["State"], p["DormantReason"], p["Leader"]) == ("running", "", leaders[name])
+    finally:
+        for name in names:
+            sb.ctl("rm", name)
+
+
+def test_daemon_killed_adopts_live_sessions_and_an_agent_that_exited_is_dormant_lost(
+    sb: Sandbox,
+) -> None:
+    names = [create(sb, "demo-agent", user="alice") for _ in range(3)]
+    gone = names[0]
+    leaders = {n: props(sb, n)["Leader"] for n in names}
+    for name in names:
+        wait_screen(sb, name, "> ")
+    try:
+        sb.daemon_kill()
+        # The agent exits while nobody watches; tmux ends with it, and so does the scope.
+        sock = f"/run/hostagent/{sb.uid('alice')}/{gone}.sock"
+        sb.run("tmux", "-S", sock, "send-keys", "-t", "main", "/exit", "Enter", user="alice")
+        sb.wait_unit_state(f"hostagent-{gone}.scope", ("",))
+        sb.daemon_start()
+        for name in names[1:]:
+            p = props(sb, name)
+            assert (p["State"], p["Leader"]) == ("running", leaders[name])
+        p = props(sb, gone)
+        assert (p["State"], p["DormantReason"]) == ("dormant", "lost")
+        sb.ctl("resume", gone).check()
+        assert props(sb, gone)["State"] == "running"
+        wait_screen(sb, gone, "> ")
+    finally:
+        for name in names:
+            sb.ctl("rm", name)
+
+
+def test_bad_records_are_quarantined_and_the_others_recover(sb: Sandbox) -> None:
+    good = create(sb, "shell", user="alice")
+    try:
+        sb.daemon_stop()
+        sb.sh(
+            f"printf 'name: [unclosed\\n' > {SESSIONS_DIR}/corrupt.yaml"
+            f" && printf '\\377\\376 not text' > {SESSIONS_DIR}/binary.yaml"
+            f" && mkfifo {SESSIONS_DIR}/unreadable.yaml"
         ).check()
         sb.daemon_start()
-        assert status(sb, "restored")["State"] == "running"
+        journal = sb.journal(lines=50)
+        for bad in ("corrupt", "binary", "unreadable"):
+            assert f"{SESSIONS_DIR}/{bad}.yaml is unusable" in journal
+            assert record(sb, bad) is None
+            assert sb.run("sh", "-c", f"ls /var/lib/hostagent/corrupt/{bad}.yaml.*").returncode == 0
+        assert props(sb, good)["State"] == "running"
+        assert settled(sb, good)[0] == "running"
     finally:
-        sb.ctl("rm", "restored", user="alice", system=True)
+        sb.ctl("rm", good)
+        sb.run("rm", "-rf", "/var/lib/hostagent/corrupt")
+
+
+def test_auto_policy_resumes_ten_dormant_sessions_at_most_two_at_a_time(
+    fresh_sandbox: Sandbox,
+) -> None:
+    sb = fresh_sandbox
+    sb.sh(
+        "mkdir -p /etc/hostagent && printf 'recovery:\\n  policy: auto\\n  max_parallel: 2\\n"
+        "  stagger_sec: 0.2\\n' > /etc/hostagent/hostagent.yaml"
+    ).check()
+    sb.daemon_start()
+    names = [create(sb, "shell", user="alice", name=f"auto{i}") for i in range(10)]
+    sb.reboot()
+
+    async def watch() -> tuple[int, dict[str, str]]:
+        client = await Client.connect(True, sb.bus_address)
+        states: dict[str, str] = {}
+        most = 0
+        all_running = asyncio.get_running_loop().create_future()
+
+        def on_message(msg: Message) -> None:
+            nonlocal most
+            if msg.message_type != MessageType.SIGNAL or msg.member != "PropertiesChanged":
+                return
+            if msg.body[0] != SESSION_INTERFACE or "State" not in msg.body[1]:
+                return
+            name = msg.path.rsplit("/", 1)[1]
+            states[name] = msg.body[1]["State"].value
+            most = max(most, sum(1 for s in states.values() if s == "starting"))
+            if sum(1 for s in states.values() if s == "running") == len(names):
+                all_running.done() or all_running.set_result(None)
+
+        client.bus.add_message_handler(on_message)
+        await client.bus.call(
+            Message(
+                destination="org.freedesktop.DBus",
+                path="/org/freedesktop/DBus",
+                interface="org.freedesktop.DBus",
+                member="AddMatch",
+                signature="s",
+                body=["type='signal',member='PropertiesChanged',path_namespace='/org/hostagent'"],
+            )
+        )
+        # Subscribed before the daemon starts, so no state change goes unseen.
+        await asyncio.get_running_loop().run_in_executor(None, sb.daemon_start)
+        await asyncio.wait_for(all_running, 60)
+        client.close()
+        return most, states
+
+    most, states = asyncio.run(watch())
+    assert most == 2
+    assert sorted(states) == sorted(names)
+    for name in names:
+        assert props(sb, name)["State"] == "running"
+        assert settled(sb, name)[1] == "active"
+    assert "Recovery (policy auto): 0 adopted, 10 dormant, 10 to resume" in sb.journal()
+
+
+@pytest.mark.parametrize("policy", ["stop", "adopt"])
+def test_a_scope_without_a_record_is_stopped_or_adopted_as_configured(
+    sb: Sandbox, policy: str
+) -> None:
+    sb.run("mkdir", "-p", "/home/alice/orphanage", user="alice").check()
+    name = create(sb, "shell", user="alice", cwd="/home/alice/orphanage")
+    try:
+        sb.daemon_stop()
+        sb.sh(
+            f"mkdir -p /etc/hostagent && printf 'recovery:\\n  orphans: {policy}\\n'"
+            " > /etc/hostagent/hostagent.yaml"
+        ).check()
+        sb.run("rm", f"{SESSIONS_DIR}/{name}.yaml").check()
+        sb.daemon_start()
+        if policy == "stop":
+            sb.wait_unit_state(f"hostagent-{name}.scope", ("",))
+            assert f"hostagent-{name}.scope has no record; stopping it" in sb.journal(lines=30)
+            assert sb.ctl("status", name).returncode == 4
+        else:
+            p = props(sb, name)
+            assert (p["State"], p["Owner"], p["Cwd"]) == (
+                "running",
+                sb.uid("alice"),
+                "/home/alice/orphanage",
+            )
+            assert p["Command"] == ["/bin/bash"]
+            assert record(sb, name)["state"] == "running"
+            assert "adopted it as session" in sb.journal(lines=30)
+    finally:
+        sb.run("rm", "-f", "/etc/hostagent/hostagent.yaml")
+        sb.ctl("rm", name)
+        sb.daemon_restart()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 
 import pytest
 from dbus_fast import Variant
@@ -21,30 +20,8 @@ from hostagent.errors import (
     SessionExists,
 )
 from tests.integration.busclient import wait_for_state, with_client
+from tests.integration.helpers import create, new_name, props, wait_screen
 from tests.sandbox import Sandbox
-
-
-def new_name() -> str:
-    return f"t-{secrets.token_hex(3)}"
-
-
-def create(sb: Sandbox, preset: str = "demo-agent", *extra: str, user: str | None = None) -> str:
-    name = new_name()
-    sb.ctl(
-        "new", "--preset", preset, "--name", name, "--cwd", "/tmp", *extra, user=user, system=True
-    ).check()
-    return name
-
-
-def props(sb: Sandbox, name: str, user: str | None = None) -> dict:
-    return json.loads(sb.ctl("--json", "status", name, user=user, system=True).stdout)
-
-
-def wait_screen(sb: Sandbox, name: str, text: str) -> str:
-    screen = sb.screen_showing(name, text)
-    if not screen:
-        raise AssertionError(f"{text!r} never appeared on session {name}'s screen")
-    return screen
 
 
 def test_create_runs_tmux_and_agent_in_scope_under_slice(sb: Sandbox) -> None:

@@ -69,3 +69,28 @@ def test_clear_rotates_the_id(tmp_path: Path) -> None:
 def test_spinner_while_working(tmp_path: Path) -> None:
     out = agent(tmp_path, stdin="/work 0.3\n/exit\n")
     assert "esc to interrupt" in out.stdout and "You said: /work 0.3" in out.stdout
+
+
+def test_hooks_from_a_settings_file_report_each_id(tmp_path: Path) -> None:
+    log = tmp_path / "hooks.log"
+    settings = tmp_path / "settings.json"
+    command = f"cat >> {log}; echo >> {log}"
+    settings.write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    e: [{"hooks": [{"type": "command", "command": command}]}]
+                    for e in ("SessionStart", "UserPromptSubmit", "Stop")
+                }
+            }
+        )
+    )
+    agent(tmp_path, "--session-id", "s5", "--settings", str(settings), stdin="hi\n/clear\n/exit\n")
+    events = [json.loads(x) for x in log.read_text().splitlines() if x]
+    assert [(e["hook_event_name"], e.get("source")) for e in events] == [
+        ("SessionStart", "startup"),
+        ("UserPromptSubmit", None),
+        ("Stop", None),
+        ("SessionStart", "clear"),
+    ]
+    assert events[0]["session_id"] == "s5" != events[-1]["session_id"]

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from hostagent.config import RecoveryPolicy, load_config
-from hostagent.presets import load_presets
+from hostagent.presets import BUILTIN_DIR, load_presets
 from hostagent.yamlfile import SettingsError
 
 
@@ -72,3 +72,26 @@ def test_assigned_id_needs_a_placeholder(tmp_path: Path) -> None:
     write(tmp_path, "x.yaml", "agent_id:\n  source: assigned\n  assign_args: [--id]\n")
     with pytest.raises(SettingsError, match="agent_id.assign_args"):
         load_presets([tmp_path], strict=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("hooks:\n  format: yaml\n  args: ['{hooks_file}']\n", "hooks.format"),
+        ("hooks:\n  format: claude\n  args: [--settings]\n", "hooks.args"),
+        ("agent_id:\n  discover:\n    glob: /etc/*\n    id: '(x)'\n", "agent_id.discover.glob"),
+        ("agent_id:\n  discover:\n    glob: '{home}/*'\n    id: 'x'\n", "agent_id.discover.id"),
+        ("agent_id:\n  discover:\n    glob: '{home}/*'\n    id: '(x'\n", "agent_id.discover.id"),
+    ],
+)
+def test_hook_and_discovery_rules_are_checked(tmp_path: Path, text: str, field: str) -> None:
+    write(tmp_path, "x.yaml", text)
+    with pytest.raises(SettingsError, match=field):
+        load_presets([tmp_path], strict=True)
+
+
+def test_builtin_presets_all_load() -> None:
+    presets = load_presets([BUILTIN_DIR], strict=True)
+    assert presets["claude"].hooks_format == "claude"
+    assert presets["codex"].discover is not None
+    assert presets["codex"].discover.cwd_field == "payload.cwd"

@@ -1,0 +1,109 @@
+"""What many integration tests do with a session in the sandbox: create it, read it through
+hostagentctl, its sidecar and systemd, and look at its agent process in /proc."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass
+
+import yaml
+
+from tests.sandbox import Sandbox
+
+SESSIONS_DIR = "/var/lib/hostagent/sessions"
+
+
+def new_name() -> str:
+    return f"t-{secrets.token_hex(3)}"
+
+
+def create(
+    sb: Sandbox,
+    preset: str = "demo-agent",
+    *extra: str,
+    user: str | None = None,
+    name: str | None = None,
+    cwd: str = "/tmp",
+) -> str:
+    name = name or new_name()
+    sb.ctl(
+        "new", "--preset", preset, "--name", name, "--cwd", cwd, *extra, user=user, system=True
+    ).check()
+    return name
+
+
+def props(sb: Sandbox, name: str, user: str | None = None) -> dict:
+    return json.loads(sb.ctl("--json", "status", name, user=user, system=True).stdout)
+
+
+def wait_screen(sb: Sandbox, name: str, text: str) -> str:
+    screen = sb.screen_showing(name, text)
+    if not screen:
+        raise AssertionError(f"{text!r} never appeared on session {name}'s screen")
+    return screen
+
+
+def record(sb: Sandbox, name: str) -> dict | None:
+    """The session's sidecar as the daemon wrote it, or None when there is none."""
+    result = sb.run("cat", f"{SESSIONS_DIR}/{name}.yaml")
+    return yaml.safe_load(result.stdout) if result.returncode == 0 else None
+
+
+def unit_state(sb: Sandbox, name: str) -> str:
+    """The scope's ActiveState, or "" when systemd has no such unit loaded."""
+    unit = f"hostagent-{name}.scope"
+    out = sb.run("systemctl", "show", "-P", "LoadState,ActiveState", unit).stdout.split()
+    return out[1] if out and out[0] == "loaded" else ""
+
+
+def views(sb: Sandbox, name: str) -> tuple[str | None, str, str | None]:
+    """(sidecar state, unit state, bus state); None where the record or object is absent."""
+    rec = record(sb, name)
+    result = sb.ctl("--json", "status", name)
+    # status exits 3 for a session that is not running, as systemctl status does.
+    bus = json.loads(result.stdout)["State"] if result.returncode in (0, 3) else None
+    return (rec["state"] if rec else None, unit_state(sb, name), bus)
+
+
+def agreeing(views: tuple[str | None, str, str | None]) -> bool:
+    rec, unit, bus = views
+    if rec is None:
+        return bus is None and unit == ""
+    return rec == bus and (rec == "running") == (unit in ("active", "activating"))
+
+
+def settled(sb: Sandbox, name: str, timeout: float = 30.0) -> tuple[str | None, str, str | None]:
+    """The three views of a session once they agree (a unit can take a moment to go away)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = views(sb, name)
+        if agreeing(seen):
+            return seen
+        if time.monotonic() > deadline:
+            raise AssertionError(f"session {name}: record, unit and bus disagree: {seen}")
+        time.sleep(0.05)
+
+
+@dataclass
+class AgentProcess:
+    pid: int
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+
+
+def agent_process(sb: Sandbox, name: str, user: str = "alice") -> AgentProcess:
+    """The process in the session's tmux pane, read from /proc inside the container."""
+    uid = sb.uid(user)
+    sock = f"/run/hostagent/{uid}/{name}.sock"
+    pid = int(
+        sb.run("tmux", "-S", sock, "display-message", "-p", "-t", "main", "#{pane_pid}", user=user)
+        .check()
+        .stdout
+    )
+    argv = sb.run("cat", f"/proc/{pid}/cmdline").check().stdout.split("\0")[:-1]
+    env_items = sb.run("cat", f"/proc/{pid}/environ").check().stdout.split("\0")[:-1]
+    cwd = sb.run("readlink", f"/proc/{pid}/cwd").check().stdout.strip()
+    return AgentProcess(pid, argv, dict(e.split("=", 1) for e in env_items), cwd)

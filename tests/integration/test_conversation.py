@@ -1,0 +1,121 @@
+"""Conversation ids kept current on a real systemd (issue: reboot-aware recovery, "Resume"):
+rotations reported by the agent's hooks, ids discovered on disk, and forged reports refused."""
+
+from __future__ import annotations
+
+import re
+
+from dbus_fast import Variant
+
+from hostagent import SESSION_INTERFACE
+from hostagent.client import Client
+from hostagent.errors import AccessDenied
+from tests.integration.busclient import with_client
+from tests.integration.helpers import create, props, wait_screen
+from tests.sandbox import Sandbox
+
+DISCOVERED_PRESET = """\
+name: demo-found
+description: the stand-in agent as a CLI whose id must be found on disk
+command: [hostagent-demo-agent]
+agent_id:
+  source: discovered
+  discover:
+    glob: "{home}/.demo-agent/sessions/*.jsonl"
+    id: "([0-9a-f-]{36})\\\\.jsonl$"
+resume:
+  args: ["--resume", "{id}"]
+  conversation: "{home}/.demo-agent/sessions/{id}.jsonl"
+"""
+
+
+def alice(sb: Sandbox, *args: str) -> None:
+    sb.ctl(*args, user="alice", system=True).check()
+
+
+def test_a_rotation_reported_by_the_hook_is_followed_by_resume(sb: Sandbox) -> None:
+    name = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="alice")
+    try:
+        first = props(sb, name)["AgentSessionId"]
+        wait_screen(sb, name, "> ")
+        alice(sb, "send", name, "before the clear")
+        wait_screen(sb, name, "You said: before the clear")
+        alice(sb, "send", name, "/clear")
+        screen = wait_screen(sb, name, "Started a new conversation: ")
+        rotated = re.search(r"new conversation: ([0-9a-f-]{36})", screen)
+        assert rotated
+        # The agent prints its new id before its SessionStart hook reports it; the prompt
+        # comes back only once the hook (and so the daemon's commit) has returned.
+        alice(sb, "send", name, "after the clear")
+        wait_screen(sb, name, "You said: after the clear")
+        p = props(sb, name)
+        assert p["AgentSessionId"] == rotated.group(1) != first
+        alice(sb, "stop", name)
+        alice(sb, "resume", name)
+        p = props(sb, name)
+        assert p["Command"][-2:] == ["--resume", rotated.group(1)]
+        screen = wait_screen(sb, name, "[user] after the clear")
+        assert "before the clear" not in screen
+        assert "conversation" in sb.journal(lines=40) and "hook, clear" in sb.journal(lines=40)
+    finally:
+        sb.ctl("rm", name)
+
+
+def test_hook_reports_from_outside_the_session_are_refused(sb: Sandbox) -> None:
+    name = create(sb, "demo-agent", user="alice")
+    try:
+        before = props(sb, name)["AgentSessionId"]
+
+        async def forge(client: Client) -> str:
+            # Even root is refused: a report counts only from a pid inside the session.
+            try:
+                await client._call(
+                    client.session_path(name),
+                    SESSION_INTERFACE,
+                    "ReportHook",
+                    "sa{sv}",
+                    ["SessionStart", {"session_id": Variant("s", "forged-id")}],
+                )
+            except AccessDenied as e:
+                return e.message
+            return "accepted"
+
+        assert "Only a process inside session" in with_client(sb, forge)
+        # The hook helper itself, run outside any session, says so and never fails the agent.
+        helper = sb.run(
+            "hostagentctl",
+            "--system",
+            "hook",
+            "SessionStart",
+            input='{"session_id": "forged-id"}',
+            user="alice",
+        )
+        assert helper.returncode == 0 and "does not belong to any session" in helper.stderr
+        assert props(sb, name)["AgentSessionId"] == before
+    finally:
+        sb.ctl("rm", name)
+
+
+def test_an_id_the_cli_chose_is_discovered_on_disk_and_resumed(sb: Sandbox) -> None:
+    sb.sh(
+        "mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/demo-found.yaml",
+        input=DISCOVERED_PRESET,
+    ).check()
+    sb.ctl("reload").check()
+    name = create(sb, "demo-found", "-e", "DEMO_AGENT_THINK=0", user="alice")
+    try:
+        assert props(sb, name)["AgentSessionId"] == ""
+        screen = wait_screen(sb, name, "> ")
+        own = re.search(r"session ([0-9a-f-]{36})", screen)
+        assert own
+        alice(sb, "send", name, "find me")
+        wait_screen(sb, name, "You said: find me")
+        alice(sb, "stop", name)
+        assert props(sb, name)["AgentSessionId"] == own.group(1)
+        alice(sb, "resume", name)
+        assert props(sb, name)["Command"][-2:] == ["--resume", own.group(1)]
+        wait_screen(sb, name, "[user] find me")
+    finally:
+        sb.ctl("rm", name)
+        sb.run("rm", "-f", "/etc/hostagent/presets.d/demo-found.yaml")
+        sb.ctl("reload")

@@ -1,0 +1,120 @@
+"""Races and crashes, driven deterministically by parking the daemon at a checkpoint
+(hostagent/checkpoint.py) on a real systemd (issue: reboot-aware recovery, acceptance 4-5).
+
+After each, the sidecar, the unit and the D-Bus object must tell the same story.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from hostagent import checkpoint
+from tests.integration.helpers import create, props, record, settled, unit_state
+from tests.sandbox import Sandbox
+
+
+def background_ctl(sb: Sandbox, *args: str) -> subprocess.Popen:
+    return sb.popen("hostagentctl", "--system", *args)
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str]:
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+def stopped_session(sb: Sandbox) -> str:
+    name = create(sb, "shell")
+    sb.ctl("stop", name).check()
+    return name
+
+
+def test_kill_during_resume_waits_for_it_and_leaves_no_ghost(sb: Sandbox) -> None:
+    name = stopped_session(sb)
+    with sb.park(checkpoint.SPAWN_STARTED) as resume_parked:
+        resume = background_ctl(sb, "resume", name)
+        resume_parked.wait()
+        with sb.park(checkpoint.LOCK_WAIT) as kill_parked:
+            kill = background_ctl(sb, "kill", "--whom", "all", name)
+            kill_parked.wait()  # the Kill is inside the daemon, at the lock the Resume holds
+            kill_parked.release()
+        resume_parked.release()
+    assert finish(resume)[0] == 0
+    assert finish(kill)[0] == 0
+    assert settled(sb, name) == ("stopped", "", "stopped")
+    sb.ctl("rm", name).check()
+
+
+def test_two_resumes_at_once_one_wins_the_other_gets_already_running(sb: Sandbox) -> None:
+    name = stopped_session(sb)
+    with sb.park(checkpoint.SPAWN_STARTED) as parked:
+        first = background_ctl(sb, "resume", name)
+        parked.wait()
+        second = sb.ctl("resume", name)
+        parked.release()
+    assert second.returncode != 0
+    assert "is already starting" in second.stderr
+    assert finish(first)[0] == 0
+    assert settled(sb, name) == ("running", "active", "running")
+    sb.ctl("rm", name).check()
+
+
+def test_remove_during_resume_leaves_neither_record_nor_scope(sb: Sandbox) -> None:
+    name = stopped_session(sb)
+    with sb.park(checkpoint.SPAWN_STARTED) as resume_parked:
+        resume = background_ctl(sb, "resume", name)
+        resume_parked.wait()
+        assert unit_state(sb, name) == "active"  # the scope already runs mid-resume
+        with sb.park(checkpoint.LOCK_WAIT) as remove_parked:
+            remove = background_ctl(sb, "rm", name)
+            remove_parked.wait()
+            remove_parked.release()
+        resume_parked.release()
+    assert finish(resume)[0] == 0
+    assert finish(remove)[0] == 0
+    assert settled(sb, name) == (None, "", None)
+
+
+# (operation, point, state after the daemon restarts)
+CRASHES = [
+    ("create", checkpoint.CREATE_RECORDED, "dormant"),
+    ("create", checkpoint.SPAWN_STARTED, "running"),
+    ("stop", checkpoint.STOP_RECORDED, "running"),
+    ("stop", checkpoint.STOP_DONE, "stopped"),
+    ("resume", checkpoint.RESUME_RECORDED, "dormant"),
+    ("resume", checkpoint.SPAWN_STARTED, "running"),
+    ("rm", checkpoint.STOP_RECORDED, "running"),
+    ("rm", checkpoint.REMOVE_STOPPED, "stopped"),
+]
+
+
+@pytest.mark.parametrize(("op", "point", "after"), CRASHES, ids=[f"{o}@{p}" for o, p, _ in CRASHES])
+def test_daemon_killed_at_each_step_loses_nothing(
+    sb: Sandbox, op: str, point: str, after: str
+) -> None:
+    name = f"crash-{op}-{point}"[:40]
+    bystander = create(sb, "shell")
+    if op in ("stop", "rm"):
+        create(sb, "shell", name=name)
+    elif op == "resume":
+        create(sb, "shell", name=name)
+        sb.ctl("stop", name).check()
+    args = ["new", "--preset", "shell", "--name", name] if op == "create" else [op, name]
+    try:
+        with sb.park(point) as parked:
+            proc = background_ctl(sb, *args)
+            parked.wait()
+            sb.daemon_kill()
+        code, _ = finish(proc)
+        assert code != 0  # the caller learns that its call did not complete
+        sb.daemon_start()
+        assert "is unusable" not in sb.journal(lines=30)
+        assert record(sb, name) is not None  # nothing is lost, not even a half-done create
+        assert settled(sb, name) == (after, "active" if after == "running" else "", after)
+        assert settled(sb, bystander) == ("running", "active", "running")
+        if after != "running":
+            sb.ctl("resume", name).check()
+            assert props(sb, name)["State"] == "running"
+    finally:
+        sb.ctl("rm", name, bystander)
