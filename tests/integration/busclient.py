@@ -27,6 +27,19 @@ def with_client(sb: Sandbox, fn: Callable[[Client], Awaitable[T]]) -> T:
     return asyncio.run(main())
 
 
+async def add_match(client: Client, rule: str) -> None:
+    await client.bus.call(
+        Message(
+            destination="org.freedesktop.DBus",
+            path="/org/freedesktop/DBus",
+            interface="org.freedesktop.DBus",
+            member="AddMatch",
+            signature="s",
+            body=[rule],
+        )
+    )
+
+
 async def wait_for_state(
     client: Client, name: str, state: str, action: Callable[[], Any], timeout: float
 ) -> list[str]:
@@ -49,19 +62,10 @@ async def wait_for_state(
                     done.set_result(None)
 
     client.bus.add_message_handler(on_message)
-    rule = (
+    await add_match(
+        client,
         f"type='signal',interface='org.freedesktop.DBus.Properties',"
-        f"member='PropertiesChanged',path='{path}'"
-    )
-    await client.bus.call(
-        Message(
-            destination="org.freedesktop.DBus",
-            path="/org/freedesktop/DBus",
-            interface="org.freedesktop.DBus",
-            member="AddMatch",
-            signature="s",
-            body=[rule],
-        )
+        f"member='PropertiesChanged',path='{path}'",
     )
     # A blocking action (a command in the container) runs beside the loop, which keeps
     # reading the bus meanwhile.

@@ -30,18 +30,25 @@ def stopped_session(sb: Sandbox) -> str:
     return name
 
 
-def test_kill_during_resume_waits_for_it_and_leaves_no_ghost(sb: Sandbox) -> None:
-    name = stopped_session(sb)
+def during_resume(sb: Sandbox, name: str, *other: str) -> tuple[int, int]:
+    """Resume name, park it with its scope running, run hostagentctl *other meanwhile, and let
+    both finish; their exit codes. The other call is known to have reached the daemon: it is
+    parked at the session lock that the resume holds."""
     with sb.park(checkpoint.SPAWN_STARTED) as resume_parked:
         resume = background_ctl(sb, "resume", name)
         resume_parked.wait()
-        with sb.park(checkpoint.LOCK_WAIT) as kill_parked:
-            kill = background_ctl(sb, "kill", "--whom", "all", name)
-            kill_parked.wait()  # the Kill is inside the daemon, at the lock the Resume holds
-            kill_parked.release()
+        assert unit_state(sb, name) == "active"  # the scope already runs mid-resume
+        with sb.park(checkpoint.LOCK_WAIT) as other_parked:
+            proc = background_ctl(sb, *other)
+            other_parked.wait()
+            other_parked.release()
         resume_parked.release()
-    assert finish(resume)[0] == 0
-    assert finish(kill)[0] == 0
+    return finish(resume)[0], finish(proc)[0]
+
+
+def test_kill_during_resume_waits_for_it_and_leaves_no_ghost(sb: Sandbox) -> None:
+    name = stopped_session(sb)
+    assert during_resume(sb, name, "kill", "--whom", "all", name) == (0, 0)
     assert settled(sb, name) == ("stopped", "", "stopped")
     sb.ctl("rm", name).check()
 
@@ -62,17 +69,7 @@ def test_two_resumes_at_once_one_wins_the_other_gets_already_running(sb: Sandbox
 
 def test_remove_during_resume_leaves_neither_record_nor_scope(sb: Sandbox) -> None:
     name = stopped_session(sb)
-    with sb.park(checkpoint.SPAWN_STARTED) as resume_parked:
-        resume = background_ctl(sb, "resume", name)
-        resume_parked.wait()
-        assert unit_state(sb, name) == "active"  # the scope already runs mid-resume
-        with sb.park(checkpoint.LOCK_WAIT) as remove_parked:
-            remove = background_ctl(sb, "rm", name)
-            remove_parked.wait()
-            remove_parked.release()
-        resume_parked.release()
-    assert finish(resume)[0] == 0
-    assert finish(remove)[0] == 0
+    assert during_resume(sb, name, "rm", name) == (0, 0)
     assert settled(sb, name) == (None, "", None)
 
 

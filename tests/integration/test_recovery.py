@@ -10,6 +10,7 @@ from dbus_fast import Message, MessageType
 
 from hostagent import SESSION_INTERFACE
 from hostagent.client import Client
+from tests.integration.busclient import add_match
 from tests.integration.helpers import (
     SESSIONS_DIR,
     agent_process,
@@ -186,15 +187,8 @@ def test_auto_policy_resumes_ten_dormant_sessions_at_most_two_at_a_time(
                 all_running.done() or all_running.set_result(None)
 
         client.bus.add_message_handler(on_message)
-        await client.bus.call(
-            Message(
-                destination="org.freedesktop.DBus",
-                path="/org/freedesktop/DBus",
-                interface="org.freedesktop.DBus",
-                member="AddMatch",
-                signature="s",
-                body=["type='signal',member='PropertiesChanged',path_namespace='/org/hostagent'"],
-            )
+        await add_match(
+            client, "type='signal',member='PropertiesChanged',path_namespace='/org/hostagent'"
         )
         # Subscribed before the daemon starts, so no state change goes unseen.
         await asyncio.get_running_loop().run_in_executor(None, sb.daemon_start)
