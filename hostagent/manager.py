@@ -15,7 +15,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from . import checkpoint, hooks, launch, scope, tmux
 from .config import Config
@@ -343,14 +343,9 @@ class Manager:
             )
             await checkpoint.reached(checkpoint.SPAWN_STARTED)
         except (SpawnFailed, OSError) as e:
-            record.last_error = e.message if isinstance(e, SpawnFailed) else f"Failed to spawn: {e}"
-            record.stopped_at = scope.now_usec()
-            self._apply(session, Event.START_FAILED)
-            self.commit(session)
-            log.error("session '%s': %s", session.name, record.last_error)
-            raise SpawnFailed(
-                f"Session '{session.name}' failed to start: {record.last_error}"
-            ) from None
+            self._fail(
+                session, e.message if isinstance(e, SpawnFailed) else f"Failed to spawn: {e}"
+            )
         record.leader_pid = started.leader_pid
         record.invocation_id = started.invocation_id
         record.started_at = started.started_at
@@ -360,6 +355,16 @@ class Manager:
         self._apply(session, Event.STARTED)
         self.commit(session)
         self.queue_reconcile(session)  # the agent may already have exited
+
+    def _fail(self, session: Session, error: str) -> NoReturn:
+        """A start failed: the session is failed with LastError; its ids are kept."""
+        record = session.record
+        record.last_error = error
+        record.stopped_at = scope.now_usec()
+        self._apply(session, Event.START_FAILED)
+        self.commit(session)
+        log.error("session '%s': %s", session.name, error)
+        raise SpawnFailed(f"Session '{session.name}' failed to start: {error}")
 
     def _live_session(self, name: str) -> Session:
         session = self.get(name)
@@ -438,6 +443,13 @@ class Manager:
         self._apply(session, Event.START)
         self.commit(session)
         await checkpoint.reached(checkpoint.RESUME_RECORDED)
+        problem = await check_cwd(owner, record.cwd)
+        if problem:
+            self._fail(
+                session,
+                f"Working directory '{record.cwd}' {problem}; "
+                f"create it, or remove the session with 'hostagentctl rm {session.name}'",
+            )
         await self._spawn(session)
 
     async def kill(self, name: str, whom: str, signal: int) -> None:

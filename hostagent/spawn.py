@@ -179,7 +179,9 @@ class HeldChild:
 
     async def release(self) -> tuple[int, str]:
         """Let it exec; its exit code and stderr (tmux's client exits once the server runs)."""
-        os.write(self._write_fd, b"go\n")
+        # The shim may already have exited (it could not enter the cwd); its status says why.
+        with contextlib.suppress(BrokenPipeError):
+            os.write(self._write_fd, b"go\n")
         os.close(self._write_fd)
         self._write_fd = -1
         _, err = await self.proc.communicate()

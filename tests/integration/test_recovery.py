@@ -237,3 +237,24 @@ def test_a_scope_without_a_record_is_stopped_or_adopted_as_configured(
         sb.run("rm", "-f", "/etc/hostagent/hostagent.yaml")
         sb.ctl("rm", name)
         sb.daemon_restart()
+
+
+def test_a_failed_resume_keeps_the_id_and_a_later_resume_works(sb: Sandbox) -> None:
+    sb.run("mkdir", "-p", "/home/alice/vanishing", user="alice").check()
+    name = create(sb, "demo-agent", user="alice", cwd="/home/alice/vanishing")
+    agent_id = props(sb, name)["AgentSessionId"]
+    try:
+        alice_ctl(sb, "stop", name)
+        sb.run("rmdir", "/home/alice/vanishing", user="alice").check()
+        failed = sb.ctl("resume", name, user="alice", system=True)
+        assert failed.returncode != 0 and "failed to start" in failed.stderr
+        p = props(sb, name)
+        assert (p["State"], p["AgentSessionId"]) == ("failed", agent_id)
+        assert "vanishing" in p["LastError"]
+        assert settled(sb, name) == ("failed", "", "failed")
+        sb.run("mkdir", "-p", "/home/alice/vanishing", user="alice").check()
+        alice_ctl(sb, "resume", name)
+        p = props(sb, name)
+        assert (p["State"], p["AgentSessionId"], p["LastError"]) == ("running", agent_id, "")
+    finally:
+        sb.ctl("rm", name)
