@@ -9,12 +9,13 @@ last saw.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import discovery, hooks, scope
+from . import activity, discovery, hooks, scope
 from .errors import AccessDenied, InvalidArgs, quote
 from .presets import Preset
 
@@ -40,6 +41,13 @@ class Conversations:
         path = str(self.hooks_file(uid, name))
         return list(command) + [a.replace("{hooks_file}", path) for a in preset.hooks_args]
 
+    def hook_env(self, preset: Preset | None, uid: int, name: str) -> dict[str, str]:
+        """Environment that points the CLI at the session's hooks file (Gemini, Qwen)."""
+        if preset is None:
+            return {}
+        path = str(self.hooks_file(uid, name))
+        return {k: v.replace("{hooks_file}", path) for k, v in preset.hooks_env.items()}
+
     def write_hooks(self, session: Session, preset: Preset | None) -> None:
         """(Re)write the session's hooks file before each start; /run does not survive a boot."""
         if preset is None or not preset.hooks_format:
@@ -47,7 +55,8 @@ class Conversations:
         ctl = shutil.which("hostagentctl") or "hostagentctl"
         command = [ctl, "--system" if self.manager.system else "--user", "hook"]
         hooks.write_settings(
-            self.hooks_file(session.record.owner, session.name), hooks.claude_settings(command)
+            self.hooks_file(session.record.owner, session.name),
+            hooks.settings(preset.hooks_format, command, _admin_defaults(preset.hooks_defaults)),
         )
 
     async def report_hook(self, name: str, pid: int, event: str, data: dict[str, object]) -> None:
@@ -68,6 +77,10 @@ class Conversations:
             session.last_hook = report
             if report.agent_session:
                 self.set_id(session, report.agent_session, "hook", report.source)
+            preset = self.manager.presets.get(session.record.preset)
+            verdict = preset and activity.hook_verdict(preset.activity, event, report.subtype)
+            if verdict and session.watch is not None:
+                session.watch.report_hook(verdict)
 
     def set_id(self, session: Session, agent_id: str, how: str, why: str) -> None:
         """Make agent_id the session's conversation; the caller holds the session lock."""
@@ -113,3 +126,18 @@ class Conversations:
         )
         if found:
             self.set_id(session, found, "discovered", "")
+
+
+def _admin_defaults(path: str) -> dict[str, object]:
+    """The admin's settings file that ours replaces (a path from the preset, under /etc)."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        log.warning("Ignoring %s: %s", path, e)
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -136,12 +136,11 @@ async def _wait(o: SessionObject, call: Call, activities: list[str], timeout: in
 
 
 def _explain(o: SessionObject, call: Call) -> dict[str, str]:
-    return {
-        "activity": o.session.activity.value,
-        "source": "lifecycle",
-        "rule": "state",
-        "matched": o.session.record.state.value,
-    }
+    explanation = o.session.verdict.explain()
+    hook = o.session.last_hook
+    if hook is not None:
+        explanation["last_hook"] = hook.event + (f":{hook.subtype}" if hook.subtype else "")
+    return explanation
 
 
 async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str, Any]) -> None:

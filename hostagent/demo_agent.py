@@ -100,7 +100,9 @@ class Agent:
             if not line:
                 return
             if line.strip().lower() in ("y", "n"):
+                self.hook("PostToolUse")
                 print("● Proceeding." if line.strip().lower() == "y" else "● Cancelled.")
+                self.hook("Stop")
                 return
 
     def rotate(self) -> None:

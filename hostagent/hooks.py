@@ -18,17 +18,22 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-# The events a Claude-format settings file subscribes to. SessionStart carries the
-# conversation id, also after /clear and compaction, which replace it (research/agent-clis.md).
-CLAUDE_EVENTS = (
-    "SessionStart",
-    "UserPromptSubmit",
-    "PreToolUse",
-    "PermissionRequest",
-    "Notification",
-    "Stop",
-    "SessionEnd",
-)
+# The events each format's settings file subscribes to (research/agent-clis.md). Claude's
+# SessionStart carries the conversation id, also after /clear and compaction, which replace it.
+# Gemini CLI and Qwen Code (its fork) read the same shape of file, with their own event names.
+FORMAT_EVENTS = {
+    "claude": (
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "PermissionRequest",
+        "Notification",
+        "Stop",
+        "SessionEnd",
+    ),
+    "gemini": ("SessionStart", "BeforeAgent", "AfterAgent", "Notification", "SessionEnd"),
+}
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _ID_KEYS = ("session_id", "sessionId", "conversation_id")
@@ -39,15 +44,20 @@ def hooks_file(runtime_dir: Path, name: str) -> Path:
     return runtime_dir / f"{name}.hooks.json"
 
 
-def claude_settings(hook_command: list[str]) -> dict[str, object]:
-    """Settings in Claude Code's format with one command hook per event."""
-    base = " ".join(_sh_quote(a) for a in hook_command)
-    return {
-        "hooks": {
-            event: [{"hooks": [{"type": "command", "command": f"{base} {event}", "timeout": 10}]}]
-            for event in CLAUDE_EVENTS
-        }
+def settings(fmt: str, hook_command: list[str], base: dict[str, object]) -> dict[str, object]:
+    """A settings file of format fmt with one command hook per event, over base (an admin's
+    defaults file, kept because ours takes its place)."""
+    command = " ".join(_sh_quote(a) for a in hook_command)
+    ours = {
+        event: [{"hooks": [{"type": "command", "command": f"{command} {event}", "timeout": 10}]}]
+        for event in FORMAT_EVENTS[fmt]
     }
+    theirs = base.get("hooks")
+    merged = dict(theirs) if isinstance(theirs, dict) else {}
+    for event, groups in ours.items():
+        earlier = merged.get(event)
+        merged[event] = [*(earlier if isinstance(earlier, list) else []), *groups]
+    return {**base, "hooks": merged}
 
 
 def _sh_quote(arg: str) -> str:
@@ -79,6 +89,7 @@ class HookReport:
     event: str
     agent_session: str  # "" when the hook did not name one
     source: str  # SessionStart's source: startup, resume, clear, compact
+    subtype: str  # Notification's notification_type, e.g. permission_prompt
 
 
 def event_problem(event: str) -> str | None:
@@ -94,4 +105,10 @@ def read_report(event: str, data: dict[str, object]) -> HookReport:
             agent_session = value
             break
     source = data.get("source")
-    return HookReport(event, agent_session, source if isinstance(source, str) else "")
+    subtype = data.get("notification_type")
+    return HookReport(
+        event,
+        agent_session,
+        source if isinstance(source, str) else "",
+        subtype if isinstance(subtype, str) and _EVENT_RE.match(subtype) else "",
+    )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NoReturn, Protocol
 
 from . import checkpoint, hooks, launch, scope, tmux
+from .activity import GENERIC, Verdict
 from .config import Config
 from .conversation import Conversations
 from .errors import (
@@ -36,6 +37,7 @@ from .errors import (
     quote,
 )
 from .options import CreateRequest
+from .panewatch import PaneWatch, fifo_path
 from .presets import Preset
 from .session import (
     LIVE_STATES,
@@ -78,14 +80,25 @@ class Session:
         self.owner: Owner | None = None
         self.waiters: list[tuple[frozenset[str], asyncio.Future[str]]] = []
         self.last_hook: hooks.HookReport | None = None
+        self.watch: PaneWatch | None = None
 
     @property
     def name(self) -> str:
         return self.record.name
 
     @property
+    def verdict(self) -> Verdict:
+        """What the session is doing, and why we think so."""
+        state = self.record.state
+        if state is State.RUNNING and self.watch is not None and self.watch.verdict is not None:
+            return self.watch.verdict
+        if state in LIVE_STATES:
+            return Verdict(Activity.UNKNOWN, "lifecycle", "not read yet", state.value)
+        return Verdict(Activity.EXITED, "lifecycle", "not running", state.value)
+
+    @property
     def activity(self) -> Activity:
-        return Activity.UNKNOWN if self.record.state in LIVE_STATES else Activity.EXITED
+        return self.verdict.activity
 
 
 class Manager:
@@ -155,10 +168,54 @@ class Manager:
     def commit(self, session: Session) -> None:
         """Persist the record, then tell the bus layer and anyone waiting."""
         self.store.save(session.record)
+        if session.record.state is not State.RUNNING:
+            self._unwatch(session)
         self.changed.set()
+        self._announce(session)
+
+    def _announce(self, session: Session) -> None:
         if self.listener:
             self.listener.session_changed(session)
         self._wake(session)
+
+    # ---- activity -----------------------------------------------------------------------
+
+    async def watch(self, session: Session) -> None:
+        """Follow a running session's terminal; a failure only leaves its activity unknown."""
+        if session.watch is not None or session.record.state is not State.RUNNING:
+            return
+        preset = self.presets.get(session.record.preset)
+        owner = self.owner_of(session)
+        watch = PaneWatch(
+            session.name,
+            owner,
+            self.socket_of(session),
+            fifo_path(self.runtime_dir(owner.uid), session.name),
+            preset.activity if preset else GENERIC,
+            lambda _verdict: self._announce(session),
+        )
+        session.watch = watch
+        try:
+            await watch.start()
+        except (OSError, tmux.TmuxError) as e:
+            log.warning("session '%s': cannot follow its terminal: %s", session.name, e)
+            self._unwatch(session)
+
+    def _unwatch(self, session: Session) -> None:
+        if session.watch is not None:
+            session.watch.close()
+            session.watch = None
+
+    async def watch_all(self, parallel: int = 8) -> None:
+        """Follow every running session, a few tmux calls at a time (after recovery)."""
+        slots = asyncio.Semaphore(parallel)
+
+        async def one(session: Session) -> None:
+            async with slots:
+                await self.watch(session)
+
+        running = [s for s in self.sessions.values() if s.record.state is State.RUNNING]
+        await asyncio.gather(*(one(s) for s in running))
 
     def _apply(self, session: Session, event: Event) -> None:
         old = session.record.state
@@ -176,6 +233,7 @@ class Manager:
                 session.waiters.remove(entry)
 
     def _forget(self, session: Session) -> None:
+        self._unwatch(session)
         session.removed = True
         self.sessions.pop(session.name, None)
         self.store.delete(session.name)
@@ -328,7 +386,10 @@ class Manager:
             xdg = f"/run/user/{owner.uid}" if self.system else os.environ.get("XDG_RUNTIME_DIR")
             env = build_env(
                 owner,
-                preset.env if preset else {},
+                {
+                    **(preset.env if preset else {}),
+                    **self.conversations.hook_env(preset, owner.uid, session.name),
+                },
                 record.env,
                 xdg if xdg and os.path.isdir(xdg) else None,
             )
@@ -354,6 +415,7 @@ class Manager:
         record.last_error = ""
         self._apply(session, Event.STARTED)
         self.commit(session)
+        await self.watch(session)
         self.queue_reconcile(session)  # the agent may already have exited
 
     def _fail(self, session: Session, error: str) -> NoReturn:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import yamlfile
-from .session import name_problem
+from .activity import GENERIC, Rule, Rules
+from .session import Activity, name_problem
 
 log = logging.getLogger(__name__)
 
@@ -53,15 +54,21 @@ class Preset:
     discover: Discovery | None = None
     hooks_format: str = ""  # "" (no hooks) or a format of hooks.FORMATS
     hooks_args: list[str] = field(default_factory=list)  # with {hooks_file}
+    hooks_env: dict[str, str] = field(default_factory=dict)  # with {hooks_file}
+    hooks_defaults: str = ""  # an admin's settings file the hooks file takes the place of
+    activity: Rules = GENERIC
     source: str = "built-in"
 
 
-_KNOWN = {"name", "description", "command", "env", "agent_id", "resume", "hooks"}
+_KNOWN = {"name", "description", "command", "env", "agent_id", "resume", "hooks", "activity"}
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
 _DISCOVER_KNOWN = {"glob", "id", "cwd_field"}
 _RESUME_KNOWN = {"args", "conversation"}
-_HOOKS_KNOWN = {"format", "args"}
-HOOK_FORMATS = ("claude",)
+_HOOKS_KNOWN = {"format", "args", "env", "defaults", "activity"}
+_ACTIVITY_KNOWN = {"rules", "fallback"}
+_RULE_KNOWN = {"activity", "screen", "lines", "title", "progress", "output", "visible"}
+_RUNNING_ACTIVITIES = ("working", "blocked", "idle", "unknown")
+HOOK_FORMATS = ("claude", "gemini")
 
 
 def parse_preset(doc: yamlfile.Document) -> Preset:
@@ -104,9 +111,79 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
             raise doc.error("hooks.format", f"must be one of: {', '.join(HOOK_FORMATS)}")
         preset.hooks_format = hooks["format"]
         preset.hooks_args = yamlfile.expect_str_list(doc, hooks.get("args", []), "hooks.args")
-        if not any("{hooks_file}" in a for a in preset.hooks_args):
-            raise doc.error("hooks.args", "needs an argument with {hooks_file}")
+        preset.hooks_env = yamlfile.expect_str_map(doc, hooks.get("env", {}), "hooks.env")
+        named = [*preset.hooks_args, *preset.hooks_env.values()]
+        if not any("{hooks_file}" in a for a in named):
+            raise doc.error("hooks", "args or env must pass {hooks_file} to the CLI")
+        defaults = hooks.get("defaults", "")
+        if not isinstance(defaults, str) or (defaults and not defaults.startswith("/etc/")):
+            raise doc.error("hooks.defaults", "must be an absolute path under /etc")
+        preset.hooks_defaults = defaults
+    hook_map = yamlfile.expect_str_map(doc, hooks.get("activity", {}), "hooks.activity")
+    preset.activity = _parse_activity(doc, data.get("activity"), hook_map, preset.name)
     return preset
+
+
+def _activity(doc: yamlfile.Document, value: object, fld: str) -> Activity:
+    if value not in _RUNNING_ACTIVITIES:
+        raise doc.error(fld, f"must be one of: {', '.join(_RUNNING_ACTIVITIES)}")
+    return Activity(value)
+
+
+def _regex(doc: yamlfile.Document, value: object, fld: str) -> re.Pattern[str]:
+    try:
+        if not isinstance(value, str):
+            raise re.error("not a string")
+        return re.compile(value)
+    except re.error as e:
+        raise doc.error(fld, f"must be a regular expression ({e})") from None
+
+
+def _parse_activity(
+    doc: yamlfile.Document, value: object, hook_map: dict[str, str], preset: str
+) -> Rules:
+    hooks = {k: _activity(doc, v, f"hooks.activity.{k}") for k, v in hook_map.items()}
+    if value is None:
+        return Rules(GENERIC.rules, hooks)
+    section = yamlfile.expect_mapping(doc, value, "activity")
+    yamlfile.reject_unknown(doc, section, _ACTIVITY_KNOWN, "activity")
+    raw_rules = section.get("rules", [])
+    if not isinstance(raw_rules, list):
+        raise doc.error("activity.rules", "must be a list of rules")
+    rules = []
+    for i, raw in enumerate(raw_rules):
+        fld = f"activity.rules[{i}]"
+        item = yamlfile.expect_mapping(doc, raw, fld)
+        yamlfile.reject_unknown(doc, item, _RULE_KNOWN, fld)
+        kinds = [k for k in ("screen", "title", "progress", "output") if k in item]
+        if len(kinds) != 1:
+            raise doc.error(fld, "needs exactly one of screen, title, progress or output")
+        screen = item.get("screen", [])
+        screens = [screen] if isinstance(screen, str) else screen
+        if not isinstance(screens, list):
+            raise doc.error(f"{fld}.screen", "must be a regular expression or a list of them")
+        progress = item.get("progress", [])
+        if not isinstance(progress, list) or not all(
+            isinstance(p, int) and 0 <= p <= 4 for p in progress
+        ):
+            raise doc.error(f"{fld}.progress", "must be a list of OSC 9;4 states (0 to 4)")
+        lines = item.get("lines", 10)
+        if isinstance(lines, bool) or not isinstance(lines, int) or not 1 <= lines <= 200:
+            raise doc.error(f"{fld}.lines", "must be an integer between 1 and 200")
+        rules.append(
+            Rule(
+                activity=_activity(doc, item.get("activity"), f"{fld}.activity"),
+                name=f"{preset} rule {i + 1}",
+                screen=tuple(_regex(doc, r, f"{fld}.screen") for r in screens),
+                lines=lines,
+                title=_regex(doc, item["title"], f"{fld}.title") if "title" in item else None,
+                progress=frozenset(progress),
+                output=item.get("output") is True,
+                visible=item.get("visible") is True,
+            )
+        )
+    fallback = _activity(doc, section.get("fallback", "idle"), "activity.fallback")
+    return Rules(tuple(rules), hooks, fallback)
 
 
 def _parse_discovery(doc: yamlfile.Document, value: object) -> Discovery:

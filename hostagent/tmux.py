@@ -84,6 +84,31 @@ async def capture(owner: Owner, sock: Path, scrollback: int) -> str:
     return await run(owner, sock, "capture-pane", "-p", "-J", "-t", SESSION, "-S", start)
 
 
+async def screen_and_title(owner: Owner, sock: Path) -> tuple[str, str]:
+    """The visible screen and the pane's title, in one tmux call."""
+    out = await run(
+        owner,
+        sock,
+        "display-message",
+        "-p",
+        "-t",
+        SESSION,
+        "#{pane_title}",
+        ";",
+        "capture-pane",
+        "-p",
+        "-t",
+        SESSION,
+    )
+    title, _, screen = out.partition("\n")
+    return screen, title
+
+
+async def pipe_output(owner: Owner, sock: Path, fifo: Path) -> None:
+    """Copy everything the pane prints into fifo (replacing an earlier pipe, if any)."""
+    await run(owner, sock, "pipe-pane", "-t", SESSION, f"exec cat > '{fifo}'")
+
+
 async def send_text(owner: Owner, sock: Path, text: str, enter: bool) -> None:
     if text:
         await run(owner, sock, "send-keys", "-t", SESSION, "-l", "--", text)

@@ -44,7 +44,7 @@ def test_bad_event_names(event: str) -> None:
 
 
 def test_claude_settings_quote_the_command(tmp_path: Path) -> None:
-    settings = hooks.claude_settings(["/opt/my tools/hostagentctl", "--system", "hook"])
+    settings = hooks.settings("claude", ["/opt/my tools/hostagentctl", "--system", "hook"], {})
     command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]  # type: ignore[index]
     assert command == "'/opt/my tools/hostagentctl' --system hook SessionStart"
     path = tmp_path / "s.hooks.json"
@@ -100,3 +100,18 @@ def test_discovery_without_cwd_field_and_nothing_there(tmp_path: Path) -> None:
     (tmp_path / ".demo-agent/sessions").mkdir(parents=True)
     (tmp_path / f".demo-agent/sessions/{ID_A}.jsonl").write_text("{}\n")
     assert asyncio.run(discover(rule, owner, "/x", 0, set())) == ID_A
+
+
+def test_gemini_settings_keep_the_admin_defaults_and_their_hooks() -> None:
+    admin = {
+        "ui": {"theme": "corporate"},
+        "hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "audit"}]}]},
+    }
+    settings = hooks.settings("gemini", ["hostagentctl", "--user", "hook"], admin)
+    assert settings["ui"] == {"theme": "corporate"}
+    start = settings["hooks"]["SessionStart"]  # type: ignore[index]
+    assert [g["hooks"][0]["command"] for g in start] == [
+        "audit",
+        "hostagentctl --user hook SessionStart",
+    ]
+    assert "AfterAgent" in settings["hooks"]  # type: ignore[operator]

@@ -78,7 +78,7 @@ def test_assigned_id_needs_a_placeholder(tmp_path: Path) -> None:
     ("text", "field"),
     [
         ("hooks:\n  format: yaml\n  args: ['{hooks_file}']\n", "hooks.format"),
-        ("hooks:\n  format: claude\n  args: [--settings]\n", "hooks.args"),
+        ("hooks:\n  format: claude\n  args: [--settings]\n", "field .hooks."),
         ("agent_id:\n  discover:\n    glob: /etc/*\n    id: '(x)'\n", "agent_id.discover.glob"),
         ("agent_id:\n  discover:\n    glob: '{home}/*'\n    id: 'x'\n", "agent_id.discover.id"),
         ("agent_id:\n  discover:\n    glob: '{home}/*'\n    id: '(x'\n", "agent_id.discover.id"),
