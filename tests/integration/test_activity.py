@@ -1,0 +1,141 @@
+"""Agent awareness on a real systemd with the stand-in agent (issue: activity): what each
+screen means, pushed as PropertiesChanged, waited on by many, and captured with scrollback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from dbus_fast import Message, MessageType
+
+from hostagent import SESSION_INTERFACE
+from hostagent.client import Client
+from tests.integration.busclient import add_match, with_client
+from tests.integration.helpers import create, wait_screen
+from tests.sandbox import Sandbox
+
+WAIT = 15_000_000  # µs: a bound for the waits, never a sleep
+
+# The stand-in agent read from its screen alone, as an agent without hooks would be.
+SCREEN_ONLY_PRESET = """\
+name: demo-screen
+command: [hostagent-demo-agent]
+agent_id: {source: assigned, assign_args: ["--session-id", "{id}"]}
+activity:
+  rules:
+    - {activity: blocked, screen: '^Do you want to proceed\\? \\(y/n\\)$', lines: 1}
+    - {activity: working, screen: '\\(esc to interrupt\\)$', lines: 1}
+  fallback: idle
+"""
+
+
+@pytest.fixture(scope="module")
+def screen_preset(sandbox: Sandbox) -> Iterator[None]:
+    sandbox.sh(
+        "mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/demo-screen.yaml",
+        input=SCREEN_ONLY_PRESET,
+    ).check()
+    sandbox.ctl("reload").check()
+    yield
+    sandbox.run("rm", "-f", "/etc/hostagent/presets.d/demo-screen.yaml")
+    sandbox.ctl("reload")
+
+
+def wait(sb: Sandbox, name: str, *activities: str) -> str:
+    return with_client(sb, lambda c: c.wait(name, list(activities), WAIT))
+
+
+def send(sb: Sandbox, name: str, text: str) -> None:
+    sb.ctl("send", name, text).check()
+
+
+@pytest.mark.parametrize("preset", ["demo-agent", "demo-screen"])
+def test_the_stand_in_agent_working_blocked_idle_and_exited(
+    sb: Sandbox, screen_preset: None, preset: str
+) -> None:
+    name = create(sb, preset, "-e", "DEMO_AGENT_THINK=0")
+    try:
+        assert wait(sb, name, "idle") == "idle"  # a prompt and no output
+        send(sb, name, "/work 3")
+        assert wait(sb, name, "working") == "working"
+        explained = with_client(sb, lambda c: c.explain(name))
+        assert explained["activity"] == "working"
+        assert explained["source"] in ("screen", "hook")
+        assert wait(sb, name, "idle") == "idle"
+        send(sb, name, "/ask")
+        assert wait(sb, name, "blocked") == "blocked"
+        explained = with_client(sb, lambda c: c.explain(name))
+        assert explained["matched"] in ("Do you want to proceed? (y/n)", "Notification")
+        send(sb, name, "y")
+        assert wait(sb, name, "idle") == "idle"
+        sb.ctl("kill", "--whom", "agent", name).check()
+        assert wait(sb, name, "working", "blocked") == "exited"
+    finally:
+        sb.ctl("rm", name)
+
+
+def test_prose_that_mentions_approval_is_never_blocked(sb: Sandbox) -> None:
+    name = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0.5")
+
+    async def converse(client: Client) -> list[str]:
+        seen: list[str] = []
+        path = client.session_path(name)
+
+        def on_message(msg: Message) -> None:
+            if msg.message_type is MessageType.SIGNAL and msg.path == path:
+                if msg.body[0] == SESSION_INTERFACE and "Activity" in msg.body[1]:
+                    seen.append(msg.body[1]["Activity"].value)
+
+        client.bus.add_message_handler(on_message)
+        await add_match(client, f"type='signal',member='PropertiesChanged',path='{path}'")
+        await client.wait(name, ["idle"], WAIT)
+        await client.send_text(name, "Should I ask: Do you want to proceed? (y/n)", True)
+        await client.wait(name, ["working"], WAIT)
+        await client.wait(name, ["idle"], WAIT)
+        return seen
+
+    try:
+        seen = with_client(sb, converse)
+        assert "working" in seen and "blocked" not in seen
+        wait_screen(sb, name, "You said: Should I ask: Do you want to proceed? (y/n)")
+    finally:
+        sb.ctl("rm", name)
+
+
+def test_wait_any_over_twenty_returns_the_one_that_blocks(sb: Sandbox) -> None:
+    names = [create(sb, "demo-agent") for _ in range(20)]
+    chosen = names[13]
+
+    async def race(client: Client) -> tuple[tuple[str, str], list[str]]:
+        for n in names:
+            await client.wait(n, ["idle"], WAIT)
+        any_blocked = asyncio.ensure_future(client.wait_any(names, ["blocked"], WAIT))
+        # Ten more waiters on the chosen one: every one of them wakes.
+        many = [asyncio.ensure_future(client.wait(chosen, ["blocked"], WAIT)) for _ in range(10)]
+        # Each waiter sends its calls before the agent is asked: the tasks run in order, and
+        # the bus keeps one connection's messages in order.
+        await asyncio.sleep(0)
+        await client.send_text(chosen, "/ask", True)
+        return await any_blocked, list(await asyncio.gather(*many))
+
+    try:
+        first, many = with_client(sb, race)
+        assert first == (chosen, "blocked")
+        assert many == ["blocked"] * 10
+    finally:
+        sb.ctl("rm", *names)
+
+
+def test_ctl_wait_and_capture_with_scrollback(sb: Sandbox) -> None:
+    name = create(sb, "shell")
+    try:
+        send(sb, name, "seq 1 120")
+        wait_screen(sb, name, "120")
+        assert sb.ctl("wait", name, "--for", "idle", "--timeout", "15").stdout.strip() == "idle"
+        visible = sb.ctl("capture", name).stdout.splitlines()
+        scrolled = sb.ctl("capture", "-n", "100", name).stdout.splitlines()
+        assert "30" not in visible and "120" in visible
+        assert "30" in scrolled and scrolled.index("30") < scrolled.index("120")
+    finally:
+        sb.ctl("rm", name)
