@@ -31,6 +31,14 @@ PROMPT = "> "
 QUESTION = "Do you want to proceed? (y/n) "
 
 
+def trace(event: str) -> None:
+    """With DEMO_AGENT_TRACE set, note when a screen appeared, for bench/ to measure latency."""
+    path = os.environ.get("DEMO_AGENT_TRACE")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{event} {time.time():.6f}\n")
+
+
 def sessions_dir() -> Path:
     return Path(os.path.expanduser("~/.demo-agent/sessions"))
 
@@ -78,6 +86,8 @@ class Agent:
         while time.monotonic() < end:
             sys.stdout.write(f"\r{SPINNER[i % len(SPINNER)]} {label}… (esc to interrupt)")
             sys.stdout.flush()
+            if i == 0:
+                trace("working")
             time.sleep(0.1)
             i += 1
         sys.stdout.write("\r\033[K")
@@ -96,6 +106,7 @@ class Agent:
         while True:
             sys.stdout.write(QUESTION)
             sys.stdout.flush()
+            trace("blocked")
             line = sys.stdin.readline()
             if not line:
                 return
@@ -115,6 +126,7 @@ class Agent:
         while True:
             sys.stdout.write(PROMPT)
             sys.stdout.flush()
+            trace("idle")
             line = sys.stdin.readline()
             if not line:
                 return 0

@@ -1,0 +1,1 @@
+"""Benchmarks that run in the real-systemd sandbox and write docs/benchmarks.md."""
