@@ -169,6 +169,18 @@ async def verb_status(c: Client, a: argparse.Namespace) -> int:
     return 0 if props.get("State") == "running" else LSB_NOT_RUNNING
 
 
+async def verb_explain(c: Client, a: argparse.Namespace) -> int:
+    """Why the session has its activity: the rule, its source and the text it matched."""
+    info = await c.explain(a.name)
+    if a.json:
+        print(json.dumps(info, indent=2 if a.json == "pretty" else None))
+    else:
+        for key in ("activity", "source", "rule", "matched", "last_hook"):
+            if info.get(key):
+                print(f"{key:>9}: {info[key]}")
+    return 0
+
+
 async def verb_new(c: Client, a: argparse.Namespace) -> int:
     cwd = os.path.abspath(a.cwd) if a.cwd else os.getcwd()
     path = await c.create(a.name or "", a.preset, cwd, build_options(a))
@@ -302,6 +314,7 @@ VERBS: dict[str, Callable[[Client, argparse.Namespace], Awaitable[int]]] = {
     "capture": verb_capture,
     "send": verb_send,
     "wait": verb_wait,
+    "explain": verb_explain,
     "presets": verb_presets,
     "info": verb_info,
     "doctor": verb_doctor,
@@ -323,7 +336,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"hostagentctl {__version__}")
     sub = p.add_subparsers(dest="verb", metavar="VERB")
     sub.add_parser("list", help="list sessions")
-    for verb in ("status", "capture", "attach"):
+    for verb in ("status", "capture", "attach", "explain"):
         sp = sub.add_parser(verb, help=f"{verb} a session")
         sp.add_argument("name")
         if verb == "capture":

@@ -131,7 +131,7 @@ class Daemon:
         watchdog = int(os.environ.get("WATCHDOG_USEC", "0") or 0)
         if watchdog and os.environ.get("WATCHDOG_PID", str(os.getpid())) == str(os.getpid()):
             tasks.append(loop.create_task(self._watchdog(watchdog / 2e6)))
-        tasks.append(loop.create_task(self.manager.watch_all()))
+        tasks.append(loop.create_task(self.manager.terminal.watch_all()))
         if self.to_resume:
             cfg = self.manager.config
             tasks.append(

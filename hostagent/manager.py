@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NoReturn, Protocol
 
 from . import checkpoint, hooks, launch, scope, tmux
-from .activity import GENERIC, Verdict
+from .activity import Verdict
 from .config import Config
 from .conversation import Conversations
 from .errors import (
@@ -37,7 +37,7 @@ from .errors import (
     quote,
 )
 from .options import CreateRequest
-from .panewatch import PaneWatch, fifo_path
+from .panewatch import PaneWatch
 from .presets import Preset
 from .session import (
     LIVE_STATES,
@@ -169,53 +169,14 @@ class Manager:
         """Persist the record, then tell the bus layer and anyone waiting."""
         self.store.save(session.record)
         if session.record.state is not State.RUNNING:
-            self._unwatch(session)
+            self.terminal.unwatch(session)
         self.changed.set()
-        self._announce(session)
+        self.announce(session)
 
-    def _announce(self, session: Session) -> None:
+    def announce(self, session: Session) -> None:
         if self.listener:
             self.listener.session_changed(session)
-        self._wake(session)
-
-    # ---- activity -----------------------------------------------------------------------
-
-    async def watch(self, session: Session) -> None:
-        """Follow a running session's terminal; a failure only leaves its activity unknown."""
-        if session.watch is not None or session.record.state is not State.RUNNING:
-            return
-        preset = self.presets.get(session.record.preset)
-        owner = self.owner_of(session)
-        watch = PaneWatch(
-            session.name,
-            owner,
-            self.socket_of(session),
-            fifo_path(self.runtime_dir(owner.uid), session.name),
-            preset.activity if preset else GENERIC,
-            lambda _verdict: self._announce(session),
-        )
-        session.watch = watch
-        try:
-            await watch.start()
-        except (OSError, tmux.TmuxError) as e:
-            log.warning("session '%s': cannot follow its terminal: %s", session.name, e)
-            self._unwatch(session)
-
-    def _unwatch(self, session: Session) -> None:
-        if session.watch is not None:
-            session.watch.close()
-            session.watch = None
-
-    async def watch_all(self, parallel: int = 8) -> None:
-        """Follow every running session, a few tmux calls at a time (after recovery)."""
-        slots = asyncio.Semaphore(parallel)
-
-        async def one(session: Session) -> None:
-            async with slots:
-                await self.watch(session)
-
-        running = [s for s in self.sessions.values() if s.record.state is State.RUNNING]
-        await asyncio.gather(*(one(s) for s in running))
+        self.terminal.wake(session)
 
     def _apply(self, session: Session, event: Event) -> None:
         old = session.record.state
@@ -223,17 +184,8 @@ class Manager:
         if old != session.record.state:
             log.info("session '%s': %s -> %s", session.name, old.value, session.record.state.value)
 
-    def _wake(self, session: Session) -> None:
-        activity = session.activity.value
-        for entry in list(session.waiters):
-            wanted, fut = entry
-            if activity in wanted or activity == Activity.EXITED.value:
-                if not fut.done():
-                    fut.set_result(activity)
-                session.waiters.remove(entry)
-
     def _forget(self, session: Session) -> None:
-        self._unwatch(session)
+        self.terminal.unwatch(session)
         session.removed = True
         self.sessions.pop(session.name, None)
         self.store.delete(session.name)
@@ -415,7 +367,7 @@ class Manager:
         record.last_error = ""
         self._apply(session, Event.STARTED)
         self.commit(session)
-        await self.watch(session)
+        await self.terminal.watch(session)
         self.queue_reconcile(session)  # the agent may already have exited
 
     def _fail(self, session: Session, error: str) -> NoReturn:

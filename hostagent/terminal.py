@@ -1,23 +1,75 @@
-"""A session's terminal from the outside: reading the screen, typing into it, attaching, and
-waiting for its agent to reach an activity. Every call needs the session running."""
+"""A session's terminal from the outside: following what it shows (``PaneWatch``), reading the
+screen, typing into it, attaching, and waiting for its agent to reach an activity."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from . import tmux
+from .activity import GENERIC
 from .errors import InvalidArgs, NotRunning, Timeout
+from .panewatch import PaneWatch, fifo_path
 from .session import Activity, State
 
 if TYPE_CHECKING:
     from .manager import Manager, Session
 
+log = logging.getLogger(__name__)
+
 
 class Terminal:
     def __init__(self, manager: Manager) -> None:
         self.manager = manager
+
+    async def watch(self, session: Session) -> None:
+        """Follow a running session's terminal; a failure only leaves its activity unknown."""
+        if session.watch is not None or session.record.state is not State.RUNNING:
+            return
+        preset = self.manager.presets.get(session.record.preset)
+        owner = self.manager.owner_of(session)
+        watch = PaneWatch(
+            session.name,
+            owner,
+            self.manager.socket_of(session),
+            fifo_path(self.manager.runtime_dir(owner.uid), session.name),
+            preset.activity if preset else GENERIC,
+            lambda _verdict: self.manager.announce(session),
+        )
+        session.watch = watch
+        try:
+            await watch.start()
+        except (OSError, tmux.TmuxError) as e:
+            log.warning("session '%s': cannot follow its terminal: %s", session.name, e)
+            self.unwatch(session)
+
+    def unwatch(self, session: Session) -> None:
+        if session.watch is not None:
+            session.watch.close()
+            session.watch = None
+
+    async def watch_all(self, parallel: int = 8) -> None:
+        """Follow every running session, a few tmux calls at a time (after recovery)."""
+        slots = asyncio.Semaphore(parallel)
+
+        async def one(session: Session) -> None:
+            async with slots:
+                await self.watch(session)
+
+        running = [s for s in self.manager.sessions.values() if s.record.state is State.RUNNING]
+        await asyncio.gather(*(one(s) for s in running))
+
+    def wake(self, session: Session) -> None:
+        """Answer the waiters whose activity the session has reached (or that it exited)."""
+        activity = session.activity.value
+        for entry in list(session.waiters):
+            wanted, fut = entry
+            if activity in wanted or activity == Activity.EXITED.value:
+                if not fut.done():
+                    fut.set_result(activity)
+                session.waiters.remove(entry)
 
     def _running(self, name: str) -> Session:
         session = self.manager.get(name)

@@ -65,8 +65,9 @@ def test_the_stand_in_agent_working_blocked_idle_and_exited(
         assert wait(sb, name, "idle") == "idle"
         send(sb, name, "/ask")
         assert wait(sb, name, "blocked") == "blocked"
-        explained = with_client(sb, lambda c: c.explain(name))
-        assert explained["matched"] in ("Do you want to proceed? (y/n)", "Notification")
+        explained = sb.ctl("explain", name).check().stdout
+        assert "activity: blocked" in explained
+        assert "Do you want to proceed? (y/n)" in explained or "Notification" in explained
         send(sb, name, "y")
         assert wait(sb, name, "idle") == "idle"
         sb.ctl("kill", "--whom", "agent", name).check()
@@ -137,5 +138,17 @@ def test_ctl_wait_and_capture_with_scrollback(sb: Sandbox) -> None:
         scrolled = sb.ctl("capture", "-n", "100", name).stdout.splitlines()
         assert "30" not in visible and "120" in visible
         assert "30" in scrolled and scrolled.index("30") < scrolled.index("120")
+    finally:
+        sb.ctl("rm", name)
+
+
+def test_activity_is_followed_again_after_a_daemon_restart(sb: Sandbox) -> None:
+    name = create(sb, "demo-agent")
+    try:
+        assert wait(sb, name, "idle") == "idle"
+        sb.daemon_restart()
+        assert wait(sb, name, "idle") == "idle"  # read again, not left unknown
+        send(sb, name, "/ask")  # the new pipe carries the output
+        assert wait(sb, name, "blocked") == "blocked"
     finally:
         sb.ctl("rm", name)
