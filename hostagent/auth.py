@@ -83,7 +83,7 @@ class Authorizer:
             raise AccessDenied(f"Access denied: {what} belongs to another user.")
         subject = ["system-bus-name", {"name": Variant("s", sender)}]
         try:
-            authorized, challenge, _ = await call(
+            ((authorized, challenge, _),) = await call(
                 self.bus,
                 POLKIT,
                 POLKIT_PATH,
@@ -98,9 +98,17 @@ class Authorizer:
             raise AccessDenied(f"Access denied: {what} belongs to another user.") from None
         if authorized:
             return
-        if challenge:
+        # The D-Bus rule: InteractiveAuthorizationRequired only tells a caller that did not
+        # allow interaction that allowing it could help. A caller that did, and still got a
+        # challenge, had no polkit agent to answer it.
+        if challenge and not interactive:
             raise InteractiveAuthorizationRequired(
                 f"Authentication is required to act on {what}; "
                 "retry with interactive authorization allowed (e.g. from a polkit agent)."
+            )
+        if challenge:
+            raise AccessDenied(
+                f"Access denied: {what} belongs to another user, and no polkit agent "
+                "answered the request to authenticate as an administrator."
             )
         raise AccessDenied(f"Access denied: {what} belongs to another user.")

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 STATE_ROOT = Path(os.environ.get("HOSTAGENT_SANDBOX_ROOT", "/var/tmp/hostagent-sandbox"))
 GUEST_REPO = "/opt/hostagent"
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-USERS = ("alice", "bob")
+USERS = ("alice", "bob", "carol")  # carol is the admin polkit trusts in tests
 BOOT_TIMEOUT = 90.0
 
 _WRAPPER = """#!/bin/sh
