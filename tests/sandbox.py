@@ -28,7 +28,12 @@ REPO = Path(__file__).resolve().parent.parent
 STATE_ROOT = Path(os.environ.get("HOSTAGENT_SANDBOX_ROOT", "/var/tmp/hostagent-sandbox"))
 GUEST_REPO = "/opt/hostagent"
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-USERS = ("alice", "bob", "carol")  # carol is the admin polkit trusts in tests
+USERS = ("alice", "bob", "carol")
+CGROUP_V1 = Path("/sys/fs/cgroup")
+LIMIT_CONTROLLERS = (
+    "pids",
+    "memory",
+)  # what TasksMax= and MemoryMax= need  # carol is the admin polkit trusts in tests
 BOOT_TIMEOUT = 90.0
 
 _WRAPPER = """#!/bin/sh
@@ -132,9 +137,16 @@ class Sandbox:
                 check=True,
             )
         self._provision()
+        cgroups = _limit_cgroups(self.name)
         console = open(self.dir / "console.log", "ab")  # noqa: SIM115 - lives as long as nspawn
         self.proc = subprocess.Popen(
             [
+                # nspawn starts inside cgroups of its own, so the container's view of each
+                # controller is a private subtree (see _enable_limits).
+                "/bin/sh",
+                "-c",
+                'for d in $HOSTAGENT_CGROUPS; do echo $$ > "$d/cgroup.procs"; done; exec "$@"',
+                "sh",
                 "systemd-nspawn",
                 "-q",
                 "-D",
@@ -152,6 +164,7 @@ class Sandbox:
             stdout=console,
             stderr=console,
             start_new_session=True,
+            env={**os.environ, "HOSTAGENT_CGROUPS": " ".join(map(str, cgroups))},
         )
         console.close()
         (self.dir / "nspawn.pid").write_text(str(self.proc.pid))
@@ -159,9 +172,28 @@ class Sandbox:
         state = self.run("systemctl", "is-system-running", "--wait", timeout=BOOT_TIMEOUT)
         if state.stdout.strip() not in ("running", "degraded"):
             raise SandboxError(f"container did not boot: {state.stdout} {state.stderr}")
+        if cgroups:
+            self._enable_limits()
         self.boots += 1
         if self.boots == 1 and not (self.upper / "etc" / ".hostagent-users").exists():
             self._create_users()
+
+    def _enable_limits(self) -> None:
+        """Let the container's systemd enforce TasksMax= and MemoryMax=.
+
+        On a host with cgroup v1 controllers (this machine's kind), nspawn mounts them
+        read-only, so scopes in the container get no limits. The container sees only its own
+        subtree of each (a cgroup namespace over the cgroups made in _limit_cgroups), so making
+        those mounts writable is safe; re-executing PID 1 makes systemd use them.
+        """
+        for controller in LIMIT_CONTROLLERS:
+            subprocess.run(
+                ["nsenter", "-t", str(self.leader), "-m", "mount", "-o", "remount,bind,rw",
+                 f"/sys/fs/cgroup/{controller}"],
+                check=True,
+            )  # fmt: skip
+        self.run("systemctl", "daemon-reexec").check()
+        self.run("systemctl", "is-system-running", "--wait", timeout=BOOT_TIMEOUT)
 
     def _find_leader(self) -> int:
         """nspawn's child is the container's PID 1; wait for it to appear."""
@@ -459,6 +491,32 @@ class Parked:
         self.sb.run("rm", "-f", self.path)
 
 
+def _limit_cgroups(name: str) -> list[Path]:
+    """A cgroup per limit controller for this sandbox, on hosts that have v1 controllers."""
+    if (CGROUP_V1 / "cgroup.controllers").exists():
+        return []  # a unified host: nspawn delegates its own subtree
+    made = []
+    for controller in LIMIT_CONTROLLERS:
+        hierarchy = CGROUP_V1 / controller
+        if (hierarchy / "cgroup.procs").exists():
+            path = hierarchy / f"hostagent-sandbox-{name}"
+            path.mkdir(exist_ok=True)
+            made.append(path)
+    return made
+
+
+def _remove_cgroups(name: str) -> None:
+    for controller in LIMIT_CONTROLLERS:
+        top = CGROUP_V1 / controller / f"hostagent-sandbox-{name}"
+        if not top.is_dir():
+            continue
+        for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        with contextlib.suppress(OSError):
+            top.rmdir()
+
+
 def _teardown(directory: Path) -> None:
     nspawn = _read_int(directory / "nspawn.pid")
     if nspawn and _alive(nspawn):
@@ -474,6 +532,7 @@ def _teardown(directory: Path) -> None:
         if subprocess.run(["umount", str(root)], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", str(root)], check=False)
     shutil.rmtree(directory, ignore_errors=True)
+    _remove_cgroups(directory.name)
 
 
 def reap_stale() -> None:

@@ -4,6 +4,7 @@ whose session, and that nobody gets a process running as anyone but themselves."
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -217,3 +218,39 @@ def test_only_root_may_own_the_bus_name(sb: Sandbox) -> None:
         user="alice",
     )  # fmt: skip
     assert result.returncode != 0 and "Access denied" in result.stderr
+
+
+def scope_value(sb: Sandbox, name: str, prop: str) -> str:
+    return sb.run("systemctl", "show", "-P", prop, f"hostagent-{name}.scope").stdout.strip()
+
+
+def test_a_fork_bomb_and_a_memory_hog_are_contained_by_their_scopes(sb: Sandbox) -> None:
+    bystander = create(sb, "demo-agent", user="alice")
+    bomb = create(sb, "shell", "-p", "TasksMax=40", "--", "-c", "sleep 600", user="alice")
+    hog = create(sb, "shell", "-p", "MemoryMax=64M", "--", "-c", "sleep 600", user="alice")
+    try:
+        # The limits are real cgroup limits before anything hostile runs.
+        pids = sb.sh(f"cat /sys/fs/cgroup/pids/hostagent.slice/hostagent-{bomb}.scope/pids.max")
+        assert pids.stdout.strip() == "40", "TasksMax is not enforced here; refusing to fork-bomb"
+        assert scope_value(sb, hog, "MemoryMax") == str(64 << 20)
+        sock = f"/run/hostagent/{sb.uid('alice')}"
+        sb.run("tmux", "-S", f"{sock}/{bomb}.sock", "respawn-pane", "-k", "-t", "main",
+               "bash -c 'f() { f & f & wait; }; f'", user="alice").check()  # fmt: skip
+        sb.run("tmux", "-S", f"{sock}/{hog}.sock", "respawn-pane", "-k", "-t", "main",
+               "python3 -c 'b = [bytearray(1 << 20) for _ in range(1024)]; print(\"got\", 1 << 30)';"
+               " sleep 600", user="alice").check()  # fmt: skip
+        deadline = time.monotonic() + 30
+        while int(scope_value(sb, bomb, "TasksCurrent") or 0) < 40:
+            assert time.monotonic() < deadline, "the fork bomb never reached its limit"
+            time.sleep(0.1)
+        assert int(scope_value(sb, bomb, "TasksCurrent")) <= 40
+        # The others and the daemon keep working meanwhile.
+        assert sb.ctl("list", user="alice", system=True).returncode == 0
+        assert "> " in sb.ctl("capture", bystander, user="alice", system=True).stdout
+        screen = sb.screen_showing(hog, "Killed", user="alice", timeout=30)
+        assert screen and "got 1073741824" not in screen  # killed inside its scope
+        sb.ctl("kill", "--whom", "all", "-s", "9", bomb, user="alice", system=True).check()
+        assert settled(sb, bomb)[0] == "stopped"
+        assert settled(sb, bystander) == ("running", "active", "running")
+    finally:
+        sb.ctl("rm", bystander, bomb, hog)
