@@ -12,7 +12,7 @@ import time
 
 from dbus_fast import Message, MessageType, Variant
 
-from bench.report import machine, percentile, table, write_section
+from bench.report import machine, percentile, table
 from hostagent import SESSION_INTERFACE
 from hostagent.client import Client
 from tests.sandbox import Sandbox
@@ -185,7 +185,6 @@ def main() -> None:
         sb.daemon_start()
         section = asyncio.run(run(sb, args.quick))
     print(section)
-    write_section("activity", section)
 
 
 if __name__ == "__main__":

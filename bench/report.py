@@ -1,5 +1,4 @@
-"""Figures and their Markdown: percentiles, tables, and one section per benchmark in
-docs/benchmarks.md, replaced in place so each benchmark can be rerun alone."""
+"""Figures and their Markdown: percentiles, tables and the machine's description."""
 
 from __future__ import annotations
 
@@ -35,15 +34,3 @@ def machine() -> str:
         f"{int(mem.group(1)) // 1024 // 1024 if mem else '?'} GiB, "
         f"Linux {platform.release()}, Python {platform.python_version()}"
     )
-
-
-def write_section(name: str, body: str) -> None:
-    """Replace (or append) the section between this benchmark's markers."""
-    start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
-    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n"
-    block = f"{start}\n{body.strip()}\n{end}"
-    if start in text and end in text:
-        text = text[: text.index(start)] + block + text[text.index(end) + len(end) :]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    BENCHMARKS_MD.write_text(text)

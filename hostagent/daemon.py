@@ -150,6 +150,7 @@ class Daemon:
         log.info("Stopping; sessions keep running in their scopes")
         for t in tasks:
             t.cancel()
+        self.manager.store.flush()
         if disconnected.done():
             log.error("Lost the bus connection")
             return 1

@@ -353,6 +353,7 @@ class Manager:
                 env,
                 record.limits,
                 self.config.stop_timeout_sec,
+                self.terminal.prepare(session),
             )
             await checkpoint.reached(checkpoint.SPAWN_STARTED)
         except (SpawnFailed, OSError) as e:
@@ -367,7 +368,6 @@ class Manager:
         record.last_error = ""
         self._apply(session, Event.STARTED)
         self.commit(session)
-        await self.terminal.watch(session)
         self.queue_reconcile(session)  # the agent may already have exited
 
     def _fail(self, session: Session, error: str) -> NoReturn:

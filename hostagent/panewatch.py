@@ -35,6 +35,8 @@ DEBOUNCE = 0.1
 SETTLE = 0.4
 WORKING_INTERVAL = 1.0
 READ_SIZE = 65536
+RETRIES = 5
+RETRY_DELAY = 0.5
 
 
 def fifo_path(runtime_dir: Path, name: str) -> Path:
@@ -71,10 +73,11 @@ class PaneWatch:
         self._stale: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._again = False
+        self._retries = 0
         self.closed = False
 
-    async def start(self) -> None:
-        """Open the FIFO and point the pane at it; then classify once."""
+    def open(self) -> None:
+        """Make the FIFO and start reading it; classify once the pane has been quiet."""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.fifo)
         os.mkfifo(self.fifo, 0o600)
@@ -86,8 +89,12 @@ class PaneWatch:
             os.fchown(self._read_fd, self.owner.uid, self.owner.gid)
         self._write_fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         self._loop.add_reader(self._read_fd, self._on_readable)
+        self._settle = self._loop.call_at(self._last_output + SETTLE, self._on_settle)
+
+    async def start(self) -> None:
+        """Follow a pane that runs already (an adopted session): open, then point it here."""
+        self.open()
         await tmux.pipe_output(self.owner, self.sock, self.fifo)
-        self._request()
 
     def close(self) -> None:
         self.closed = True
@@ -156,8 +163,14 @@ class PaneWatch:
             try:
                 screen, title = await tmux.screen_and_title(self.owner, self.sock)
             except tmux.TmuxError as e:
+                # A pane read before its server is up (a watch opens before the spawn) or
+                # while it goes away: look again shortly, a few times, then rely on output.
                 log.debug("session '%s': no screen to classify: %s", self.name, e)
+                if self._again or self._retries < RETRIES:
+                    self._retries += 1
+                    self._loop.call_later(RETRY_DELAY, self._request)
                 return
+            self._retries = 0
             flowing = self._loop.time() - self._last_output < SETTLE
             view = View(screen, title, self.progress, flowing)
             self.screen_verdict = activity.classify(self.rules, view)

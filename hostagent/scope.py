@@ -83,12 +83,14 @@ async def start(
     env: dict[str, str],
     limits: Limits,
     stop_timeout: int,
+    output: Path | None = None,
 ) -> Started:
-    """Start the scope with tmux running record.last_argv in the complete environment env.
+    """Start the scope with tmux running record.last_argv in the complete environment env,
+    its output copied into the FIFO output when given.
 
     Raises SpawnFailed on any failure, after making sure no half-started scope is left.
     """
-    argv = tmux.new_session_argv(sock, record.columns, record.rows, record.last_argv)
+    argv = tmux.new_session_argv(sock, record.columns, record.rows, record.last_argv, output)
     tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
     child = await HeldChild.start(owner, record.cwd, env, argv)
     try:
@@ -98,7 +100,7 @@ async def start(
         result = await systemd.wait_job(job, JOB_TIMEOUT)
         if result != "done":
             raise SpawnFailed(f"Start job for unit {record.unit} finished with '{result}'.")
-        code, err = await child.release()
+        code, out, err = await child.release()
     except SystemdError as e:
         await child.abort()
         raise SpawnFailed(f"Failed to start unit {record.unit}: {e}") from None
@@ -114,10 +116,9 @@ async def start(
         if code == 125:
             reason = f"cannot change into '{record.cwd}'"
         raise SpawnFailed(f"Failed to start tmux: {reason}")
-    try:
-        leader = await tmux.server_pid(owner, sock)
-    except (tmux.TmuxError, ValueError):
-        leader = 0  # the agent exited at once and took the server with it; reconcile sees it
+    # tmux printed its server's pid; a server that is already gone (the agent exited at once)
+    # fails the cgroup check, and reconcile sees the rest.
+    leader = int(out) if out.isdigit() and leader_alive_in(record.unit, int(out)) else 0
     invocation = await systemd.invocation_id(record.unit)
     return Started(leader, invocation, now_usec())
 

@@ -166,7 +166,7 @@ class HeldChild:
                 env=env,
                 process_group=0,
                 stdin=read_fd,
-                stdout=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 **as_owner(owner),  # type: ignore[arg-type]
             )
@@ -177,15 +177,20 @@ class HeldChild:
             os.close(read_fd)
         return cls(proc, write_fd)
 
-    async def release(self) -> tuple[int, str]:
-        """Let it exec; its exit code and stderr (tmux's client exits once the server runs)."""
+    async def release(self) -> tuple[int, str, str]:
+        """Let it exec; its exit code, stdout and stderr (tmux's client exits once the server
+        runs)."""
         # The shim may already have exited (it could not enter the cwd); its status says why.
         with contextlib.suppress(BrokenPipeError):
             os.write(self._write_fd, b"go\n")
         os.close(self._write_fd)
         self._write_fd = -1
-        _, err = await self.proc.communicate()
-        return self.proc.returncode or 0, err.decode(errors="replace").strip()
+        out, err = await self.proc.communicate()
+        return (
+            self.proc.returncode or 0,
+            out.decode(errors="replace").strip(),
+            err.decode(errors="replace").strip(),
+        )
 
     async def abort(self) -> None:
         if self._write_fd >= 0:

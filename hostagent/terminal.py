@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import tmux
@@ -24,10 +25,7 @@ class Terminal:
     def __init__(self, manager: Manager) -> None:
         self.manager = manager
 
-    async def watch(self, session: Session) -> None:
-        """Follow a running session's terminal; a failure only leaves its activity unknown."""
-        if session.watch is not None or session.record.state is not State.RUNNING:
-            return
+    def _new_watch(self, session: Session) -> PaneWatch:
         preset = self.manager.presets.get(session.record.preset)
         owner = self.manager.owner_of(session)
         watch = PaneWatch(
@@ -39,6 +37,26 @@ class Terminal:
             lambda _verdict: self.manager.announce(session),
         )
         session.watch = watch
+        return watch
+
+    def prepare(self, session: Session) -> Path | None:
+        """Before a spawn: the FIFO the new pane's output should go to, or None."""
+        self.unwatch(session)
+        watch = self._new_watch(session)
+        try:
+            watch.open()
+        except OSError as e:
+            log.warning("session '%s': cannot follow its terminal: %s", session.name, e)
+            self.unwatch(session)
+            return None
+        return watch.fifo
+
+    async def watch(self, session: Session) -> None:
+        """Follow a running session's terminal (after adoption); a failure only leaves its
+        activity unknown."""
+        if session.watch is not None or session.record.state is not State.RUNNING:
+            return
+        watch = self._new_watch(session)
         try:
             await watch.start()
         except (OSError, tmux.TmuxError) as e:

@@ -25,8 +25,12 @@ def socket_path(runtime_dir: Path, name: str) -> Path:
     return runtime_dir / f"{name}.sock"
 
 
-def new_session_argv(sock: Path, columns: int, rows: int, argv: list[str]) -> list[str]:
-    return [
+def new_session_argv(
+    sock: Path, columns: int, rows: int, argv: list[str], output: Path | None = None
+) -> list[str]:
+    """Start the server with the session; it prints the server's pid. With output, the pane's
+    output is copied into that FIFO from the start, in the same tmux call."""
+    cmd = [
         tmux_binary(),
         "-S",
         str(sock),
@@ -34,6 +38,9 @@ def new_session_argv(sock: Path, columns: int, rows: int, argv: list[str]) -> li
         "/dev/null",
         "new-session",
         "-d",
+        "-P",
+        "-F",
+        "#{pid}",
         "-s",
         SESSION,
         "-x",
@@ -43,6 +50,13 @@ def new_session_argv(sock: Path, columns: int, rows: int, argv: list[str]) -> li
         "--",
         *argv,
     ]
+    if output is not None:
+        cmd += [";", "pipe-pane", "-t", SESSION, _pipe_command(output)]
+    return cmd
+
+
+def _pipe_command(fifo: Path) -> str:
+    return f"exec cat > '{fifo}'"
 
 
 def attach_argv(sock: Path) -> list[str]:
@@ -106,7 +120,7 @@ async def screen_and_title(owner: Owner, sock: Path) -> tuple[str, str]:
 
 async def pipe_output(owner: Owner, sock: Path, fifo: Path) -> None:
     """Copy everything the pane prints into fifo (replacing an earlier pipe, if any)."""
-    await run(owner, sock, "pipe-pane", "-t", SESSION, f"exec cat > '{fifo}'")
+    await run(owner, sock, "pipe-pane", "-t", SESSION, _pipe_command(fifo))
 
 
 async def send_text(owner: Owner, sock: Path, text: str, enter: bool) -> None:

@@ -1,0 +1,85 @@
+"""CreateSession until running, beside its floor: ``systemd-run --scope tmux new-session -d``
+for the same command, both driven from inside the container by a C client (busctl and
+systemd-run), one after another and 20 at once."""
+
+from __future__ import annotations
+
+from statistics import median
+
+from bench.report import table
+from tests.sandbox import Sandbox
+
+TMUX = (
+    "tmux -f /dev/null -S /run/bench-raw/$i.sock new-session -d -s main -x 200 -y 50 -- /bin/bash"
+)
+RAW = f"systemd-run --quiet --scope --unit=bench-raw-$i --slice=hostagent.slice {TMUX}"
+OURS = (
+    "busctl call --quiet org.hostagent.HostAgent1 /org/hostagent/HostAgent1 "
+    "org.hostagent.HostAgent1.Manager CreateSession sssa{sv} bench-$i shell /tmp 0"
+)
+# Each line of output is one call's wall time in µs; a parallel round prints its total.
+SEQUENTIAL = """
+mkdir -p /run/bench-raw
+for i in $(seq "$1" "$2"); do
+  s=$(date +%s%N); {cmd} >/dev/null; e=$(date +%s%N); echo $(( (e - s) / 1000 ))
+done
+"""
+PARALLEL = """
+mkdir -p /run/bench-raw
+s=$(date +%s%N)
+for i in $(seq "$1" "$2"); do {cmd} >/dev/null & done
+wait
+e=$(date +%s%N); echo $(( (e - s) / 1000 ))
+"""
+CLEANUP = """
+for u in $(systemctl list-units --plain --no-legend 'bench-raw-*' | awk '{print $1}'); do
+  systemctl stop "$u"; done
+rm -rf /run/bench-raw
+for n in $(hostagentctl --system list --no-legend | awk '/^bench-/ {print $1}'); do
+  hostagentctl --system rm "$n"; done
+"""
+
+
+def _run(sb: Sandbox, script: str, cmd: str, first: int, last: int) -> list[float]:
+    out = sb.run("/bin/sh", "-c", script.format(cmd=cmd), "sh", str(first), str(last),
+                 timeout=600).check().stdout  # fmt: skip
+    return [int(x) / 1000 for x in out.split()]
+
+
+def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
+    n = 5 if quick else 20
+    rounds = 1 if quick else 5
+    figures: dict[str, list[float]] = {"raw": [], "ours": [], "raw-20": [], "ours-20": []}
+    for r in range(rounds):
+        base = r * 100
+        for key, cmd in (("raw", RAW), ("ours", OURS)):
+            figures[key] += _run(sb, SEQUENTIAL, cmd, base + 1, base + n)
+            sb.sh(CLEANUP).check()
+            total = _run(sb, PARALLEL, cmd, base + 50, base + 69)[0]
+            figures[f"{key}-20"].append(total / 20)
+            sb.sh(CLEANUP).check()
+    med = {k: median(v) for k, v in figures.items()}
+    rows = [
+        ["one after another", f"{med['raw']:.1f}", f"{med['ours']:.1f}",
+         f"{med['ours'] / med['raw']:.2f}"],
+        ["20 at once (per session)", f"{med['raw-20']:.1f}", f"{med['ours-20']:.1f}",
+         f"{med['ours-20'] / med['raw-20']:.2f}"],
+    ]  # fmt: skip
+    text = (
+        "## create\n\n"
+        f"Median ms per session over {rounds} round(s) of {n} sequential creates and of 20 "
+        "concurrent ones. Baseline: `systemd-run --scope --slice=hostagent.slice tmux "
+        "new-session -d` for the same shell; ours: `busctl call … CreateSession`, which "
+        "replies once the scope runs. Both clients are C programs started per call.\n\n"
+        + table(["run", "raw ms", "hostagent ms", "ratio (goal ≤ 1.3)"], rows)
+        + "\n"
+    )
+    return text, med
+
+
+if __name__ == "__main__":
+    import sys
+
+    with Sandbox(name="bench-create") as box:
+        box.daemon_start()
+        print(run(box, "--quick" in sys.argv)[0])

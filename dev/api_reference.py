@@ -1,0 +1,140 @@
+"""Write docs/dbus-api.md from the interface tables the daemon exports (their introspection
+XML) and the descriptions below. tests/unit/test_api_reference.py fails when the file is stale:
+run ``.venv/bin/python dev/api_reference.py`` after changing the bus contract."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hostagent import BUS_NAME, MANAGER_PATH, SESSION_PATH_PREFIX
+from hostagent.dbus_export import Interface
+from hostagent.dbus_manager import MANAGER
+from hostagent.dbus_session import SESSION
+from hostagent.errors import ALL_ERRORS
+
+OUT = Path(__file__).resolve().parent.parent / "docs" / "dbus-api.md"
+ACTS = "owner, root or polkit `manage-any`"
+OPEN = "anyone"
+
+# member -> (who may call, what it does)
+DOCS: dict[str, tuple[str, str]] = {
+    "ListSessions": (OPEN, "Every session: name, preset, state, activity, owner uid, object path."),
+    "GetSession": (OPEN, "The object of a session by name; NoSuchSession."),
+    "GetSessionByPID": (OPEN, "The session whose scope holds pid; NoSessionForPID."),
+    "CreateSession": (
+        "anyone, for themselves; `user` is root's",
+        "Create and start a session; replies once its scope runs. Options: `command` as, "
+        "`args` as, `env` a{ss}, `agent_session` s, `memory_max` t, `memory_high` t, "
+        "`cpu_weight` t, `tasks_max` t, `runtime_max_sec` t, `columns` q, `rows` q, `user` u. "
+        "An unknown option is InvalidArgs.",
+    ),
+    "ResumeSession": (ACTS, "Start a stopped, dormant or failed session again; AlreadyRunning."),
+    "StopSession": (ACTS, "Stop gracefully, SIGKILL after the stop timeout; the record stays."),
+    "KillSession": (ACTS, "Signal `agent` (the pane's process) or `all` of the scope."),
+    "RemoveSession": (ACTS, "Stop if running, then delete the record and the object."),
+    "ListPresets": (OPEN, "Every preset: name, description, command."),
+    "WaitAny": (
+        OPEN,
+        "The first of the sessions to reach one of the activities, or `exited`; a timeout "
+        "of 0 waits forever; Timeout.",
+    ),
+    "Reload": ("root (the user, in user mode)", "Re-read hostagent.yaml and the presets."),
+    "Stop": (ACTS, "As StopSession."),
+    "Kill": (ACTS, "As KillSession."),
+    "Resume": (ACTS, "As ResumeSession."),
+    "Remove": (ACTS, "As RemoveSession."),
+    "Capture": (ACTS, "The screen, with `lines` of scrollback (0 to 100000)."),
+    "SendText": (ACTS, "Type text (at most 64 KiB, no NUL), then Enter if `enter`."),
+    "WaitForActivity": (OPEN, "Wait until one of the activities, or `exited`; Timeout."),
+    "ExplainActivity": (OPEN, "activity, source, rule, matched, last_hook: why."),
+    "GetAttachCommand": (ACTS, "The argv that attaches a terminal (`tmux -S … attach`)."),
+    "ReportHook": (
+        "a process inside the session's scope",
+        "An agent hook's event and data (`session_id`, `source`, `notification_type`).",
+    ),
+    "SessionNew": ("", "A session was created (name first, for arg0 matches)."),
+    "SessionRemoved": ("", "A session was removed."),
+    "Version": ("", "The daemon's version."),
+    "Mode": ("", "`system` or `user`."),
+    "BootID": ("", "The boot id the daemon started under."),
+    "Name": ("", "The session's name."),
+    "Uuid": ("", "A uuid that never changes, even across resumes."),
+    "Preset": ("", "The preset it was created with."),
+    "Owner": ("", "The owner's uid."),
+    "Cwd": ("", "Its working directory."),
+    "State": ("", "starting, running, stopping, stopped, dormant or failed."),
+    "Activity": ("", "working, blocked, idle or unknown while running; exited otherwise."),
+    "AgentSessionId": ("", "The agent's conversation id, kept current (assigned, hook, disk)."),
+    "Unit": ("", "The scope's unit name."),
+    "Leader": ("", "The tmux server's pid."),
+    "StartedAt": ("", "µs since the epoch."),
+    "StoppedAt": ("", "µs since the epoch."),
+    "DormantReason": ("", "`reboot` or `lost` while dormant, else empty."),
+    "LastError": ("", "Why the last start failed, else empty."),
+    "ResumeCount": ("", "Resumes so far."),
+    "Command": ("", "The argv of the last run."),
+    "MemoryCurrent": ("", "The scope's memory, read from systemd on each Get."),
+    "CPUUsageNSec": ("", "The scope's CPU time, read from systemd on each Get."),
+}
+
+
+def _args(args: list[tuple[str, str]]) -> str:
+    return ", ".join(f"`{s}` {n}" for n, s in args) or "—"
+
+
+def section(interface: Interface, path: str) -> str:
+    lines = [f"## {interface.name}", "", f"Object: `{path}`", "", "### Methods", ""]
+    lines += ["| method | in | out | who | what |", "|---|---|---|---|---|"]
+    for m in interface.methods:
+        who, what = DOCS[m.name]
+        lines.append(f"| {m.name} | {_args(m.in_args)} | {_args(m.out_args)} | {who} | {what} |")
+    if interface.properties:
+        lines += [
+            "",
+            "### Properties",
+            "",
+            "| property | type | changes | what |",
+            "|---|---|---|---|",
+        ]
+        for p in interface.properties:
+            change = {"true": "PropertiesChanged", "const": "never", "false": "no signal"}
+            lines.append(f"| {p.name} | `{p.signature}` | {change[p.emits]} | {DOCS[p.name][1]} |")
+    if interface.signals:
+        lines += ["", "### Signals", "", "| signal | args | what |", "|---|---|---|"]
+        for s in interface.signals:
+            lines.append(f"| {s.name} | {_args(s.args)} | {DOCS[s.name][1]} |")
+    lines += ["", "Introspection:", "", "```xml", interface.xml(), "```", ""]
+    return "\n".join(lines)
+
+
+def render() -> str:
+    errors = "\n".join(f"- `{e.dbus_name}`" for e in ALL_ERRORS)
+    return "\n".join(
+        [
+            "# D-Bus API reference",
+            "",
+            "Generated by `dev/api_reference.py` from the tables the daemon exports; do not edit.",
+            "",
+            f"Bus name `{BUS_NAME}`, on the system bus (system mode) or the session bus (user "
+            "mode). Reading is open to local users; acting on a session is for its owner, root "
+            "or a caller polkit authorises for `org.hostagent.HostAgent1.manage-any` "
+            "(docs/security.md). The environment is never on the bus.",
+            "",
+            section(MANAGER, MANAGER_PATH),
+            section(SESSION, f"{SESSION_PATH_PREFIX}/<name, escaped as sd_bus_path_encode does>"),
+            "## Errors",
+            "",
+            "Each carries a one-line message that says what to do.",
+            "",
+            errors,
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    OUT.write_text(render())
+    print(f"wrote {OUT}")

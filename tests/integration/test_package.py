@@ -1,0 +1,170 @@
+"""The distro package (issue: distro-grade): build the .deb from a copy of the tree, check it
+with lintian, install it with apt into a fresh systemd container, and use it as an admin would.
+The RPM spec and the PKGBUILD get the checks that run here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.helpers import agent_process
+from tests.sandbox import REPO, Sandbox
+
+CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
+pytestmark = pytest.mark.skipif(
+    not shutil.which("dpkg-buildpackage") or not Path("/usr/share/perl5/Debian/Debhelper").is_dir(),
+    reason="needs dpkg-buildpackage and debhelper (./dev/setup installs them)",
+)
+
+
+def host(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    # Debian's own python3 and tools, whatever venv or pyenv the test runs under.
+    return subprocess.run(argv, cwd=cwd, env=CLEAN_ENV, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The .deb built with dpkg-buildpackage from a copy of the tree, debian/ in place."""
+    build = tmp_path_factory.mktemp("deb")
+    tree = build / "hostagent"
+    files = host("git", "ls-files", "-co", "--exclude-standard", cwd=REPO).stdout.split()
+    for f in files:
+        if (REPO / f).is_file():
+            (tree / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, tree / f)
+    shutil.copytree(REPO / "packaging" / "debian", tree / "debian")
+    result = host("dpkg-buildpackage", "-us", "-uc", "-b", cwd=tree)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (package,) = build.glob("hostagent_*_all.deb")
+    return package
+
+
+def test_lintian_reports_no_errors(deb: Path) -> None:
+    (changes,) = deb.parent.glob("hostagent_*.changes")
+    result = host("lintian", "--fail-on", "error", str(changes))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "E:" not in result.stdout
+
+
+def test_the_deb_depends_on_debians_own_packages(deb: Path) -> None:
+    depends = host("dpkg-deb", "-f", str(deb), "Depends").stdout
+    for package in ("python3-dbus-fast", "python3-yaml", "python3-sdnotify", "tmux"):
+        assert package in depends
+    contents = host("dpkg-deb", "-c", str(deb)).stdout
+    for path in (
+        "lib/systemd/system/hostagent.service",
+        "usr/lib/systemd/user/hostagent.service",
+        "usr/share/dbus-1/system-services/org.hostagent.HostAgent1.service",
+        "usr/share/dbus-1/services/org.hostagent.HostAgent1.service",
+        "usr/share/dbus-1/system.d/org.hostagent.HostAgent1.conf",
+        "usr/share/polkit-1/actions/org.hostagent.HostAgent1.policy",
+        "usr/lib/sysusers.d/hostagent.conf",
+        "usr/lib/tmpfiles.d/hostagent.conf",
+        "usr/share/man/man1/hostagentctl.1.gz",
+        "usr/share/man/man8/hostagent.8.gz",
+        "usr/share/bash-completion/completions/hostagentctl",
+        "hostagent/presets/claude.yaml",
+    ):
+        assert path in contents, path
+
+
+@pytest.mark.skipif(not shutil.which("rpmspec"), reason="needs rpm (./dev/setup installs it)")
+def test_the_rpm_spec_parses_and_lints() -> None:
+    spec = REPO / "packaging" / "rpm" / "hostagent.spec"
+    assert host("rpmspec", "-P", str(spec)).returncode == 0
+    lint = host("rpmlint", str(spec))
+    assert " 0 errors" in lint.stdout, lint.stdout
+
+
+def test_the_pkgbuild_parses_and_installs_what_the_deb_does() -> None:
+    pkgbuild = REPO / "packaging" / "arch" / "PKGBUILD"
+    assert host("bash", "-n", str(pkgbuild)).returncode == 0
+    out = host("bash", "-c", f'source "{pkgbuild}"; echo "$pkgname $pkgver"; declare -f package')
+    assert out.stdout.startswith("hostagent 0.1.0")
+    for unit in ("hostagent.service", "sysusers.d/hostagent.conf", "hostagent.rules"):
+        assert unit in out.stdout
+
+
+@pytest.fixture(scope="module")
+def installed(deb: Path) -> Iterator[Sandbox]:
+    """A fresh machine with no hostagent, where apt installs the .deb."""
+    with Sandbox(install=False) as sb:
+        shutil.copy2(deb, sb.root / "var" / "tmp" / deb.name)  # /tmp is a tmpfs inside
+        result = sb.run(
+            "apt-get", "install", "-y", f"/var/tmp/{deb.name}",
+            env={"DEBIAN_FRONTEND": "noninteractive"}, timeout=300,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        yield sb
+
+
+def test_enable_now_and_activation_by_the_first_call(installed: Sandbox) -> None:
+    sb = installed
+    sb.run("systemctl", "enable", "--now", "hostagent").check()
+    assert sb.run("systemctl", "is-active", "hostagent").stdout.strip() == "active"
+    sb.run("systemctl", "stop", "hostagent").check()
+    sb.run(
+        "busctl", "call", "org.hostagent.HostAgent1", "/org/hostagent/HostAgent1",
+        "org.hostagent.HostAgent1.Manager", "ListSessions",
+    ).check()  # fmt: skip
+    assert sb.run("systemctl", "is-active", "hostagent").stdout.strip() == "active"
+    assert sb.run("getent", "group", "hostagent-admin").returncode == 0  # sysusers.d ran
+    assert sb.run("stat", "-c", "%a", "/var/lib/hostagent").stdout.strip() == "700"
+
+
+def test_a_session_runs_unhardened_and_man_and_completion_work(installed: Sandbox) -> None:
+    sb = installed
+    sb.ctl("new", "--preset", "shell", "--name", "pkg", "--cwd", "/home/alice", user="alice",
+           system=True).check()  # fmt: skip
+    assert sb.run("systemctl", "is-active", "hostagent-pkg.scope").stdout.strip() == "active"
+    # Nothing of the service's sandboxing reaches the session: it sees the host's mounts,
+    # may gain privileges (sudo), and runs no seccomp filter.
+    proc = agent_process(sb, "pkg")
+    mnt = sb.run("readlink", f"/proc/{proc.pid}/ns/mnt", "/proc/1/ns/mnt").stdout.split()
+    assert mnt[0] == mnt[1]
+
+    def confinement(pid: int | str) -> list[str]:
+        status = sb.run("cat", f"/proc/{pid}/status").stdout.splitlines()
+        return [line for line in status if line.startswith(("NoNewPrivs", "Seccomp", "CapBnd"))]
+
+    # As confined as the machine's PID 1 (nspawn's own seccomp filter), no more.
+    assert confinement(proc.pid) == confinement(1)
+    page = sb.run("man", "-P", "cat", "hostagentctl", env={"MANWIDTH": "80"})
+    assert page.returncode == 0 and "drive hostagent" in page.stdout
+
+    def complete(*words: str) -> set[str]:
+        """What bash offers for the last (empty) word after words, as alice."""
+        line = " ".join(["hostagentctl", *words, ""])
+        script = (
+            "source /usr/share/bash-completion/bash_completion;"
+            " source /usr/share/bash-completion/completions/hostagentctl;"
+            f" COMP_WORDS=(hostagentctl {' '.join(words)} ''); COMP_CWORD={len(words) + 1};"
+            f" COMP_LINE='{line}'; COMP_POINT={len(line)};"
+            ' _hostagentctl; echo "${COMPREPLY[@]}"'
+        )
+        result = sb.run("bash", "-c", script, user="alice")
+        assert result.returncode == 0, result.stderr
+        return set(result.stdout.split())
+
+    assert {"list", "new", "resume", "attach"} <= complete()
+    assert "pkg" in complete("--system", "stop")
+
+
+def test_remove_leaves_sessions_and_purge_drops_the_state(installed: Sandbox) -> None:
+    sb = installed
+    if sb.run("systemctl", "is-active", "hostagent-pkg.scope").stdout.strip() != "active":
+        sb.ctl("new", "--preset", "shell", "--name", "pkg", user="alice", system=True).check()
+    env = {"DEBIAN_FRONTEND": "noninteractive"}
+    sb.run("apt-get", "remove", "-y", "hostagent", env=env, timeout=300).check()
+    assert sb.run("systemctl", "is-active", "hostagent").stdout.strip() != "active"
+    assert sb.run("systemctl", "is-active", "hostagent-pkg.scope").stdout.strip() == "active"
+    assert sb.run("test", "-d", "/var/lib/hostagent/sessions").returncode == 0
+    sb.run("apt-get", "purge", "-y", "hostagent", env=env, timeout=300).check()
+    assert sb.run("test", "-e", "/var/lib/hostagent").returncode != 0
+    sb.run("systemctl", "stop", "hostagent-pkg.scope")
+    assert os.path.exists(sb.root / "usr/bin") and not (sb.root / "usr/bin/hostagentctl").exists()
