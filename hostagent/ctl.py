@@ -369,6 +369,7 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("names", nargs="+", metavar="NAME")
     sp.add_argument("--for", dest="activity", default="idle,blocked")
     sp.add_argument("--timeout", type=float, default=0, help="seconds; 0 waits forever")
+    sub.add_parser("watch", help="a live table of sessions; keys attach, stop and resume")
     sp = sub.add_parser("hook", help="report an agent hook event (run from inside a session)")
     sp.add_argument("event")
     for verb in ("presets", "info", "doctor", "reload"):
@@ -378,6 +379,10 @@ def parser() -> argparse.ArgumentParser:
 
 async def run(args: argparse.Namespace) -> int:
     system = default_system() if args.system is None else args.system
+    if args.verb == "watch":  # keeps its own connection, and finds the bus again if it drops
+        from .watch import watch
+
+        return await watch(system, args.address)
     try:
         client = await Client.connect(system, args.address)
     except (OSError, ValueError) as e:

@@ -1,0 +1,134 @@
+"""The clients on a real systemd and bus (issue: clients): the live view, driven in tmux, and
+the client library following the daemon across a restart and an upgrade."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from hostagent.client import Client
+from hostagent.follow import Follower, Link
+from tests.integration.helpers import create, settled
+from tests.sandbox import Sandbox
+
+SOCK = "/tmp/watch.sock"
+
+
+def watch_screen(sb: Sandbox) -> str:
+    return sb.run("tmux", "-S", SOCK, "capture-pane", "-p", "-t", "watch", user="alice").stdout
+
+
+def until_watch_shows(sb: Sandbox, text: str, timeout: float = 20.0) -> str:
+    """The watch's screen once it shows text. The view lives in another process's terminal;
+    its screen is read in a bounded loop, the way a person would look at it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        screen = watch_screen(sb)
+        if text in screen:
+            return screen
+        time.sleep(0.1)
+    raise AssertionError(f"watch never showed {text!r}:\n{watch_screen(sb)}")
+
+
+@pytest.fixture
+def watching(sb: Sandbox) -> Iterator[str]:
+    name = create(sb, "demo-agent", user="alice")
+    sb.run(
+        "tmux", "-S", SOCK, "-f", "/dev/null", "new-session", "-d", "-s", "watch",
+        "-x", "140", "-y", "30", "hostagentctl --system watch", user="alice",
+    ).check()  # fmt: skip
+    yield name
+    sb.run("tmux", "-S", SOCK, "kill-server", user="alice")
+    sb.ctl("rm", name)
+
+
+def test_watch_lists_sessions_and_follows_the_daemon_away_and_back(
+    sb: Sandbox, watching: str
+) -> None:
+    screen = until_watch_shows(sb, watching)
+    assert "connected" in screen and "alice" in screen and "demo-agent" in screen
+    until_watch_shows(sb, "idle")
+    sb.daemon_kill()
+    until_watch_shows(sb, "daemon gone")
+    sb.daemon_start()
+    screen = until_watch_shows(sb, "connected")
+    assert watching in screen
+    # Signals, not polling: a change shows up as soon as the bus carries it.
+    sb.ctl("send", watching, "/ask").check()
+    until_watch_shows(sb, "blocked")
+
+
+def test_watch_keys_stop_and_resume_the_selected_session(sb: Sandbox, watching: str) -> None:
+    until_watch_shows(sb, watching)
+    # Select the session: it is alice's only one, but the table lists everybody's.
+    rows = [line.split()[0] for line in watch_screen(sb).splitlines()[3:] if line.strip()]
+    for _ in range(rows.index(watching)):
+        sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "Down", user="alice").check()
+    sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "s", user="alice").check()
+    until_watch_shows(sb, f"stop {watching}: done")
+    assert settled(sb, watching)[0] == "stopped"
+    sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "r", user="alice").check()
+    until_watch_shows(sb, f"resume {watching}: done")
+    assert settled(sb, watching)[0] == "running"
+
+
+def test_the_client_library_reports_gone_back_and_a_new_version(sb: Sandbox) -> None:
+    name = create(sb, "shell")
+
+    async def follow() -> list[tuple[str, str, str]]:
+        seen: list[tuple[str, str, str]] = []
+        changed = asyncio.Event()
+        follower: Follower
+
+        def on_change() -> None:
+            seen.append((follower.link.value, follower.version, follower.updated_from))
+            changed.set()
+
+        async def until(test: object) -> None:
+            while not test():  # type: ignore[operator]
+                changed.clear()
+                await asyncio.wait_for(changed.wait(), 30)
+
+        async def connect() -> Client:
+            return await Client.connect(True, sb.bus_address)
+
+        follower = Follower(connect, on_change)
+        await follower.start()
+        await until(lambda: follower.link is Link.CONNECTED and name in follower.sessions)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, sb.daemon_kill)
+        await until(lambda: follower.link is Link.GONE)
+        # An upgrade: the daemon comes back reporting another version.
+        await loop.run_in_executor(None, upgrade, sb)
+        await until(lambda: follower.link is Link.CONNECTED and follower.updated_from)
+        assert name in follower.sessions
+        follower.close()
+        return seen
+
+    try:
+        seen = asyncio.run(follow())
+        assert ("gone", "0.1.0", "") in seen
+        assert seen[-1] == ("connected", "0.1.0+upgrade", "0.1.0")
+    finally:
+        sb.run("rm", "-rf", "/etc/systemd/system/hostagent.service.d/version.conf",
+               "/opt/hostagent-next")  # fmt: skip
+        sb.run("systemctl", "daemon-reload")
+        sb.daemon_restart()
+        sb.ctl("rm", name)
+
+
+def upgrade(sb: Sandbox) -> None:
+    """Install a "new release" beside the checkout and start the daemon from it."""
+    sb.sh(
+        "rm -rf /opt/hostagent-next && mkdir -p /opt/hostagent-next"
+        " && cp -r /opt/hostagent/hostagent /opt/hostagent-next/"
+        " && sed -i 's/^__version__ = .*/__version__ = \"0.1.0+upgrade\"/'"
+        " /opt/hostagent-next/hostagent/__init__.py"
+        " && printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/env"
+        " PYTHONPATH=/opt/hostagent-next /usr/bin/python3 -m hostagent.daemon --system\\n'"
+        " > /etc/systemd/system/hostagent.service.d/version.conf && systemctl daemon-reload"
+    ).check()
+    sb.daemon_start()
