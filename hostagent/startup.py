@@ -9,6 +9,7 @@ exception: it can take minutes, so the daemon does it after READY (``Manager.res
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import uuid
@@ -107,21 +108,26 @@ async def recover(manager: Manager, store: SidecarStore, systemd: Systemd) -> Re
 async def _adopt(manager: Manager, session: Session) -> None:
     """The unit runs: the session is running. Refresh what a crash mid-start may have missed."""
     record = session.record
+    before = dataclasses.replace(record)
     if record.state is not State.RUNNING:
         log.info("session '%s': its unit %s runs; adopting it", record.name, record.unit)
     record.state = State.RUNNING
     record.dormant_reason = DormantReason.NONE
-    invocation = await manager.systemd.invocation_id(record.unit)
-    if invocation and invocation != record.invocation_id:
-        record.invocation_id = invocation
-        record.started_at = record.started_at or scope.now_usec()
+    # The tmux server we recorded still runs in that unit: the same scope, nothing to refresh.
+    # Otherwise the daemon died inside a start (or the record is older than the unit): ask
+    # systemd and tmux for the truth.
     if not scope.leader_alive_in(record.unit, record.leader_pid):
+        invocation = await manager.systemd.invocation_id(record.unit)
+        if invocation and invocation != record.invocation_id:
+            record.invocation_id = invocation
+            record.started_at = record.started_at or scope.now_usec()
         try:
             pid = await tmux.server_pid(manager.owner_of(session), manager.socket_of(session))
         except (tmux.TmuxError, ValueError, KeyError):
             pid = 0
         record.leader_pid = pid if scope.leader_alive_in(record.unit, pid) else 0
-    manager.store.save(record)
+    if record != before:  # a restart with nothing new writes nothing
+        manager.store.save(record)
 
 
 async def _adopt_orphan(manager: Manager, unit: str) -> bool:

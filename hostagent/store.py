@@ -22,12 +22,12 @@ from typing import Any
 import yaml
 
 from .session import SCHEMA_VERSION, DormantReason, Limits, SessionRecord, State, name_problem
+from .yamlfile import LOADER
 
 log = logging.getLogger(__name__)
 
-# libyaml's safe loader and dumper where the yaml module has them (Debian's and PyPI's do):
-# ten times faster, which a start with a thousand records feels.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's safe dumper where PyYAML has it (Debian's and PyPI's do): ten times faster, which
+# a start with a thousand records feels.
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 SUFFIX = ".yaml"
@@ -188,7 +188,7 @@ class SidecarStore:
             os.close(fd)
             raise RecordError("not a regular file")
         with os.fdopen(fd, encoding="utf-8") as f:
-            data = yaml.load(f, Loader=_Loader)  # a safe loader, C or Python
+            data = yaml.load(f, Loader=LOADER)  # a safe loader, C or Python
         return record_from_dict(data, expected_name=path.name[: -len(SUFFIX)])
 
     def quarantine(self, path: Path, reason: str) -> None:

@@ -12,6 +12,9 @@ from typing import Any
 
 import yaml
 
+# libyaml's safe loader where PyYAML has it (Debian's and PyPI's do); its nodes carry lines too.
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 class SettingsError(Exception):
     """A settings file that cannot be used; str() is the one line to show."""
@@ -45,8 +48,8 @@ def load(path: Path) -> Document:
     except (OSError, UnicodeDecodeError) as e:
         raise SettingsError(path, None, None, f"cannot be read: {e}") from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = yaml.compose(text, Loader=LOADER)
+        data = yaml.load(text, Loader=LOADER)  # a safe loader: libyaml's, else PyYAML's
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e)

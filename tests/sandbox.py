@@ -38,7 +38,8 @@ BOOT_TIMEOUT = 90.0
 
 _WRAPPER = """#!/bin/sh
 # Installed by the hostagent test sandbox: runs the checkout at {repo}.
-export PYTHONPATH={repo} PYTHONDONTWRITEBYTECODE=1
+# Bytecode is cached outside the read-only checkout, as a package's py3compile would leave it.
+export PYTHONPATH={repo} PYTHONPYCACHEPREFIX=/var/cache/hostagent-pycache
 exec /usr/bin/python3 -m {module} "$@"
 """
 CHECKPOINT_DIR = "/run/hostagent-checkpoints"
@@ -57,11 +58,13 @@ _INSTALL = {  # file in units/ -> where a package puts it
     "user/org.hostagent.HostAgent1.service": "usr/share/dbus-1/services/org.hostagent.HostAgent1.service",
     "org.hostagent.HostAgent1.policy": "usr/share/polkit-1/actions/org.hostagent.HostAgent1.policy",
     "hostagent.rules": "usr/share/polkit-1/rules.d/hostagent.rules",
+    "user/hostagent-notify.service": "etc/systemd/user/hostagent-notify.service",
 }
 _MODULES = {
     "hostagent": "hostagent.daemon",
     "hostagentctl": "hostagent.ctl",
     "hostagent-demo-agent": "hostagent.demo_agent",
+    "hostagent-notify": "hostagent.notify",
 }
 
 

@@ -132,7 +132,7 @@ def test_ctl_wait_and_capture_with_scrollback(sb: Sandbox) -> None:
     name = create(sb, "shell")
     try:
         send(sb, name, "seq 1 120")
-        wait_screen(sb, name, "120")
+        wait_screen(sb, name, "119")  # output, not the echo of the command line
         assert sb.ctl("wait", name, "--for", "idle", "--timeout", "15").stdout.strip() == "idle"
         visible = sb.ctl("capture", name).stdout.splitlines()
         scrolled = sb.ctl("capture", "-n", "100", name).stdout.splitlines()
