@@ -19,6 +19,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+import sdnotify
 from dbus_fast import BusType, Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
@@ -168,6 +169,7 @@ async def serve(system: bool, terminal: str) -> int:
     desktop.add_message_handler(notifier.on_message)
     await follower.start()
     log.info("Following the %s daemon", "system" if system else "user")
+    sdnotify.SystemdNotifier().notify("READY=1")
     await desktop.wait_for_disconnect()
     follower.close()
     return 0

@@ -4,6 +4,8 @@ the client library following the daemon across a restart and an upgrade."""
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 import time
 from collections.abc import Iterator
 
@@ -132,3 +134,76 @@ def upgrade(sb: Sandbox) -> None:
         " > /etc/systemd/system/hostagent.service.d/version.conf && systemctl daemon-reload"
     ).check()
     sb.daemon_start()
+
+
+def alice(sb: Sandbox, *argv: str) -> str:
+    return sb.run(*argv, user="alice").check().stdout
+
+
+def until(check: object, what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never: {what}")
+        time.sleep(0.1)
+
+
+def displayed(sb: Sandbox) -> int:
+    return int(sb.run("dunstctl", "count", "displayed", user="alice").stdout.strip() or 0)
+
+
+@pytest.fixture
+def desktop(sb: Sandbox) -> Iterator[None]:
+    """A headless desktop for alice: Xvfb and dunst (Debian's notification server) on her
+    session bus, and her own hostagent."""
+    if not shutil.which("dunst") or not shutil.which("Xvfb"):
+        pytest.skip("needs dunst and xvfb (./dev/setup installs them)")
+    sb.daemon_start(user="alice")
+    alice(sb, "systemd-run", "--user", "--unit=test-xvfb", "/usr/bin/Xvfb", ":7",
+          "-screen", "0", "1024x300x24")  # fmt: skip
+    alice(sb, "systemd-run", "--user", "--unit=test-dunst", "--setenv=DISPLAY=:7",
+          "/usr/bin/dunst")  # fmt: skip
+    until(
+        lambda: sb.run("busctl", "--user", "status", "org.freedesktop.Notifications",
+                       user="alice").returncode == 0,
+        "dunst on the bus",
+    )  # fmt: skip
+    yield
+    for unit in ("test-notify", "test-dunst", "test-xvfb"):
+        sb.run("systemctl", "--user", "stop", unit, user="alice")
+    sb.run("tmux", "-S", "/tmp/attached.sock", "kill-server", user="alice")
+    sb.daemon_stop(user="alice")
+
+
+def test_notify_raises_blocked_and_exited_and_attach_opens_a_terminal(
+    sb: Sandbox, desktop: None
+) -> None:
+    sb.ctl("new", "--preset", "demo-agent", "--name", "wants-you", "--cwd", "/tmp",
+           user="alice").check()  # fmt: skip
+    try:
+        assert sb.ctl("wait", "wants-you", "--for", "idle", "--timeout", "20",
+                      user="alice").stdout.strip() == "idle"  # fmt: skip
+        # Type=notify: systemd-run returns once the notifier follows the daemon.
+        alice(sb, "systemd-run", "--user", "--unit=test-notify", "-p", "Type=notify",
+              "/usr/bin/hostagent-notify", "--terminal",
+              "tmux -S /tmp/attached.sock new-session -d")  # fmt: skip
+        sb.ctl("send", "wants-you", "/ask", user="alice").check()
+        until(lambda: displayed(sb) == 1, "a notification for the blocked agent")
+        # dunst's default action is what a click does: Attach.
+        alice(sb, "dunstctl", "action", "0")
+        until(
+            lambda: "Do you want to proceed?" in sb.run(
+                "tmux", "-S", "/tmp/attached.sock", "capture-pane", "-p", user="alice"
+            ).stdout,
+            "a terminal attached to the session",
+        )  # fmt: skip
+        until(lambda: displayed(sb) == 0, "the notification closed after its action")
+        history = json.loads(alice(sb, "dunstctl", "history"))["data"][0]
+        assert history[0]["summary"]["data"] == "wants-you needs you"
+        sb.ctl("kill", "--whom", "all", "wants-you", user="alice").check()
+        until(lambda: displayed(sb) == 1, "a notification for the exited agent")
+        alice(sb, "dunstctl", "close")
+        history = json.loads(alice(sb, "dunstctl", "history"))["data"][0]
+        assert history[0]["summary"]["data"] == "wants-you exited"
+    finally:
+        sb.ctl("rm", "wants-you", user="alice")
