@@ -38,11 +38,27 @@ def default_system() -> bool:
 
 
 class Client:
-    def __init__(self, bus: MessageBus) -> None:
+    def __init__(self, bus: MessageBus, relay: Any = None) -> None:
         self.bus = bus
+        self._relay = relay  # the ssh relay of a remote connection (transport.Relay)
 
     @classmethod
-    async def connect(cls, system: bool, address: str | None = None) -> Client:
+    async def connect(
+        cls,
+        system: bool,
+        address: str | None = None,
+        host: str | None = None,
+        machine: str | None = None,
+    ) -> Client:
+        """The system or session bus; or a bus address; or, like systemctl, a host's bus over
+        ssh (host, "[user@]host[:port]") or a local container's (machine)."""
+        from . import transport
+
+        if host:
+            bus, relay = await transport.open_ssh(host, user_bus=not system)
+            return cls(bus, relay)
+        if machine:
+            address = await transport.machine_bus_address(machine)
         if address:
             bus = MessageBus(bus_address=address, negotiate_unix_fd=True)
         else:
@@ -51,6 +67,8 @@ class Client:
 
     def close(self) -> None:
         self.bus.disconnect()
+        if self._relay is not None:
+            self._relay.close()
 
     async def _call(
         self,

@@ -21,6 +21,7 @@ from dbus_fast import Variant
 from . import __version__
 from .client import Client, default_system
 from .errors import HostAgentError, NoSuchSession
+from .transport import ssh_argv
 
 EXIT_FAILURE, EXIT_USAGE = 1, 2
 LSB_NOT_RUNNING, LSB_UNKNOWN = 3, 4
@@ -235,8 +236,13 @@ async def verb_wait(c: Client, a: argparse.Namespace) -> int:
 
 
 async def verb_attach(c: Client, a: argparse.Namespace) -> int:
-    argv = await c.attach_command(a.name)
+    argv = await c.attach_command(a.name)  # also: may this caller attach at all
     c.close()
+    bus = "--system" if a.system_bus else "--user"
+    if a.host:  # the terminal is on that host: attach there, through a tty of ssh's
+        argv = ssh_argv(a.host, ["hostagentctl", bus, "attach", a.name], tty=True)
+    elif a.machine and a.machine != ".host":
+        argv = ["machinectl", "shell", a.machine, "/usr/bin/hostagentctl", bus, "attach", a.name]
     os.execvp(argv[0], argv)
     return EXIT_FAILURE  # not reached
 
@@ -329,6 +335,8 @@ def parser() -> argparse.ArgumentParser:
     bus.add_argument("--system", dest="system", action="store_true", default=None)
     bus.add_argument("--user", dest="system", action="store_false")
     p.add_argument("--address", help="connect to this D-Bus address instead")
+    p.add_argument("-H", "--host", help="operate on [USER@]HOST[:PORT] over ssh")
+    p.add_argument("-M", "--machine", help="operate on a local container (machinectl list)")
     p.add_argument("--json", nargs="?", const="short", choices=["pretty", "short"])
     p.add_argument("--no-legend", action="store_true")
     p.add_argument("--no-pager", action="store_true", help="accepted; output is never paged")
@@ -378,18 +386,20 @@ def parser() -> argparse.ArgumentParser:
 
 
 async def run(args: argparse.Namespace) -> int:
-    system = default_system() if args.system is None else args.system
+    remote = bool(args.host or args.machine)
+    # Like systemctl: another machine's system bus unless --user says otherwise.
+    system = (remote or default_system()) if args.system is None else args.system
+    args.system_bus = system
     if args.verb == "watch":  # keeps its own connection, and finds the bus again if it drops
         from .watch import watch
 
-        return await watch(system, args.address)
+        return await watch(system, args.address, args.host, args.machine)
     try:
-        client = await Client.connect(system, args.address)
-    except (OSError, ValueError) as e:
-        print(
-            f"Failed to connect to the {'system' if system else 'session'} bus: {e}",
-            file=sys.stderr,
-        )
+        client = await Client.connect(system, args.address, args.host, args.machine)
+    except (OSError, ValueError, HostAgentError) as e:
+        where = args.host or args.machine or ("the system bus" if system else "the session bus")
+        reason = e.message if isinstance(e, HostAgentError) else e
+        print(f"Failed to connect to {where}: {reason}", file=sys.stderr)
         return 0 if args.verb == "hook" else EXIT_FAILURE
     try:
         return await VERBS[args.verb](client, args)

@@ -194,13 +194,14 @@ async def run(connect: Callable[[], Any], ctl: list[str]) -> int:
         curses.endwin()
 
 
-def ctl_command(system: bool) -> list[str]:
+def ctl_command(system: bool, host: str | None, machine: str | None) -> list[str]:
     exe = sys.argv[0] if os.path.basename(sys.argv[0]) == "hostagentctl" else "hostagentctl"
-    return [exe, "--system" if system else "--user"]
+    where = ["-H", host] if host else ["-M", machine] if machine else []
+    return [exe, *where, "--system" if system else "--user"]
 
 
-async def watch(system: bool, address: str | None) -> int:
+async def watch(system: bool, address: str | None, host: str | None, machine: str | None) -> int:
     async def connect() -> Client:
-        return await Client.connect(system, address)
+        return await Client.connect(system, address, host, machine)
 
-    return await run(connect, ctl_command(system))
+    return await run(connect, ctl_command(system, host, machine))

@@ -112,10 +112,15 @@ def _is_mount(path: Path) -> bool:
 class Sandbox:
     """One container: ``boot``, ``run``, ``reboot``, ``destroy``, and the daemon inside."""
 
-    def __init__(self, name: str | None = None, install: bool = True) -> None:
-        """install=False boots a machine without hostagent, for installing the package."""
+    def __init__(
+        self, name: str | None = None, install: bool = True, netns: str | None = None
+    ) -> None:
+        """install=False boots a machine without hostagent, for installing the package.
+        netns names a network namespace (ip netns) to join instead of a private network, so
+        that several sandboxes can talk to each other on its loopback."""
         self.name = name or f"ha-{os.getpid()}-{secrets.token_hex(3)}"
         self.install = install
+        self.netns = netns
         self.dir = STATE_ROOT / self.name
         self.upper, self.work, self.root = (self.dir / d for d in ("upper", "work", "root"))
         self.proc: subprocess.Popen[bytes] | None = None
@@ -162,7 +167,11 @@ class Sandbox:
                 "--register=no",
                 "--keep-unit",
                 "--link-journal=no",
-                "--private-network",
+                *(
+                    [f"--network-namespace-path=/run/netns/{self.netns}"]
+                    if self.netns
+                    else ["--private-network"]
+                ),
                 f"--bind-ro={REPO}:{GUEST_REPO}",
                 "--console=pipe",
             ],
