@@ -128,8 +128,10 @@ class PaneWatch:
         self._last_output = now
         if self._settle is None:
             self._settle = self._loop.call_at(now + SETTLE, self._on_settle)
-        if self._burst is None:
-            working = self.verdict is not None and self.verdict.activity is Activity.WORKING
+        if self._burst is None and self.verdict is not None:
+            # (A pane not read yet waits for its first output to settle: a burst read of a
+            # starting agent's banner would be thrown away a moment later.)
+            working = self.verdict.activity is Activity.WORKING
             interval = WORKING_INTERVAL if working and not quiet_before else DEBOUNCE
             at = max(now + DEBOUNCE, self._last_classified + interval)
             self._burst = self._loop.call_at(at, self._on_burst)

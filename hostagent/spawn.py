@@ -126,13 +126,28 @@ async def sh_as_owner(owner: Owner, script: str, *args: str) -> int:
     return (await run_as_owner(owner, ["/bin/sh", "-c", script, "sh", *args]))[0]
 
 
+def _cwd_code(cwd: str) -> int:
+    """_CWD_CHECK's exit code, computed here; only for a caller that is the owner."""
+    if not os.path.exists(cwd):
+        return 2
+    if not os.path.isdir(cwd):
+        return 3
+    return 0 if os.access(cwd, os.X_OK) else 4
+
+
 async def check_cwd(owner: Owner, cwd: str) -> str | None:
-    """Why the owner cannot use cwd, checked as the owner, or None."""
-    code = await sh_as_owner(owner, _CWD_CHECK, cwd)
+    """Why the owner cannot use cwd, checked as the owner, or None. When the daemon runs as
+    the owner already (user mode, or root's own sessions), no helper process is needed."""
+    if os.geteuid() == owner.uid:
+        code = _cwd_code(cwd)
+    else:
+        code = await sh_as_owner(owner, _CWD_CHECK, cwd)
     return None if code == 0 else CWD_PROBLEMS.get(code, f"cannot be checked (exit {code})")
 
 
 async def exists_as_owner(owner: Owner, path: str) -> bool:
+    if os.geteuid() == owner.uid:
+        return os.path.exists(path)
     return await sh_as_owner(owner, '[ -e "$1" ]', path) == 0
 
 

@@ -49,6 +49,17 @@ Restart=no
 # Tests park the daemon at named points (hostagent/checkpoint.py).
 Environment=HOSTAGENT_CHECKPOINT_DIR={CHECKPOINT_DIR}
 """
+_IDLE_SERVICES = (
+    "postgresql.service",
+    "postgresql@.service",
+    "redis-server.service",
+    "nginx.service",
+    "memcached.service",
+    "docker.service",
+    "docker.socket",
+    "containerd.service",
+    "packagekit.service",
+)
 _INSTALL = {  # file in units/ -> where a package puts it
     "hostagent.service": "etc/systemd/system/hostagent.service",
     "hostagent.slice": "etc/systemd/system/hostagent.slice",
@@ -184,6 +195,7 @@ class Sandbox:
         console.close()
         (self.dir / "nspawn.pid").write_text(str(self.proc.pid))
         self.leader = self._find_leader()
+        (self.dir / "leader.pid").write_text(str(self.leader))
         state = self.run("systemctl", "is-system-running", "--wait", timeout=BOOT_TIMEOUT)
         if state.stdout.strip() not in ("running", "degraded"):
             raise SandboxError(f"container did not boot: {state.stdout} {state.stderr}")
@@ -238,6 +250,13 @@ class Sandbox:
         machine_id = r / "etc" / "machine-id"
         if not (self.upper / "etc" / "machine-id").exists():
             machine_id.write_text(secrets.token_hex(16) + "\n")
+        # Services this machine's kind runs that a sandbox has no use for, and that would
+        # cost every sandbox a share of the two cores (PostgreSQL among them).
+        for unit in _IDLE_SERVICES:
+            mask = r / "etc/systemd/system" / unit
+            if not mask.is_symlink():
+                mask.parent.mkdir(parents=True, exist_ok=True)
+                mask.symlink_to("/dev/null")
         # This machine's kind ships a policy-rc.d that forbids maintainer scripts to start or
         # stop services, as build chroots do; a real Debian host has none.
         (r / "usr/sbin/policy-rc.d").unlink(missing_ok=True)
@@ -284,9 +303,10 @@ class Sandbox:
         _teardown(self.dir)
 
     def _kill_nspawn(self) -> None:
+        """End the machine at once. SIGKILL to the container's PID 1 ends every process in its
+        PID namespace; killing only nspawn would leave the container running, orphaned."""
         assert self.proc is not None
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(signal.SIGTERM)  # nspawn shuts the container down
+        _kill_container(self.leader, self.dir)
         try:
             self.proc.wait(30)
         except subprocess.TimeoutExpired:
@@ -537,7 +557,23 @@ def _remove_cgroups(name: str) -> None:
             top.rmdir()
 
 
+def _kill_container(leader: int, directory: Path) -> None:
+    """SIGKILL a container's PID 1, if leader still is the init of this sandbox's machine."""
+    if not leader or not _alive(leader):
+        return
+    with contextlib.suppress(OSError):
+        # Only a process in a PID namespace of its own (a container's init), never a host
+        # process that reused the number.
+        other_pidns = os.readlink(f"/proc/{leader}/ns/pid") != os.readlink("/proc/self/ns/pid")
+        if other_pidns and _read_int(directory / "leader.pid") == leader:
+            os.kill(leader, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while _alive(leader) and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+
 def _teardown(directory: Path) -> None:
+    _kill_container(_read_int(directory / "leader.pid"), directory)
     nspawn = _read_int(directory / "nspawn.pid")
     if nspawn and _alive(nspawn):
         with contextlib.suppress(OSError):
