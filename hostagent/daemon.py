@@ -86,7 +86,7 @@ class Daemon:
         bus_type = BusType.SYSTEM if self.system else BusType.SESSION
         bus = await MessageBus(bus_type=bus_type, negotiate_unix_fd=True).connect()
         systemd = Systemd(
-            bus, lambda unit, state: self.manager and self.manager.on_unit(unit, state)
+            bus, lambda unit, state: self.manager and self.manager.lifecycle.on_unit(unit, state)
         )
         await systemd.connect()
         store = SidecarStore(state_dir(self.system))

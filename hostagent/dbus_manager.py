@@ -107,26 +107,26 @@ async def _create(
 async def _resume(f: BusFrontend, call: Call, name: str) -> str:
     obj = f.object_of(name)
     await obj.authorize(call)
-    await f.manager.resume(name)
+    await f.manager.lifecycle.resume(name)
     return obj.path
 
 
 async def _stop(f: BusFrontend, call: Call, name: str) -> None:
     obj = f.object_of(name)
     await obj.authorize(call)
-    await f.manager.stop(name)
+    await f.manager.lifecycle.stop(name)
 
 
 async def _kill(f: BusFrontend, call: Call, name: str, whom: str, signal: int) -> None:
     obj = f.object_of(name)
     await obj.authorize(call)
-    await f.manager.kill(name, whom, signal)
+    await f.manager.lifecycle.kill(name, whom, signal)
 
 
 async def _remove(f: BusFrontend, call: Call, name: str) -> None:
     obj = f.object_of(name)
     await obj.authorize(call)
-    await f.manager.remove(name)
+    await f.manager.lifecycle.remove(name)
 
 
 def _presets(f: BusFrontend, call: Call) -> list[list[Any]]:

@@ -102,22 +102,22 @@ _COUNTERS = [
 
 async def _stop(o: SessionObject, call: Call) -> None:
     await o.authorize(call)
-    await o.manager.stop(o.session.name)
+    await o.manager.lifecycle.stop(o.session.name)
 
 
 async def _kill(o: SessionObject, call: Call, whom: str, signal: int) -> None:
     await o.authorize(call)
-    await o.manager.kill(o.session.name, whom, signal)
+    await o.manager.lifecycle.kill(o.session.name, whom, signal)
 
 
 async def _resume(o: SessionObject, call: Call) -> None:
     await o.authorize(call)
-    await o.manager.resume(o.session.name)
+    await o.manager.lifecycle.resume(o.session.name)
 
 
 async def _remove(o: SessionObject, call: Call) -> None:
     await o.authorize(call)
-    await o.manager.remove(o.session.name)
+    await o.manager.lifecycle.remove(o.session.name)
 
 
 async def _capture(o: SessionObject, call: Call, lines: int) -> str:

@@ -193,7 +193,7 @@ async def resume_dormant(
     async def one(name: str) -> None:
         async with slots:
             try:
-                await manager.resume(name)
+                await manager.lifecycle.resume(name)
             except HostAgentError as e:
                 log.warning("session '%s': automatic resume failed: %s", name, e.message)
             await asyncio.sleep(stagger)
