@@ -15,6 +15,7 @@ from dbus_fast import Message, MessageType, Variant
 from bench.report import machine, percentile, table
 from hostagent import SESSION_INTERFACE
 from hostagent.client import Client
+from hostagent.dbuscall import add_match
 from tests.sandbox import Sandbox
 
 WAIT = 30_000_000
@@ -50,15 +51,8 @@ class Signals:
 async def subscribe(client: Client) -> Signals:
     signals = Signals()
     client.bus.add_message_handler(signals.on_message)
-    await client.bus.call(
-        Message(
-            destination="org.freedesktop.DBus",
-            path="/org/freedesktop/DBus",
-            interface="org.freedesktop.DBus",
-            member="AddMatch",
-            signature="s",
-            body=["type='signal',member='PropertiesChanged',path_namespace='/org/hostagent'"],
-        )
+    await add_match(
+        client.bus, "type='signal',member='PropertiesChanged',path_namespace='/org/hostagent'"
     )
     return signals
 

@@ -14,6 +14,9 @@ from dbus_fast.aio import MessageBus
 
 from .dbuscompat import fix_body
 
+DBUS = "org.freedesktop.DBus"
+DBUS_PATH = "/org/freedesktop/DBus"
+
 DEFAULT_TIMEOUT = 25.0
 
 
@@ -60,3 +63,13 @@ async def call(
         text = reply.body[0] if reply.body and isinstance(reply.body[0], str) else ""
         raise CallError(reply.error_name or "org.freedesktop.DBus.Error.Failed", text)
     return list(reply.body)
+
+
+async def add_match(bus: MessageBus, rule: str) -> None:
+    """Ask the bus daemon for the signals that match rule."""
+    await call(bus, DBUS, DBUS_PATH, DBUS, "AddMatch", "s", [rule])
+
+
+async def name_has_owner(bus: MessageBus, name: str) -> bool:
+    (owned,) = await call(bus, DBUS, DBUS_PATH, DBUS, "NameHasOwner", "s", [name])
+    return bool(owned)

@@ -25,11 +25,11 @@ from dbus_fast import Message, MessageType
 
 from . import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE
 from .client import PROPS, Client
+from .dbuscall import DBUS, add_match, name_has_owner
 from .errors import HostAgentError
 
 log = logging.getLogger(__name__)
 
-DBUS = "org.freedesktop.DBus"
 UINT64_MAX = (1 << 64) - 1
 
 
@@ -114,27 +114,8 @@ class Follower:
             f"type='signal',sender='{BUS_NAME}',member='PropertiesChanged',"
             f"path_namespace='{MANAGER_PATH}'",
         ):
-            await bus.call(
-                Message(
-                    destination=DBUS,
-                    path="/org/freedesktop/DBus",
-                    interface=DBUS,
-                    member="AddMatch",
-                    signature="s",
-                    body=[rule],
-                )
-            )
-        reply = await bus.call(
-            Message(
-                destination=DBUS,
-                path="/org/freedesktop/DBus",
-                interface=DBUS,
-                member="NameHasOwner",
-                signature="s",
-                body=[BUS_NAME],
-            )
-        )
-        if reply.body and reply.body[0]:
+            await add_match(bus, rule)
+        if await name_has_owner(bus, BUS_NAME):
             await self._load()
         else:
             self._set_link(Link.GONE)

@@ -24,7 +24,7 @@ from dbus_fast import BusType, Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
 from .client import Client
-from .dbuscall import CallError, call
+from .dbuscall import CallError, add_match, call
 from .follow import Follower, Link, SessionView
 
 log = logging.getLogger("hostagent-notify")
@@ -147,16 +147,7 @@ def attach_command(terminal: str, system: bool) -> list[str]:
 
 async def serve(system: bool, terminal: str) -> int:
     desktop = await MessageBus(bus_type=BusType.SESSION).connect()
-    await desktop.call(
-        Message(
-            destination="org.freedesktop.DBus",
-            path="/org/freedesktop/DBus",
-            interface="org.freedesktop.DBus",
-            member="AddMatch",
-            signature="s",
-            body=[f"type='signal',interface='{NOTIFICATIONS}'"],
-        )
-    )
+    await add_match(desktop, f"type='signal',interface='{NOTIFICATIONS}'")
 
     async def connect() -> Client:
         return await Client.connect(system)

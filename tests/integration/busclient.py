@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from dbus_fast import Message, MessageType
 
-from hostagent import SESSION_INTERFACE
+from hostagent import SESSION_INTERFACE, dbuscall
 from hostagent.client import Client
 from tests.sandbox import Sandbox
 
@@ -28,16 +28,7 @@ def with_client(sb: Sandbox, fn: Callable[[Client], Awaitable[T]]) -> T:
 
 
 async def add_match(client: Client, rule: str) -> None:
-    await client.bus.call(
-        Message(
-            destination="org.freedesktop.DBus",
-            path="/org/freedesktop/DBus",
-            interface="org.freedesktop.DBus",
-            member="AddMatch",
-            signature="s",
-            body=[rule],
-        )
-    )
+    await dbuscall.add_match(client.bus, rule)
 
 
 async def wait_for_state(
