@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import resource
 import signal
 import sys
 from pathlib import Path
@@ -194,6 +195,14 @@ def _watch_children_with_pidfds() -> None:
             asyncio.set_child_watcher(asyncio.PidfdChildWatcher())
 
 
+def _raise_fd_limit() -> None:
+    """Every watched session holds a descriptor: take the hard limit (systemd's default soft
+    limit, 1024, would stop at a few hundred sessions)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hostagent", description=__doc__)
     mode = parser.add_mutually_exclusive_group()
@@ -208,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         _watch_children_with_pidfds()
+        _raise_fd_limit()
         return asyncio.run(Daemon(system=args.system).run())
     except (OSError, ConnectionError) as e:
         log.error("Failed to start: %s", e)

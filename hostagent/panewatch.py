@@ -10,7 +10,7 @@ A classification (one tmux call for the screen and the title, then ``activity.cl
 - once output has been quiet for SETTLE, to see where the agent stopped.
 
 An idle session prints nothing, so it costs nothing: no timer, no wake-up, no process run.
-The daemon keeps a write end of the FIFO open itself, so a ``cat`` that exits never leaves an
+The daemon opens the FIFO for reading and writing, so a ``cat`` that exits never leaves an
 end-of-file that would wake the loop forever.
 """
 
@@ -65,7 +65,6 @@ class PaneWatch:
         self.progress: int | None = None
         self._loop = asyncio.get_running_loop()
         self._read_fd = -1
-        self._write_fd = -1
         self._last_output = self._loop.time()
         self._last_classified = 0.0
         self._burst: asyncio.TimerHandle | None = None
@@ -81,13 +80,14 @@ class PaneWatch:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.fifo)
         os.mkfifo(self.fifo, 0o600)
-        self._read_fd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        # Read and write: the daemon is a writer itself, so the FIFO never reports end of file
+        # when a cat exits, and one descriptor per session is enough for a thousand sessions.
+        self._read_fd = os.open(self.fifo, os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW)
         if not stat.S_ISFIFO(os.fstat(self._read_fd).st_mode):
             self.close()
             raise OSError(f"{self.fifo} is not the FIFO we made")
         if os.geteuid() != self.owner.uid:
             os.fchown(self._read_fd, self.owner.uid, self.owner.gid)
-        self._write_fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         self._loop.add_reader(self._read_fd, self._on_readable)
         self._settle = self._loop.call_at(self._last_output + SETTLE, self._on_settle)
 
@@ -105,9 +105,6 @@ class PaneWatch:
             self._loop.remove_reader(self._read_fd)
             os.close(self._read_fd)
             self._read_fd = -1
-        if self._write_fd >= 0:
-            os.close(self._write_fd)
-            self._write_fd = -1
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.fifo)
 
