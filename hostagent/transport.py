@@ -15,10 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import selectors
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+import threading
 
 from dbus_fast import BusType
 from dbus_fast.aio import MessageBus
@@ -35,27 +38,78 @@ class TransportError(HostAgentError):
     dbus_name = "org.hostagent.HostAgent1.Error.Transport"
 
 
-@dataclass
 class Relay:
-    """A socket in a private directory whose one connection is piped to ssh's stdio."""
+    """ssh's stdio, offered as a socket in a private directory, pumped by a thread of its own.
 
-    process: asyncio.subprocess.Process
-    directory: str
-    server: asyncio.AbstractServer | None = None
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    A thread, not the event loop: dbus-fast 1.84 reads its authentication reply with a
+    blocking recv, which would stop a pump that lives on the same loop.
+    """
+
+    def __init__(self, argv: list[str]) -> None:
+        self.directory = tempfile.mkdtemp(prefix="hostagentctl-")
+        os.chmod(self.directory, 0o700)
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(f"{self.directory}/bus")
+        self.listener.listen(1)
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.thread = threading.Thread(target=self._pump, name="ssh-relay", daemon=True)
+        self.thread.start()
 
     @property
     def address(self) -> str:
         return f"unix:path={self.directory}/bus"
 
-    def close(self) -> None:
-        for t in self.tasks:
-            t.cancel()
-        if self.server is not None:
-            self.server.close()
+    def _pump(self) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        try:
+            conn, _ = self.listener.accept()
+        except OSError:
+            return  # closed before anyone connected
+        ssh_out = self.process.stdout.fileno()
+        begun = False  # the client said BEGIN: past authentication
+        with conn, selectors.DefaultSelector() as sel:
+            sel.register(conn, selectors.EVENT_READ)
+            sel.register(ssh_out, selectors.EVENT_READ)
+            while True:
+                for key, _ in sel.select():
+                    if key.fileobj is conn:
+                        data = conn.recv(65536)
+                        if not data:
+                            return
+                        begun = begun or b"BEGIN\r\n" in data
+                        try:
+                            self.process.stdin.write(data)
+                            self.process.stdin.flush()
+                        except BrokenPipeError:
+                            data = b""
+                    else:
+                        data = os.read(ssh_out, 65536)
+                        if data:
+                            conn.sendall(data)
+                    if not data:
+                        # ssh is gone. During authentication say so in the protocol: dbus-fast
+                        # 1.84 spins on an end of file there instead of failing.
+                        if not begun:
+                            conn.sendall(b"ERROR ssh exited\r\n")
+                        return
+
+    def why(self) -> str:
+        """ssh's last word on stderr, once it has exited."""
+        assert self.process.stderr is not None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=2)
         if self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
+            return ""
+        lines = [x for x in self.process.stderr.read().decode(errors="replace").splitlines() if x]
+        return lines[-1].strip() if lines else ""
+
+    def close(self) -> None:
+        self.listener.close()
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -68,63 +122,26 @@ def ssh_argv(host: str, remote: list[str], tty: bool = False) -> list[str]:
     return ["ssh", "-t" if tty else "-xT", *port, "--", host, *remote]
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    while chunk := await reader.read(65536):
-        writer.write(chunk)
-        await writer.drain()
-    writer.close()
-
-
 async def open_ssh(host: str, user_bus: bool) -> tuple[MessageBus, Relay]:
-    process = await asyncio.create_subprocess_exec(
-        *ssh_argv(host, ["systemd-stdio-bridge", *(["--user"] if user_bus else [])]),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    relay = Relay(process, tempfile.mkdtemp(prefix="hostagentctl-"))
-    os.chmod(relay.directory, 0o700)
-
-    async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        assert process.stdin is not None and process.stdout is not None
-        relay.tasks += [
-            asyncio.ensure_future(_pipe(reader, process.stdin)),
-            asyncio.ensure_future(_pipe(process.stdout, writer)),
-        ]
-
-    relay.server = await asyncio.start_unix_server(on_client, path=f"{relay.directory}/bus")
-    connecting = asyncio.ensure_future(MessageBus(bus_address=relay.address).connect())
-    exited = asyncio.ensure_future(process.wait())
-    done, _ = await asyncio.wait(
-        [connecting, exited], timeout=CONNECT_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
-    )
-    if connecting in done and connecting.exception() is None:
-        exited.cancel()
-        relay.tasks.append(asyncio.ensure_future(_relay_stderr(process)))
-        return connecting.result(), relay
-    connecting.cancel()
-    exited.cancel()
-    relay.close()
-    why = await _last_line(process) or (
-        "no answer in time" if not done else "the bus there refused the connection"
-    )
-    raise TransportError(f"{why}; check that 'ssh {host} systemd-stdio-bridge' works.")
+    relay = Relay(ssh_argv(host, ["systemd-stdio-bridge", *(["--user"] if user_bus else [])]))
+    try:
+        bus = await asyncio.wait_for(
+            MessageBus(bus_address=relay.address).connect(), CONNECT_TIMEOUT
+        )
+    except Exception as e:
+        why = relay.why() or str(e) or "no answer in time"
+        relay.close()
+        raise TransportError(
+            f"{why}; check that 'ssh {host} systemd-stdio-bridge' works."
+        ) from None
+    threading.Thread(target=_copy_stderr, args=(relay.process,), daemon=True).start()
+    return bus, relay
 
 
-async def _last_line(process: asyncio.subprocess.Process) -> str:
-    """ssh's last word on stderr: why it could not connect."""
+def _copy_stderr(process: subprocess.Popen[bytes]) -> None:
+    """ssh's warnings, shown as ssh itself would show them."""
     assert process.stderr is not None
-    with contextlib.suppress(TimeoutError):
-        err = await asyncio.wait_for(process.stderr.read(), 2)
-        lines = [line for line in err.decode(errors="replace").splitlines() if line.strip()]
-        return lines[-1].strip() if lines else ""
-    return ""
-
-
-async def _relay_stderr(process: asyncio.subprocess.Process) -> None:
-    """ssh's warnings, shown as ssh would show them."""
-    assert process.stderr is not None
-    while line := await process.stderr.readline():
+    for line in process.stderr:
         sys.stderr.write(line.decode(errors="replace"))
 
 
