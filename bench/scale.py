@@ -63,6 +63,18 @@ async def grow(client: Client, have: int, want: int) -> None:
     await asyncio.gather(*(one(i) for i in range(have, want)))
 
 
+async def settle(sb: Sandbox, client: Client, timeout: float = 300.0) -> None:
+    """Measure the steady state, not the aftermath of creating: wait until every session has
+    been read (none unknown) and the machine's load has come down."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = await client.list_sessions()
+        load = float(sb.run("cut", "-d", " ", "-f", "1", "/proc/loadavg").stdout or 0)
+        if all(r.activity != "unknown" for r in rows) and load < 2.0:
+            return
+        await asyncio.sleep(2)  # a bench waiting for quiet, not a synchronisation
+
+
 async def latencies(client: Client, calls: int) -> tuple[list[float], list[float]]:
     lists, gets = [], []
     for _ in range(calls):
@@ -85,6 +97,7 @@ async def measure(sb: Sandbox, steps: list[int], idle_window: float) -> Scale:
         await grow(client, have, n)
         result.create_s[n] = time.monotonic() - t
         have = n
+        await settle(sb, client)
         lists, gets = await latencies(client, 200)
         client.close()
         before, t0 = cpu_ticks(sb), time.monotonic()
