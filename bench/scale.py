@@ -88,7 +88,7 @@ async def latencies(client: Client, calls: int) -> tuple[list[float], list[float
     return lists, gets
 
 
-async def measure(sb: Sandbox, steps: list[int], idle_window: float) -> Scale:
+async def measure(sb: Sandbox, steps: list[int], idle_window: float, quiet: float) -> Scale:
     result = Scale()
     have = 0
     for n in steps:
@@ -97,7 +97,7 @@ async def measure(sb: Sandbox, steps: list[int], idle_window: float) -> Scale:
         await grow(client, have, n)
         result.create_s[n] = time.monotonic() - t
         have = n
-        await settle(sb, client)
+        await settle(sb, client, quiet)
         lists, gets = await latencies(client, 200)
         client.close()
         before, t0 = cpu_ticks(sb), time.monotonic()
@@ -132,6 +132,6 @@ def reboots(sb: Sandbox, result: Scale) -> None:
 
 def run(sb: Sandbox, quick: bool) -> Scale:
     steps = [10, 50] if quick else [10, 100, 1000]
-    result = asyncio.run(measure(sb, steps, 5 if quick else 20))
+    result = asyncio.run(measure(sb, steps, 5 if quick else 20, 20 if quick else 300))
     reboots(sb, result)
     return result
