@@ -17,6 +17,7 @@ from bench import activity, create, plot, scale
 from bench.report import BENCHMARKS_MD, machine, table
 from tests.sandbox import Sandbox
 
+NOTES = BENCHMARKS_MD.parent / "benchmarks-notes.md"  # hand-written: misses and profiles
 INTRO = """\
 # Benchmarks
 
@@ -96,6 +97,7 @@ def main() -> None:
             create_text,
             scale_section(sc, pngs, out),
             activity_text,
+            NOTES.read_text() if NOTES.exists() else "",
         ]
     )
     (out / BENCHMARKS_MD.name).write_text(report.rstrip() + "\n")
