@@ -100,25 +100,36 @@ def as_owner(owner: Owner) -> dict[str, object]:
     return {"user": owner.uid, "group": owner.gid, "extra_groups": list(owner.groups)}
 
 
-async def run_as_owner(owner: Owner, argv: list[str], timeout: float = 10.0) -> tuple[int, str]:
-    """Exit code and stdout of argv run as owner, with nothing of the daemon's environment:
-    paths a user controls are looked at with the user's rights, never root's (DESIGN §12)."""
+async def exec_as_owner(
+    owner: Owner, argv: list[str], timeout: float = 10.0
+) -> tuple[int, bytes, bytes] | None:
+    """Exit code, stdout and stderr of argv run as owner with a fixed environment (nothing of
+    the daemon's, no caller's PATH); None when it did not finish in time (it is killed)."""
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd="/",
         env={"PATH": DEFAULT_PATH, "HOME": owner.home, "LANG": "C.UTF-8"},
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
         **as_owner(owner),  # type: ignore[arg-type]
     )
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:
         proc.kill()
         await proc.wait()
+        return None
+    return proc.returncode or 0, out, err
+
+
+async def run_as_owner(owner: Owner, argv: list[str], timeout: float = 10.0) -> tuple[int, str]:
+    """Exit code and stdout of argv run as owner: paths a user controls are looked at with the
+    user's rights, never root's (DESIGN §12). -1 when it timed out."""
+    result = await exec_as_owner(owner, argv, timeout)
+    if result is None:
         return -1, ""
-    return proc.returncode or 0, out.decode(errors="replace")
+    return result[0], result[1].decode(errors="replace")
 
 
 async def sh_as_owner(owner: Owner, script: str, *args: str) -> int:

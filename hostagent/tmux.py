@@ -7,12 +7,11 @@ rename or renumber what we address, and the pane is always found as session ``ma
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from pathlib import Path
 
-from .spawn import DEFAULT_PATH, Owner, as_owner, tmux_binary
+from .spawn import Owner, exec_as_owner, tmux_binary
 
 SESSION = "main"
 
@@ -65,25 +64,11 @@ def attach_argv(sock: Path) -> list[str]:
 
 async def run(owner: Owner, sock: Path, *args: str, timeout: float = 10.0) -> str:
     """One tmux command against the session's server, as its owner; its stdout."""
-    proc = await asyncio.create_subprocess_exec(
-        tmux_binary(),
-        "-S",
-        str(sock),
-        *args,
-        cwd="/",
-        env={"PATH": DEFAULT_PATH, "HOME": owner.home},
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        **as_owner(owner),  # type: ignore[arg-type]
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise TmuxError(f"tmux {args[0]} timed out") from None
-    if proc.returncode != 0:
+    result = await exec_as_owner(owner, [tmux_binary(), "-S", str(sock), *args], timeout)
+    if result is None:
+        raise TmuxError(f"tmux {args[0]} timed out")
+    code, out, err = result
+    if code != 0:
         raise TmuxError(err.decode(errors="replace").strip() or f"tmux {args[0]} failed")
     return out.decode(errors="replace")
 
