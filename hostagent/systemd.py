@@ -19,7 +19,7 @@ from dbus_fast import Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
 from .buspath import path_decode, path_encode
-from .dbuscall import CallError, call
+from .dbuscall import DBUS, DBUS_PATH, CallError, add_match, call
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,7 @@ _MATCHES = (
     f"type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',arg0='{SYSTEMD}'",
 )
 _KEEP_JOB_RESULTS = 4096
+OWNER_TIMEOUT = 30.0  # seconds for a starting manager to take its bus name
 _NO_UNIT_ERRORS = {"org.freedesktop.systemd1.NoSuchUnit", "org.freedesktop.systemd1.LoadFailed"}
 _PIDFD_REFUSALS = {
     "org.freedesktop.DBus.Error.PropertyReadOnly",
@@ -68,6 +69,7 @@ class Systemd:
         self.bus = bus
         self._on_unit = on_unit
         self._owner = ""
+        self._owner_waiter: asyncio.Future[str] | None = None
         self._job_waiters: dict[str, asyncio.Future[str]] = {}
         self._job_results: collections.OrderedDict[str, str] = collections.OrderedDict()
         self._pidfds_work = hasattr(os, "pidfd_open")
@@ -76,24 +78,19 @@ class Systemd:
         """Install the matches and Subscribe(), before any job can be started."""
         self.bus.add_message_handler(self._on_message)
         for rule in _MATCHES:
-            await call(
-                self.bus,
-                "org.freedesktop.DBus",
-                "/org/freedesktop/DBus",
-                "org.freedesktop.DBus",
-                "AddMatch",
-                "s",
-                [rule],
+            await add_match(self.bus, rule)
+        try:
+            (self._owner,) = await call(
+                self.bus, DBUS, DBUS_PATH, DBUS, "GetNameOwner", "s", [SYSTEMD]
             )
-        (self._owner,) = await call(
-            self.bus,
-            "org.freedesktop.DBus",
-            "/org/freedesktop/DBus",
-            "org.freedesktop.DBus",
-            "GetNameOwner",
-            "s",
-            [SYSTEMD],
-        )
+        except CallError as e:
+            if not e.name.endswith("NameHasNoOwner"):
+                raise
+            # A user manager joins its session bus a moment after that bus starts, and the
+            # bus may have started for us: wait for systemd to take its name.
+            log.info("Waiting for %s to appear on the bus", SYSTEMD)
+            self._owner_waiter = asyncio.get_running_loop().create_future()
+            self._owner = await asyncio.wait_for(self._owner_waiter, OWNER_TIMEOUT)
         await self._manager("Subscribe")
 
     async def _manager(
@@ -108,6 +105,9 @@ class Systemd:
             return
         if msg.member == "NameOwnerChanged" and msg.body and msg.body[0] == SYSTEMD:
             self._owner = msg.body[2]
+            waiter = self._owner_waiter
+            if waiter is not None and self._owner and not waiter.done():
+                waiter.set_result(self._owner)
             return
         if msg.sender != self._owner:
             return
