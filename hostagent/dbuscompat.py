@@ -34,17 +34,23 @@ BROKEN = _marshaller_is_broken()
 
 
 def _fix(value: Any) -> Any:
+    """value with every non-ASCII string wrapped; the very same object when it has none, so
+    an all-ASCII reply (the usual one) is not copied."""
     if isinstance(value, str):
         return value if value.isascii() else _Utf8Sized(value)
     if isinstance(value, Variant):
         fixed = _fix(value.value)
         return value if fixed is value.value else Variant(value.signature, fixed)
-    if isinstance(value, list):
-        return [_fix(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_fix(v) for v in value)
+    if isinstance(value, list | tuple):
+        items = [_fix(v) for v in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
-        return {_fix(k): _fix(v) for k, v in value.items()}
+        pairs = [(_fix(k), _fix(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True)):
+            return value
+        return dict(pairs)
     return value
 
 
@@ -54,4 +60,4 @@ def fix_str(text: str) -> str:
 
 def fix_body(body: list[Any]) -> list[Any]:
     """The body to marshal: unchanged on a sound dbus-fast, length-corrected on 1.84."""
-    return [_fix(v) for v in body] if BROKEN else body
+    return _fix(body) if BROKEN else body

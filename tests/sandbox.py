@@ -260,6 +260,12 @@ class Sandbox:
         # This machine's kind ships a policy-rc.d that forbids maintainer scripts to start or
         # stop services, as build chroots do; a real Debian host has none.
         (r / "usr/sbin/policy-rc.d").unlink(missing_ok=True)
+        # root's dotfiles are this machine's (pyenv's init runs `pyenv rehash` in every
+        # interactive shell); a sandbox's root gets Debian's own, as a fresh install has.
+        for dot in ("bashrc", "profile"):
+            skel = Path("/usr/share/base-files") / f"dot.{dot}"
+            if skel.exists():
+                shutil.copyfile(skel, r / "root" / f".{dot}")
         if not self.install:
             return
         for command, module in _MODULES.items():

@@ -46,6 +46,20 @@ def test_utf8_shim_marshals_byte_lengths() -> None:
     assert b"\x04\x00\x00\x00a\xc2\xb7b\x00" in data
 
 
+def test_length_fix_copies_only_what_it_wraps() -> None:
+    """An all-ASCII reply passes through as the same objects: ListSessions' rows stay the
+    untracked tuples they were built as (docs/benchmarks-notes.md)."""
+    rows = [("s1", "shell", "running", "idle", 0, "/p/s1")] * 3
+    body = [rows, {"k": Variant("s", "v")}]
+    assert dbuscompat._fix(body) is body
+    fixed = dbuscompat._fix([[("s1", "❯ ready"), ("s2", "ok")], {"·": Variant("as", ["x"])}])
+    (row1, row2), mapping = fixed
+    assert isinstance(row1, tuple) and len(row1[1]) == len("❯ ready".encode())
+    assert row2 == ("s2", "ok")
+    (key,) = mapping
+    assert len(key) == 2
+
+
 @pytest.mark.parametrize(("text", "size"), [("512M", 512 << 20), ("2G", 2 << 30), ("10", 10)])
 def test_sizes(text: str, size: int) -> None:
     assert parse_size(text) == size
