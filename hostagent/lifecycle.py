@@ -85,8 +85,13 @@ class Lifecycle:
         record.dormant_reason = DormantReason.NONE
         record.last_error = ""
         self.manager.apply(session, Event.STARTED)
-        self.manager.commit(session)
-        self.queue_reconcile(session)  # the agent may already have exited
+        # On disk the record says starting until just after the reply; a daemon that dies in
+        # between adopts the running unit and reads leader and invocation back (startup.py).
+        self.manager.commit(session, rebuildable=True)
+        if not record.leader_pid:
+            # tmux was already gone from the scope: the agent exited at once. A server that
+            # was found running will be followed by the unit's own signals.
+            self.queue_reconcile(session)
 
     def _fail(self, session: Session, error: str) -> NoReturn:
         """A start failed: the session is failed with LastError; its ids are kept."""

@@ -162,9 +162,13 @@ class Manager:
 
     # ---- bookkeeping --------------------------------------------------------------------
 
-    def commit(self, session: Session) -> None:
-        """Persist the record, then tell the bus layer and anyone waiting."""
-        self.store.save(session.record)
+    def commit(self, session: Session, rebuildable: bool = False) -> None:
+        """Persist the record, then tell the bus layer and anyone waiting. A rebuildable state
+        (one recovery reconstructs from systemd and tmux) is written just after the reply."""
+        if rebuildable:
+            self.store.save_soon(session.record)
+        else:
+            self.store.save(session.record)
         if session.record.state is not State.RUNNING:
             self.terminal.unwatch(session)
         self.changed.set()
@@ -226,8 +230,9 @@ class Manager:
         with self.operation():
             self._reserved.add(name)
             try:
-                record = await self._new_record(caller_uid, name, preset, cwd, req)
+                record, owner = await self._new_record(caller_uid, name, preset, cwd, req)
                 session = Session(record)
+                session.owner = owner  # looked up once: NSS can cost a round trip
                 self.sessions[name] = session
             finally:
                 self._reserved.discard(name)
@@ -260,7 +265,7 @@ class Manager:
 
     async def _new_record(
         self, caller_uid: int, name: str, preset: Preset, cwd: str, req: CreateRequest
-    ) -> SessionRecord:
+    ) -> tuple[SessionRecord, Owner]:
         owner_uid = caller_uid if self.system else os.getuid()
         if req.user is not None and req.user != owner_uid:
             if caller_uid != 0 or not self.system:
@@ -287,7 +292,7 @@ class Manager:
         problem = size_problem(first.argv, {**preset.env, **req.env})
         if problem:
             raise InvalidArgs(f"Session '{name}': {problem}.")
-        return SessionRecord(
+        record = SessionRecord(
             name=name,
             uuid=str(uuid.uuid4()),
             owner=owner_uid,
@@ -308,6 +313,7 @@ class Manager:
             created_at=scope.now_usec(),
             state=State.STARTING,
         )
+        return record, owner
 
     # ---- configuration ------------------------------------------------------------------
 

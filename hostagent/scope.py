@@ -6,6 +6,7 @@ calls it under the session's lock and applies the result to the record.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -100,7 +101,10 @@ async def start(
         result = await systemd.wait_job(job, JOB_TIMEOUT)
         if result != "done":
             raise SpawnFailed(f"Start job for unit {record.unit} finished with '{result}'.")
-        code, out, err = await child.release()
+        # The unit's invocation id is read while tmux starts: both are waits on others.
+        (code, out, err), invocation = await asyncio.gather(
+            child.release(), systemd.invocation_id(record.unit)
+        )
     except SystemdError as e:
         await child.abort()
         raise SpawnFailed(f"Failed to start unit {record.unit}: {e}") from None
@@ -119,7 +123,6 @@ async def start(
     # tmux printed its server's pid; a server that is already gone (the agent exited at once)
     # fails the cgroup check, and reconcile sees the rest.
     leader = int(out) if out.isdigit() and leader_alive_in(record.unit, int(out)) else 0
-    invocation = await systemd.invocation_id(record.unit)
     return Started(leader, invocation, now_usec())
 
 

@@ -101,6 +101,7 @@ class SidecarStore:
         self.corrupt_dir = directory / "corrupt"
         self._dirty: set[Path] = set()
         self._flush_scheduled = False
+        self._pending: dict[str, SessionRecord] = {}  # save_soon's, written next iteration
 
     def prepare(self) -> None:
         for d in (self.directory, self.sessions_dir, self.corrupt_dir):
@@ -111,6 +112,7 @@ class SidecarStore:
         return self.sessions_dir / f"{name}{SUFFIX}"
 
     def save(self, record: SessionRecord) -> None:
+        self._pending.pop(record.name, None)
         text = yaml.dump(record_to_dict(record), Dumper=_Dumper, sort_keys=False)
         final = self.path_of(record.name)
         tmp = final.with_name(f".{final.name}.tmp")
@@ -122,7 +124,29 @@ class SidecarStore:
         os.rename(tmp, final)
         self._written(final)
 
+    def save_soon(self, record: SessionRecord) -> None:
+        """Save record on the event loop's next iteration, after the current call's reply has
+        gone out. Only for a state that recovery rebuilds from systemd and tmux when the daemon
+        dies first (a start's outcome); a write-ahead record must use ``save``."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.save(record)
+            return
+        if not self._pending:
+            loop.call_soon(self._save_pending)
+        self._pending[record.name] = record
+
+    def _save_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        for record in pending.values():
+            try:
+                self.save(record)
+            except OSError as e:
+                log.error("Failed to write the record of session '%s': %s", record.name, e)
+
     def delete(self, name: str) -> None:
+        self._pending.pop(name, None)
         try:
             os.unlink(self.path_of(name))
         except FileNotFoundError:
@@ -149,7 +173,9 @@ class SidecarStore:
         loop.run_in_executor(None, self._sync, paths)
 
     def flush(self) -> None:
-        """fsync every record written so far, and the directory."""
+        """Write what save_soon holds, then fsync every record written so far, and the
+        directory."""
+        self._save_pending()
         paths, self._dirty = self._dirty, set()
         self._sync(paths)
 

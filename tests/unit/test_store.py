@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -84,3 +85,32 @@ def test_any_argv_and_env_round_trip(
     s.save(rec)
     assert yaml.safe_load(s.path_of("x").read_text())["argv"] == argv
     assert s.load_all() == [rec]
+
+
+def test_save_soon_writes_after_the_current_step(store: SidecarStore) -> None:
+    """A start's outcome reaches the disk on the loop's next iteration, with the record's
+    contents of that moment; a delete in between wins, and flush writes what is pending."""
+
+    async def scenario() -> None:
+        started = SessionRecord(name="a", state=State.STARTING)
+        store.save(started)
+        started.state = State.RUNNING
+        store.save_soon(started)
+        assert store.load_all()[0].state is State.STARTING  # not yet: the reply goes first
+        started.leader_pid = 42  # changed again before the write: the write has it
+        await asyncio.sleep(0)
+        (loaded,) = store.load_all()
+        assert (loaded.state, loaded.leader_pid) == (State.RUNNING, 42)
+
+        gone = SessionRecord(name="b", state=State.RUNNING)
+        store.save_soon(gone)
+        store.delete("b")
+        await asyncio.sleep(0)
+        assert [r.name for r in store.load_all()] == ["a"]
+
+        late = SessionRecord(name="c", state=State.RUNNING)
+        store.save_soon(late)
+        store.flush()
+        assert [r.name for r in store.load_all()] == ["a", "c"]
+
+    asyncio.run(scenario())
