@@ -35,8 +35,11 @@ CLEANUP = """
 for u in $(systemctl list-units --plain --no-legend 'bench-raw-*' | awk '{print $1}'); do
   systemctl stop "$u"; done
 rm -rf /run/bench-raw
-for n in $(hostagentctl --system list --no-legend | awk '/^bench-/ {print $1}'); do
+for n in $(hostagentctl --system --no-legend list | awk '/^bench-/ {print $1}'); do
   hostagentctl --system rm "$n"; done
+# Every round starts from nothing: a session left over would be load the next one pays for.
+if hostagentctl --system --no-legend list | grep -q '^bench-'; then
+  echo "bench: sessions left after cleanup" >&2; exit 1; fi
 """
 
 

@@ -20,6 +20,7 @@ from dbus_fast import Variant
 
 from . import __version__
 from .client import Client, default_system
+from .ctl_args import bare_json_is_short, parser
 from .errors import HostAgentError, NoSuchSession
 from .transport import ssh_argv
 
@@ -329,62 +330,6 @@ VERBS: dict[str, Callable[[Client, argparse.Namespace], Awaitable[int]]] = {
 }
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hostagentctl", description="Drive hostagent sessions.")
-    bus = p.add_mutually_exclusive_group()
-    bus.add_argument("--system", dest="system", action="store_true", default=None)
-    bus.add_argument("--user", dest="system", action="store_false")
-    p.add_argument("--address", help="connect to this D-Bus address instead")
-    p.add_argument("-H", "--host", help="operate on [USER@]HOST[:PORT] over ssh")
-    p.add_argument("-M", "--machine", help="operate on a local container (machinectl list)")
-    p.add_argument("--json", nargs="?", const="short", choices=["pretty", "short"])
-    p.add_argument("--no-legend", action="store_true")
-    p.add_argument("--no-pager", action="store_true", help="accepted; output is never paged")
-    p.add_argument("-q", "--quiet", action="store_true")
-    p.add_argument("--version", action="version", version=f"hostagentctl {__version__}")
-    sub = p.add_subparsers(dest="verb", metavar="VERB")
-    sub.add_parser("list", help="list sessions")
-    for verb in ("status", "capture", "attach", "explain"):
-        sp = sub.add_parser(verb, help=f"{verb} a session")
-        sp.add_argument("name")
-        if verb == "capture":
-            sp.add_argument("-n", "--lines", type=int, default=0, help="scrollback lines")
-    for verb in ("stop", "resume", "rm", "kill"):
-        sp = sub.add_parser(verb, help=f"{verb} sessions")
-        sp.add_argument("names", nargs="+", metavar="NAME")
-        if verb == "kill":
-            sp.add_argument("--whom", choices=["agent", "all"], default="all")
-            sp.add_argument("-s", "--signal", type=int, default=15)
-    sp = sub.add_parser("new", help="create a session")
-    sp.add_argument("--preset", default="shell")
-    sp.add_argument("--name")
-    sp.add_argument("--cwd")
-    sp.add_argument("-e", "--env", action="append", metavar="KEY=VALUE")
-    sp.add_argument("-p", "--property", action="append", metavar="PROP=VALUE")
-    sp.add_argument("--agent-session", help="resume this existing agent conversation id")
-    sp.add_argument("--uid", dest="user_id", type=int, help="owner (root only)")
-    sp.add_argument(
-        "--replace-command",
-        action="store_true",
-        help="ARGV replaces the preset's command instead of adding arguments",
-    )
-    sp.add_argument("argv", nargs=argparse.REMAINDER)
-    sp = sub.add_parser("send", help="type text into a session")
-    sp.add_argument("name")
-    sp.add_argument("text", nargs="+")
-    sp.add_argument("--no-enter", action="store_true")
-    sp = sub.add_parser("wait", help="wait until a session reaches an activity")
-    sp.add_argument("names", nargs="+", metavar="NAME")
-    sp.add_argument("--for", dest="activity", default="idle,blocked")
-    sp.add_argument("--timeout", type=float, default=0, help="seconds; 0 waits forever")
-    sub.add_parser("watch", help="a live table of sessions; keys attach, stop and resume")
-    sp = sub.add_parser("hook", help="report an agent hook event (run from inside a session)")
-    sp.add_argument("event")
-    for verb in ("presets", "info", "doctor", "reload"):
-        sub.add_parser(verb, help=f"{verb}")
-    return p
-
-
 async def run(args: argparse.Namespace) -> int:
     remote = bool(args.host or args.machine)
     # Like systemctl: another machine's system bus unless --user says otherwise.
@@ -414,9 +359,7 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # "--json" alone means short JSON; only "--json=MODE" takes a value, as in systemctl.
-    argv = ["--json=short" if a == "--json" else a for a in argv]
-    args = parser().parse_args(argv)
+    args = parser().parse_args(bare_json_is_short(argv))
     if not args.verb:
         args.verb = "list"
     try:

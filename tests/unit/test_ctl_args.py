@@ -1,0 +1,35 @@
+"""hostagentctl's grammar: global options on either side of the verb, and a bare --json that
+never reaches into the agent's own command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from hostagent.ctl_args import bare_json_is_short, parser
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["list"], {"verb": "list", "system": None, "no_legend": False}),
+        (["--system", "list", "--no-legend"], {"system": True, "no_legend": True}),
+        (["list", "--no-legend", "--user"], {"system": False, "no_legend": True}),
+        (["--user", "list", "--json"], {"system": False, "json": "short"}),
+        (["--json=pretty", "status", "x"], {"json": "pretty", "name": "x"}),
+        (["rm", "a", "b", "--system"], {"system": True, "names": ["a", "b"]}),
+        (["-H", "list", "status", "x"], {"host": "list", "verb": "status"}),
+        (
+            ["new", "--name", "a", "-q", "claude", "-q", "--json"],
+            {"name": "a", "quiet": True, "json": None, "argv": ["claude", "-q", "--json"]},
+        ),
+        (["new", "--", "sh", "--json"], {"argv": ["--", "sh", "--json"]}),
+    ],
+)
+def test_options_on_either_side_of_the_verb(argv: list[str], expected: dict[str, object]) -> None:
+    args = vars(parser().parse_args(bare_json_is_short(argv)))
+    assert {k: args[k] for k in expected} == expected
+
+
+def test_bus_choice_is_exclusive_after_the_verb_too() -> None:
+    with pytest.raises(SystemExit):
+        parser().parse_args(["list", "--system", "--user"])
