@@ -1,6 +1,6 @@
 """Run every benchmark in the real-systemd sandbox and write docs/benchmarks.md.
 
-    sudo .venv/bin/python -m bench            # the full run (1000 sessions; ~15 minutes)
+    sudo .venv/bin/python -m bench            # the full run (1000 sessions; ~6 minutes)
     sudo .venv/bin/python -m bench --quick    # a few minutes; what CI runs
 
 --out DIR writes the report and plots there instead of docs/ (CI keeps docs/ as committed).

@@ -36,6 +36,8 @@ from .yamlfile import SettingsError
 
 log = logging.getLogger("hostagent")
 
+STATUS_INTERVAL = 0.5  # seconds between two STATUS= updates at most
+
 
 def state_dir(system: bool) -> Path:
     if system:
@@ -170,7 +172,11 @@ class Daemon:
         self.notifier.notify(text)
 
     async def _status_loop(self) -> None:
-        """Refresh STATUS= when the counts change; woken by the manager, not by polling."""
+        """Refresh STATUS= when the counts change; woken by the manager, not by polling.
+
+        Each STATUS= costs systemd a PropertiesChanged of its own, at the moment it is busy
+        starting the scope of the create that changed the counts. So after each update the
+        loop rests STATUS_INTERVAL, and a burst of changes becomes one line."""
         assert self.manager is not None
         last = ""
         while True:
@@ -180,6 +186,7 @@ class Daemon:
             if line != last:
                 self.notify(f"STATUS={line}")
                 last = line
+                await asyncio.sleep(STATUS_INTERVAL)
 
     async def _watchdog(self, interval: float) -> None:
         while True:

@@ -31,6 +31,7 @@ from .errors import (
     NoSuchPreset,
     NoSuchSession,
     SessionExists,
+    SpawnFailed,
     quote,
 )
 from .lifecycle import Lifecycle
@@ -237,7 +238,14 @@ class Manager:
             finally:
                 self._reserved.discard(name)
             async with session.lock:
-                self.store.save(record)
+                try:
+                    self.store.save(record)
+                except OSError as e:
+                    del self.sessions[name]
+                    raise SpawnFailed(
+                        f"Session '{name}' was not created: its record cannot be written "
+                        f"({e.strerror}); check {self.store.sessions_dir}."
+                    ) from None
                 await checkpoint.reached(checkpoint.CREATE_RECORDED)
                 log.info(
                     "session '%s': created (uuid %s, preset %s, owner %d)",

@@ -197,7 +197,10 @@ class SidecarStore:
         for path in sorted(self.sessions_dir.iterdir()):
             if path.name.startswith("."):
                 if path.name.endswith(".tmp"):
-                    path.unlink(missing_ok=True)  # an interrupted write; the record is intact
+                    try:
+                        path.unlink(missing_ok=True)  # an interrupted write; the record is intact
+                    except OSError as e:
+                        log.error("Failed to remove %s, left by an interrupted write: %s", path, e)
                 continue
             if not path.name.endswith(SUFFIX):
                 continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 from dbus_fast import Variant
@@ -18,6 +19,7 @@ from hostagent.errors import (
     NoSuchPreset,
     NoSuchSession,
     SessionExists,
+    SpawnFailed,
 )
 from tests.integration.busclient import wait_for_state, with_client
 from tests.integration.helpers import create, new_name, props, wait_screen
@@ -286,6 +288,33 @@ def test_bad_input_gets_a_named_error_and_changes_nothing(
     with_client(sb, run)
 
 
+def test_a_record_that_cannot_be_written_fails_the_create_and_leaves_no_trace(
+    sb: Sandbox,
+) -> None:
+    """A directory where the record's temporary file goes makes the write fail (root ignores
+    modes, so a read-only directory would not). The create fails with a named error, no
+    session or scope is left, the daemon still starts with the obstacle there, and once it is
+    gone the same name works."""
+    name = new_name()
+    obstacle = f"/var/lib/hostagent/sessions/.{name}.yaml.tmp"
+    sb.run("mkdir", obstacle).check()
+    try:
+
+        async def run(client: Client) -> None:
+            before = await client.list_sessions()
+            with pytest.raises(SpawnFailed, match="record cannot be written") as info:
+                await client.create(name, "shell", "/tmp", {})
+            assert "\n" not in info.value.message
+            assert await client.list_sessions() == before
+
+        with_client(sb, run)
+        assert sb.run("systemctl", "is-active", f"hostagent-{name}.scope").returncode != 0
+        sb.daemon_restart()
+    finally:
+        sb.run("rmdir", obstacle)
+    create(sb, "shell", name=name)
+
+
 def test_taken_name_and_running_resume_say_what_to_do(sb: Sandbox) -> None:
     name = create(sb)
 
@@ -365,8 +394,13 @@ def test_broken_config_names_file_line_and_field(sb: Sandbox) -> None:
 
 
 def test_daemon_reports_status_to_systemd(sb: Sandbox) -> None:
+    """STATUS= follows the counts, a burst folded into one update (daemon.STATUS_INTERVAL)."""
     create(sb)
-    status = sb.run("systemctl", "show", "-P", "StatusText", "hostagent").stdout
+    deadline = time.monotonic() + 10
+    status = ""
+    while "running" not in status and time.monotonic() < deadline:
+        status = sb.run("systemctl", "show", "-P", "StatusText", "hostagent").stdout
+        time.sleep(0.05)  # systemd has no wait for a property here (busctl wait is v256+)
     assert "running" in status
     assert sb.run("systemctl", "show", "-P", "Type", "hostagent").stdout.strip() == "notify"
 
