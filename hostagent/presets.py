@@ -1,6 +1,6 @@
 """Presets: what to run for each agent CLI, how its conversation id is found, how it resumes.
 
-Built-in presets ship as package data (``hostagent/presets/*.yaml``). An admin's files in
+Built-in presets ship as package data (``hostagent/builtin-presets/*.yaml``). An admin's files in
 /etc/hostagent/presets.d/ override them by name, and in user mode so do the user's files in
 ~/.config/hostagent/presets.d/. Each file holds one preset; see hostagent-presets(5).
 """
@@ -20,7 +20,7 @@ from .session import Activity, name_problem
 
 log = logging.getLogger(__name__)
 
-BUILTIN_DIR = Path(__file__).parent / "presets"
+BUILTIN_DIR = Path(__file__).parent / "builtin-presets"
 
 
 class IdSource(enum.StrEnum):

@@ -68,7 +68,7 @@ def test_the_deb_depends_on_debians_own_packages(deb: Path) -> None:
         "usr/share/man/man1/hostagentctl.1.gz",
         "usr/share/man/man8/hostagent.8.gz",
         "usr/share/bash-completion/completions/hostagentctl",
-        "hostagent/presets/claude.yaml",
+        "hostagent/builtin-presets/claude.yaml",
     ):
         assert path in contents, path
 
