@@ -153,6 +153,7 @@ def test_a_session_runs_unhardened_and_man_and_completion_work(installed: Sandbo
 
     assert {"list", "new", "resume", "attach"} <= complete()
     assert "pkg" in complete("--system", "stop")
+    assert "pkg" in complete("stop", "--system")  # global options after the verb, too
 
 
 def test_remove_leaves_sessions_and_purge_drops_the_state(installed: Sandbox) -> None:
