@@ -52,6 +52,14 @@ class Call:
 Handler = Callable[..., Awaitable[Any] | Any]
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A handler's single reply value that has already been through ``fix_value``: it is sent
+    as it is. For large replies that a handler caches between changes."""
+
+    value: Any
+
+
 @dataclass
 class Method:
     name: str
@@ -197,6 +205,8 @@ class Exporter:
         result = method.handler(target, call, *msg.body)
         if inspect.isawaitable(result):
             result = await result
+        if isinstance(result, Prepared):
+            return Message.new_method_return(msg, method.out_sig, [result.value])
         if not method.out_args:
             body: list[Any] = []
         elif len(method.out_args) == 1:

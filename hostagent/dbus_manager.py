@@ -14,8 +14,9 @@ from dbus_fast import Variant
 
 from . import MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE, __version__
 from .auth import Authorizer
-from .dbus_export import Call, Exporter, Interface, Method, Property, Signal
+from .dbus_export import Call, Exporter, Interface, Method, Prepared, Property, Signal
 from .dbus_session import SESSION, SessionObject, session_path
+from .dbuscompat import fix_value
 from .errors import AccessDenied
 from .manager import Manager, Session
 from .options import parse_options
@@ -28,6 +29,9 @@ class BusFrontend:
         self.exporter = exporter
         self.reload_fn = reload
         self.objects: dict[str, SessionObject] = {}
+        # ListSessions' reply, kept until a session is added, removed or announced: the list
+        # is asked for far more often than it changes (docs/benchmarks-notes.md).
+        self._rows: Prepared | None = None
         manager.listener = self
 
     def export_all(self) -> None:
@@ -51,12 +55,14 @@ class BusFrontend:
     # ---- Listener -----------------------------------------------------------------------
 
     def session_added(self, session: Session) -> None:
+        self._rows = None
         obj = self._export(session)
         self.exporter.emit(
             MANAGER_PATH, MANAGER_INTERFACE, "SessionNew", "so", [session.name, obj.path]
         )
 
     def session_removed(self, session: Session) -> None:
+        self._rows = None
         obj = self.objects.pop(session.name, None)
         if obj is None:
             return
@@ -67,27 +73,36 @@ class BusFrontend:
         )
 
     def session_changed(self, session: Session) -> None:
+        self._rows = None
         obj = self.objects.get(session.name)
         if obj is not None:
             obj.publish()
 
+    def rows(self) -> Prepared:
+        if self._rows is None:
+            # Tuples of strings and ints: the collector untracks them, so a reply of 1000 rows
+            # promotes nothing into the old generation.
+            self._rows = Prepared(
+                fix_value(
+                    [
+                        (
+                            s.name,
+                            s.record.preset,
+                            s.record.state.value,
+                            s.activity.value,
+                            s.record.owner,
+                            session_path(s.name),
+                        )
+                        for s in self.manager.sessions.values()
+                        if s.name in self.objects and not s.removed  # on the bus, as announced
+                    ]
+                )
+            )
+        return self._rows
 
-def _list(f: BusFrontend, call: Call) -> list[tuple[str, str, str, str, int, str]]:
-    # Rows are tuples of strings and ints: the collector untracks them at its first look, so
-    # a reply of 1000 rows promotes nothing into the old generation and ListSessions does not
-    # bring on full collections (docs/benchmarks-notes.md).
-    return [
-        (
-            s.name,
-            s.record.preset,
-            s.record.state.value,
-            s.activity.value,
-            s.record.owner,
-            session_path(s.name),
-        )
-        for s in f.manager.sessions.values()
-        if not s.removed
-    ]
+
+def _list(f: BusFrontend, call: Call) -> Prepared:
+    return f.rows()
 
 
 def _get(f: BusFrontend, call: Call, name: str) -> str:

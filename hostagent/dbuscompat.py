@@ -54,6 +54,12 @@ def _fix(value: Any) -> Any:
     return value
 
 
+def fix_value(value: Any) -> Any:
+    """One reply value as it must be marshalled; a caller may keep the result and send it
+    again (``dbus_export.Prepared``), which saves walking a large value on every call."""
+    return _fix(value) if BROKEN else value
+
+
 def fix_str(text: str) -> str:
     return _fix(text) if BROKEN else text
 

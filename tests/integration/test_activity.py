@@ -43,7 +43,14 @@ def screen_preset(sandbox: Sandbox) -> Iterator[None]:
 
 
 def wait(sb: Sandbox, name: str, *activities: str) -> str:
-    return with_client(sb, lambda c: c.wait(name, list(activities), WAIT))
+    """The activity reached; ListSessions (a cached reply) must already say the same."""
+    reached = with_client(sb, lambda c: c.wait(name, list(activities), WAIT))
+
+    async def listed(c: Client) -> str:
+        return next(r.activity for r in await c.list_sessions() if r.name == name)
+
+    assert with_client(sb, listed) == reached
+    return reached
 
 
 def send(sb: Sandbox, name: str, text: str) -> None:
