@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import faulthandler
 import gc
 import logging
 import os
@@ -37,6 +38,7 @@ from .yamlfile import SettingsError
 log = logging.getLogger("hostagent")
 
 STATUS_INTERVAL = 0.5  # seconds between two STATUS= updates at most
+STOP_FLUSH_TIMEOUT = 5.0  # seconds a stop waits for the records' fsync
 
 
 def state_dir(system: bool) -> Path:
@@ -155,7 +157,8 @@ class Daemon:
         log.info("Stopping; sessions keep running in their scopes")
         for t in tasks:
             t.cancel()
-        self.manager.store.flush()
+        if not self.manager.store.flush(timeout=STOP_FLUSH_TIMEOUT):
+            log.warning("Stopping before the disk confirmed the last records; the kernel has them")
         if disconnected.done():
             log.error("Lost the bus connection")
             return 1
@@ -231,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.system and os.geteuid() != 0:
         log.error("--system needs root; use --user to serve your own session bus")
         return 2
+    # `systemctl kill -s USR2 hostagent` writes every thread's stack to the journal: the
+    # first thing to look at when the daemon hangs.
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
     try:
         _watch_children_with_pidfds()
         _raise_fd_limit()

@@ -3,7 +3,8 @@
 A write goes to a temp file in the same directory and is renamed over the old record: a crash
 of the daemon leaves the old record or the new one, never half of either. The fsyncs that make
 this survive a power cut run on a worker thread shortly after (FLUSH_DELAY), batched, so that
-disk latency never stalls the event loop; at shutdown ``flush`` waits for them.
+disk latency never stalls the event loop; at shutdown ``flush`` waits for them, a few
+seconds at most.
 A record that does not parse, names another session, or comes from a future schema is moved
 to ``corrupt/`` and logged; it never stops the other sessions from loading.
 """
@@ -14,8 +15,11 @@ import asyncio
 import dataclasses
 import logging
 import os
+import queue
 import stat
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +106,7 @@ class SidecarStore:
         self._dirty: set[Path] = set()
         self._flush_scheduled = False
         self._pending: dict[str, SessionRecord] = {}  # save_soon's, written next iteration
+        self._syncer = _Syncer(self._sync)
 
     def prepare(self) -> None:
         for d in (self.directory, self.sessions_dir, self.corrupt_dir):
@@ -165,19 +170,24 @@ class SidecarStore:
             return
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            loop.call_later(FLUSH_DELAY, self._flush_soon, loop)
+            loop.call_later(FLUSH_DELAY, self._flush_soon)
 
-    def _flush_soon(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _flush_soon(self) -> None:
         self._flush_scheduled = False
         paths, self._dirty = self._dirty, set()
-        loop.run_in_executor(None, self._sync, paths)
+        self._syncer.submit(paths)
 
-    def flush(self) -> None:
+    def flush(self, timeout: float | None = None) -> bool:
         """Write what save_soon holds, then fsync every record written so far, and the
-        directory."""
+        directory. With a timeout (the daemon's stop), wait no longer than that: the kernel
+        finishes the writeback anyway, and a stop must not hang on a busy disk. True when
+        everything is on disk."""
         self._save_pending()
         paths, self._dirty = self._dirty, set()
-        self._sync(paths)
+        if timeout is None:
+            self._sync(paths)
+            return True
+        return self._syncer.submit(paths).wait(timeout)
 
     def _sync(self, paths: set[Path]) -> None:
         for path in paths:
@@ -235,3 +245,31 @@ class SidecarStore:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+class _Syncer:
+    """One daemon thread that fsyncs batches of records. It is never joined at exit, so a busy
+    disk can delay durability but never the daemon's stop."""
+
+    def __init__(self, sync: Callable[[set[Path]], None]) -> None:
+        self._sync = sync
+        self._queue: queue.SimpleQueue[tuple[set[Path], threading.Event]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, paths: set[Path]) -> threading.Event:
+        """Queue paths; the event is set once they are on disk."""
+        done = threading.Event()
+        self._queue.put((paths, done))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="hostagent-fsync", daemon=True)
+            self._thread.start()
+        return done
+
+    def _run(self) -> None:
+        while True:
+            paths, done = self._queue.get()
+            try:
+                self._sync(paths)
+            except OSError as e:
+                log.error("Failed to sync session records to disk: %s", e)
+            done.set()

@@ -436,9 +436,35 @@ class Sandbox:
     # ---- the hostagent daemon inside ----------------------------------------------------
 
     def _systemctl(self, *args: str, user: str | None = None) -> Result:
-        if user is None:
-            return self.run("systemctl", *args)
-        return self.run("systemctl", "--user", *args, user=user)
+        try:
+            if user is None:
+                return self.run("systemctl", *args)
+            return self.run("systemctl", "--user", *args, user=user)
+        except subprocess.TimeoutExpired:
+            raise SandboxError(
+                f"systemctl {' '.join(args)} did not finish:\n{self._hang_report(user)}"
+            ) from None
+
+    def _hang_report(self, user: str | None) -> str:
+        """What a hung daemon and its manager were doing: pending jobs, the daemon's state,
+        and every thread's stack (the daemon dumps them on SIGUSR2)."""
+        scope = ["--user"] if user else []
+        journal = ["--user-unit", "hostagent.service"] if user else ["-u", "hostagent.service"]
+
+        def output(*argv: str) -> str:
+            try:
+                return self.run(*argv, user=user, timeout=10).stdout
+            except subprocess.TimeoutExpired:
+                return f"({argv[0]} {argv[1]} timed out too)"
+
+        output("systemctl", *scope, "kill", "-s", "USR2", "hostagent.service")
+        return "\n".join(
+            [
+                output("systemctl", *scope, "list-jobs", "--no-pager"),
+                output("systemctl", *scope, "status", "--no-pager", "-n", "0", "hostagent"),
+                output("journalctl", *journal, "-n", "80", "--no-pager", "-o", "cat"),
+            ]
+        )
 
     def daemon_start(self, user: str | None = None) -> None:
         """Start hostagent: the system service, or user's own under ``systemd --user``."""

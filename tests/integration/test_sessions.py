@@ -393,6 +393,21 @@ def test_broken_config_names_file_line_and_field(sb: Sandbox) -> None:
         sb.daemon_start()
 
 
+def test_sigusr2_writes_the_stacks_to_the_journal_and_the_daemon_serves_on(
+    sb: Sandbox,
+) -> None:
+    pid = sb.daemon_pid()
+    sb.run("systemctl", "kill", "-s", "USR2", "hostagent").check()
+    deadline = time.monotonic() + 10
+    journal = ""
+    while "most recent call first" not in journal and time.monotonic() < deadline:
+        journal = sb.journal(lines=100)
+        time.sleep(0.05)  # journald has no wait for a line; bounded by the deadline
+    assert "most recent call first" in journal and "daemon.py" in journal
+    assert sb.daemon_pid() == pid
+    sb.ctl("list").check()
+
+
 def test_daemon_reports_status_to_systemd(sb: Sandbox) -> None:
     """STATUS= follows the counts, a burst folded into one update (daemon.STATUS_INTERVAL)."""
     create(sb)

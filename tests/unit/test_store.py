@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -112,5 +113,24 @@ def test_save_soon_writes_after_the_current_step(store: SidecarStore) -> None:
         store.save_soon(late)
         store.flush()
         assert [r.name for r in store.load_all()] == ["a", "c"]
+
+    asyncio.run(scenario())
+
+
+def test_a_stop_does_not_wait_long_for_a_busy_disk(
+    store: SidecarStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """flush(timeout) gives up waiting when fsync is stuck (the thread carries on alone); the
+    record itself is already written."""
+    disk = threading.Event()
+    monkeypatch.setattr(store, "_sync", lambda paths: disk.wait())
+    store._syncer = type(store._syncer)(store._sync)
+
+    async def scenario() -> None:
+        store.save(SessionRecord(name="a", state=State.RUNNING))  # its fsync is left queued
+        assert store.flush(timeout=0.05) is False
+        assert [r.name for r in store.load_all()] == ["a"]
+        disk.set()
+        assert store.flush(timeout=10) is True
 
     asyncio.run(scenario())
