@@ -16,24 +16,28 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import select
 import shutil
-import signal
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from tests.sandbox_daemon import CHECKPOINT_DIR, DaemonControl, Parked
+from tests.sandbox_host import (
+    LIMIT_CONTROLLERS,
+    STATE_ROOT,
+    Result,
+    SandboxError,
+    is_mount,
+    kill_container,
+    limit_cgroups,
+    reap_stale,
+    teardown,
+)
+
 REPO = Path(__file__).resolve().parent.parent
-STATE_ROOT = Path(os.environ.get("HOSTAGENT_SANDBOX_ROOT", "/var/tmp/hostagent-sandbox"))
 GUEST_REPO = "/opt/hostagent"
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-USERS = ("alice", "bob", "carol")
-CGROUP_V1 = Path("/sys/fs/cgroup")
-LIMIT_CONTROLLERS = (
-    "pids",
-    "memory",
-)  # what TasksMax= and MemoryMax= need  # carol is the admin polkit trusts in tests
+USERS = ("alice", "bob", "carol")  # carol is the admin polkit trusts in tests
 BOOT_TIMEOUT = 90.0
 
 _WRAPPER = """#!/bin/sh
@@ -42,7 +46,6 @@ _WRAPPER = """#!/bin/sh
 export PYTHONPATH={repo} PYTHONPYCACHEPREFIX=/var/cache/hostagent-pycache
 exec /usr/bin/python3 -m {module} "$@"
 """
-CHECKPOINT_DIR = "/run/hostagent-checkpoints"
 _SANDBOX_DROPIN = f"""[Service]
 # The sandbox's daemon stays down when a test kills it, so the test decides when it returns.
 Restart=no
@@ -79,48 +82,7 @@ _MODULES = {
 }
 
 
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def check(self) -> Result:
-        if self.returncode != 0:
-            raise AssertionError(
-                f"exit {self.returncode}\nstdout: {self.stdout}\nstderr: {self.stderr}"
-            )
-        return self
-
-
-class SandboxError(Exception):
-    pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _read_int(path: Path) -> int:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return 0
-
-
-def _is_mount(path: Path) -> bool:
-    target = str(path)
-    with open("/proc/self/mounts", encoding="utf-8") as f:
-        return any(line.split()[1] == target for line in f)
-
-
-class Sandbox:
+class Sandbox(DaemonControl):
     """One container: ``boot``, ``run``, ``reboot``, ``destroy``, and the daemon inside."""
 
     def __init__(
@@ -145,7 +107,7 @@ class Sandbox:
         for d in (self.upper, self.work, self.root):
             d.mkdir(parents=True, exist_ok=True)
         (self.dir / "owner.pid").write_text(str(os.getpid()))
-        if not _is_mount(self.root):
+        if not is_mount(self.root):
             subprocess.run(
                 [
                     "mount",
@@ -159,7 +121,7 @@ class Sandbox:
                 check=True,
             )
         self._provision()
-        cgroups = _limit_cgroups(self.name)
+        cgroups = limit_cgroups(self.name)
         console = open(self.dir / "console.log", "ab")  # noqa: SIM115 - lives as long as nspawn
         self.proc = subprocess.Popen(
             [
@@ -306,13 +268,13 @@ class Sandbox:
         if self.proc is not None:
             self._kill_nspawn()
             self.proc = None
-        _teardown(self.dir)
+        teardown(self.dir)
 
     def _kill_nspawn(self) -> None:
         """End the machine at once. SIGKILL to the container's PID 1 ends every process in its
         PID namespace; killing only nspawn would leave the container running, orphaned."""
         assert self.proc is not None
-        _kill_container(self.leader, self.dir)
+        kill_container(self.leader, self.dir)
         try:
             self.proc.wait(30)
         except subprocess.TimeoutExpired:
@@ -432,202 +394,3 @@ class Sandbox:
     def bus_address(self) -> str:
         """The container's system bus, reachable from the host."""
         return f"unix:path=/proc/{self.leader}/root/run/dbus/system_bus_socket"
-
-    # ---- the hostagent daemon inside ----------------------------------------------------
-
-    def _systemctl(self, *args: str, user: str | None = None) -> Result:
-        try:
-            if user is None:
-                return self.run("systemctl", *args)
-            return self.run("systemctl", "--user", *args, user=user)
-        except subprocess.TimeoutExpired:
-            raise SandboxError(
-                f"systemctl {' '.join(args)} did not finish:\n{self._hang_report(user)}"
-            ) from None
-
-    def _hang_report(self, user: str | None) -> str:
-        """What a hung daemon and its manager were doing: pending jobs, the daemon's state,
-        and every thread's stack (the daemon dumps them on SIGUSR2)."""
-        scope = ["--user"] if user else []
-        journal = ["--user-unit", "hostagent.service"] if user else ["-u", "hostagent.service"]
-
-        def output(*argv: str) -> str:
-            try:
-                return self.run(*argv, user=user, timeout=10).stdout
-            except subprocess.TimeoutExpired:
-                return f"({argv[0]} {argv[1]} timed out too)"
-
-        output("systemctl", *scope, "kill", "-s", "USR2", "hostagent.service")
-        return "\n".join(
-            [
-                output("systemctl", *scope, "list-jobs", "--no-pager"),
-                output("systemctl", *scope, "status", "--no-pager", "-n", "0", "hostagent"),
-                output("journalctl", *journal, "-n", "80", "--no-pager", "-o", "cat"),
-            ]
-        )
-
-    def daemon_start(self, user: str | None = None) -> None:
-        """Start hostagent: the system service, or user's own under ``systemd --user``."""
-        result = self._systemctl("start", "hostagent.service", user=user)
-        if result.returncode != 0:
-            raise SandboxError(f"hostagent did not start:\n{self.journal(user=user, lines=30)}")
-
-    def daemon_stop(self, user: str | None = None) -> None:
-        self._systemctl("stop", "hostagent.service", user=user).check()
-
-    def daemon_restart(self, user: str | None = None) -> None:
-        self._systemctl("restart", "hostagent.service", user=user).check()
-
-    def daemon_kill(self, user: str | None = None) -> None:
-        """SIGKILL the daemon and leave it down (the sandbox's unit has Restart=no)."""
-        self._systemctl("kill", "--signal=SIGKILL", "hostagent.service", user=user)
-        # KillUnit has signalled the process when it returns; stop then only waits for the
-        # unit to settle, so the next start is a fresh one.
-        self._systemctl("stop", "hostagent.service", user=user)
-        self._systemctl("reset-failed", "hostagent.service", user=user)
-
-    def daemon_pid(self, user: str | None = None) -> int:
-        out = self._systemctl("show", "-P", "MainPID", "hostagent.service", user=user).stdout
-        return int(out.strip() or 0)
-
-    def ctl(
-        self, *args: str, user: str | None = None, system: bool | None = None, **kw: object
-    ) -> Result:
-        """hostagentctl inside; the system bus unless a user is named and system is not set."""
-        mode = "--system" if (user is None if system is None else system) else "--user"
-        return self.run("hostagentctl", mode, *args, user=user, **kw)  # type: ignore[arg-type]
-
-    def screen_showing(
-        self, name: str, text: str, user: str | None = None, timeout: float = 10.0
-    ) -> str:
-        """The session's screen once it shows text, or "" when it never did.
-
-        A session's screen has no change event a test can wait on (activity detection is
-        not built yet), so this reads it with a bounded capture loop.
-        """
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            screen = self.ctl("capture", name, user=user, system=True).stdout
-            if text in screen:
-                return screen
-            time.sleep(0.1)
-        return ""
-
-    def journal(
-        self, unit: str = "hostagent.service", lines: int = 200, user: str | None = None
-    ) -> str:
-        """The unit's last lines: the system unit's, or user's own unit's."""
-        scope = ["--user-unit", unit] if user else ["-u", unit]
-        return self.run(
-            "journalctl", *scope, "-n", str(lines), "--no-pager", "-o", "cat", user=user
-        ).stdout
-
-
-class Parked:
-    """A checkpoint armed in the container's daemon (hostagent/checkpoint.py).
-
-    A writer inside the container opens the point's FIFO: that open returns only once the
-    daemon, having reached the point, opens it for reading. ``wait`` therefore returns exactly
-    when the daemon is parked; ``release`` closes the writer, and the daemon goes on.
-    """
-
-    def __init__(self, sb: Sandbox, point: str) -> None:
-        self.sb = sb
-        self.path = f"{CHECKPOINT_DIR}/{point}"
-        sb.run("mkdir", "-p", "-m", "0700", CHECKPOINT_DIR).check()
-        sb.run("rm", "-f", self.path).check()
-        sb.run("mkfifo", "-m", "0600", self.path).check()
-        self.writer = sb.popen("/bin/sh", "-c", 'exec 3>"$1"; echo parked; read _', "sh", self.path)
-
-    def wait(self, timeout: float = 30.0) -> None:
-        assert self.writer.stdout is not None
-        ready, _, _ = select.select([self.writer.stdout], [], [], timeout)
-        if not ready or self.writer.stdout.readline().strip() != "parked":
-            raise SandboxError(f"the daemon never reached {self.path}")
-        # Disarm at once, so only this one operation parks.
-        self.sb.run("rm", "-f", self.path).check()
-
-    def release(self) -> None:
-        assert self.writer.stdin is not None
-        with contextlib.suppress(BrokenPipeError, ValueError):
-            self.writer.communicate("\n", timeout=10)
-
-    def __enter__(self) -> Parked:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.writer.poll() is None:
-            self.writer.kill()
-        with contextlib.suppress(ValueError):
-            self.writer.communicate()
-        self.sb.run("rm", "-f", self.path)
-
-
-def _limit_cgroups(name: str) -> list[Path]:
-    """A cgroup per limit controller for this sandbox, on hosts that have v1 controllers."""
-    if (CGROUP_V1 / "cgroup.controllers").exists():
-        return []  # a unified host: nspawn delegates its own subtree
-    made = []
-    for controller in LIMIT_CONTROLLERS:
-        hierarchy = CGROUP_V1 / controller
-        if (hierarchy / "cgroup.procs").exists():
-            path = hierarchy / f"hostagent-sandbox-{name}"
-            path.mkdir(exist_ok=True)
-            made.append(path)
-    return made
-
-
-def _remove_cgroups(name: str) -> None:
-    for controller in LIMIT_CONTROLLERS:
-        top = CGROUP_V1 / controller / f"hostagent-sandbox-{name}"
-        if not top.is_dir():
-            continue
-        for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-            with contextlib.suppress(OSError):
-                d.rmdir()
-        with contextlib.suppress(OSError):
-            top.rmdir()
-
-
-def _kill_container(leader: int, directory: Path) -> None:
-    """SIGKILL a container's PID 1, if leader still is the init of this sandbox's machine."""
-    if not leader or not _alive(leader):
-        return
-    with contextlib.suppress(OSError):
-        # Only a process in a PID namespace of its own (a container's init), never a host
-        # process that reused the number.
-        other_pidns = os.readlink(f"/proc/{leader}/ns/pid") != os.readlink("/proc/self/ns/pid")
-        if other_pidns and _read_int(directory / "leader.pid") == leader:
-            os.kill(leader, signal.SIGKILL)
-            deadline = time.monotonic() + 10
-            while _alive(leader) and time.monotonic() < deadline:
-                time.sleep(0.05)
-
-
-def _teardown(directory: Path) -> None:
-    _kill_container(_read_int(directory / "leader.pid"), directory)
-    nspawn = _read_int(directory / "nspawn.pid")
-    if nspawn and _alive(nspawn):
-        with contextlib.suppress(OSError):
-            cmdline = Path(f"/proc/{nspawn}/cmdline").read_bytes()
-            if str(directory).encode() in cmdline:
-                os.kill(nspawn, signal.SIGKILL)
-                deadline = time.monotonic() + 10
-                while _alive(nspawn) and time.monotonic() < deadline:
-                    time.sleep(0.05)
-    root = directory / "root"
-    if _is_mount(root):
-        if subprocess.run(["umount", str(root)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(root)], check=False)
-    shutil.rmtree(directory, ignore_errors=True)
-    _remove_cgroups(directory.name)
-
-
-def reap_stale() -> None:
-    """Tear down sandboxes whose owning process is gone (a crashed or killed test run)."""
-    if not STATE_ROOT.is_dir():
-        return
-    for d in STATE_ROOT.iterdir():
-        owner = _read_int(d / "owner.pid")
-        if owner != os.getpid() and not (owner and _alive(owner)):
-            _teardown(d)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.sandbox import STATE_ROOT, Sandbox, _is_mount
+from tests.sandbox import Sandbox
+from tests.sandbox_host import STATE_ROOT, is_mount
 
 
 def test_transient_scope_shows_in_list_units(sandbox: Sandbox) -> None:
@@ -50,7 +51,7 @@ def test_destroy_leaves_nothing_behind() -> None:
     nspawn = sb.proc.pid if sb.proc else 0
     sb.destroy()
     assert not Path(f"/proc/{nspawn}").exists()
-    assert not _is_mount(sb.root)
+    assert not is_mount(sb.root)
     assert not sb.dir.exists()
 
 
