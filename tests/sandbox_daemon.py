@@ -8,6 +8,7 @@ import contextlib
 import select
 import subprocess
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tests.sandbox_host import Result, SandboxError
@@ -21,16 +22,7 @@ CHECKPOINT_DIR = "/run/hostagent-checkpoints"  # armed by the sandbox's drop-in 
 class DaemonControl:
     """Mixed into Sandbox, whose ``run`` these methods use."""
 
-    def run(
-        self,
-        *argv: str,
-        user: str | None = None,
-        env: dict[str, str] | None = None,
-        input: str | None = None,
-        timeout: float = 60.0,
-        cwd: str = "/",
-    ) -> Result:
-        raise NotImplementedError
+    run: Callable[..., Result]
 
     def _systemctl(self, *args: str, user: str | None = None) -> Result:
         try:
