@@ -18,7 +18,7 @@ from typing import Any
 
 from dbus_fast import Variant
 
-from . import __version__
+from . import UINT64_MAX, __version__
 from .client import Client, default_system
 from .ctl_args import bare_json_is_short, parser
 from .errors import HostAgentError, NoSuchSession
@@ -163,7 +163,7 @@ async def verb_status(c: Client, a: argparse.Namespace) -> int:
             "CPUUsageNSec",
         ):
             value = props.get(key)
-            if value in ("", None, (1 << 64) - 1):
+            if value in ("", None, UINT64_MAX):
                 continue
             if isinstance(value, list):
                 value = " ".join(value)

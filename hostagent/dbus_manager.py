@@ -80,24 +80,9 @@ class BusFrontend:
 
     def rows(self) -> Prepared:
         if self._rows is None:
-            # Tuples of strings and ints: the collector untracks them, so a reply of 1000 rows
-            # promotes nothing into the old generation.
-            self._rows = Prepared(
-                fix_value(
-                    [
-                        (
-                            s.name,
-                            s.record.preset,
-                            s.record.state.value,
-                            s.activity.value,
-                            s.record.owner,
-                            session_path(s.name),
-                        )
-                        for s in self.manager.sessions.values()
-                        if s.name in self.objects and not s.removed  # on the bus, as announced
-                    ]
-                )
-            )
+            # What is on the bus, as announced; tuples, which the collector untracks, so a
+            # reply of 1000 rows promotes nothing into the old generation.
+            self._rows = Prepared(fix_value([o.row() for o in self.objects.values()]))
         return self._rows
 
 

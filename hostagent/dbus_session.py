@@ -10,14 +10,12 @@ from typing import Any
 
 from dbus_fast import Variant
 
-from . import SESSION_INTERFACE, SESSION_PATH_PREFIX
+from . import SESSION_INTERFACE, SESSION_PATH_PREFIX, UINT64_MAX
 from .auth import Authorizer
 from .buspath import path_encode
 from .dbus_export import Call, Exporter, Interface, Method, Property
 from .manager import Manager, Session
 from .systemd import SCOPE_IFACE
-
-UINT64_MAX = (1 << 64) - 1
 
 
 def session_path(name: str) -> str:
@@ -46,6 +44,18 @@ class SessionObject:
         )
 
     # ---- properties ---------------------------------------------------------------------
+
+    def row(self) -> tuple[str, str, str, str, int, str]:
+        """This session in ListSessions: name, preset, state, activity, owner, path."""
+        s, record = self.session, self.session.record
+        return (
+            s.name,
+            record.preset,
+            record.state.value,
+            s.activity.value,
+            record.owner,
+            self.path,
+        )
 
     def _values(self) -> dict[str, Variant]:
         return {p.name: Variant(p.signature, p.getter(self)) for p in _CHANGING}

@@ -23,14 +23,12 @@ from typing import Any
 
 from dbus_fast import Message, MessageType
 
-from . import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE
+from . import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE, UINT64_MAX
 from .client import PROPS, Client
 from .dbuscall import DBUS, add_match, name_has_owner
 from .errors import HostAgentError
 
 log = logging.getLogger(__name__)
-
-UINT64_MAX = (1 << 64) - 1
 
 
 class Link(enum.StrEnum):

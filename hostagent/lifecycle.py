@@ -81,7 +81,6 @@ class Lifecycle:
         record.leader_pid = started.leader_pid
         record.invocation_id = started.invocation_id
         record.started_at = started.started_at
-        record.boot_id = self.manager.boot_id
         record.dormant_reason = DormantReason.NONE
         record.last_error = ""
         self.manager.apply(session, Event.STARTED)

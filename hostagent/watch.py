@@ -15,9 +15,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import UINT64_MAX
 from .client import Client
 from .errors import HostAgentError
-from .follow import UINT64_MAX, Follower, Link, SessionView
+from .follow import Follower, Link, SessionView
 
 COUNTER_INTERVAL = 5.0  # seconds between reads of memory and CPU, which nothing signals
 HEADER = ("NAME", "OWNER", "PRESET", "STATE", "ACTIVITY", "MEMORY", "CPU", "AGE")
