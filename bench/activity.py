@@ -14,8 +14,8 @@ from dbus_fast import Message, MessageType, Variant
 
 from bench.report import machine, percentile, table
 from hostagent import SESSION_INTERFACE
-from hostagent.client import Client
-from hostagent.dbuscall import add_match
+from hostagent.bus.call import add_match
+from hostagent.client.library import Client
 from tests.sandbox import Sandbox
 
 WAIT = 30_000_000

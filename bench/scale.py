@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 
 from bench.report import percentile
 from hostagent import SESSION_INTERFACE
-from hostagent.client import Client
+from hostagent.bus.call import PROPERTIES
+from hostagent.client.library import Client
 from tests.sandbox import Sandbox
-
-PROPS = "org.freedesktop.DBus.Properties"
 
 
 @dataclass
@@ -83,7 +82,7 @@ async def latencies(client: Client, calls: int) -> tuple[list[float], list[float
         lists.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
         (path,) = await client._manager("GetSession", "s", ["s0000"])
-        await client._call(path, PROPS, "Get", "ss", [SESSION_INTERFACE, "State"])
+        await client._call(path, PROPERTIES, "Get", "ss", [SESSION_INTERFACE, "State"])
         gets.append((time.perf_counter() - t) * 1000)
     return lists, gets
 

@@ -4,7 +4,7 @@ The rules come from the preset (hostagent-presets(5)), so an agent can be added 
 without code. A rule looks at one thing: the last non-empty lines of the screen, the window
 title, the last OSC 9;4 progress state, or whether output is still flowing. The first rule
 that matches wins; when none does, a quiet screen is the preset's fallback (``idle``), never
-``blocked``: blocked needs a matched question or approval screen (DESIGN §7).
+``blocked``: blocked needs a matched question or approval screen.
 
 Hooks, where the CLI has them, override the screen, with two exceptions learned from herdr and
 the Claude docs: a rule marked ``visible`` (the screen plainly shows a spinner or a dialog) beats
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .session import Activity
+from hostagent.session import Activity
 
 HOOK_STALE_SEC = 10.0  # a working agent redraws its spinner far more often than this
 DEFAULT_LINES = 10

@@ -10,8 +10,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import yamlfile
-from .session import Limits
+from hostagent import yamlfile
+from hostagent.session import Limits
 
 # Inclusive bounds for each limit; zero is never accepted where a limit is given explicitly.
 LIMIT_BOUNDS: dict[str, tuple[int, int]] = {

@@ -1,7 +1,7 @@
 """Every error hostagent reports, each bound once to its D-Bus error name.
 
 The hierarchy is flat: ``HostAgentError`` and one subclass per wire name. The daemon raises these
-from anywhere below the bus; ``dbus_export`` turns them into error replies; ``client`` maps the
+from anywhere below the bus; ``daemon.bus.export`` turns them into error replies; ``client`` maps the
 names back into the same classes, so both ends speak one vocabulary (as systemd's
 bus-common-errors does).
 

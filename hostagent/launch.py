@@ -19,7 +19,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from .presets import IdSource, Preset
+from hostagent.presets import IdSource, Preset
 
 
 @dataclass(frozen=True)

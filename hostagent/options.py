@@ -1,7 +1,7 @@
 """CreateSession's ``a{sv}`` options, checked for key, type and value. Pure.
 
 The bus layer hands over each option as (signature, value); everything that is wrong becomes
-InvalidArgs with a message naming the option, so nothing half-valid reaches the manager.
+InvalidArgs with a message naming the option, so nothing half-valid reaches the lifecycle.
 """
 
 from __future__ import annotations
@@ -10,12 +10,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import COLUMNS_BOUNDS, LIMIT_BOUNDS, ROWS_BOUNDS, limit_problem
-from .errors import InvalidArgs, quote
-from .session import Limits
-from .spawn import env_problem
+from hostagent.config import COLUMNS_BOUNDS, LIMIT_BOUNDS, ROWS_BOUNDS, limit_problem
+from hostagent.errors import InvalidArgs, quote
+from hostagent.session import Limits
 
 AGENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_ENV_ENTRIES = 256
+MAX_ENV_BYTES = 64 * 1024
+MAX_ARGV_ENTRIES = 1024
+MAX_ARGV_BYTES = 128 * 1024
 
 # option key -> D-Bus signature
 OPTION_TYPES: dict[str, str] = {
@@ -86,3 +90,22 @@ def _apply(req: CreateRequest, key: str, value: Any) -> None:
         if problem:
             raise InvalidArgs(f"Option '{key}' {problem}.")
         setattr(req.limits, key, int(value))
+
+
+def env_problem(key: str, value: str) -> str | None:
+    if not ENV_KEY_RE.match(key):
+        return f"environment key {quote(key)} is not a valid name"
+    if "\0" in value:
+        return f"environment value of {quote(key)} contains NUL"
+    return None
+
+
+def size_problem(argv: list[str], env: dict[str, str]) -> str | None:
+    if len(argv) > MAX_ARGV_ENTRIES or sum(len(a) + 1 for a in argv) > MAX_ARGV_BYTES:
+        return f"the command line exceeds {MAX_ARGV_ENTRIES} arguments or {MAX_ARGV_BYTES} bytes"
+    if any("\0" in a for a in argv):
+        return "an argument contains NUL"
+    size = sum(len(k) + len(v) + 2 for k, v in env.items())
+    if len(env) > MAX_ENV_ENTRIES or size > MAX_ENV_BYTES:
+        return f"the environment exceeds {MAX_ENV_ENTRIES} entries or {MAX_ENV_BYTES} bytes"
+    return None

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import yamlfile
-from .activity import GENERIC, Rule, Rules
-from .session import Activity, name_problem
+from hostagent import yamlfile
+from hostagent.activity import GENERIC, Rule, Rules
+from hostagent.session import Activity, name_problem
 
 log = logging.getLogger(__name__)
 

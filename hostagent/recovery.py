@@ -1,4 +1,4 @@
-"""The recovery decision: what a record becomes when the daemon starts. Pure; see DESIGN §5.
+"""The recovery decision: what a record becomes when the daemon starts. Pure; docs/architecture.md draws it.
 
 Liveness comes from systemd's unit state alone. The boot id only tells *why* a unit that is gone
 went away (a reboot, or something unseen while the daemon was down); it never decides whether a
@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from .session import LIVE_STATES, DormantReason, State
+from hostagent.session import LIVE_STATES, DormantReason, State
 
 LIVE_UNIT_STATES = frozenset({"active", "activating", "reloading"})
 

@@ -1,7 +1,7 @@
 """The session model: the persisted record, its states, and the pure rules over them.
 
-Nothing here does I/O. ``transition`` is the state machine of DESIGN §3; the store persists
-``SessionRecord``; the manager applies transitions under the session lock.
+Nothing here does I/O. ``transition`` is the state machine (docs/architecture.md draws it); the
+store persists ``SessionRecord``; the lifecycle applies transitions under the session lock.
 """
 
 from __future__ import annotations

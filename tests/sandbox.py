@@ -4,7 +4,7 @@ This machine's PID 1 is not systemd, so the sandbox boots the host's own OS tree
 systemd-nspawn, on an overlay whose upper dir keeps the container's writes (so /var/lib survives
 a reboot as on a disk). The checkout is bind-mounted read-only at /opt/hostagent and hostagent
 is "installed" into the overlay the way a package would: wrappers in /usr/bin, units, bus policy,
-activation files and the polkit policy. See DESIGN §11.
+activation files and the polkit policy. docs/architecture.md, "Tests", says why it is built this way.
 
 Cleanup is by pid and mount point, never by name: ``destroy`` ends nspawn and unmounts; a run
 that died leaves an owner pid behind, and the next ``Sandbox`` reaps whatever such a dead run
@@ -75,10 +75,10 @@ _INSTALL = {  # file in units/ -> where a package puts it
     "user/hostagent-notify.service": "etc/systemd/user/hostagent-notify.service",
 }
 _MODULES = {
-    "hostagent": "hostagent.daemon",
-    "hostagentctl": "hostagent.ctl",
-    "hostagent-demo-agent": "hostagent.demo_agent",
-    "hostagent-notify": "hostagent.notify",
+    "hostagent": "hostagent.daemon.main",
+    "hostagentctl": "hostagent.cli.ctl",
+    "hostagent-demo-agent": "hostagent.cli.demo_agent",
+    "hostagent-notify": "hostagent.cli.notify",
 }
 
 

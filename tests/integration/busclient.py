@@ -9,8 +9,9 @@ from typing import Any, TypeVar
 
 from dbus_fast import Message, MessageType
 
-from hostagent import SESSION_INTERFACE, dbuscall
-from hostagent.client import Client
+from hostagent import SESSION_INTERFACE
+from hostagent.bus import call as dbuscall
+from hostagent.client.library import Client
 from tests.sandbox import Sandbox
 
 T = TypeVar("T")

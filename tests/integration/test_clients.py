@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from hostagent.client import Client
-from hostagent.follow import Follower, Link
+from hostagent.client.follow import Follower, Link
+from hostagent.client.library import Client
 from tests.integration.helpers import create, settled
 from tests.sandbox import Sandbox
 
@@ -130,7 +130,7 @@ def upgrade(sb: Sandbox) -> None:
         " && sed -i 's/^__version__ = .*/__version__ = \"0.1.0+upgrade\"/'"
         " /opt/hostagent-next/hostagent/__init__.py"
         " && printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/env"
-        " PYTHONPATH=/opt/hostagent-next /usr/bin/python3 -m hostagent.daemon --system\\n'"
+        " PYTHONPATH=/opt/hostagent-next /usr/bin/python3 -m hostagent.daemon.main --system\\n'"
         " > /etc/systemd/system/hostagent.service.d/version.conf && systemctl daemon-reload"
     ).check()
     sb.daemon_start()

@@ -8,7 +8,7 @@ import re
 from dbus_fast import Variant
 
 from hostagent import SESSION_INTERFACE
-from hostagent.client import Client
+from hostagent.client.library import Client
 from hostagent.errors import AccessDenied
 from tests.integration.busclient import with_client
 from tests.integration.helpers import create, props, wait_screen

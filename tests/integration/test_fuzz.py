@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from hostagent import MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE
-from hostagent.buspath import path_encode
-from hostagent.client import Client
-from hostagent.dbuscall import CallError, call
+from hostagent.bus.call import CallError, call
+from hostagent.bus.paths import path_encode
+from hostagent.client.library import Client
 from hostagent.errors import ALL_ERRORS
 from tests.integration.helpers import SESSIONS_DIR, create, settled
 from tests.sandbox import Sandbox

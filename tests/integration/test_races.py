@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from hostagent import checkpoint
+from hostagent.daemon import checkpoint
 from tests.integration.helpers import create, props, record, settled, unit_state
 from tests.sandbox import Sandbox
 
@@ -113,5 +113,30 @@ def test_daemon_killed_at_each_step_loses_nothing(
         if after != "running":
             sb.ctl("resume", name).check()
             assert props(sb, name)["State"] == "running"
+    finally:
+        sb.ctl("rm", name, bystander)
+
+
+def test_a_unit_that_ends_while_recovery_runs_is_reconciled(sb: Sandbox) -> None:
+    """A unit signal that arrives while recovery works is queued and drained after it, not
+    dropped: a session whose scope ends between the listing of the units and its adoption
+    ends up stopped, not running with no unit."""
+    name = create(sb, "shell")
+    bystander = create(sb, "shell")
+    try:
+        sb.daemon_stop()
+        with sb.park(checkpoint.RECOVERY_LISTED) as parked:
+            start = sb.popen("systemctl", "start", "hostagent.service")
+            parked.wait()
+            sb.run("systemctl", "stop", f"hostagent-{name}.scope").check()
+            parked.release()
+        assert finish(start)[0] == 0
+        # Seen through the daemon alone: asking systemd about the gone unit (systemctl show)
+        # would load and drop it again, a fresh UnitRemoved that hides a lost signal.
+        waited = sb.ctl("wait", name, "--for", "exited", "--timeout", "10")
+        assert (waited.returncode, waited.stdout.strip()) == (0, "exited"), waited.stderr
+        assert record(sb, name)["state"] == "stopped"
+        assert settled(sb, name) == ("stopped", "", "stopped")
+        assert settled(sb, bystander) == ("running", "active", "running")
     finally:
         sb.ctl("rm", name, bystander)

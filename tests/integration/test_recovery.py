@@ -9,7 +9,7 @@ import pytest
 from dbus_fast import Message, MessageType
 
 from hostagent import SESSION_INTERFACE
-from hostagent.client import Client
+from hostagent.client.library import Client
 from tests.integration.busclient import add_match
 from tests.integration.helpers import (
     SESSIONS_DIR,

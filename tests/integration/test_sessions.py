@@ -9,7 +9,7 @@ import time
 import pytest
 from dbus_fast import Variant
 
-from hostagent.client import Client
+from hostagent.client.library import Client
 from hostagent.errors import (
     AlreadyRunning,
     HostAgentError,
@@ -31,7 +31,7 @@ def test_create_runs_tmux_and_agent_in_scope_under_slice(sb: Sandbox) -> None:
     status = sb.run("systemctl", "status", "--no-pager", f"hostagent-{name}.scope").stdout
     assert f"/hostagent.slice/hostagent-{name}.scope" in status
     assert "tmux" in status
-    assert "hostagent.demo_agent" in status
+    assert "hostagent.cli.demo_agent" in status
     p = props(sb, name)
     assert p["State"] == "running" and p["Unit"] == f"hostagent-{name}.scope"
     assert p["Leader"] > 0 and p["AgentSessionId"]
@@ -403,7 +403,7 @@ def test_sigusr2_writes_the_stacks_to_the_journal_and_the_daemon_serves_on(
     while "most recent call first" not in journal and time.monotonic() < deadline:
         journal = sb.journal(lines=100)
         time.sleep(0.05)  # journald has no wait for a line; bounded by the deadline
-    assert "most recent call first" in journal and "daemon.py" in journal
+    assert "most recent call first" in journal and "daemon/main.py" in journal
     assert sb.daemon_pid() == pid
     sb.ctl("list").check()
 

@@ -7,9 +7,10 @@ from dbus_fast import Message, Variant
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostagent import dbuscompat, errors
-from hostagent.buspath import label_decode, label_encode, path_decode, path_encode
-from hostagent.ctl import UsageError, parse_size
+from hostagent import errors
+from hostagent.bus import compat as dbuscompat
+from hostagent.bus.paths import label_decode, label_encode, path_decode, path_encode
+from hostagent.cli.ctl import UsageError, parse_size
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hostagent import hooks
-from hostagent.discovery import discover
+from hostagent.daemon import hooks
+from hostagent.daemon.discovery import discover
+from hostagent.daemon.owner import Owner
 from hostagent.presets import BUILTIN_DIR, Discovery, load_presets
-from hostagent.spawn import Owner
 
 ID_A = "0b9c2a3e-1111-4222-8333-444455556666"
 ID_B = "7d1f0c9e-aaaa-4bbb-8ccc-ddddeeeeffff"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hostagent.ctl_args import bare_json_is_short, parser
+from hostagent.cli.ctl_args import bare_json_is_short, parser
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hostagent.daemon.store import SidecarStore
 from hostagent.session import DormantReason, SessionRecord, State
-from hostagent.store import SidecarStore
 
 
 @pytest.fixture

@@ -1,0 +1,76 @@
+"""One way to make a D-Bus method call and get its body, or a HostAgentError-shaped failure.
+
+Both the daemon (talking to systemd, polkit and the bus driver) and the client library use
+low-level messages, which look the same in dbus-fast 1.84 and 5.x, instead of proxy objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from dbus_fast import Message, MessageType
+from dbus_fast.aio import MessageBus
+
+from hostagent.bus.compat import fix_body
+
+DBUS = "org.freedesktop.DBus"
+DBUS_PATH = "/org/freedesktop/DBus"
+PROPERTIES = "org.freedesktop.DBus.Properties"
+
+DEFAULT_TIMEOUT = 25.0
+
+
+class CallError(Exception):
+    """An error reply; ``name`` is the D-Bus error name."""
+
+    def __init__(self, name: str, text: str) -> None:
+        super().__init__(f"{name}: {text}")
+        self.name = name
+        self.text = text
+
+
+async def call(
+    bus: MessageBus,
+    destination: str,
+    path: str,
+    interface: str,
+    member: str,
+    signature: str = "",
+    body: list[Any] | None = None,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    unix_fds: list[int] | None = None,
+    interactive: bool = False,
+) -> list[Any]:
+    msg = Message(
+        destination=destination,
+        path=path,
+        interface=interface,
+        member=member,
+        signature=signature,
+        body=fix_body(body or []),
+        unix_fds=unix_fds or [],
+    )
+    if interactive:
+        from dbus_fast import MessageFlag
+
+        msg.flags = MessageFlag(int(msg.flags) | 0x4)  # ALLOW_INTERACTIVE_AUTHORIZATION
+    coro = bus.call(msg)
+    reply = await (asyncio.wait_for(coro, timeout) if timeout else coro)
+    if reply is None:
+        return []
+    if reply.message_type == MessageType.ERROR:
+        text = reply.body[0] if reply.body and isinstance(reply.body[0], str) else ""
+        raise CallError(reply.error_name or "org.freedesktop.DBus.Error.Failed", text)
+    return list(reply.body)
+
+
+async def add_match(bus: MessageBus, rule: str) -> None:
+    """Ask the bus daemon for the signals that match rule."""
+    await call(bus, DBUS, DBUS_PATH, DBUS, "AddMatch", "s", [rule])
+
+
+async def name_has_owner(bus: MessageBus, name: str) -> bool:
+    (owned,) = await call(bus, DBUS, DBUS_PATH, DBUS, "NameHasOwner", "s", [name])
+    return bool(owned)

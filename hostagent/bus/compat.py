@@ -1,0 +1,69 @@
+"""A shim for dbus-fast releases that marshal non-ASCII strings with a wrong length.
+
+Before dbus-fast PR #261 (October 2023) the marshaller wrote ``len(str)`` (characters) as a
+string's length, not the UTF-8 byte count. Debian 12's python3-dbus-fast 1.84.2 has the bug:
+any "·" or "❯" in a reply corrupts the stream and the bus drops the connection. The marshaller
+is compiled and cannot be patched, but it measures with ``len()``, so on an affected release
+every outgoing string is wrapped in a str whose ``len()`` is its byte count. Unaffected releases
+get the body back untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dbus_fast import Message, Variant
+
+
+class _Utf8Sized(str):
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        return len(self.encode())
+
+
+def _marshaller_is_broken() -> bool:
+    try:
+        data = bytes(Message(path="/", member="M", signature="s", body=["·"])._marshall(False))
+    except Exception:  # a release without the private method postdates the bug
+        return False
+    return not data.endswith(b"\x02\x00\x00\x00\xc2\xb7\x00")
+
+
+BROKEN = _marshaller_is_broken()
+
+
+def _fix(value: Any) -> Any:
+    """value with every non-ASCII string wrapped; the very same object when it has none, so
+    an all-ASCII reply (the usual one) is not copied."""
+    if isinstance(value, str):
+        return value if value.isascii() else _Utf8Sized(value)
+    if isinstance(value, Variant):
+        fixed = _fix(value.value)
+        return value if fixed is value.value else Variant(value.signature, fixed)
+    if isinstance(value, list | tuple):
+        items = [_fix(v) for v in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        pairs = [(_fix(k), _fix(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True)):
+            return value
+        return dict(pairs)
+    return value
+
+
+def fix_value(value: Any) -> Any:
+    """One reply value as it must be marshalled; a caller may keep the result and send it
+    again (``daemon.bus.export.Prepared``), which saves walking a large value on every call."""
+    return _fix(value) if BROKEN else value
+
+
+def fix_str(text: str) -> str:
+    return _fix(text) if BROKEN else text
+
+
+def fix_body(body: list[Any]) -> list[Any]:
+    """The body to marshal: unchanged on a sound dbus-fast, length-corrected on 1.84."""
+    return _fix(body) if BROKEN else body

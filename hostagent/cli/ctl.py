@@ -1,0 +1,372 @@
+"""hostagentctl: drive hostagent over D-Bus. It talks only through hostagent.client.
+
+Exit codes: 0 success, 1 failure, 2 usage; ``status`` follows LSB: 0 running, 3 not running,
+4 no such session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from dbus_fast import Variant
+
+from hostagent import UINT64_MAX, __version__
+from hostagent.cli.ctl_args import bare_json_is_short, parser
+from hostagent.client.library import Client, default_system
+from hostagent.client.transport import ssh_argv
+from hostagent.errors import HostAgentError, NoSuchSession
+
+EXIT_FAILURE, EXIT_USAGE = 1, 2
+LSB_NOT_RUNNING, LSB_UNKNOWN = 3, 4
+
+HINTS = {
+    "NoSuchPreset": "'hostagentctl presets' lists the presets.",
+    "AccessDenied": "only the session's owner, root or a polkit-authorised admin may do this.",
+    "InteractiveAuthorizationRequired": "run it from a desktop session with a polkit agent, "
+    "or as root.",
+    "ServiceUnknown": "is hostagent running? 'systemctl status hostagent' "
+    "(or 'systemctl --user status hostagent').",
+}
+
+_PROPS = {  # -p NAME=VALUE -> option key, and whether the value is a size
+    "MemoryMax": ("memory_max", True),
+    "MemoryHigh": ("memory_high", True),
+    "CPUWeight": ("cpu_weight", False),
+    "TasksMax": ("tasks_max", False),
+    "RuntimeMaxSec": ("runtime_max_sec", False),
+}
+_SIZE_RE = re.compile(r"^(\d+)([KMGT]?)$")
+
+
+class UsageError(Exception):
+    pass
+
+
+def parse_size(text: str) -> int:
+    m = _SIZE_RE.match(text.strip().upper())
+    if not m:
+        raise UsageError(f"'{text}' is not a size (e.g. 512M, 2G)")
+    return int(m.group(1)) << (10 * " KMGT".index(m.group(2) or " "))
+
+
+def build_options(args: argparse.Namespace) -> dict[str, Variant]:
+    options: dict[str, Variant] = {}
+    env = {}
+    for item in args.env or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"-e takes KEY=VALUE, not '{item}'")
+        env[key] = value
+    if env:
+        options["env"] = Variant("a{ss}", env)
+    for item in args.property or []:
+        key, sep, value = item.partition("=")
+        if not sep or key not in _PROPS:
+            raise UsageError(f"-p takes one of {', '.join(_PROPS)}=VALUE, not '{item}'")
+        opt, is_size = _PROPS[key]
+        try:
+            options[opt] = Variant("t", parse_size(value) if is_size else int(value))
+        except ValueError:
+            raise UsageError(f"-p {key} needs a number, not '{value}'") from None
+    argv = list(args.argv or [])
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if argv:
+        options["command" if args.replace_command else "args"] = Variant("as", argv)
+    if args.agent_session:
+        options["agent_session"] = Variant("s", args.agent_session)
+    if args.user_id is not None:
+        options["user"] = Variant("u", args.user_id)
+    return options
+
+
+# ---- output -------------------------------------------------------------------------------
+
+
+def show_table(
+    args: argparse.Namespace, header: list[str], rows: list[list[Any]], noun: str
+) -> None:
+    if args.json:
+        items = [dict(zip([h.lower() for h in header], r, strict=True)) for r in rows]
+        print(json.dumps(items, indent=2 if args.json == "pretty" else None))
+        return
+    widths = [max([len(h)] + [len(str(r[i])) for r in rows]) for i, h in enumerate(header)]
+    if not args.no_legend and rows:
+        print("  ".join(h.upper().ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
+    for r in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    if not args.no_legend:
+        print(
+            f"\n{len(rows)} {noun}{'' if len(rows) == 1 else 's'} listed."
+            if rows
+            else f"No {noun}s."
+        )
+
+
+_VERB_WORDS = {"new": "create", "rm": "remove", "send": "send to", "status": "get status of"}
+
+
+def fail(verb: str, name: str | None, err: HostAgentError) -> int:
+    short = err.dbus_name.rsplit(".", 1)[-1]
+    verb = _VERB_WORDS.get(verb, verb)
+    what = f"{verb} session '{name}'" if name else verb
+    hint = HINTS.get(short)
+    print(
+        f"Failed to {what}: {err.message}"
+        + (f" Hint: {hint}" if hint and hint not in err.message else ""),
+        file=sys.stderr,
+    )
+    return EXIT_FAILURE
+
+
+# ---- verbs --------------------------------------------------------------------------------
+
+
+async def verb_list(c: Client, a: argparse.Namespace) -> int:
+    rows = [[r.name, r.preset, r.state, r.activity, r.owner] for r in await c.list_sessions()]
+    show_table(a, ["Name", "Preset", "State", "Activity", "Owner"], sorted(rows), "session")
+    return 0
+
+
+async def verb_status(c: Client, a: argparse.Namespace) -> int:
+    try:
+        props = await c.properties(a.name)
+    except NoSuchSession as e:
+        print(f"Session '{a.name}' not found: {e.message}", file=sys.stderr)
+        return LSB_UNKNOWN
+    if a.json:
+        print(json.dumps(props, indent=2 if a.json == "pretty" else None, default=str))
+    else:
+        for key in (
+            "Name",
+            "State",
+            "Activity",
+            "Preset",
+            "Owner",
+            "Cwd",
+            "Unit",
+            "Leader",
+            "AgentSessionId",
+            "DormantReason",
+            "LastError",
+            "ResumeCount",
+            "Command",
+            "MemoryCurrent",
+            "CPUUsageNSec",
+        ):
+            value = props.get(key)
+            if value in ("", None, UINT64_MAX):
+                continue
+            if isinstance(value, list):
+                value = " ".join(value)
+            print(f"{key:>15}: {value}")
+    return 0 if props.get("State") == "running" else LSB_NOT_RUNNING
+
+
+async def verb_explain(c: Client, a: argparse.Namespace) -> int:
+    """Why the session has its activity: the rule, its source and the text it matched."""
+    info = await c.explain(a.name)
+    if a.json:
+        print(json.dumps(info, indent=2 if a.json == "pretty" else None))
+    else:
+        for key in ("activity", "source", "rule", "matched", "last_hook"):
+            if info.get(key):
+                print(f"{key:>9}: {info[key]}")
+    return 0
+
+
+async def verb_new(c: Client, a: argparse.Namespace) -> int:
+    cwd = os.path.abspath(a.cwd) if a.cwd else os.getcwd()
+    path = await c.create(a.name or "", a.preset, cwd, build_options(a))
+    name = next((r.name for r in await c.list_sessions() if r.path == path), path)
+    if not a.quiet:
+        print(name)
+    return 0
+
+
+async def _each(a: argparse.Namespace, verb: str, fn: Callable[[str], Awaitable[Any]]) -> int:
+    rc = 0
+    for name in a.names:
+        try:
+            await fn(name)
+        except HostAgentError as e:
+            rc = fail(verb, name, e)
+    return rc
+
+
+async def verb_stop(c: Client, a: argparse.Namespace) -> int:
+    return await _each(a, "stop", c.stop)
+
+
+async def verb_resume(c: Client, a: argparse.Namespace) -> int:
+    return await _each(a, "resume", c.resume)
+
+
+async def verb_rm(c: Client, a: argparse.Namespace) -> int:
+    return await _each(a, "remove", c.remove)
+
+
+async def verb_kill(c: Client, a: argparse.Namespace) -> int:
+    return await _each(a, "kill", lambda n: c.kill(n, a.whom, a.signal))
+
+
+async def verb_capture(c: Client, a: argparse.Namespace) -> int:
+    sys.stdout.write(await c.capture(a.name, a.lines))
+    return 0
+
+
+async def verb_send(c: Client, a: argparse.Namespace) -> int:
+    await c.send_text(a.name, " ".join(a.text), not a.no_enter)
+    return 0
+
+
+async def verb_wait(c: Client, a: argparse.Namespace) -> int:
+    activities = [x for x in a.activity.split(",") if x]
+    timeout = int(a.timeout * 1_000_000)
+    name, activity = await c.wait_any(a.names, activities, timeout)
+    print(f"{name} {activity}" if len(a.names) > 1 else activity)
+    return 0
+
+
+async def verb_attach(c: Client, a: argparse.Namespace) -> int:
+    argv = await c.attach_command(a.name)  # also: may this caller attach at all
+    c.close()
+    bus = "--system" if a.system_bus else "--user"
+    if a.host:  # the terminal is on that host: attach there, through a tty of ssh's
+        argv = ssh_argv(a.host, ["hostagentctl", bus, "attach", a.name], tty=True)
+    elif a.machine and a.machine != ".host":
+        argv = ["machinectl", "shell", a.machine, "/usr/bin/hostagentctl", bus, "attach", a.name]
+    os.execvp(argv[0], argv)
+    return EXIT_FAILURE  # not reached
+
+
+async def verb_presets(c: Client, a: argparse.Namespace) -> int:
+    rows = [[n, " ".join(cmd) or "(login shell)", d] for n, d, cmd in await c.presets()]
+    show_table(a, ["Preset", "Command", "Description"], rows, "preset")
+    return 0
+
+
+async def verb_info(c: Client, a: argparse.Namespace) -> int:
+    props = await c.manager_properties()
+    rows = await c.list_sessions()
+    info = {**props, "Sessions": len(rows), "ClientVersion": __version__}
+    if a.json:
+        print(json.dumps(info, indent=2 if a.json == "pretty" else None))
+    else:
+        for k, v in info.items():
+            print(f"{k:>13}: {v}")
+    return 0
+
+
+async def verb_reload(c: Client, a: argparse.Namespace) -> int:
+    await c.reload()
+    return 0
+
+
+async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
+    problems = []
+    if shutil.which("tmux") is None:
+        problems.append("tmux is not installed")
+    props = await c.manager_properties()
+    if props.get("Mode") == "user":
+        user = os.environ.get("USER") or str(os.getuid())
+        if not os.path.exists(f"/var/lib/systemd/linger/{user}"):
+            problems.append(
+                f"linger is off: sessions die at logout; run 'loginctl enable-linger {user}'"
+            )
+    for p in problems:
+        print(f"warning: {p}")
+    print("ok" if not problems else f"{len(problems)} problem(s) found")
+    return 0 if not problems else EXIT_FAILURE
+
+
+HOOK_FIELDS = ("session_id", "sessionId", "conversation_id", "source", "notification_type")
+
+
+async def verb_hook(c: Client, a: argparse.Namespace) -> int:
+    """Run by an agent's lifecycle hook inside its session: pass the event on, never fail it.
+
+    The hook's JSON arrives on stdin. A hook that exits non-zero can block the agent, so
+    every problem is printed and the exit code is 0.
+    """
+    try:
+        data = json.loads(sys.stdin.read() or "{}")
+    except ValueError:
+        data = {}
+    fields = {k: str(data[k]) for k in HOOK_FIELDS if isinstance(data, dict) and k in data}
+    try:
+        await c.report_hook(a.event, fields)
+    except HostAgentError as e:
+        print(f"hostagentctl hook: {e.message}", file=sys.stderr)
+    return 0
+
+
+VERBS: dict[str, Callable[[Client, argparse.Namespace], Awaitable[int]]] = {
+    "list": verb_list,
+    "status": verb_status,
+    "new": verb_new,
+    "stop": verb_stop,
+    "kill": verb_kill,
+    "resume": verb_resume,
+    "rm": verb_rm,
+    "attach": verb_attach,
+    "capture": verb_capture,
+    "send": verb_send,
+    "wait": verb_wait,
+    "explain": verb_explain,
+    "presets": verb_presets,
+    "info": verb_info,
+    "doctor": verb_doctor,
+    "reload": verb_reload,
+    "hook": verb_hook,
+}
+
+
+async def run(args: argparse.Namespace) -> int:
+    remote = bool(args.host or args.machine)
+    # Like systemctl: another machine's system bus unless --user says otherwise.
+    system = (remote or default_system()) if args.system is None else args.system
+    args.system_bus = system
+    if args.verb == "watch":  # keeps its own connection, and finds the bus again if it drops
+        from hostagent.cli.watch import watch
+
+        return await watch(system, args.address, args.host, args.machine)
+    try:
+        client = await Client.connect(system, args.address, args.host, args.machine)
+    except (OSError, ValueError, HostAgentError) as e:
+        where = args.host or args.machine or ("the system bus" if system else "the session bus")
+        reason = e.message if isinstance(e, HostAgentError) else e
+        print(f"Failed to connect to {where}: {reason}", file=sys.stderr)
+        return 0 if args.verb == "hook" else EXIT_FAILURE
+    try:
+        return await VERBS[args.verb](client, args)
+    except HostAgentError as e:
+        return fail(args.verb, getattr(args, "name", None), e)
+    except UsageError as e:
+        print(f"hostagentctl {args.verb}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(bare_json_is_short(argv))
+    if not args.verb:
+        args.verb = "list"
+    try:
+        return asyncio.run(run(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

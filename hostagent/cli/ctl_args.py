@@ -1,0 +1,111 @@
+"""hostagentctl's command line: its verbs, their options, and the options every verb takes.
+
+Kept apart from the verbs themselves (ctl.py), so that the grammar reads in one place.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from hostagent import __version__
+
+
+def _global_options(p: argparse.ArgumentParser, after_verb: bool) -> None:
+    """The options every verb takes. Like systemctl's, they go before or after the verb; after
+    it their defaults are left out, so they never undo one given before it."""
+    keep: dict[str, Any] = {"default": argparse.SUPPRESS} if after_verb else {}
+    bus = p.add_mutually_exclusive_group()
+    system_default: dict[str, Any] = keep or {"default": None}
+    bus.add_argument("--system", dest="system", action="store_true", **system_default)
+    bus.add_argument("--user", dest="system", action="store_false", **keep)
+    p.add_argument("--address", help="connect to this D-Bus address instead", **keep)
+    p.add_argument("-H", "--host", help="operate on [USER@]HOST[:PORT] over ssh", **keep)
+    p.add_argument("-M", "--machine", help="operate on a local container (machinectl list)", **keep)
+    p.add_argument("--json", nargs="?", const="short", choices=["pretty", "short"], **keep)
+    p.add_argument("--no-legend", action="store_true", **keep)
+    p.add_argument(
+        "--no-pager", action="store_true", help="accepted; output is never paged", **keep
+    )
+    p.add_argument("-q", "--quiet", action="store_true", **keep)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hostagentctl", description="Drive hostagent sessions.")
+    _global_options(p, after_verb=False)
+    p.add_argument("--version", action="version", version=f"hostagentctl {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, after_verb=True)
+    sub = p.add_subparsers(dest="verb", metavar="VERB")
+    sub.add_parser("list", help="list sessions", parents=[common])
+    for verb in ("status", "capture", "attach", "explain"):
+        sp = sub.add_parser(verb, help=f"{verb} a session", parents=[common])
+        sp.add_argument("name")
+        if verb == "capture":
+            sp.add_argument("-n", "--lines", type=int, default=0, help="scrollback lines")
+    for verb in ("stop", "resume", "rm", "kill"):
+        sp = sub.add_parser(verb, help=f"{verb} sessions", parents=[common])
+        sp.add_argument("names", nargs="+", metavar="NAME")
+        if verb == "kill":
+            sp.add_argument("--whom", choices=["agent", "all"], default="all")
+            sp.add_argument("-s", "--signal", type=int, default=15)
+    sp = sub.add_parser("new", help="create a session", parents=[common])
+    sp.add_argument("--preset", default="shell")
+    sp.add_argument("--name")
+    sp.add_argument("--cwd")
+    sp.add_argument("-e", "--env", action="append", metavar="KEY=VALUE")
+    sp.add_argument("-p", "--property", action="append", metavar="PROP=VALUE")
+    sp.add_argument("--agent-session", help="resume this existing agent conversation id")
+    sp.add_argument("--uid", dest="user_id", type=int, help="owner (root only)")
+    sp.add_argument(
+        "--replace-command",
+        action="store_true",
+        help="ARGV replaces the preset's command instead of adding arguments",
+    )
+    sp.add_argument("argv", nargs=argparse.REMAINDER)
+    sp = sub.add_parser("send", help="type text into a session", parents=[common])
+    sp.add_argument("name")
+    sp.add_argument("text", nargs="+")
+    sp.add_argument("--no-enter", action="store_true")
+    sp = sub.add_parser("wait", help="wait until a session reaches an activity", parents=[common])
+    sp.add_argument("names", nargs="+", metavar="NAME")
+    sp.add_argument("--for", dest="activity", default="idle,blocked")
+    sp.add_argument("--timeout", type=float, default=0, help="seconds; 0 waits forever")
+    sub.add_parser(
+        "watch", help="a live table of sessions; keys attach, stop and resume", parents=[common]
+    )
+    sp = sub.add_parser(
+        "hook", help="report an agent hook event (run from inside a session)", parents=[common]
+    )
+    sp.add_argument("event")
+    for verb in ("presets", "info", "doctor", "reload"):
+        sub.add_parser(verb, help=f"{verb}", parents=[common])
+    return p
+
+
+# Options that take the next word as their value, wherever they stand.
+_TAKES_VALUE = frozenset(
+    {
+        *("--address", "-H", "--host", "-M", "--machine"),
+        *("--preset", "--name", "--cwd", "-e", "--env", "-p", "--property"),
+        *("--agent-session", "--uid", "-n", "--lines", "--whom", "-s", "--signal"),
+        *("--for", "--timeout"),
+    }
+)
+
+
+def bare_json_is_short(argv: list[str]) -> list[str]:
+    """ "--json" alone means short JSON; only "--json=MODE" takes a value, as in systemctl.
+    The agent's own command line after ``new`` (or after "--") is left as it is."""
+    out: list[str] = []
+    verb = ""
+    for i, word in enumerate(argv):
+        is_value = bool(out) and out[-1] in _TAKES_VALUE
+        if word == "--" or (verb == "new" and not is_value and not word.startswith("-")):
+            return out + argv[i:]
+        if word == "--json" and not is_value:
+            word = "--json=short"
+        elif not verb and not is_value and not word.startswith("-"):
+            verb = word
+        out.append(word)
+    return out

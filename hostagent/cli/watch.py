@@ -1,0 +1,208 @@
+"""``hostagentctl watch``: a live full-screen table of sessions, redrawn when the bus says
+something changed (``follow.Follower``), with keys to attach to, stop or resume the selected
+one. Its status line tells whether the daemon is there, being read again, or came back as a
+new version."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import curses
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hostagent import UINT64_MAX
+from hostagent.client.follow import Follower, Link, SessionView
+from hostagent.client.library import Client
+from hostagent.errors import HostAgentError
+
+COUNTER_INTERVAL = 5.0  # seconds between reads of memory and CPU, which nothing signals
+HEADER = ("NAME", "OWNER", "PRESET", "STATE", "ACTIVITY", "MEMORY", "CPU", "AGE")
+KEYS = "↑↓ select  a/⏎ attach  s stop  r resume  q quit"
+
+
+def human_bytes(n: int) -> str:
+    if n == UINT64_MAX:
+        return "-"
+    for unit in ("B", "K", "M", "G", "T"):
+        if n < 1024:
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n:.1f}P"
+
+
+def human_seconds(s: float) -> str:
+    s = int(s)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def owner_name(uid: int, cache: dict[int, str] = {}) -> str:  # noqa: B006 - a deliberate cache
+    if uid not in cache:
+        import pwd
+
+        try:
+            cache[uid] = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            cache[uid] = str(uid)
+    return cache[uid]
+
+
+def rows(sessions: list[SessionView], now: float) -> list[tuple[str, ...]]:
+    return [
+        (
+            s.name,
+            owner_name(s.owner),
+            s.preset,
+            s.state,
+            s.activity,
+            human_bytes(s.memory),
+            "-" if s.cpu_nsec == UINT64_MAX else human_seconds(s.cpu_nsec / 1e9),
+            human_seconds(s.age(now)) if s.state == "running" else "-",
+        )
+        for s in sessions
+    ]
+
+
+def status_line(f: Follower) -> str:
+    if f.link is Link.GONE:
+        return "daemon gone: waiting for it to come back"
+    if f.link is Link.RECONNECTING:
+        return "reconnecting…"
+    if f.updated_from:
+        return f"connected · daemon updated to {f.version} (was {f.updated_from})"
+    return f"connected · hostagent {f.version}"
+
+
+class Screen:
+    def __init__(self, win: Any, follower: Follower, ctl: list[str]) -> None:
+        self.win = win
+        self.f = follower
+        self.ctl = ctl  # the hostagentctl command line that keys run, bus option included
+        self.selected = 0
+        self.message = ""
+
+    def ordered(self) -> list[SessionView]:
+        return sorted(self.f.sessions.values(), key=lambda s: s.name)
+
+    def draw(self) -> None:
+        win = self.win
+        win.erase()
+        height, width = win.getmaxyx()
+        sessions = self.ordered()
+        self.selected = max(0, min(self.selected, len(sessions) - 1))
+        table = [HEADER, *rows(sessions, time.time())]
+        widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
+
+        def line(cells: tuple[str, ...]) -> str:
+            return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True))[: width - 1]
+
+        title = f"hostagent · {len(sessions)} session{'s' if len(sessions) != 1 else ''}"
+        win.addnstr(0, 0, title, width - 1, curses.A_BOLD)
+        win.addnstr(2, 0, line(HEADER), width - 1, curses.A_UNDERLINE)
+        for i, cells in enumerate(table[1:]):
+            if 3 + i >= height - 2:
+                break
+            attr = curses.A_REVERSE if i == self.selected else curses.A_NORMAL
+            win.addnstr(3 + i, 0, line(cells), width - 1, attr)
+        status = status_line(self.f) + (f" · {self.message}" if self.message else "")
+        win.addnstr(height - 2, 0, status, width - 1, curses.A_BOLD)
+        win.addnstr(height - 1, 0, KEYS, width - 1)
+        win.refresh()
+
+    def key(self, ch: int) -> str | None:
+        """Act on a key; "quit", "attach NAME", or None."""
+        sessions = self.ordered()
+        current = sessions[self.selected].name if sessions else None
+        if ch in (ord("q"), 27):
+            return "quit"
+        if ch in (curses.KEY_UP, ord("k")):
+            self.selected -= 1
+        elif ch in (curses.KEY_DOWN, ord("j")):
+            self.selected += 1
+        elif current and ch in (ord("a"), 10, 13, curses.KEY_ENTER):
+            return f"attach {current}"
+        elif current and ch in (ord("s"), ord("r")):
+            verb = "stop" if ch == ord("s") else "resume"
+            result = subprocess.run(
+                [*self.ctl, verb, current], capture_output=True, text=True, check=False
+            )
+            self.message = (result.stderr.strip() or f"{verb} {current}: done").splitlines()[-1]
+        return None
+
+
+async def run(connect: Callable[[], Any], ctl: list[str]) -> int:
+    """The watch loop on a curses screen; returns the exit code."""
+    win = curses.initscr()
+    curses.noecho()
+    curses.cbreak()
+    win.keypad(True)
+    win.nodelay(True)
+    with contextlib.suppress(curses.error):
+        curses.curs_set(0)
+    loop = asyncio.get_running_loop()
+    redraw = asyncio.Event()
+    follower = Follower(connect, redraw.set)
+    screen = Screen(win, follower, ctl)
+    keys: asyncio.Queue[int] = asyncio.Queue()
+
+    def on_input() -> None:
+        while (ch := win.getch()) != -1:
+            keys.put_nowait(ch)
+
+    loop.add_reader(sys.stdin.fileno(), on_input)
+    try:
+        await follower.start()
+        next_counters = 0.0
+        counters: asyncio.Task[None] | None = None
+        while True:
+            screen.draw()
+            redraw.clear()
+            if loop.time() >= next_counters:
+                next_counters = loop.time() + COUNTER_INTERVAL
+                if counters is None or counters.done():
+                    counters = loop.create_task(follower.refresh_counters())
+            waiters = [asyncio.ensure_future(redraw.wait()), asyncio.ensure_future(keys.get())]
+            done, pending = await asyncio.wait(
+                waiters, timeout=COUNTER_INTERVAL, return_when=asyncio.FIRST_COMPLETED
+            )
+            for p in pending:
+                p.cancel()
+            if waiters[1] in done:
+                action = screen.key(waiters[1].result())
+                if action == "quit":
+                    return 0
+                if action and action.startswith("attach "):
+                    curses.endwin()
+                    subprocess.run([*ctl, "attach", action.split(" ", 1)[1]], check=False)
+                    win.refresh()
+    except HostAgentError as e:
+        curses.endwin()
+        print(f"hostagentctl watch: {e.message}", file=sys.stderr)
+        return 1
+    finally:
+        loop.remove_reader(sys.stdin.fileno())
+        follower.close()
+        curses.endwin()
+
+
+def ctl_command(system: bool, host: str | None, machine: str | None) -> list[str]:
+    exe = sys.argv[0] if os.path.basename(sys.argv[0]) == "hostagentctl" else "hostagentctl"
+    where = ["-H", host] if host else ["-M", machine] if machine else []
+    return [exe, *where, "--system" if system else "--user"]
+
+
+async def watch(system: bool, address: str | None, host: str | None, machine: str | None) -> int:
+    async def connect() -> Client:
+        return await Client.connect(system, address, host, machine)
+
+    return await run(connect, ctl_command(system, host, machine))

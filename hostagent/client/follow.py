@@ -1,0 +1,209 @@
+"""A client's live picture of the daemon: every session kept current from the bus's signals,
+and the daemon itself followed through NameOwnerChanged (docs/restart-contract.md).
+
+The connection is to the bus, not to the daemon, so it outlives a daemon restart. When the
+name loses its owner the picture is marked ``gone`` and kept; when a new owner appears it is
+re-read from scratch, and a different Version is reported as an update. Losing the bus itself
+(dbus-daemon restarting) makes the follower reconnect with a growing delay.
+
+Memory and CPU are read from systemd through the daemon's properties, which do not signal
+changes; ``refresh_counters`` reads them when a caller wants fresh ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dbus_fast import Message, MessageType
+
+from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE, UINT64_MAX
+from hostagent.bus.call import DBUS, PROPERTIES, add_match, name_has_owner
+from hostagent.client.library import Client
+from hostagent.errors import HostAgentError
+
+log = logging.getLogger(__name__)
+
+
+class Link(enum.StrEnum):
+    CONNECTED = "connected"
+    GONE = "gone"  # the bus is there, the daemon is not
+    RECONNECTING = "reconnecting"  # reading the daemon again, or finding the bus again
+
+
+@dataclass
+class SessionView:
+    name: str
+    path: str
+    owner: int = 0
+    preset: str = ""
+    state: str = ""
+    activity: str = ""
+    started_at: int = 0  # µs since the epoch
+    memory: int = UINT64_MAX
+    cpu_nsec: int = UINT64_MAX
+
+    def update(self, props: dict[str, Any]) -> None:
+        for key, attr in _FIELDS.items():
+            if key in props:
+                setattr(self, attr, props[key])
+
+    def age(self, now: float | None = None) -> float:
+        if not self.started_at:
+            return 0.0
+        return max(0.0, (now or time.time()) - self.started_at / 1e6)
+
+
+_FIELDS = {
+    "Owner": "owner",
+    "Preset": "preset",
+    "State": "state",
+    "Activity": "activity",
+    "StartedAt": "started_at",
+    "MemoryCurrent": "memory",
+    "CPUUsageNSec": "cpu_nsec",
+}
+
+
+class Follower:
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        on_change: Callable[[], None],
+    ) -> None:
+        """connect: an async callable that returns a connected Client (called again after
+        the bus is lost); on_change: called after every change to the picture."""
+        self._connect = connect
+        self.on_change = on_change
+        self.client: Client | None = None
+        self.sessions: dict[str, SessionView] = {}
+        self.link = Link.RECONNECTING
+        self.version = ""
+        self.updated_from = ""  # the Version before the daemon came back different
+        self._task: asyncio.Task[None] | None = None
+        self._reload: asyncio.Task[None] | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._attach()
+        self._task = asyncio.get_running_loop().create_task(self._keep_bus())
+
+    def close(self) -> None:
+        for task in (self._task, self._reload):
+            if task is not None:
+                task.cancel()
+        if self.client is not None:
+            self.client.close()
+
+    async def _attach(self) -> None:
+        self.client = await self._connect()
+        bus = self.client.bus
+        bus.add_message_handler(self._on_message)
+        for rule in (
+            f"type='signal',sender='{DBUS}',member='NameOwnerChanged',arg0='{BUS_NAME}'",
+            f"type='signal',sender='{BUS_NAME}',interface='{MANAGER_INTERFACE}'",
+            f"type='signal',sender='{BUS_NAME}',member='PropertiesChanged',"
+            f"path_namespace='{MANAGER_PATH}'",
+        ):
+            await add_match(bus, rule)
+        if await name_has_owner(bus, BUS_NAME):
+            await self._load()
+        else:
+            self._set_link(Link.GONE)
+
+    async def _keep_bus(self) -> None:
+        """Find the bus again whenever it drops, waiting longer each time (up to 5 s)."""
+        delay = 0.2
+        while True:
+            assert self.client is not None
+            await self.client.bus.wait_for_disconnect()  # type: ignore[no-untyped-call]
+            self._set_link(Link.RECONNECTING)
+            while True:
+                await asyncio.sleep(delay)  # a retry delay, not a synchronisation
+                try:
+                    await self._attach()
+                    delay = 0.2
+                    break
+                except (OSError, EOFError, HostAgentError) as e:
+                    log.debug("bus not back yet: %s", e)
+                    delay = min(delay * 2, 5.0)
+
+    # ---- reading ------------------------------------------------------------------------
+
+    async def _load(self) -> None:
+        assert self.client is not None
+        self._set_link(Link.RECONNECTING)
+        try:
+            props = await self.client.manager_properties()
+            rows = await self.client.list_sessions()
+            views = {r.name: SessionView(r.name, r.path) for r in rows}
+            await asyncio.gather(*(self._read(v) for v in views.values()))
+        except HostAgentError as e:
+            log.debug("daemon went away while being read: %s", e)
+            self._set_link(Link.GONE)
+            return
+        version = str(props.get("Version", ""))
+        if self.version and version != self.version:
+            self.updated_from = self.version
+        self.version = version
+        self.sessions = views
+        self._set_link(Link.CONNECTED)
+
+    async def _read(self, view: SessionView) -> None:
+        assert self.client is not None
+        with contextlib.suppress(HostAgentError):
+            (props,) = await self.client._call(
+                view.path, PROPERTIES, "GetAll", "s", [SESSION_INTERFACE]
+            )
+            view.update({k: v.value for k, v in props.items()})
+
+    async def refresh_counters(self) -> None:
+        """Read memory and CPU again (systemd does not signal them)."""
+        if self.link is Link.CONNECTED:
+            await asyncio.gather(*(self._read(v) for v in list(self.sessions.values())))
+            self.on_change()
+
+    # ---- signals ------------------------------------------------------------------------
+
+    def _on_message(self, msg: Message) -> None:
+        if msg.message_type is not MessageType.SIGNAL:
+            return
+        if msg.member == "NameOwnerChanged" and msg.body and msg.body[0] == BUS_NAME:
+            if msg.body[2]:
+                self._schedule_load()
+            else:
+                self._set_link(Link.GONE)
+        elif msg.member == "SessionNew" and msg.interface == MANAGER_INTERFACE:
+            name, path = msg.body
+            view = self.sessions.setdefault(name, SessionView(name, path))
+            self._spawn(self._read_and_tell(view))
+        elif msg.member == "SessionRemoved" and msg.interface == MANAGER_INTERFACE:
+            if self.sessions.pop(msg.body[0], None) is not None:
+                self.on_change()
+        elif msg.member == "PropertiesChanged" and msg.body[0] == SESSION_INTERFACE:
+            changed = next((v for v in self.sessions.values() if v.path == msg.path), None)
+            if changed is not None:
+                changed.update({k: v.value for k, v in msg.body[1].items()})
+                self.on_change()
+
+    def _schedule_load(self) -> None:
+        if self._reload is None or self._reload.done():
+            self._reload = self._spawn(self._load())
+
+    async def _read_and_tell(self, view: SessionView) -> None:
+        await self._read(view)
+        self.on_change()
+
+    def _spawn(self, coro: Any) -> asyncio.Task[None]:
+        return asyncio.get_running_loop().create_task(coro)
+
+    def _set_link(self, link: Link) -> None:
+        self.link = link
+        self.on_change()

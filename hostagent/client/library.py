@@ -1,0 +1,200 @@
+"""The async client library: everything hostagentctl (and any desktop program) says to the daemon.
+
+Errors come back as the same ``HostAgentError`` subclasses the daemon raised, mapped by their
+D-Bus names, so callers can ``except NoSuchSession``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from dbus_fast import BusType, Variant
+from dbus_fast.aio import MessageBus
+
+from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE
+from hostagent.bus.call import PROPERTIES, CallError, call
+from hostagent.bus.paths import path_encode
+from hostagent.errors import from_dbus
+
+LONG_CALL = None  # create, resume and stop reply when systemd's job is done; no client timeout
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    name: str
+    preset: str
+    state: str
+    activity: str
+    owner: int
+    path: str
+
+
+def default_system() -> bool:
+    """System bus for root, the user's own session bus otherwise, as systemctl chooses."""
+    return os.geteuid() == 0
+
+
+class Client:
+    def __init__(self, bus: MessageBus, relay: Any = None) -> None:
+        self.bus = bus
+        self._relay = relay  # the ssh relay of a remote connection (transport.Relay)
+
+    @classmethod
+    async def connect(
+        cls,
+        system: bool,
+        address: str | None = None,
+        host: str | None = None,
+        machine: str | None = None,
+    ) -> Client:
+        """The system or session bus; or a bus address; or, like systemctl, a host's bus over
+        ssh (host, "[user@]host[:port]") or a local container's (machine)."""
+        from hostagent.client.transport import machine_bus_address, open_ssh
+
+        if host:
+            bus, relay = await open_ssh(host, user_bus=not system)
+            return cls(bus, relay)
+        if machine:
+            address = await machine_bus_address(machine)
+        if address:
+            bus = MessageBus(bus_address=address, negotiate_unix_fd=True)
+        else:
+            bus = MessageBus(bus_type=BusType.SYSTEM if system else BusType.SESSION)
+        return cls(await bus.connect())
+
+    def close(self) -> None:
+        self.bus.disconnect()
+        if self._relay is not None:
+            self._relay.close()
+
+    async def _call(
+        self,
+        path: str,
+        interface: str,
+        member: str,
+        signature: str = "",
+        body: list[Any] | None = None,
+        timeout: float | None = 25.0,
+        interactive: bool = True,
+    ) -> list[Any]:
+        try:
+            return await call(
+                self.bus,
+                BUS_NAME,
+                path,
+                interface,
+                member,
+                signature,
+                body,
+                timeout=timeout,
+                interactive=interactive,
+            )
+        except CallError as e:
+            raise from_dbus(e.name, e.text) from None
+
+    async def _manager(
+        self,
+        member: str,
+        signature: str = "",
+        body: list[Any] | None = None,
+        timeout: float | None = 25.0,
+    ) -> list[Any]:
+        return await self._call(MANAGER_PATH, MANAGER_INTERFACE, member, signature, body, timeout)
+
+    @staticmethod
+    def session_path(name: str) -> str:
+        from hostagent import SESSION_PATH_PREFIX
+
+        return path_encode(SESSION_PATH_PREFIX, name)
+
+    async def _session(
+        self,
+        name: str,
+        member: str,
+        signature: str = "",
+        body: list[Any] | None = None,
+        timeout: float | None = 25.0,
+    ) -> list[Any]:
+        (path,) = await self._manager("GetSession", "s", [name])
+        return await self._call(path, SESSION_INTERFACE, member, signature, body, timeout)
+
+    # ---- Manager ------------------------------------------------------------------------
+
+    async def list_sessions(self) -> list[SessionRow]:
+        (rows,) = await self._manager("ListSessions")
+        return [SessionRow(*row) for row in rows]
+
+    async def create(self, name: str, preset: str, cwd: str, options: dict[str, Variant]) -> str:
+        (path,) = await self._manager(
+            "CreateSession", "sssa{sv}", [name, preset, cwd, options], timeout=LONG_CALL
+        )
+        return str(path)
+
+    async def resume(self, name: str) -> str:
+        (path,) = await self._manager("ResumeSession", "s", [name], timeout=LONG_CALL)
+        return str(path)
+
+    async def stop(self, name: str) -> None:
+        await self._manager("StopSession", "s", [name], timeout=LONG_CALL)
+
+    async def kill(self, name: str, whom: str, signal: int) -> None:
+        await self._manager("KillSession", "ssi", [name, whom, signal])
+
+    async def remove(self, name: str) -> None:
+        await self._manager("RemoveSession", "s", [name], timeout=LONG_CALL)
+
+    async def presets(self) -> list[tuple[str, str, list[str]]]:
+        (rows,) = await self._manager("ListPresets")
+        return [(r[0], r[1], list(r[2])) for r in rows]
+
+    async def wait_any(
+        self, names: list[str], activities: list[str], timeout_usec: int
+    ) -> tuple[str, str]:
+        name, activity = await self._manager(
+            "WaitAny", "asast", [names, activities, timeout_usec], timeout=None
+        )
+        return name, activity
+
+    async def reload(self) -> None:
+        await self._manager("Reload")
+
+    async def manager_properties(self) -> dict[str, Any]:
+        (props,) = await self._call(MANAGER_PATH, PROPERTIES, "GetAll", "s", [MANAGER_INTERFACE])
+        return {k: v.value for k, v in props.items()}
+
+    # ---- Session ------------------------------------------------------------------------
+
+    async def properties(self, name: str) -> dict[str, Any]:
+        (path,) = await self._manager("GetSession", "s", [name])
+        (props,) = await self._call(path, PROPERTIES, "GetAll", "s", [SESSION_INTERFACE])
+        return {k: v.value for k, v in props.items()}
+
+    async def capture(self, name: str, lines: int) -> str:
+        (text,) = await self._session(name, "Capture", "i", [lines])
+        return str(text)
+
+    async def send_text(self, name: str, text: str, enter: bool) -> None:
+        await self._session(name, "SendText", "sb", [text, enter])
+
+    async def wait(self, name: str, activities: list[str], timeout_usec: int) -> str:
+        (activity,) = await self._session(
+            name, "WaitForActivity", "ast", [activities, timeout_usec], timeout=None
+        )
+        return str(activity)
+
+    async def explain(self, name: str) -> dict[str, str]:
+        (info,) = await self._session(name, "ExplainActivity")
+        return dict(info)
+
+    async def report_hook(self, event: str, data: dict[str, str]) -> str:
+        """Report a hook of the session this process runs in; that session's name."""
+        (path,) = await self._manager("GetSessionByPID", "u", [os.getpid()], timeout=5.0)
+        body = [event, {k: Variant("s", v) for k, v in data.items()}]
+        await self._call(path, SESSION_INTERFACE, "ReportHook", "sa{sv}", body, timeout=5.0)
+        return str(path)
+
+    async def attach_command(self, name: str) -> list[str]:
+        (argv,) = await self._session(name, "GetAttachCommand")
+        return list(argv)

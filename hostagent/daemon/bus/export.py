@@ -1,0 +1,311 @@
+"""A small object exporter over dbus-fast's low-level message API.
+
+dbus-fast's ServiceInterface hides the calling message, and with it the sender that
+authorization needs; its error path also differs between 1.84 (traceback sent to the caller)
+and 5.x. So hostagent declares its interfaces as tables (``Interface``) and this module serves
+them: method dispatch with signature checks, Properties (Get, GetAll, PropertiesChanged),
+introspection with annotations and child nodes, and the one place where exceptions become
+error replies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from xml.sax.saxutils import quoteattr
+
+from dbus_fast import Message, MessageFlag, MessageType, Variant
+from dbus_fast.aio import MessageBus
+
+from hostagent.bus.call import PROPERTIES
+from hostagent.bus.compat import fix_body, fix_str
+from hostagent.errors import HostAgentError
+
+log = logging.getLogger(__name__)
+
+INTROSPECTABLE = "org.freedesktop.DBus.Introspectable"
+PEER = "org.freedesktop.DBus.Peer"
+EMITS = "org.freedesktop.DBus.Property.EmitsChangedSignal"
+_ALLOW_INTERACTIVE = 0x4
+
+
+class _BusError(HostAgentError):
+    """A standard error of the Properties interface, answered like any HostAgentError."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.dbus_name = name
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a handler knows about its caller."""
+
+    sender: str
+    interactive: bool
+
+
+Handler = Callable[..., Awaitable[Any] | Any]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A handler's single reply value that has already been through ``fix_value``: it is sent
+    as it is. For large replies that a handler caches between changes."""
+
+    value: Any
+
+
+@dataclass
+class Method:
+    name: str
+    in_args: list[tuple[str, str]]  # (name, signature)
+    out_args: list[tuple[str, str]]
+    handler: Handler  # handler(target, call, *args) -> body value (one out arg) or tuple
+
+    @property
+    def in_sig(self) -> str:
+        return "".join(s for _, s in self.in_args)
+
+    @property
+    def out_sig(self) -> str:
+        return "".join(s for _, s in self.out_args)
+
+
+@dataclass
+class Property:
+    name: str
+    signature: str
+    getter: Callable[[Any], Any]  # getter(target) -> value; may be a coroutine function
+    emits: str = "true"  # true | const | false
+
+
+@dataclass
+class Signal:
+    name: str
+    args: list[tuple[str, str]]
+
+
+@dataclass
+class Interface:
+    name: str
+    methods: list[Method] = field(default_factory=list)
+    properties: list[Property] = field(default_factory=list)
+    signals: list[Signal] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.method_by_name = {m.name: m for m in self.methods}
+        self.property_by_name = {p.name: p for p in self.properties}
+
+    def xml(self) -> str:
+        parts = [f"  <interface name={quoteattr(self.name)}>"]
+        for m in self.methods:
+            parts.append(f"    <method name={quoteattr(m.name)}>")
+            parts += [f'      <arg name="{n}" type="{s}" direction="in"/>' for n, s in m.in_args]
+            parts += [f'      <arg name="{n}" type="{s}" direction="out"/>' for n, s in m.out_args]
+            parts.append("    </method>")
+        for s in self.signals:
+            parts.append(f"    <signal name={quoteattr(s.name)}>")
+            parts += [f'      <arg name="{n}" type="{t}"/>' for n, t in s.args]
+            parts.append("    </signal>")
+        for p in self.properties:
+            parts.append(f'    <property name="{p.name}" type="{p.signature}" access="read">')
+            parts.append(f'      <annotation name="{EMITS}" value="{p.emits}"/>')
+            parts.append("    </property>")
+        parts.append("  </interface>")
+        return "\n".join(parts)
+
+
+_STANDARD_XML = """  <interface name="org.freedesktop.DBus.Peer">
+    <method name="Ping"/>
+    <method name="GetMachineId"><arg name="machine_uuid" type="s" direction="out"/></method>
+  </interface>
+  <interface name="org.freedesktop.DBus.Introspectable">
+    <method name="Introspect"><arg name="xml_data" type="s" direction="out"/></method>
+  </interface>
+  <interface name="org.freedesktop.DBus.Properties">
+    <method name="Get"><arg name="interface_name" type="s" direction="in"/>
+      <arg name="property_name" type="s" direction="in"/>
+      <arg name="value" type="v" direction="out"/></method>
+    <method name="GetAll"><arg name="interface_name" type="s" direction="in"/>
+      <arg name="props" type="a{sv}" direction="out"/></method>
+    <method name="Set"><arg name="interface_name" type="s" direction="in"/>
+      <arg name="property_name" type="s" direction="in"/>
+      <arg name="value" type="v" direction="in"/></method>
+    <signal name="PropertiesChanged"><arg type="s" name="interface_name"/>
+      <arg type="a{sv}" name="changed_properties"/>
+      <arg type="as" name="invalidated_properties"/></signal>
+  </interface>"""
+
+_DOCTYPE = (
+    '<!DOCTYPE node PUBLIC "-//freedesktop//DTD D-BUS Object Introspection 1.0//EN"\n'
+    ' "http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd">\n'
+)
+
+
+class Exporter:
+    """Serves Interfaces at object paths on one bus connection."""
+
+    def __init__(self, bus: MessageBus) -> None:
+        self.bus = bus
+        self._objects: dict[str, tuple[Interface, Any]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        bus.add_message_handler(self._on_message)
+
+    def export(self, path: str, interface: Interface, target: Any) -> None:
+        self._objects[path] = (interface, target)
+
+    def unexport(self, path: str) -> None:
+        self._objects.pop(path, None)
+
+    def emit(self, path: str, interface: str, member: str, signature: str, body: list[Any]) -> None:
+        self.bus.send(Message.new_signal(path, interface, member, signature, fix_body(body)))
+
+    def emit_changed(self, path: str, interface: str, changed: dict[str, Variant]) -> None:
+        if changed:
+            self.emit(path, PROPERTIES, "PropertiesChanged", "sa{sv}as", [interface, changed, []])
+
+    # ---- dispatch -----------------------------------------------------------------------
+
+    def _on_message(self, msg: Message) -> bool | None:
+        if msg.message_type != MessageType.METHOD_CALL or msg.path is None:
+            return None
+        if msg.interface == INTROSPECTABLE and msg.member == "Introspect":
+            xml = self._introspect(msg.path)
+            if xml is None:
+                return None
+            self._reply(msg, Message.new_method_return(msg, "s", fix_body([xml])))
+            return True
+        entry = self._objects.get(msg.path)
+        if entry is None or msg.interface == PEER:
+            return None
+        interface, target = entry
+        if msg.interface == PROPERTIES:
+            self._run(msg, self._properties(msg, interface, target))
+            return True
+        method = interface.method_by_name.get(msg.member or "")
+        if method is None or msg.interface not in (None, interface.name):
+            return None
+        if msg.signature != method.in_sig:
+            self._error(
+                msg,
+                "org.freedesktop.DBus.Error.InvalidArgs",
+                f"{method.name} takes '{method.in_sig}', not '{msg.signature}'.",
+            )
+            return True
+        call = Call(msg.sender or "", bool(int(msg.flags) & _ALLOW_INTERACTIVE))
+        self._run(msg, self._invoke(msg, method, target, call))
+        return True
+
+    async def _invoke(self, msg: Message, method: Method, target: Any, call: Call) -> Message:
+        result = method.handler(target, call, *msg.body)
+        if inspect.isawaitable(result):
+            result = await result
+        if isinstance(result, Prepared):
+            return Message.new_method_return(msg, method.out_sig, [result.value])
+        if not method.out_args:
+            body: list[Any] = []
+        elif len(method.out_args) == 1:
+            body = [result]
+        else:
+            body = list(result)
+        return Message.new_method_return(msg, method.out_sig, fix_body(body))
+
+    async def _properties(self, msg: Message, interface: Interface, target: Any) -> Message:
+        member, body = msg.member, msg.body
+        if member == "GetAll" and msg.signature == "s":
+            if body[0] not in ("", interface.name):
+                return Message.new_method_return(msg, "a{sv}", [{}])
+            values = {
+                p.name: Variant(p.signature, await _get(p, target)) for p in interface.properties
+            }
+            return Message.new_method_return(msg, "a{sv}", fix_body([values]))
+        if member == "Get" and msg.signature == "ss":
+            prop = interface.property_by_name.get(body[1])
+            if body[0] not in ("", interface.name) or prop is None:
+                return Message.new_error(
+                    msg,
+                    "org.freedesktop.DBus.Error.UnknownProperty",
+                    f"No property '{body[1]}' on '{body[0]}'.",
+                )
+            return Message.new_method_return(
+                msg, "v", [Variant(prop.signature, await _get(prop, target))]
+            )
+        if member == "Set":
+            return Message.new_error(
+                msg,
+                "org.freedesktop.DBus.Error.PropertyReadOnly",
+                "All hostagent properties are read-only.",
+            )
+        return Message.new_error(
+            msg,
+            "org.freedesktop.DBus.Error.UnknownMethod",
+            f"No method '{member}' with signature '{msg.signature}'.",
+        )
+
+    def _run(self, msg: Message, coro: Awaitable[Message]) -> None:
+        task = asyncio.get_running_loop().create_task(self._finish(msg, coro))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _finish(self, msg: Message, coro: Awaitable[Message]) -> None:
+        try:
+            reply = await coro
+        except HostAgentError as e:
+            self._error(msg, e.dbus_name, e.message)
+            return
+        except Exception:
+            log.exception("Failed to handle %s.%s from %s", msg.interface, msg.member, msg.sender)
+            self._error(
+                msg,
+                "org.freedesktop.DBus.Error.Failed",
+                "Internal error in hostagent; see 'journalctl -u hostagent'.",
+            )
+            return
+        self._reply(msg, reply)
+
+    def _error(self, msg: Message, name: str, text: str) -> None:
+        # Built by hand: Message.new_error insists on an exact str, which fix_str may not be.
+        self._reply(
+            msg,
+            Message(
+                message_type=MessageType.ERROR,
+                reply_serial=msg.serial,
+                destination=msg.sender,
+                error_name=name,
+                signature="s",
+                body=[fix_str(text)],
+            ),
+        )
+
+    def _reply(self, msg: Message, reply: Message) -> None:
+        if not int(msg.flags) & int(MessageFlag.NO_REPLY_EXPECTED):
+            self.bus.send(reply)
+
+    # ---- introspection ------------------------------------------------------------------
+
+    def _introspect(self, path: str) -> str | None:
+        prefix = "/" if path == "/" else path + "/"
+        children = sorted(
+            {p[len(prefix) :].split("/")[0] for p in self._objects if p.startswith(prefix)}
+        )
+        entry = self._objects.get(path)
+        if entry is None and not children:
+            return None
+        parts = [_DOCTYPE + "<node>"]
+        if entry is not None:
+            parts += [_STANDARD_XML, entry[0].xml()]
+        parts += [f'  <node name="{c}"/>' for c in children]
+        parts.append("</node>")
+        return "\n".join(parts)
+
+
+async def _get(prop: Property, target: Any) -> Any:
+    value = prop.getter(target)
+    if inspect.isawaitable(value):
+        value = await value
+    return value

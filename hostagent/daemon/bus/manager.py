@@ -1,0 +1,188 @@
+"""The Manager bus object, org.hostagent.HostAgent1.Manager, and the bus side of the registry.
+
+``BusFrontend`` is a listener of the registry and keeps one SessionObject exported per session.
+Manager methods that take a session name are one-line redirects into the Session object's
+handlers (bus/session.py), so validation and authorization are written once, as machined's
+``redirect_method_to_machine`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dbus_fast import Variant
+
+from hostagent import MANAGER_INTERFACE, MANAGER_PATH, __version__
+from hostagent.bus.compat import fix_value
+from hostagent.daemon.auth import create_owner, require_reload
+from hostagent.daemon.bus import session as bus_session
+from hostagent.daemon.bus.export import Call, Interface, Method, Prepared, Property, Signal
+from hostagent.daemon.bus.services import Services
+from hostagent.daemon.bus.session import SESSION, SessionObject, session_path
+from hostagent.daemon.registry import Session
+from hostagent.daemon.terminal import check_activities
+from hostagent.errors import NoSessionForPID
+from hostagent.options import parse_options
+
+
+class BusFrontend:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.registry = services.registry
+        self.exporter = services.exporter
+        self.objects: dict[str, SessionObject] = {}
+        # ListSessions' reply, kept until a session is added, removed or announced: the list
+        # is asked for far more often than it changes (docs/benchmarks-notes.md).
+        self._rows: Prepared | None = None
+        self.registry.listeners.append(self)
+
+    def export_all(self) -> None:
+        self.exporter.export(MANAGER_PATH, MANAGER, self)
+        for session in self.registry.sessions.values():
+            self._export(session)
+
+    def _export(self, session: Session) -> SessionObject:
+        obj = SessionObject(session, self.services)
+        self.objects[session.name] = obj
+        self.exporter.export(obj.path, SESSION, obj)
+        return obj
+
+    def object_of(self, name: str) -> SessionObject:
+        self.registry.get(name)  # NoSuchSession
+        return self.objects[name]
+
+    # ---- Listener -----------------------------------------------------------------------
+
+    def session_added(self, session: Session) -> None:
+        self._rows = None
+        obj = self._export(session)
+        self.exporter.emit(
+            MANAGER_PATH, MANAGER_INTERFACE, "SessionNew", "so", [session.name, obj.path]
+        )
+
+    def session_removed(self, session: Session) -> None:
+        self._rows = None
+        obj = self.objects.pop(session.name, None)
+        if obj is None:
+            return
+        obj.publish()
+        self.exporter.unexport(obj.path)
+        self.exporter.emit(
+            MANAGER_PATH, MANAGER_INTERFACE, "SessionRemoved", "so", [session.name, obj.path]
+        )
+
+    def session_changed(self, session: Session) -> None:
+        self._rows = None
+        obj = self.objects.get(session.name)
+        if obj is not None:
+            obj.publish()
+
+    def rows(self) -> Prepared:
+        if self._rows is None:
+            # What is on the bus, as announced; tuples, which the collector untracks, so a
+            # reply of 1000 rows promotes nothing into the old generation.
+            self._rows = Prepared(fix_value([o.row() for o in self.objects.values()]))
+        return self._rows
+
+
+def _list(f: BusFrontend, call: Call) -> Prepared:
+    return f.rows()
+
+
+def _get(f: BusFrontend, call: Call, name: str) -> str:
+    return f.object_of(name).path
+
+
+def _by_pid(f: BusFrontend, call: Call, pid: int) -> str:
+    session = f.registry.by_unit(f.services.scopes.unit_of_pid(pid))
+    if session is None:
+        raise NoSessionForPID(f"PID {pid} does not belong to any session.")
+    return session_path(session.name)
+
+
+async def _create(
+    f: BusFrontend, call: Call, name: str, preset: str, cwd: str, options: dict[str, Variant]
+) -> str:
+    req = parse_options({k: (v.signature, v.value) for k, v in options.items()})
+    s = f.services
+    caller = await s.auth.caller_uid(call.sender)
+    owner = create_owner(caller, req.user, s.system, s.daemon_uid())
+    session = await s.lifecycle.create(owner, name, preset, cwd, req)
+    return session_path(session.name)
+
+
+async def _resume(f: BusFrontend, call: Call, name: str) -> str:
+    obj = f.object_of(name)
+    await bus_session.resume(obj, call)
+    return obj.path
+
+
+async def _stop(f: BusFrontend, call: Call, name: str) -> None:
+    await bus_session.stop(f.object_of(name), call)
+
+
+async def _kill(f: BusFrontend, call: Call, name: str, whom: str, signal: int) -> None:
+    await bus_session.kill(f.object_of(name), call, whom, signal)
+
+
+async def _remove(f: BusFrontend, call: Call, name: str) -> None:
+    await bus_session.remove(f.object_of(name), call)
+
+
+def _presets(f: BusFrontend, call: Call) -> list[list[Any]]:
+    return [
+        [p.name, p.description, p.command]
+        for p in sorted(f.services.settings.presets.values(), key=lambda p: p.name)
+    ]
+
+
+async def _wait_any(
+    f: BusFrontend, call: Call, names: list[str], activities: list[str], timeout: int
+) -> tuple[str, str]:
+    check_activities(activities)
+    return await f.services.terminal.wait_for_activity(names, activities, timeout)
+
+
+async def _reload(f: BusFrontend, call: Call) -> None:
+    s = f.services
+    require_reload(await s.auth.caller_uid(call.sender), s.daemon_uid())
+    s.reload()
+
+
+MANAGER = Interface(
+    MANAGER_INTERFACE,
+    methods=[
+        Method("ListSessions", [], [("sessions", "a(ssssuo)")], _list),
+        Method("GetSession", [("name", "s")], [("path", "o")], _get),
+        Method("GetSessionByPID", [("pid", "u")], [("path", "o")], _by_pid),
+        Method(
+            "CreateSession",
+            [("name", "s"), ("preset", "s"), ("cwd", "s"), ("options", "a{sv}")],
+            [("path", "o")],
+            _create,
+        ),
+        Method("ResumeSession", [("name", "s")], [("path", "o")], _resume),
+        Method("StopSession", [("name", "s")], [], _stop),
+        Method("KillSession", [("name", "s"), ("whom", "s"), ("signal", "i")], [], _kill),
+        Method("RemoveSession", [("name", "s")], [], _remove),
+        Method("ListPresets", [], [("presets", "a(ssas)")], _presets),
+        Method(
+            "WaitAny",
+            [("names", "as"), ("activities", "as"), ("timeout_usec", "t")],
+            [("name", "s"), ("activity", "s")],
+            _wait_any,
+        ),
+        Method("Reload", [], [], _reload),
+    ],
+    properties=[
+        Property("Version", "s", lambda f: __version__, "const"),
+        Property("Mode", "s", lambda f: "system" if f.services.system else "user", "const"),
+        Property("BootID", "s", lambda f: f.services.lifecycle.boot_id, "const"),
+    ],
+    signals=[
+        Signal("SessionNew", [("name", "s"), ("path", "o")]),
+        Signal("SessionRemoved", [("name", "s"), ("path", "o")]),
+    ],
+)
+
+__all__ = ["MANAGER", "BusFrontend"]

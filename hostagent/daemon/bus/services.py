@@ -1,0 +1,57 @@
+"""The daemon's parts that the bus objects call, handed to them once when they are exported.
+
+The bus layer reaches nothing else: it reads, validates, authorizes, calls one of these, and
+replies.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hostagent.daemon.auth import Authorizer
+from hostagent.daemon.bus.export import Exporter
+from hostagent.daemon.conversation import Conversations
+from hostagent.daemon.lifecycle import Lifecycle
+from hostagent.daemon.registry import Registry
+from hostagent.daemon.scope import Scopes
+from hostagent.daemon.settings import Settings
+from hostagent.daemon.systemd import Systemd
+from hostagent.daemon.terminal import Terminal
+
+
+@dataclass(frozen=True)
+class Services:
+    lifecycle: Lifecycle
+    conversations: Conversations
+    auth: Authorizer
+    exporter: Exporter
+    reload: Callable[[], None]
+
+    @property
+    def registry(self) -> Registry:
+        return self.lifecycle.registry
+
+    @property
+    def terminal(self) -> Terminal:
+        return self.lifecycle.terminal
+
+    @property
+    def scopes(self) -> Scopes:
+        return self.lifecycle.scopes
+
+    @property
+    def systemd(self) -> Systemd:
+        return self.lifecycle.scopes.systemd
+
+    @property
+    def settings(self) -> Settings:
+        return self.lifecycle.settings
+
+    @property
+    def system(self) -> bool:
+        return self.lifecycle.registry.system
+
+    def daemon_uid(self) -> int:
+        return 0 if self.system else os.getuid()

@@ -1,0 +1,194 @@
+"""The per-session bus object: org.hostagent.HostAgent1.Session.
+
+Each handler reads its arguments, validates them, authorizes the caller, calls one function of
+the daemon and packs the reply. The object keeps the values it last published, so one
+PropertiesChanged carries exactly what changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dbus_fast import Variant
+
+from hostagent import SESSION_INTERFACE, SESSION_PATH_PREFIX, UINT64_MAX
+from hostagent.bus.paths import path_encode
+from hostagent.daemon.auth import require_inside
+from hostagent.daemon.bus.export import Call, Interface, Method, Property
+from hostagent.daemon.bus.services import Services
+from hostagent.daemon.hooks import check_event
+from hostagent.daemon.registry import Session
+from hostagent.daemon.scope import check_signal
+from hostagent.daemon.systemd import SCOPE_IFACE
+from hostagent.daemon.terminal import check_activities, check_capture, check_text
+
+
+def session_path(name: str) -> str:
+    return path_encode(SESSION_PATH_PREFIX, name)
+
+
+class SessionObject:
+    def __init__(self, session: Session, services: Services) -> None:
+        self.session = session
+        self.f = services
+        self.path = session_path(session.name)
+        self._published = self._values()
+
+    async def authorize(self, call: Call) -> None:
+        await self.f.auth.require_owner_or_admin(
+            call.sender,
+            self.session.record.owner,
+            call.interactive,
+            f"session '{self.session.name}'",
+        )
+
+    # ---- properties ---------------------------------------------------------------------
+
+    def row(self) -> tuple[str, str, str, str, int, str]:
+        """This session in ListSessions: name, preset, state, activity, owner, path."""
+        s, record = self.session, self.session.record
+        return (
+            s.name,
+            record.preset,
+            record.state.value,
+            s.activity.value,
+            record.owner,
+            self.path,
+        )
+
+    def _values(self) -> dict[str, Variant]:
+        return {p.name: Variant(p.signature, p.getter(self)) for p in _CHANGING}
+
+    def publish(self) -> None:
+        values = self._values()
+        changed = {k: v for k, v in values.items() if self._published.get(k) != v}
+        self._published = values
+        self.f.exporter.emit_changed(self.path, SESSION_INTERFACE, changed)
+
+    async def _scope_counter(self, name: str) -> int:
+        if self.session.record.state.value != "running":
+            return UINT64_MAX
+        value = await self.f.systemd.unit_property(self.session.record.unit, SCOPE_IFACE, name)
+        return UINT64_MAX if value is None else int(value)
+
+
+def _r(field: str) -> Any:
+    return lambda o: getattr(o.session.record, field)
+
+
+def _enum(field: str) -> Any:
+    return lambda o: getattr(o.session.record, field).value
+
+
+_CONST = [
+    Property("Name", "s", _r("name"), "const"),
+    Property("Uuid", "s", _r("uuid"), "const"),
+    Property("Preset", "s", _r("preset"), "const"),
+    Property("Owner", "u", _r("owner"), "const"),
+    Property("Cwd", "s", _r("cwd"), "const"),
+]
+_CHANGING = [
+    Property("State", "s", _enum("state")),
+    Property("Activity", "s", lambda o: o.session.activity.value),
+    Property("AgentSessionId", "s", _r("agent_session")),
+    Property("Unit", "s", _r("unit")),
+    Property("Leader", "u", _r("leader_pid")),
+    Property("BootID", "s", _r("boot_id")),
+    Property("StartedAt", "t", _r("started_at")),
+    Property("StoppedAt", "t", _r("stopped_at")),
+    Property("DormantReason", "s", _enum("dormant_reason")),
+    Property("LastError", "s", _r("last_error")),
+    Property("ResumeCount", "u", _r("resume_count")),
+    Property("Command", "as", _r("last_argv")),
+]
+_COUNTERS = [
+    Property("MemoryCurrent", "t", lambda o: o._scope_counter("MemoryCurrent"), "false"),
+    Property("CPUUsageNSec", "t", lambda o: o._scope_counter("CPUUsageNSec"), "false"),
+]
+
+
+# Handlers, shared with the Manager's methods that take a name (bus/manager.py).
+
+
+async def stop(o: SessionObject, call: Call) -> None:
+    await o.authorize(call)
+    await o.f.lifecycle.stop(o.session.name)
+
+
+async def kill(o: SessionObject, call: Call, whom: str, signal: int) -> None:
+    check_signal(whom, signal)
+    await o.authorize(call)
+    await o.f.lifecycle.kill(o.session.name, whom, signal)
+
+
+async def resume(o: SessionObject, call: Call) -> None:
+    await o.authorize(call)
+    await o.f.lifecycle.resume(o.session.name)
+
+
+async def remove(o: SessionObject, call: Call) -> None:
+    await o.authorize(call)
+    await o.f.lifecycle.remove(o.session.name)
+
+
+async def _capture(o: SessionObject, call: Call, lines: int) -> str:
+    check_capture(lines)
+    await o.authorize(call)
+    return await o.f.terminal.capture(o.session.name, lines)
+
+
+async def _send(o: SessionObject, call: Call, text: str, enter: bool) -> None:
+    check_text(text)
+    await o.authorize(call)
+    await o.f.terminal.send_text(o.session.name, text, enter)
+
+
+async def _wait(o: SessionObject, call: Call, activities: list[str], timeout: int) -> str:
+    check_activities(activities)
+    _, activity = await o.f.terminal.wait_for_activity([o.session.name], activities, timeout)
+    return activity
+
+
+def _explain(o: SessionObject, call: Call) -> dict[str, str]:
+    explanation = o.session.verdict.explain()
+    hook = o.session.last_hook
+    if hook is not None:
+        explanation["last_hook"] = hook.event + (f":{hook.subtype}" if hook.subtype else "")
+    return explanation
+
+
+async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str, Any]) -> None:
+    check_event(event)
+    values = {k: v.value for k, v in data.items() if isinstance(v, Variant)}
+    # Not authorize(): whoever the user is, the caller must be a process inside the session.
+    pid = await o.f.auth.caller_pid(call.sender)
+    require_inside(o.f.scopes.unit_of_pid(pid), o.session.record.unit, o.session.name)
+    await o.f.conversations.report_hook(o.f.registry.get(o.session.name), event, values)
+
+
+async def _attach(o: SessionObject, call: Call) -> list[str]:
+    await o.authorize(call)
+    return o.f.terminal.attach_argv(o.session.name)
+
+
+SESSION = Interface(
+    SESSION_INTERFACE,
+    methods=[
+        Method("Stop", [], [], stop),
+        Method("Kill", [("whom", "s"), ("signal", "i")], [], kill),
+        Method("Resume", [], [], resume),
+        Method("Remove", [], [], remove),
+        Method("Capture", [("lines", "i")], [("text", "s")], _capture),
+        Method("SendText", [("text", "s"), ("enter", "b")], [], _send),
+        Method(
+            "WaitForActivity",
+            [("activities", "as"), ("timeout_usec", "t")],
+            [("activity", "s")],
+            _wait,
+        ),
+        Method("ExplainActivity", [], [("explanation", "a{ss}")], _explain),
+        Method("GetAttachCommand", [], [("argv", "as")], _attach),
+        Method("ReportHook", [("event", "s"), ("data", "a{sv}")], [], _report_hook),
+    ],
+    properties=_CONST + _CHANGING + _COUNTERS,
+)

@@ -1,0 +1,130 @@
+"""Keeping each session's agent conversation id current.
+
+An id is assigned up front where the CLI takes one (``launch``). Otherwise it is learned from
+the CLI's lifecycle hooks, which also report rotations such as Claude's ``/clear``, or found on
+disk after the fact (``discovery``). Whatever the source, the newest id wins and the ones it
+replaced are kept in the record's history, so a resume continues the conversation the user
+last saw.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+from hostagent import activity
+from hostagent.daemon import discovery, hooks
+from hostagent.daemon.registry import Registry, Session, SessionPaths
+from hostagent.daemon.settings import Settings
+from hostagent.presets import Preset
+
+log = logging.getLogger(__name__)
+
+HISTORY = 16  # earlier conversation ids kept per session
+
+
+class Conversations:
+    def __init__(self, registry: Registry, settings: Settings, system: bool) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.system = system
+
+    @staticmethod
+    def command_with_hooks(preset: Preset, command: list[str], paths: SessionPaths) -> list[str]:
+        """The command with the preset's hook arguments, which name the session's hooks file."""
+        path = str(paths.hooks_file)
+        return list(command) + [a.replace("{hooks_file}", path) for a in preset.hooks_args]
+
+    @staticmethod
+    def hook_env(preset: Preset | None, paths: SessionPaths) -> dict[str, str]:
+        """Environment that points the CLI at the session's hooks file (Gemini, Qwen)."""
+        if preset is None:
+            return {}
+        path = str(paths.hooks_file)
+        return {k: v.replace("{hooks_file}", path) for k, v in preset.hooks_env.items()}
+
+    def write_hooks(self, session: Session, preset: Preset | None) -> None:
+        """(Re)write the session's hooks file before each start; /run does not survive a boot."""
+        if preset is None or not preset.hooks_format:
+            return
+        ctl = shutil.which("hostagentctl") or "hostagentctl"
+        command = [ctl, "--system" if self.system else "--user", "hook"]
+        hooks.write_settings(
+            session.paths.hooks_file,
+            hooks.settings(preset.hooks_format, command, _admin_defaults(preset.hooks_defaults)),
+        )
+
+    async def report_hook(self, session: Session, event: str, data: dict[str, object]) -> None:
+        """A hook of the agent reports event (from inside the session: auth checked that)."""
+        report = hooks.read_report(event, data)
+        async with session.lock:
+            if session.removed:
+                return
+            session.last_hook = report
+            if report.agent_session:
+                self.set_id(session, report.agent_session, "hook", report.source)
+            preset = self.settings.preset(session.record.preset)
+            verdict = preset and activity.hook_verdict(preset.activity, event, report.subtype)
+            if verdict and session.watch is not None:
+                session.watch.report_hook(verdict)
+
+    def set_id(self, session: Session, agent_id: str, how: str, why: str) -> None:
+        """Make agent_id the session's conversation; the caller holds the session lock."""
+        record = session.record
+        if agent_id == record.agent_session:
+            return
+        if record.agent_session:
+            record.agent_session_history = [
+                *record.agent_session_history[-(HISTORY - 1) :],
+                record.agent_session,
+            ]
+            log.info(
+                "session '%s': conversation %s -> %s (%s%s)",
+                session.name,
+                record.agent_session,
+                agent_id,
+                how,
+                f", {why}" if why else "",
+            )
+        else:
+            log.info("session '%s': conversation %s (%s)", session.name, agent_id, how)
+        record.agent_session = agent_id
+        record.agent_session_source = how
+        self.registry.commit(session)
+
+    async def discover(self, session: Session) -> None:
+        """Look on disk for the conversation of a preset whose CLI cannot be told an id."""
+        record = session.record
+        preset = self.settings.preset(record.preset)
+        if preset is None or preset.discover is None:
+            return
+        claimed = {
+            s.record.agent_session
+            for s in self.registry.sessions.values()
+            if s is not session and s.record.agent_session
+        }
+        found = await discovery.discover(
+            preset.discover,
+            session.owner,
+            record.cwd,
+            record.started_at,
+            claimed,
+        )
+        if found:
+            self.set_id(session, found, "discovered", "")
+
+
+def _admin_defaults(path: str) -> dict[str, object]:
+    """The admin's settings file that ours replaces (a path from the preset, under /etc)."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        log.warning("Ignoring %s: %s", path, e)
+        return {}
+    return data if isinstance(data, dict) else {}

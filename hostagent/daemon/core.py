@@ -1,0 +1,58 @@
+"""The daemon's parts, wired once: who holds whom, in one place.
+
+The arrows run one way: bus → lifecycle → {reconcile, conversation, terminal} → registry →
+{store, session}; the edges (systemd, tmux, the store) come in from outside, so the daemon's
+main hands in the real ones and the fast tests hand in fakes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hostagent.daemon.conversation import Conversations
+from hostagent.daemon.lifecycle import Lifecycle
+from hostagent.daemon.reconcile import Reconciler
+from hostagent.daemon.recover import Recovery, RecoveryReport
+from hostagent.daemon.registry import Registry
+from hostagent.daemon.scope import Scopes
+from hostagent.daemon.settings import Settings
+from hostagent.daemon.store import SidecarStore
+from hostagent.daemon.terminal import Terminal
+
+
+@dataclass
+class Core:
+    settings: Settings
+    registry: Registry
+    scopes: Scopes
+    terminal: Terminal
+    conversations: Conversations
+    reconciler: Reconciler
+    lifecycle: Lifecycle
+
+    @classmethod
+    def assemble(
+        cls,
+        *,
+        scopes: Scopes,
+        store: SidecarStore,
+        settings: Settings,
+        runtime_root: Path,
+        system: bool,
+        boot_id: str,
+    ) -> Core:
+        registry = Registry(store, runtime_root, system)
+        terminal = Terminal(registry, scopes.tmux, settings)
+        conversations = Conversations(registry, settings, system)
+        reconciler = Reconciler(registry, scopes, conversations)
+        lifecycle = Lifecycle(
+            registry, scopes, terminal, conversations, reconciler, settings, boot_id
+        )
+        return cls(settings, registry, scopes, terminal, conversations, reconciler, lifecycle)
+
+    async def recover(self) -> RecoveryReport:
+        """Recovery at start, then one reconcile pass over the units heard of meanwhile."""
+        report = await Recovery(self.lifecycle).run()
+        self.reconciler.recovered()
+        return report

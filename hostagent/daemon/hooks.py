@@ -1,0 +1,122 @@
+"""Lifecycle hooks: the per-session settings file that makes an agent CLI report to us, and
+the pure reading of what a hook reports.
+
+A CLI with hooks (Claude Code, and CLIs that copy its settings format) is started with a
+settings file of its own, next to the session's tmux socket, so the user's own settings are
+never touched. Each hook runs ``hostagentctl hook EVENT`` inside the session's scope; the daemon
+believes a report only when the caller's pid lies inside that scope , so nobody else
+can forge a conversation id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from hostagent.errors import InvalidArgs, quote
+
+# The events each format's settings file subscribes to (docs/agent-clis.md). Claude's
+# SessionStart carries the conversation id, also after /clear and compaction, which replace it.
+# Gemini CLI and Qwen Code (its fork) read the same shape of file, with their own event names.
+FORMAT_EVENTS = {
+    "claude": (
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+        "PermissionRequest",
+        "Notification",
+        "Stop",
+        "SessionEnd",
+    ),
+    "gemini": ("SessionStart", "BeforeAgent", "AfterAgent", "Notification", "SessionEnd"),
+}
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+_ID_KEYS = ("session_id", "sessionId", "conversation_id")
+_EVENT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+
+
+def hooks_file(runtime_dir: Path, name: str) -> Path:
+    return runtime_dir / f"{name}.hooks.json"
+
+
+def settings(fmt: str, hook_command: list[str], base: dict[str, object]) -> dict[str, object]:
+    """A settings file of format fmt with one command hook per event, over base (an admin's
+    defaults file, kept because ours takes its place)."""
+    command = " ".join(_sh_quote(a) for a in hook_command)
+    ours = {
+        event: [{"hooks": [{"type": "command", "command": f"{command} {event}", "timeout": 10}]}]
+        for event in FORMAT_EVENTS[fmt]
+    }
+    theirs = base.get("hooks")
+    merged = dict(theirs) if isinstance(theirs, dict) else {}
+    for event, groups in ours.items():
+        earlier = merged.get(event)
+        merged[event] = [*(earlier if isinstance(earlier, list) else []), *groups]
+    return {**base, "hooks": merged}
+
+
+def _sh_quote(arg: str) -> str:
+    if re.fullmatch(r"[A-Za-z0-9_./=:-]+", arg):
+        return arg
+    return "'" + arg.replace("'", "'\\''") + "'"
+
+
+def write_settings(path: Path, settings: dict[str, object]) -> None:
+    """Write path inside a directory its owner controls, without following anything there.
+
+    O_EXCL on a fresh random name never follows a planted symlink; the rename replaces
+    whatever the directory entry was.
+    """
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(settings, f, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass(frozen=True)
+class HookReport:
+    event: str
+    agent_session: str  # "" when the hook did not name one
+    source: str  # SessionStart's source: startup, resume, clear, compact
+    subtype: str  # Notification's notification_type, e.g. permission_prompt
+
+
+def check_event(event: str) -> None:
+    problem = event_problem(event)
+    if problem:
+        raise InvalidArgs(f"Hook event {quote(event)} {problem}.")
+
+
+def event_problem(event: str) -> str | None:
+    return None if _EVENT_RE.match(event) else "must be a hook event name such as SessionStart"
+
+
+def read_report(event: str, data: dict[str, object]) -> HookReport:
+    """What a hook said, keeping only well-formed values."""
+    agent_session = ""
+    for key in _ID_KEYS:
+        value = data.get(key)
+        if isinstance(value, str) and _ID_RE.match(value):
+            agent_session = value
+            break
+    source = data.get("source")
+    subtype = data.get("notification_type")
+    return HookReport(
+        event,
+        agent_session,
+        source if isinstance(source, str) else "",
+        subtype if isinstance(subtype, str) and _EVENT_RE.match(subtype) else "",
+    )

@@ -1,0 +1,357 @@
+"""What happens to one session over its life: create, spawn, stop, resume, kill and remove.
+
+Each operation holds the session's lock from start to end, the wait for systemd's job
+included, so a Kill or a Remove never interleaves with a Resume: the second caller sees the
+state the first one committed and gets a named error, never a tmux failure or a ghost record.
+Every state change goes through ``Session.apply`` (the state machine) and ``Registry.commit``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import uuid
+from collections.abc import AsyncIterator
+from typing import NoReturn
+
+from hostagent import launch
+from hostagent.daemon import checkpoint
+from hostagent.daemon.conversation import Conversations
+from hostagent.daemon.owner import Owner, build_env, check_cwd, exists_as_owner
+from hostagent.daemon.reconcile import Reconciler
+from hostagent.daemon.registry import Registry, Session
+from hostagent.daemon.scope import Scopes, check_signal, now_usec, prepare_runtime_dir
+from hostagent.daemon.settings import Settings
+from hostagent.daemon.terminal import Terminal
+from hostagent.daemon.tmux import remove_socket
+from hostagent.errors import (
+    AlreadyRunning,
+    Busy,
+    InvalidArgs,
+    InvalidCwd,
+    InvalidName,
+    NoSuchPreset,
+    NoSuchSession,
+    NotRunning,
+    SessionExists,
+    SpawnFailed,
+    quote,
+)
+from hostagent.options import CreateRequest, size_problem
+from hostagent.presets import Preset
+from hostagent.session import (
+    LIVE_STATES,
+    DormantReason,
+    Event,
+    SessionRecord,
+    State,
+    generate_name,
+    name_problem,
+    unit_name,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Lifecycle:
+    def __init__(
+        self,
+        registry: Registry,
+        scopes: Scopes,
+        terminal: Terminal,
+        conversations: Conversations,
+        reconciler: Reconciler,
+        settings: Settings,
+        boot_id: str,
+    ) -> None:
+        self.registry = registry
+        self.scopes = scopes
+        self.terminal = terminal
+        self.conversations = conversations
+        self.reconciler = reconciler
+        self.settings = settings
+        self.boot_id = boot_id
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, session: Session) -> AsyncIterator[None]:
+        """The session's lock for one whole operation; the waiting is a checkpoint for tests."""
+        if session.lock.locked():
+            await checkpoint.reached(checkpoint.LOCK_WAIT)
+        async with session.lock:
+            if session.removed:
+                raise NoSuchSession(f"Session '{session.name}' was removed meanwhile.")
+            yield
+
+    # ---- create -------------------------------------------------------------------------
+
+    async def create(
+        self, owner_uid: int, name: str, preset_name: str, cwd: str, req: CreateRequest
+    ) -> Session:
+        """A new session of owner_uid's (whom the caller may create for, auth decided)."""
+        preset = self.settings.preset(preset_name or "shell")
+        if preset is None:
+            raise NoSuchPreset(
+                f"No preset '{preset_name}' known; 'hostagentctl presets' lists them."
+            )
+        name = name or generate_name(preset.name, self.registry.taken())
+        problem = name_problem(name)
+        if problem:
+            raise InvalidName(f"Session name {quote(name)} {problem}.")
+        self._check_free(name)
+        with self.registry.operation():
+            self.registry.reserved.add(name)
+            try:
+                record, owner = await self._new_record(owner_uid, name, preset, cwd, req)
+                session = self.registry.add(record)
+                session.owner = owner  # looked up once: NSS can cost a round trip
+            finally:
+                self.registry.reserved.discard(name)
+            async with session.lock:
+                try:
+                    self.registry.store.save(record)
+                except OSError as e:
+                    del self.registry.sessions[name]
+                    raise SpawnFailed(
+                        f"Session '{name}' was not created: its record cannot be written "
+                        f"({e.strerror}); check {self.registry.store.sessions_dir}."
+                    ) from None
+                await checkpoint.reached(checkpoint.CREATE_RECORDED)
+                log.info(
+                    "session '%s': created (uuid %s, preset %s, owner %d)",
+                    name,
+                    record.uuid,
+                    preset.name,
+                    record.owner,
+                )
+                self.registry.announce_new(session)
+                await self._spawn(session)
+        return session
+
+    def _check_free(self, name: str) -> None:
+        existing = self.registry.sessions.get(name)
+        if existing is not None:
+            state = existing.record.state.value
+            raise SessionExists(
+                f"Session '{name}' already exists and is {state}; "
+                f"resume it with 'hostagentctl resume {name}' or remove it with "
+                f"'hostagentctl rm {name}'."
+            )
+        if name in self.registry.reserved:
+            raise SessionExists(f"Session '{name}' is being created right now; pick another name.")
+
+    async def _new_record(
+        self, owner_uid: int, name: str, preset: Preset, cwd: str, req: CreateRequest
+    ) -> tuple[SessionRecord, Owner]:
+        try:
+            owner = Owner.from_uid(owner_uid)
+        except KeyError:
+            raise InvalidArgs(f"User {owner_uid} does not exist.") from None
+        cwd = cwd or owner.home
+        if not os.path.isabs(cwd):
+            raise InvalidCwd(f"Working directory {quote(cwd)} must be an absolute path.")
+        problem = await check_cwd(owner, cwd)
+        if problem:
+            raise InvalidCwd(f"Working directory {quote(cwd)} {problem}.")
+        command = req.command if req.command is not None else (preset.command or [owner.shell])
+        agent_id = req.agent_session or launch.new_agent_id(preset)
+        paths = self.registry.paths(owner_uid, name)
+        first = launch.first_launch(
+            preset,
+            self.conversations.command_with_hooks(preset, command, paths),
+            req.args,
+            agent_id,
+        )
+        problem = size_problem(first.argv, {**preset.env, **req.env})
+        if problem:
+            raise InvalidArgs(f"Session '{name}': {problem}.")
+        config = self.settings.config
+        record = SessionRecord(
+            name=name,
+            uuid=str(uuid.uuid4()),
+            owner=owner_uid,
+            preset=preset.name,
+            cwd=os.path.normpath(cwd),
+            command=list(command),
+            args=list(req.args),
+            argv=first.argv,
+            last_argv=first.argv,
+            env=dict(req.env),
+            limits=req.limits.merged_over(config.limits),
+            columns=req.columns or config.columns,
+            rows=req.rows or config.rows,
+            agent_session=agent_id,
+            agent_session_source=("assigned" if agent_id else ""),
+            unit=unit_name(name),
+            boot_id=self.boot_id,
+            created_at=now_usec(),
+            state=State.STARTING,
+        )
+        return record, owner
+
+    # ---- spawn --------------------------------------------------------------------------
+
+    async def _spawn(self, session: Session) -> None:
+        """Start the scope for record.last_argv; the caller holds the lock, state is starting."""
+        record = session.record
+        preset = self.settings.preset(record.preset)
+        session.stop_requested = False
+        try:
+            owner = session.owner
+            prepare_runtime_dir(session.paths.runtime_dir, owner)
+            self.conversations.write_hooks(session, preset)
+            xdg = (
+                f"/run/user/{owner.uid}"
+                if self.registry.system
+                else os.environ.get("XDG_RUNTIME_DIR")
+            )
+            env = build_env(
+                owner,
+                {
+                    **(preset.env if preset else {}),
+                    **self.conversations.hook_env(preset, session.paths),
+                },
+                record.env,
+                xdg if xdg and os.path.isdir(xdg) else None,
+            )
+            started = await self.scopes.start(
+                record,
+                owner,
+                session.paths.socket,
+                env,
+                record.limits,
+                self.settings.config.stop_timeout_sec,
+                self.terminal.prepare(session),
+            )
+            await checkpoint.reached(checkpoint.SPAWN_STARTED)
+        except (SpawnFailed, OSError) as e:
+            self._fail(
+                session, e.message if isinstance(e, SpawnFailed) else f"Failed to spawn: {e}"
+            )
+        record.leader_pid = started.leader_pid
+        record.invocation_id = started.invocation_id
+        record.started_at = started.started_at
+        record.dormant_reason = DormantReason.NONE
+        record.last_error = ""
+        session.apply(Event.STARTED)
+        # On disk the record says starting until just after the reply; a daemon that dies in
+        # between adopts the running unit and reads leader and invocation back (recover.py).
+        self.registry.commit(session, rebuildable=True)
+        if not record.leader_pid:
+            # tmux was already gone from the scope: the agent exited at once. A server that
+            # was found running will be followed by the unit's own signals.
+            self.reconciler.queue(session)
+
+    def _fail(self, session: Session, error: str) -> NoReturn:
+        """A start failed: the session is failed with LastError; its ids are kept."""
+        record = session.record
+        record.last_error = error
+        record.stopped_at = now_usec()
+        session.apply(Event.START_FAILED)
+        self.registry.commit(session)
+        log.error("session '%s': %s", session.name, error)
+        raise SpawnFailed(f"Session '{session.name}' failed to start: {error}")
+
+    # ---- stop, resume, kill, remove -----------------------------------------------------
+
+    def _live_session(self, name: str) -> Session:
+        session = self.registry.get(name)
+        if session.lock.locked() and session.record.state is State.STOPPING:
+            raise Busy(f"Session '{name}' is stopping; wait for it, then try again.")
+        return session
+
+    async def stop(self, name: str) -> None:
+        session = self._live_session(name)
+        with self.registry.operation():
+            async with self._locked(session):
+                if session.record.state not in (State.RUNNING, State.STARTING):
+                    raise NotRunning(
+                        f"Session '{name}' is {session.record.state.value}, not running."
+                    )
+                await self._stop_locked(session)
+
+    async def _stop_locked(self, session: Session) -> None:
+        session.stop_requested = True
+        session.apply(Event.STOP)
+        self.registry.commit(session)
+        await checkpoint.reached(checkpoint.STOP_RECORDED)
+        await self.scopes.stop(session.record.unit, self.settings.config.stop_timeout_sec + 30)
+        await checkpoint.reached(checkpoint.STOP_DONE)
+        session.record.stopped_at = now_usec()
+        session.apply(Event.UNIT_GONE)
+        self.registry.commit(session)
+        remove_socket(session.paths.socket)
+        await self.conversations.discover(session)
+
+    async def resume(self, name: str) -> Session:
+        session = self._live_session(name)
+        # Answered before waiting for the lock: a resume that is under way has already
+        # committed starting, so a second one fails at once instead of queueing behind it.
+        self._check_resumable(session)
+        with self.registry.operation():
+            async with self._locked(session):
+                self._check_resumable(session)
+                await self._resume_locked(session)
+        return session
+
+    @staticmethod
+    def _check_resumable(session: Session) -> None:
+        state = session.record.state
+        if state in (State.STARTING, State.RUNNING):
+            raise AlreadyRunning(f"Session '{session.name}' is already {state.value}.")
+        if state is State.STOPPING:
+            raise Busy(f"Session '{session.name}' is stopping; wait for it, then resume.")
+
+    async def _resume_locked(self, session: Session) -> None:
+        record = session.record
+        preset = self.settings.preset(record.preset) or Preset(name=record.preset)
+        owner = session.owner
+        await self.conversations.discover(session)
+        path = launch.conversation_path(preset, record.agent_session, owner.home, record.cwd)
+        exists = bool(record.agent_session) and (path is None or await exists_as_owner(owner, path))
+        plan = launch.resume_launch(
+            preset,
+            self.conversations.command_with_hooks(preset, record.command, session.paths),
+            record.args,
+            record.agent_session,
+            exists,
+        )
+        record.last_argv = plan.argv
+        record.resume_count += 1
+        log.info(
+            "session '%s': resuming (%s)",
+            session.name,
+            "fresh conversation" if plan.fresh else f"conversation {plan.agent_session}",
+        )
+        record.boot_id = self.boot_id
+        session.apply(Event.START)
+        self.registry.commit(session)
+        await checkpoint.reached(checkpoint.RESUME_RECORDED)
+        problem = await check_cwd(owner, record.cwd)
+        if problem:
+            self._fail(
+                session,
+                f"Working directory '{record.cwd}' {problem}; "
+                f"create it, or remove the session with 'hostagentctl rm {session.name}'",
+            )
+        await self._spawn(session)
+
+    async def kill(self, name: str, whom: str, signal: int) -> None:
+        check_signal(whom, signal)
+        session = self.registry.get(name)
+        async with self._locked(session):
+            if session.record.state not in LIVE_STATES:
+                raise NotRunning(f"Session '{name}' is {session.record.state.value}, not running.")
+            await self.scopes.kill(
+                session.record, session.owner, session.paths.socket, whom, signal
+            )
+
+    async def remove(self, name: str) -> None:
+        session = self.registry.get(name)
+        with self.registry.operation():
+            async with self._locked(session):
+                if session.record.state in LIVE_STATES:
+                    await self._stop_locked(session)
+                    await checkpoint.reached(checkpoint.REMOVE_STOPPED)
+                self.registry.forget(session)
+                remove_socket(session.paths.socket)

@@ -1,0 +1,285 @@
+"""The daemon's main: connect, load, recover, export, announce READY=1, serve, shut down.
+
+Sessions are not the daemon's children: SIGTERM (or a crash) ends the daemon and leaves every
+scope running; the next start adopts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import faulthandler
+import gc
+import logging
+import os
+import resource
+import signal
+import sys
+from pathlib import Path
+
+import sdnotify
+from dbus_fast import BusType, RequestNameReply
+from dbus_fast.aio import MessageBus
+
+from hostagent import BUS_NAME, __version__
+from hostagent import log as logsetup
+from hostagent.config import Config, config_paths, load_config
+from hostagent.daemon.auth import Authorizer
+from hostagent.daemon.bus.export import Exporter
+from hostagent.daemon.bus.manager import BusFrontend
+from hostagent.daemon.bus.services import Services
+from hostagent.daemon.core import Core
+from hostagent.daemon.recover import resume_dormant
+from hostagent.daemon.registry import Session
+from hostagent.daemon.scope import Scopes
+from hostagent.daemon.settings import Settings
+from hostagent.daemon.store import SidecarStore
+from hostagent.daemon.systemd import Systemd
+from hostagent.daemon.tmux import Tmux
+from hostagent.errors import InvalidArgs
+from hostagent.presets import Preset, load_presets, preset_dirs
+from hostagent.yamlfile import SettingsError
+
+log = logging.getLogger("hostagent")
+
+STATUS_INTERVAL = 0.5  # seconds between two STATUS= updates at most
+STOP_FLUSH_TIMEOUT = 5.0  # seconds a stop waits for the records' fsync
+
+
+def state_dir(system: bool) -> Path:
+    if system:
+        return Path(os.environ.get("STATE_DIRECTORY", "/var/lib/hostagent").split(":")[0])
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return Path(base) / "hostagent"
+
+
+def runtime_root(system: bool) -> Path:
+    if system:
+        return Path(os.environ.get("RUNTIME_DIRECTORY", "/run/hostagent").split(":")[0])
+    xdg = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    return Path(xdg) / "hostagent"
+
+
+def read_boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")
+
+
+class StatusLine:
+    """A registry listener that wakes the STATUS= loop on every change."""
+
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+
+    def session_added(self, session: Session) -> None:
+        self.changed.set()
+
+    def session_removed(self, session: Session) -> None:
+        self.changed.set()
+
+    def session_changed(self, session: Session) -> None:
+        self.changed.set()
+
+
+class Daemon:
+    def __init__(self, system: bool) -> None:
+        self.system = system
+        self.notifier = sdnotify.SystemdNotifier()
+        self.core: Core | None = None
+        self.status = StatusLine()
+        self.to_resume: list[str] = []
+
+    def load_settings(self, strict: bool) -> tuple[Config, dict[str, Preset]]:
+        config = load_config(config_paths(self.system))
+        presets = load_presets(preset_dirs(self.system), strict=strict)
+        return config, presets
+
+    def reload(self) -> None:
+        """Re-read config and presets; on any error keep the last good ones and say why."""
+        assert self.core is not None
+        try:
+            config, presets = self.load_settings(strict=True)
+        except SettingsError as e:
+            log.error("Failed to reload, keeping the last good configuration: %s", e)
+            raise InvalidArgs(f"Configuration not reloaded: {e}") from None
+        self.core.settings.replace(config, presets)
+
+    def _on_unit(self, unit: str, active_state: str) -> None:
+        if self.core is not None:
+            self.core.reconciler.on_unit(unit, active_state)
+
+    async def run(self) -> int:
+        try:
+            config, presets = self.load_settings(strict=False)
+        except SettingsError as e:
+            log.error("Failed to load configuration: %s", e)
+            return 1
+        bus_type = BusType.SYSTEM if self.system else BusType.SESSION
+        bus = await MessageBus(bus_type=bus_type, negotiate_unix_fd=True).connect()
+        systemd = Systemd(bus, self._on_unit)
+        await systemd.connect()
+        store = SidecarStore(state_dir(self.system))
+        store.prepare()
+        self.core = core = Core.assemble(
+            scopes=Scopes(systemd, Tmux()),
+            store=store,
+            settings=Settings(config, presets),
+            runtime_root=runtime_root(self.system),
+            system=self.system,
+            boot_id=read_boot_id(),
+        )
+        core.registry.listeners.append(self.status)
+        report = await core.recover()
+        log.info("%s", report.summary(config.recovery_policy.value))
+        self.to_resume = report.to_resume
+        frontend = BusFrontend(
+            Services(
+                core.lifecycle,
+                core.conversations,
+                Authorizer(bus, use_polkit=self.system),
+                Exporter(bus),
+                self.reload,
+            )
+        )
+        frontend.export_all()
+        reply = await bus.request_name(BUS_NAME)
+        if reply not in (RequestNameReply.PRIMARY_OWNER, RequestNameReply.ALREADY_OWNER):
+            log.error("Failed to own %s: it is taken; is another hostagent running?", BUS_NAME)
+            return 1
+        log.info(
+            "hostagent %s serving %s on the %s bus",
+            __version__,
+            BUS_NAME,
+            "system" if self.system else "session",
+        )
+        return await self.serve(bus)
+
+    async def serve(self, bus: MessageBus) -> int:
+        assert self.core is not None
+        core = self.core
+        loop = asyncio.get_running_loop()
+        stop = loop.create_future()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, _finish, stop)
+        loop.add_signal_handler(signal.SIGHUP, self._reload_quietly)
+        self.notify(f"READY=1\nSTATUS={core.registry.status_line()}")
+        tasks = [loop.create_task(self._status_loop())]
+        watchdog = int(os.environ.get("WATCHDOG_USEC", "0") or 0)
+        if watchdog and os.environ.get("WATCHDOG_PID", str(os.getpid())) == str(os.getpid()):
+            tasks.append(loop.create_task(self._watchdog(watchdog / 2e6)))
+        tasks.append(loop.create_task(core.terminal.watch_all()))
+        if self.to_resume:
+            cfg = core.settings.config
+            tasks.append(
+                loop.create_task(
+                    resume_dormant(
+                        core.lifecycle,
+                        self.to_resume,
+                        cfg.recovery_max_parallel,
+                        cfg.recovery_stagger_sec,
+                    )
+                )
+            )
+        disconnected = asyncio.ensure_future(bus.wait_for_disconnect())  # type: ignore[no-untyped-call]
+        await asyncio.wait([stop, disconnected], return_when=asyncio.FIRST_COMPLETED)
+        self.notify("STOPPING=1")
+        log.info("Stopping; sessions keep running in their scopes")
+        for t in tasks:
+            t.cancel()
+        if not core.registry.store.flush(timeout=STOP_FLUSH_TIMEOUT):
+            log.warning("Stopping before the disk confirmed the last records; the kernel has them")
+        if disconnected.done():
+            log.error("Lost the bus connection")
+            return 1
+        bus.disconnect()
+        return 0
+
+    def _reload_quietly(self) -> None:
+        try:
+            self.reload()
+        except Exception as e:  # SIGHUP has no caller to answer
+            log.error("Reload on SIGHUP failed: %s", e)
+
+    def notify(self, text: str) -> None:
+        self.notifier.notify(text)
+
+    async def _status_loop(self) -> None:
+        """Refresh STATUS= when the counts change; woken by the registry, not by polling.
+
+        Each STATUS= costs systemd a PropertiesChanged of its own, at the moment it is busy
+        starting the scope of the create that changed the counts. So after each update the
+        loop rests STATUS_INTERVAL, and a burst of changes becomes one line."""
+        assert self.core is not None
+        last = ""
+        while True:
+            await self.status.changed.wait()
+            self.status.changed.clear()
+            line = self.core.registry.status_line()
+            if line != last:
+                self.notify(f"STATUS={line}")
+                last = line
+                await asyncio.sleep(STATUS_INTERVAL)
+
+    async def _watchdog(self, interval: float) -> None:
+        while True:
+            self.notify("WATCHDOG=1")
+            await asyncio.sleep(interval)
+
+
+def _finish(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _watch_children_with_pidfds() -> None:
+    """Python 3.11 waits for each subprocess on a thread of its own; a pidfd in the event loop
+    costs no thread (3.12 does this by itself)."""
+    if sys.version_info < (3, 12) and hasattr(os, "pidfd_open"):
+        with contextlib.suppress(OSError):
+            os.close(os.pidfd_open(os.getpid()))
+            asyncio.set_child_watcher(asyncio.PidfdChildWatcher())
+
+
+def _raise_fd_limit() -> None:
+    """Every watched session holds a descriptor: take the hard limit (systemd's default soft
+    limit, 1024, would stop at a few hundred sessions)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _freeze_imports() -> None:
+    """Move what the imports made (modules, classes, functions: most of the heap, and never
+    garbage) out of the collector's sight. A full collection then walks the sessions only,
+    which keeps its pause inside ListSessions' latency budget at 1000 sessions."""
+    gc.collect()
+    gc.freeze()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hostagent", description=__doc__)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--system", action="store_true", help="serve the system bus (as root)")
+    mode.add_argument("--user", action="store_true", help="serve the session bus (default)")
+    parser.add_argument("--debug", action="store_true", help="log debug messages")
+    parser.add_argument("--version", action="version", version=f"hostagent {__version__}")
+    args = parser.parse_args(argv)
+    logsetup.setup(args.debug)
+    if args.system and os.geteuid() != 0:
+        log.error("--system needs root; use --user to serve your own session bus")
+        return 2
+    # `systemctl kill -s USR2 hostagent` writes every thread's stack to the journal: the
+    # first thing to look at when the daemon hangs.
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
+    try:
+        _watch_children_with_pidfds()
+        _raise_fd_limit()
+        _freeze_imports()
+        return asyncio.run(Daemon(system=args.system).run())
+    except (OSError, ConnectionError) as e:
+        log.error("Failed to start: %s", e)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

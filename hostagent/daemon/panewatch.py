@@ -1,0 +1,206 @@
+"""Following one running session's terminal without polling it .
+
+tmux copies everything the pane prints into a FIFO (``pipe-pane``: one small ``cat`` per
+session, inside the session's scope, as its owner). The daemon reads that FIFO from its event
+loop and never parses the bytes beyond OSC 9;4 progress; output only says "something changed".
+A classification (one tmux call for the screen and the title, then ``activity.classify``) runs:
+
+- shortly after output starts (DEBOUNCE), so a spinner shows as working at once;
+- while output flows, at most every WORKING_INTERVAL;
+- once output has been quiet for SETTLE, to see where the agent stopped.
+
+An idle session prints nothing, so it costs nothing: no timer, no wake-up, no process run.
+The daemon opens the FIFO for reading and writing, so a ``cat`` that exits never leaves an
+end-of-file that would wake the loop forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from hostagent import activity
+from hostagent.activity import Rules, Verdict, View
+from hostagent.daemon import tmux
+from hostagent.daemon.owner import Owner
+from hostagent.session import Activity
+
+log = logging.getLogger(__name__)
+
+DEBOUNCE = 0.1
+SETTLE = 0.4
+WORKING_INTERVAL = 1.0
+READ_SIZE = 65536
+RETRIES = 5
+RETRY_DELAY = 0.5
+
+
+def fifo_path(runtime_dir: Path, name: str) -> Path:
+    return runtime_dir / f"{name}.out"
+
+
+class PaneWatch:
+    def __init__(
+        self,
+        name: str,
+        owner: Owner,
+        sock: Path,
+        fifo: Path,
+        rules: Rules,
+        on_verdict: Callable[[Verdict], None],
+        tmux_client: tmux.Tmux,
+    ) -> None:
+        self.name = name
+        self.owner = owner
+        self.sock = sock
+        self.fifo = fifo
+        self.rules = rules
+        self.on_verdict = on_verdict
+        self.tmux = tmux_client
+        self.screen_verdict: Verdict | None = None
+        self.hook: Verdict | None = None
+        self.verdict: Verdict | None = None
+        self.progress: int | None = None
+        self._loop = asyncio.get_running_loop()
+        self._read_fd = -1
+        self._last_output = self._loop.time()
+        self._last_classified = 0.0
+        self._burst: asyncio.TimerHandle | None = None
+        self._settle: asyncio.TimerHandle | None = None
+        self._stale: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._again = False
+        self._retries = 0
+        self.closed = False
+
+    def open(self) -> None:
+        """Make the FIFO and start reading it; classify once the pane has been quiet."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.fifo)
+        os.mkfifo(self.fifo, 0o600)
+        # Read and write: the daemon is a writer itself, so the FIFO never reports end of file
+        # when a cat exits, and one descriptor per session is enough for a thousand sessions.
+        self._read_fd = os.open(self.fifo, os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW)
+        if not stat.S_ISFIFO(os.fstat(self._read_fd).st_mode):
+            self.close()
+            raise OSError(f"{self.fifo} is not the FIFO we made")
+        if os.geteuid() != self.owner.uid:
+            os.fchown(self._read_fd, self.owner.uid, self.owner.gid)
+        self._loop.add_reader(self._read_fd, self._on_readable)
+        self._settle = self._loop.call_at(self._last_output + SETTLE, self._on_settle)
+
+    async def start(self) -> None:
+        """Follow a pane that runs already (an adopted session): open, then point it here."""
+        self.open()
+        await self.tmux.pipe_output(self.owner, self.sock, self.fifo)
+
+    def close(self) -> None:
+        self.closed = True
+        for handle in (self._burst, self._settle, self._stale):
+            if handle is not None:
+                handle.cancel()
+        if self._read_fd >= 0:
+            self._loop.remove_reader(self._read_fd)
+            os.close(self._read_fd)
+            self._read_fd = -1
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.fifo)
+
+    # ---- output -------------------------------------------------------------------------
+
+    def _on_readable(self) -> None:
+        try:
+            chunk = os.read(self._read_fd, READ_SIZE)
+        except BlockingIOError:
+            return
+        if not chunk:
+            return
+        progress = activity.last_progress(chunk)
+        if progress is not None:
+            self.progress = progress
+        now = self._loop.time()
+        quiet_before = now - self._last_output >= SETTLE
+        self._last_output = now
+        if self._settle is None:
+            self._settle = self._loop.call_at(now + SETTLE, self._on_settle)
+        if self._burst is None and self.verdict is not None:
+            # (A pane not read yet waits for its first output to settle: a burst read of a
+            # starting agent's banner would be thrown away a moment later.)
+            working = self.verdict.activity is Activity.WORKING
+            interval = WORKING_INTERVAL if working and not quiet_before else DEBOUNCE
+            at = max(now + DEBOUNCE, self._last_classified + interval)
+            self._burst = self._loop.call_at(at, self._on_burst)
+
+    def _on_burst(self) -> None:
+        self._burst = None
+        self._request()
+
+    def _on_settle(self) -> None:
+        self._settle = None
+        due = self._last_output + SETTLE
+        if self._loop.time() < due:
+            self._settle = self._loop.call_at(due, self._on_settle)
+            return
+        self._request()
+
+    # ---- classifying --------------------------------------------------------------------
+
+    def _request(self) -> None:
+        if self.closed:
+            return
+        if self._task is not None and not self._task.done():
+            self._again = True
+            return
+        self._task = self._loop.create_task(self._classify())
+
+    async def _classify(self) -> None:
+        while not self.closed:
+            self._again = False
+            self._last_classified = self._loop.time()
+            try:
+                screen, title = await self.tmux.screen_and_title(self.owner, self.sock)
+            except tmux.TmuxError as e:
+                # A pane read before its server is up (a watch opens before the spawn) or
+                # while it goes away: look again shortly, a few times, then rely on output.
+                log.debug("session '%s': no screen to classify: %s", self.name, e)
+                if self._again or self._retries < RETRIES:
+                    self._retries += 1
+                    self._loop.call_later(RETRY_DELAY, self._request)
+                return
+            self._retries = 0
+            flowing = self._loop.time() - self._last_output < SETTLE
+            view = View(screen, title, self.progress, flowing)
+            self.screen_verdict = activity.classify(self.rules, view)
+            self._publish()
+            if not self._again:
+                return
+
+    def report_hook(self, verdict: Verdict) -> None:
+        self.hook = verdict
+        self._publish()
+        self._request()  # the screen may show more than the hook said
+
+    def _publish(self) -> None:
+        if self.closed or (self.screen_verdict is None and self.hook is None):
+            return
+        screen = self.screen_verdict or Verdict(Activity.UNKNOWN, "screen", "not read yet", "")
+        quiet = self._loop.time() - self._last_output
+        verdict = activity.combine(screen, self.hook, quiet)
+        if verdict.source == "hook" and verdict.activity is Activity.WORKING:
+            # Looked at again when the quiet makes that report stale (an interrupted turn).
+            if self._stale is not None:
+                self._stale.cancel()
+            due = self._last_output + activity.HOOK_STALE_SEC
+            self._stale = self._loop.call_at(due, self._on_stale)
+        if verdict != self.verdict:
+            self.verdict = verdict
+            self.on_verdict(verdict)
+
+    def _on_stale(self) -> None:
+        self._stale = None
+        self._request()

@@ -1,0 +1,99 @@
+"""Following systemd's word about each session's unit.
+
+A unit signal only queues a reconcile of the session it names; the reconcile takes the session
+lock, asks systemd for the unit's state and checks that the tmux server really left the scope
+before calling the session stopped. While the daemon recovers at start, signals are held and
+drained by one pass once recovery has looked at every record, so a unit that ends in that
+window is never lost (machined queues its GC the same way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from hostagent.daemon.conversation import Conversations
+from hostagent.daemon.registry import Registry, Session
+from hostagent.daemon.scope import Scopes, now_usec
+from hostagent.daemon.tmux import remove_socket
+from hostagent.session import Event, State
+
+log = logging.getLogger(__name__)
+
+GONE_STATES = frozenset({"inactive", "failed", ""})
+
+
+class Reconciler:
+    def __init__(self, registry: Registry, scopes: Scopes, conversations: Conversations) -> None:
+        self.registry = registry
+        self.scopes = scopes
+        self.conversations = conversations
+        # Units heard of while recovery runs; None once it is done.
+        self._held: set[str] | None = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def on_unit(self, unit: str, active_state: str) -> None:
+        """A unit signal (active_state "" when the unit was removed)."""
+        if active_state not in GONE_STATES:
+            return
+        if self._held is not None:
+            self._held.add(unit)
+            return
+        session = self.registry.by_unit(unit)
+        if session is not None:
+            self.queue(session)
+
+    def queue(self, session: Session) -> None:
+        """Reconcile session soon, once; during recovery, in the pass after it."""
+        if self._held is not None:
+            self._held.add(session.record.unit)
+            return
+        if not session.reconcile_queued:
+            session.reconcile_queued = True
+            task = asyncio.get_running_loop().create_task(self._reconcile(session))
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
+
+    def recovered(self) -> int:
+        """Recovery is done: reconcile every session whose unit was heard of meanwhile; how
+        many were queued."""
+        held, self._held = self._held or set(), None
+        queued = 0
+        for unit in sorted(held):
+            session = self.registry.by_unit(unit)
+            if session is not None:
+                self.queue(session)
+                queued += 1
+        return queued
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("Failed to reconcile a session", exc_info=task.exception())
+
+    async def _reconcile(self, session: Session) -> None:
+        async with session.lock:
+            session.reconcile_queued = False
+            record = session.record
+            if session.removed or record.state not in (State.RUNNING, State.STARTING):
+                return
+            state = await self.scopes.systemd.active_state(record.unit)
+            if state not in GONE_STATES:
+                return
+            if self.scopes.leader_alive_in(record.unit, record.leader_pid):
+                log.warning(
+                    "session '%s': %s reported %s while tmux server %d still runs in it, ignoring",
+                    session.name,
+                    record.unit,
+                    state or "gone",
+                    record.leader_pid,
+                )
+                return
+            record.stopped_at = now_usec()
+            if not session.stop_requested:
+                record.last_error = "" if state != "failed" else f"unit {record.unit} failed"
+                log.info("session '%s': the agent exited", session.name)
+            session.apply(Event.UNIT_GONE)
+            self.registry.commit(session)
+            remove_socket(session.paths.socket)
+            await self.conversations.discover(session)

@@ -1,0 +1,225 @@
+"""What the daemon does once at start: match every record against systemd, apply
+``recovery.decide`` and the dormant policy, then deal with hostagent scopes that have no record.
+
+Everything here runs before the bus name is taken and before READY=1, so no client ever sees a
+session in a state that recovery is about to change. Every change goes through the state
+machine and ``Registry.commit``, as any other. Unit signals that arrive meanwhile are held by
+the ``Reconciler`` and drained after (``Reconciler.recovered``). Resuming under the ``auto``
+policy is the exception to "before READY": it can take minutes, so the daemon does it after
+(``resume_dormant``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import uuid
+from dataclasses import dataclass, field
+
+from hostagent.config import OrphanPolicy
+from hostagent.daemon import checkpoint
+from hostagent.daemon.lifecycle import Lifecycle
+from hostagent.daemon.owner import Owner
+from hostagent.daemon.registry import Session
+from hostagent.daemon.scope import now_usec
+from hostagent.daemon.tmux import TmuxError, remove_socket
+from hostagent.errors import HostAgentError
+from hostagent.recovery import Action, Decision, DormantAction, decide, dormant_action
+from hostagent.session import DormantReason, Event, SessionRecord, State, name_from_unit
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RecoveryReport:
+    adopted: int = 0
+    dormant: int = 0
+    stopped: int = 0
+    unchanged: int = 0
+    pruned: int = 0
+    to_resume: list[str] = field(default_factory=list)
+    orphans_stopped: list[str] = field(default_factory=list)
+    orphans_adopted: list[str] = field(default_factory=list)
+
+    def summary(self, policy: str) -> str:
+        return (
+            f"Recovery (policy {policy}): {self.adopted} adopted, {self.dormant} dormant, "
+            f"{len(self.to_resume)} to resume, {self.pruned} pruned, {self.stopped} stopped, "
+            f"{self.unchanged} unchanged, {len(self.orphans_adopted)} orphan scopes adopted, "
+            f"{len(self.orphans_stopped)} orphan scopes stopped"
+        )
+
+
+class Recovery:
+    """One recovery pass over the store and systemd's units."""
+
+    def __init__(self, lifecycle: Lifecycle) -> None:
+        self.lifecycle = lifecycle
+        self.registry = lifecycle.registry
+        self.scopes = lifecycle.scopes
+        self.systemd = lifecycle.scopes.systemd
+        self.config = lifecycle.settings.config
+        self.boot_id = lifecycle.boot_id
+        self.report = RecoveryReport()
+
+    async def run(self) -> RecoveryReport:
+        records = self.registry.store.load_all()
+        sessions = [self.registry.add(record) for record in records]
+        # Listed after the sessions are known: a unit that ends from here on is seen either in
+        # this list or by a signal, which the reconciler holds until recovery is done.
+        units = {u.name: u.active_state for u in await self.systemd.list_units("hostagent-*.scope")}
+        await checkpoint.reached(checkpoint.RECOVERY_LISTED)
+        policy = dormant_action(self.config.recovery_policy.value)
+        for session in sessions:
+            record = session.record
+            decision = decide(
+                record.state, record.boot_id, units.pop(record.unit, ""), self.boot_id
+            )
+            await self._apply(session, decision, policy)
+        for unit, state in sorted(units.items()):
+            if state in ("active", "activating") and name_from_unit(unit):
+                await self._orphan(unit)
+        return self.report
+
+    async def _apply(self, session: Session, decision: Decision, policy: DormantAction) -> None:
+        record = session.record
+        if decision.action is Action.ADOPT:
+            await self._adopt(session)
+            self.report.adopted += 1
+        elif decision.action is Action.STOPPED:
+            log.info("session '%s': its stop finished while the daemon was away", record.name)
+            record.stopped_at = record.stopped_at or now_usec()
+            session.apply(Event.UNIT_GONE)
+            self.registry.commit(session)
+            self.report.stopped += 1
+        elif decision.action is Action.DORMANT:
+            record.dormant_reason = decision.reason
+            record.stopped_at = record.stopped_at or now_usec()
+            session.apply(Event.UNIT_LOST)
+            if policy is DormantAction.PRUNE:
+                log.info("session '%s': pruned by the recovery policy 'never'", record.name)
+                self.registry.forget(session)
+                remove_socket(session.paths.socket)
+                self.report.pruned += 1
+                return
+            self.registry.commit(session)
+            self.report.dormant += 1
+            if policy is DormantAction.RESUME:
+                self.report.to_resume.append(record.name)
+        else:
+            self.report.unchanged += 1
+
+    async def _adopt(self, session: Session) -> None:
+        """The unit runs: the session is running. Refresh what a crash mid-start may have
+        missed, and reconcile after recovery when its tmux server is gone."""
+        record = session.record
+        before = dataclasses.replace(record)
+        if record.state is not State.RUNNING:
+            log.info("session '%s': its unit %s runs; adopting it", record.name, record.unit)
+        session.apply(Event.ADOPT)
+        record.dormant_reason = DormantReason.NONE
+        # The tmux server we recorded still runs in that unit: the same scope, nothing to
+        # refresh. Otherwise the daemon died inside a start (or the record is older than the
+        # unit): ask systemd and tmux for the truth.
+        if not self.scopes.leader_alive_in(record.unit, record.leader_pid):
+            invocation = await self.systemd.invocation_id(record.unit)
+            if invocation and invocation != record.invocation_id:
+                record.invocation_id = invocation
+                record.started_at = record.started_at or now_usec()
+            try:
+                pid = await self.scopes.tmux.server_pid(session.owner, session.paths.socket)
+            except (TmuxError, KeyError):
+                pid = 0
+            record.leader_pid = pid if self.scopes.leader_alive_in(record.unit, pid) else 0
+            if not record.leader_pid:
+                self.lifecycle.reconciler.queue(session)
+        if record != before:  # a restart with nothing new writes nothing
+            self.registry.commit(session)
+
+    async def _orphan(self, unit: str) -> None:
+        if self.config.orphans is OrphanPolicy.ADOPT and await self._adopt_orphan(unit):
+            self.report.orphans_adopted.append(unit)
+            return
+        log.warning("Scope %s has no record; stopping it", unit)
+        await self.systemd.stop_unit(unit)
+        self.report.orphans_stopped.append(unit)
+
+    async def _adopt_orphan(self, unit: str) -> bool:
+        """A minimal record for a scope with none: who runs it, what, and where.
+
+        Its tmux server must be one of ours (it answers on the socket hostagent would use), so
+        a stray scope with a matching name is never mistaken for a session; that one is
+        stopped.
+        """
+        name = name_from_unit(unit)
+        assert name
+        pids = await self.systemd.unit_pids(unit)
+        processes = [p for p in map(self.scopes.process, pids) if p is not None]
+        leader = next((p for p in processes if p.cmdline[:1] and "tmux" in p.cmdline[0]), None)
+        if leader is None:
+            return False
+        try:
+            owner = Owner.from_uid(os.stat(f"/proc/{leader.pid}").st_uid)
+        except (OSError, KeyError):
+            return False
+        paths = self.registry.paths(owner.uid, name)
+        try:
+            if await self.scopes.tmux.server_pid(owner, paths.socket) != leader.pid:
+                return False
+        except TmuxError:
+            return False
+        record = SessionRecord(
+            name=name,
+            uuid=str(uuid.uuid4()),
+            owner=owner.uid,
+            preset="shell",
+            cwd=owner.home,
+            unit=unit,
+            state=State.RUNNING,
+            boot_id=self.boot_id,
+            leader_pid=leader.pid,
+            invocation_id=await self.systemd.invocation_id(unit),
+            created_at=now_usec(),
+            started_at=now_usec(),
+        )
+        agent = next((p for p in processes if p.ppid == leader.pid), None)
+        if agent is not None:
+            record.command = agent.cmdline
+            record.argv = list(agent.cmdline)
+            record.last_argv = list(agent.cmdline)
+            record.cwd = agent.cwd or record.cwd
+        session = self.registry.add(record)
+        session.owner = owner
+        self.registry.commit(session)
+        log.warning("Scope %s has no record; adopted it as session '%s'", unit, name)
+        return True
+
+
+async def resume_dormant(
+    lifecycle: Lifecycle, names: list[str], max_parallel: int, stagger: float
+) -> None:
+    """The ``auto`` recovery policy: resume names, at most max_parallel at a time.
+
+    A slot is held for stagger seconds after its resume returns, because agents that start
+    together race on shared OAuth refresh tokens; a failure is logged and left ``failed``.
+    """
+    slots = asyncio.Semaphore(max_parallel)
+
+    async def one(name: str) -> None:
+        async with slots:
+            try:
+                await lifecycle.resume(name)
+            except HostAgentError as e:
+                log.warning("session '%s': automatic resume failed: %s", name, e.message)
+            await asyncio.sleep(stagger)
+
+    log.info(
+        "Resuming %d dormant sessions, at most %d at a time, %.1fs apart",
+        len(names),
+        max_parallel,
+        stagger,
+    )
+    await asyncio.gather(*(one(n) for n in names))
+    log.info("Resumed the dormant sessions")

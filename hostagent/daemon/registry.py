@@ -1,0 +1,232 @@
+"""The registry of sessions: the runtime ``Session`` objects, lookup by name and unit, and the
+one place a record is persisted and announced (``commit``).
+
+The registry decides nothing about a session's life; ``lifecycle`` does. It never imports
+dbus-fast: whoever needs to know about changes (the bus objects, the terminal watches, the
+status line) subscribes as a ``Listener``, and every change reaches them the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from hostagent.activity import Verdict
+from hostagent.daemon.hooks import HookReport, hooks_file
+from hostagent.daemon.owner import Owner
+from hostagent.daemon.panewatch import PaneWatch, fifo_path
+from hostagent.daemon.store import SidecarStore
+from hostagent.daemon.tmux import socket_path
+from hostagent.errors import LimitsExceeded, NoSuchSession, quote
+from hostagent.session import (
+    LIVE_STATES,
+    Activity,
+    Event,
+    SessionRecord,
+    State,
+    name_from_unit,
+    transition,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_OPERATIONS = 256  # calls waiting for a systemd job at once; past it, LimitsExceeded
+
+
+class Listener(Protocol):
+    def session_added(self, session: Session) -> None: ...
+    def session_removed(self, session: Session) -> None: ...
+    def session_changed(self, session: Session) -> None: ...
+
+
+@dataclass(frozen=True)
+class SessionPaths:
+    """Where a session's runtime files live, all in its owner's 0700 runtime directory."""
+
+    runtime_dir: Path
+    socket: Path  # the tmux server's socket
+    fifo: Path  # the pane's output, copied by tmux for the daemon to read
+    hooks_file: Path  # the agent CLI's hooks settings, naming hostagentctl hook
+
+    @classmethod
+    def of(cls, runtime_dir: Path, name: str) -> SessionPaths:
+        return cls(
+            runtime_dir,
+            socket_path(runtime_dir, name),
+            fifo_path(runtime_dir, name),
+            hooks_file(runtime_dir, name),
+        )
+
+
+class Session:
+    """A record plus what only lives while the daemon runs: its paths, lock, activity and
+    waiters."""
+
+    def __init__(self, record: SessionRecord, paths: SessionPaths) -> None:
+        self.record = record
+        self.paths = paths
+        self.lock = asyncio.Lock()
+        self.removed = False
+        self.stop_requested = False
+        self.reconcile_queued = False
+        self.waiters: set[Waiter] = set()
+        self.last_hook: HookReport | None = None
+        self.watch: PaneWatch | None = None
+        self._owner: Owner | None = None
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def owner(self) -> Owner:
+        """The owner's passwd entry, looked up once (NSS can cost a round trip); KeyError
+        when the user no longer exists."""
+        if self._owner is None:
+            self._owner = Owner.from_uid(self.record.owner)
+        return self._owner
+
+    @owner.setter
+    def owner(self, owner: Owner) -> None:
+        self._owner = owner
+
+    @property
+    def verdict(self) -> Verdict:
+        """What the session is doing, and why we think so."""
+        state = self.record.state
+        if state is State.RUNNING and self.watch is not None and self.watch.verdict is not None:
+            return self.watch.verdict
+        if state in LIVE_STATES:
+            return Verdict(Activity.UNKNOWN, "lifecycle", "not read yet", state.value)
+        return Verdict(Activity.EXITED, "lifecycle", "not running", state.value)
+
+    @property
+    def activity(self) -> Activity:
+        return self.verdict.activity
+
+    def apply(self, event: Event) -> None:
+        """Move the record through the state machine; InvalidTransition when event makes no
+        sense in its state."""
+        old = self.record.state
+        self.record.state = transition(old, event)
+        if old != self.record.state:
+            log.info("session '%s': %s -> %s", self.name, old.value, self.record.state.value)
+
+
+class Waiter:
+    """One wait for activities, on one or more sessions; answered once."""
+
+    def __init__(self, wanted: frozenset[str]) -> None:
+        self.wanted = wanted
+        self.future: asyncio.Future[tuple[str, str]] = asyncio.get_running_loop().create_future()
+
+    def offer(self, session: Session) -> bool:
+        """Answer with session's activity when it is wanted (or exited); True once answered."""
+        activity = session.activity.value
+        if activity in self.wanted or activity == Activity.EXITED.value:
+            if not self.future.done():
+                self.future.set_result((session.name, activity))
+            return True
+        return self.future.done()
+
+
+class Registry:
+    def __init__(self, store: SidecarStore, runtime_root: Path, system: bool) -> None:
+        self.store = store
+        self.runtime_root = runtime_root
+        self.system = system
+        self.sessions: dict[str, Session] = {}
+        self.listeners: list[Listener] = []
+        self.reserved: set[str] = set()  # names a create is validating, not yet registered
+        self._operations = 0
+
+    # ---- lookup -------------------------------------------------------------------------
+
+    def get(self, name: str) -> Session:
+        session = self.sessions.get(name)
+        if session is None or session.removed:
+            raise NoSuchSession(f"No session {quote(name)} known; 'hostagentctl list' shows them.")
+        return session
+
+    def by_unit(self, unit: str | None) -> Session | None:
+        name = name_from_unit(unit) if unit else None
+        session = self.sessions.get(name) if name else None
+        if session is None or session.removed or session.record.unit != unit:
+            return None
+        return session
+
+    def runtime_dir(self, uid: int) -> Path:
+        return self.runtime_root / str(uid) if self.system else self.runtime_root
+
+    def paths(self, uid: int, name: str) -> SessionPaths:
+        return SessionPaths.of(self.runtime_dir(uid), name)
+
+    def taken(self) -> set[str]:
+        return set(self.sessions) | self.reserved
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for s in self.sessions.values():
+            counts[s.record.state.value] = counts.get(s.record.state.value, 0) + 1
+        return counts
+
+    def status_line(self) -> str:
+        counts = self.counts()
+        if not counts:
+            return "No sessions."
+        return ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+
+    # ---- changes ------------------------------------------------------------------------
+
+    def add(self, record: SessionRecord) -> Session:
+        """Register a session for record; nothing is written or announced yet."""
+        session = Session(record, self.paths(record.owner, record.name))
+        self.sessions[record.name] = session
+        return session
+
+    def announce_new(self, session: Session) -> None:
+        for listener in self.listeners:
+            listener.session_added(session)
+
+    def commit(self, session: Session, rebuildable: bool = False) -> None:
+        """Persist the record, then tell every listener. A rebuildable state (one recovery
+        reconstructs from systemd and tmux) is written just after the reply. OSError when
+        the record cannot be written; nothing is announced then."""
+        if rebuildable:
+            self.store.save_soon(session.record)
+        else:
+            self.store.save(session.record)
+        self.announce(session)
+
+    def announce(self, session: Session) -> None:
+        """Tell every listener that what the session shows changed (its activity), without
+        writing anything."""
+        for listener in self.listeners:
+            listener.session_changed(session)
+
+    def forget(self, session: Session) -> None:
+        """Drop the session and delete its record."""
+        session.removed = True
+        self.sessions.pop(session.name, None)
+        self.store.delete(session.name)
+        for listener in self.listeners:
+            listener.session_removed(session)
+        log.info("session '%s': removed", session.name)
+
+    @contextlib.contextmanager
+    def operation(self) -> Iterator[None]:
+        """One call that waits on systemd; past MAX_OPERATIONS of them, LimitsExceeded."""
+        if self._operations >= MAX_OPERATIONS:
+            raise LimitsExceeded(
+                f"{MAX_OPERATIONS} operations are already in flight; retry in a moment."
+            )
+        self._operations += 1
+        try:
+            yield
+        finally:
+            self._operations -= 1

@@ -1,0 +1,227 @@
+"""Running one session's scope: start it race-free, stop it, signal it, and read its cgroup.
+
+This is the I/O of a session's start (docs/architecture.md, "Creating a session") with no
+registry and no locking: the lifecycle calls it under the session's lock and applies the result
+to the record. ``Scopes`` is the seam where fast tests put a scripted systemd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal as signals
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from dbus_fast import Variant
+
+from hostagent.daemon import tmux
+from hostagent.daemon.heldchild import HeldChild
+from hostagent.daemon.owner import Owner
+from hostagent.daemon.systemd import Systemd, SystemdError
+from hostagent.errors import InvalidArgs, NotRunning, SpawnFailed
+from hostagent.session import Limits, SessionRecord, name_from_unit
+
+log = logging.getLogger(__name__)
+
+JOB_TIMEOUT = 60.0
+SLICE = "hostagent.slice"
+
+
+@dataclass(frozen=True)
+class Started:
+    leader_pid: int
+    invocation_id: str
+    started_at: int
+
+
+def now_usec() -> int:
+    return time.time_ns() // 1000
+
+
+def scope_properties(
+    record: SessionRecord, limits: Limits, stop_timeout: int
+) -> list[tuple[str, Variant]]:
+    props = [
+        ("Description", Variant("s", f"hostagent session {record.name} ({record.preset})")),
+        ("Slice", Variant("s", SLICE)),
+        ("CollectMode", Variant("s", "inactive-or-failed")),
+        ("SendSIGHUP", Variant("b", True)),
+        ("TimeoutStopUSec", Variant("t", stop_timeout * 1_000_000)),
+    ]
+    for key, prop, scale in (
+        ("memory_max", "MemoryMax", 1),
+        ("memory_high", "MemoryHigh", 1),
+        ("cpu_weight", "CPUWeight", 1),
+        ("tasks_max", "TasksMax", 1),
+        ("runtime_max_sec", "RuntimeMaxUSec", 1_000_000),
+    ):
+        value = getattr(limits, key)
+        if value:
+            props.append((prop, Variant("t", value * scale)))
+    return props
+
+
+def prepare_runtime_dir(path: Path, owner: Owner) -> None:
+    """A 0700 directory owned by owner, for its tmux sockets; refuse anything else there."""
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    st = os.lstat(path)
+    if not os.path.isdir(path) or os.path.islink(path):
+        raise SpawnFailed(f"Runtime directory {path} is not a directory; remove it.")
+    if st.st_uid != owner.uid and os.geteuid() == 0:
+        os.chown(path, owner.uid, owner.gid, follow_symlinks=False)
+    os.chmod(path, 0o700, follow_symlinks=False)
+
+
+def check_signal(whom: str, signal: int) -> None:
+    if whom not in ("agent", "all"):
+        raise InvalidArgs(f"Kill target '{whom}' is not known; use 'agent' or 'all'.")
+    if not 1 <= signal < signals.NSIG:
+        raise InvalidArgs(f"Signal {signal} is not valid; use 1 to {signals.NSIG - 1}.")
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    ppid: int
+    cmdline: list[str]
+    cwd: str
+
+
+def process(pid: int) -> Process | None:
+    """What /proc tells of pid, or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = [a.decode(errors="replace") for a in f.read().split(b"\0")[:-1]]
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            ppid = int(f.read().rpartition(")")[2].split()[1])
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except (OSError, ValueError, IndexError):
+        return None
+    return Process(pid, ppid, cmdline, cwd)
+
+
+def cgroup_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+class Scopes:
+    """Sessions' scopes through systemd, their tmux servers through tmux."""
+
+    def __init__(self, systemd: Systemd, tmux_client: tmux.Tmux) -> None:
+        self.systemd = systemd
+        self.tmux = tmux_client
+
+    async def start(
+        self,
+        record: SessionRecord,
+        owner: Owner,
+        sock: Path,
+        env: dict[str, str],
+        limits: Limits,
+        stop_timeout: int,
+        output: Path | None = None,
+    ) -> Started:
+        """Start the scope with tmux running record.last_argv in the complete environment env,
+        its output copied into the FIFO output when given.
+
+        Raises SpawnFailed on any failure, after making sure no half-started scope is left.
+        """
+        argv = tmux.new_session_argv(sock, record.columns, record.rows, record.last_argv, output)
+        tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
+        child = await HeldChild.start(owner, record.cwd, env, argv)
+        try:
+            job = await self.systemd.start_scope(
+                record.unit, child.pid, scope_properties(record, limits, stop_timeout)
+            )
+            result = await self.systemd.wait_job(job, JOB_TIMEOUT)
+            if result != "done":
+                raise SpawnFailed(f"Start job for unit {record.unit} finished with '{result}'.")
+            # The unit's invocation id is read while tmux starts: both are waits on others.
+            (code, out, err), invocation = await asyncio.gather(
+                child.release(), self.systemd.invocation_id(record.unit)
+            )
+        except SystemdError as e:
+            await child.abort()
+            raise SpawnFailed(f"Failed to start unit {record.unit}: {e}") from None
+        except TimeoutError:
+            await child.abort()
+            raise SpawnFailed(f"Start job for unit {record.unit} did not finish in time.") from None
+        except BaseException:
+            await child.abort()
+            raise
+        if code != 0:
+            await self.stop(record.unit, JOB_TIMEOUT)
+            reason = err or f"tmux exited with status {code}"
+            if code == 125:
+                reason = f"cannot change into '{record.cwd}'"
+            raise SpawnFailed(f"Failed to start tmux: {reason}")
+        # tmux printed its server's pid; a server that is already gone (the agent exited at once)
+        # fails the cgroup check, and reconcile sees the rest.
+        leader = int(out) if out.isdigit() and self.leader_alive_in(record.unit, int(out)) else 0
+        return Started(leader, invocation, now_usec())
+
+    async def stop(self, unit: str, timeout: float) -> None:
+        """Stop the unit and wait for the job; a unit that is already gone is fine."""
+        try:
+            job = await self.systemd.stop_unit(unit)
+        except SystemdError as e:
+            raise SpawnFailed(f"Failed to stop unit {unit}: {e}") from None
+        if job is None:
+            return
+        try:
+            await self.systemd.wait_job(job, timeout)
+        except TimeoutError:
+            log.warning("Stop job for %s did not finish in %.0fs, ignoring", unit, timeout)
+
+    async def kill(
+        self, record: SessionRecord, owner: Owner, sock: Path, whom: str, signal: int
+    ) -> None:
+        if whom == "all":
+            try:
+                await self.systemd.kill_unit(record.unit, "all", signal)
+            except SystemdError as e:
+                raise NotRunning(f"Session '{record.name}' cannot be signalled: {e}") from None
+            return
+        try:
+            pid = await self.tmux.pane_pid(owner, sock)
+        except tmux.TmuxError:
+            raise NotRunning(f"Session '{record.name}' has no agent process.") from None
+        # Signal through a pidfd, and only a process inside this session's scope.
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            raise NotRunning(f"Session '{record.name}' has no agent process.") from None
+        try:
+            if record.unit not in cgroup_of(pid):
+                raise NotRunning(f"Session '{record.name}': its agent left the session's scope.")
+            signals.pidfd_send_signal(pidfd, signal)
+        finally:
+            os.close(pidfd)
+
+    # The cgroup reads: what /proc says about a pid and its scope.
+
+    def unit_of_pid(self, pid: int) -> str | None:
+        """The hostagent scope a pid's cgroup names, if any."""
+        for line in cgroup_of(pid).splitlines():
+            for part in line.rpartition(":")[2].split("/"):
+                if name_from_unit(part):
+                    return part
+        return None
+
+    def leader_alive_in(self, unit: str, pid: int) -> bool:
+        """Does the tmux server still run inside the unit's cgroup? systemd 252 on a hybrid
+        cgroup layout can report a scope inactive while it still has processes."""
+        return pid > 0 and unit in cgroup_of(pid)
+
+    def process(self, pid: int) -> Process | None:
+        return process(pid)

@@ -1,0 +1,282 @@
+"""The sidecar store: one YAML record per session, written atomically, read defensively.
+
+A write goes to a temp file in the same directory and is renamed over the old record: a crash
+of the daemon leaves the old record or the new one, never half of either. The fsyncs that make
+this survive a power cut run on a worker thread shortly after (FLUSH_DELAY), batched, so that
+disk latency never stalls the event loop; at shutdown ``flush`` waits for them, a few
+seconds at most.
+A record that does not parse, names another session, or comes from a future schema is moved
+to ``corrupt/`` and logged; it never stops the other sessions from loading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import queue
+import stat
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hostagent.session import (
+    SCHEMA_VERSION,
+    DormantReason,
+    Limits,
+    SessionRecord,
+    State,
+    name_problem,
+)
+from hostagent.yamlfile import LOADER
+
+log = logging.getLogger(__name__)
+
+# libyaml's safe dumper where PyYAML has it (Debian's and PyPI's do): ten times faster, which
+# a start with a thousand records feels.
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+SUFFIX = ".yaml"
+FLUSH_DELAY = 0.2  # seconds between a write and its fsync
+
+
+class RecordError(Exception):
+    """A sidecar that cannot be trusted."""
+
+
+def record_to_dict(record: SessionRecord) -> dict[str, Any]:
+    data = dataclasses.asdict(record)
+    data["state"] = record.state.value
+    data["dormant_reason"] = record.dormant_reason.value
+    return data
+
+
+def record_from_dict(data: Any, expected_name: str | None = None) -> SessionRecord:
+    if not isinstance(data, dict):
+        raise RecordError("not a mapping")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version < 1:
+        raise RecordError(f"bad schema_version {version!r}")
+    if version > SCHEMA_VERSION:
+        raise RecordError(f"schema_version {version} is newer than {SCHEMA_VERSION}")
+    fields = {f.name: f for f in dataclasses.fields(SessionRecord)}
+    defaults = SessionRecord()
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in fields:
+            continue  # written by a newer minor version; harmless to drop
+        values[key] = _coerce(key, value, getattr(defaults, key))
+    record = SessionRecord(**values)
+    problem = name_problem(record.name)
+    if problem:
+        raise RecordError(f"name {record.name!r} {problem}")
+    if expected_name is not None and record.name != expected_name:
+        raise RecordError(f"holds session {record.name!r}, not {expected_name!r}")
+    return record
+
+
+def _coerce(key: str, value: Any, default: Any) -> Any:
+    try:
+        if isinstance(default, State):
+            return State(value)
+        if isinstance(default, DormantReason):
+            return DormantReason(value or "")
+        if isinstance(default, Limits):
+            if not isinstance(value, dict):
+                raise TypeError
+            return Limits(**{k: int(v) for k, v in value.items() if hasattr(default, k)})
+        if isinstance(default, bool) or not isinstance(value, type(default)):
+            raise TypeError
+        if isinstance(default, list) and not all(isinstance(x, str) for x in value):
+            raise TypeError
+        if isinstance(default, dict) and not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise TypeError
+    except (TypeError, ValueError):
+        raise RecordError(f"field {key!r} has a bad value {value!r}") from None
+    return value
+
+
+class SidecarStore:
+    """Records under ``directory``; only the daemon reads or writes them."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.sessions_dir = directory / "sessions"
+        self.corrupt_dir = directory / "corrupt"
+        self._dirty: set[Path] = set()
+        self._flush_scheduled = False
+        self._pending: dict[str, SessionRecord] = {}  # save_soon's, written next iteration
+        self._syncer = _Syncer(self._sync)
+
+    def prepare(self) -> None:
+        for d in (self.directory, self.sessions_dir, self.corrupt_dir):
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(d, 0o700)
+
+    def path_of(self, name: str) -> Path:
+        return self.sessions_dir / f"{name}{SUFFIX}"
+
+    def save(self, record: SessionRecord) -> None:
+        self._pending.pop(record.name, None)
+        text = yaml.dump(record_to_dict(record), Dumper=_Dumper, sort_keys=False)
+        final = self.path_of(record.name)
+        tmp = final.with_name(f".{final.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+        os.rename(tmp, final)
+        self._written(final)
+
+    def save_soon(self, record: SessionRecord) -> None:
+        """Save record on the event loop's next iteration, after the current call's reply has
+        gone out. Only for a state that recovery rebuilds from systemd and tmux when the daemon
+        dies first (a start's outcome); a write-ahead record must use ``save``."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.save(record)
+            return
+        if not self._pending:
+            loop.call_soon(self._save_pending)
+        self._pending[record.name] = record
+
+    def _save_pending(self) -> None:
+        pending, self._pending = self._pending, {}
+        for record in pending.values():
+            try:
+                self.save(record)
+            except OSError as e:
+                log.error("Failed to write the record of session '%s': %s", record.name, e)
+
+    def delete(self, name: str) -> None:
+        self._pending.pop(name, None)
+        try:
+            os.unlink(self.path_of(name))
+        except FileNotFoundError:
+            return
+        self._written(None)
+
+    # ---- durability ---------------------------------------------------------------------
+
+    def _written(self, path: Path | None) -> None:
+        if path is not None:
+            self._dirty.add(path)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()  # no event loop (tools, tests): sync at once
+            return
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_later(FLUSH_DELAY, self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._flush_scheduled = False
+        paths, self._dirty = self._dirty, set()
+        self._syncer.submit(paths)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Write what save_soon holds, then fsync every record written so far, and the
+        directory. With a timeout (the daemon's stop), wait no longer than that: the kernel
+        finishes the writeback anyway, and a stop must not hang on a busy disk. True when
+        everything is on disk."""
+        self._save_pending()
+        paths, self._dirty = self._dirty, set()
+        if timeout is None:
+            self._sync(paths)
+            return True
+        return self._syncer.submit(paths).wait(timeout)
+
+    def _sync(self, paths: set[Path]) -> None:
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue  # replaced or deleted since; the newer write is synced itself
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._sync_dir()
+
+    def load_all(self) -> list[SessionRecord]:
+        """Every trustworthy record; the others are quarantined and logged."""
+        records = []
+        for path in sorted(self.sessions_dir.iterdir()):
+            if path.name.startswith("."):
+                if path.name.endswith(".tmp"):
+                    try:
+                        path.unlink(missing_ok=True)  # an interrupted write; the record is intact
+                    except OSError as e:
+                        log.error("Failed to remove %s, left by an interrupted write: %s", path, e)
+                continue
+            if not path.name.endswith(SUFFIX):
+                continue
+            try:
+                records.append(self._load(path))
+            except (OSError, RecordError, yaml.YAMLError, UnicodeDecodeError) as e:
+                self.quarantine(path, str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return records
+
+    def _load(self, path: Path) -> SessionRecord:
+        # O_NONBLOCK: a FIFO planted here must not hang the daemon's start.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise RecordError("not a regular file")
+        with os.fdopen(fd, encoding="utf-8") as f:
+            data = yaml.load(f, Loader=LOADER)  # a safe loader, C or Python
+        return record_from_dict(data, expected_name=path.name[: -len(SUFFIX)])
+
+    def quarantine(self, path: Path, reason: str) -> None:
+        target = self.corrupt_dir / f"{path.name}.{int(time.time())}"
+        try:
+            os.rename(path, target)
+        except OSError as e:
+            log.error("Failed to quarantine record %s: %s", path, e)
+            return
+        log.error("Record %s is unusable (%s); moved to %s", path, reason, target)
+
+    def _sync_dir(self) -> None:
+        fd = os.open(self.sessions_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class _Syncer:
+    """One daemon thread that fsyncs batches of records. It is never joined at exit, so a busy
+    disk can delay durability but never the daemon's stop."""
+
+    def __init__(self, sync: Callable[[set[Path]], None]) -> None:
+        self._sync = sync
+        self._queue: queue.SimpleQueue[tuple[set[Path], threading.Event]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, paths: set[Path]) -> threading.Event:
+        """Queue paths; the event is set once they are on disk."""
+        done = threading.Event()
+        self._queue.put((paths, done))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="hostagent-fsync", daemon=True)
+            self._thread.start()
+        return done
+
+    def _run(self) -> None:
+        while True:
+            paths, done = self._queue.get()
+            try:
+                self._sync(paths)
+            except OSError as e:
+                log.error("Failed to sync session records to disk: %s", e)
+            done.set()

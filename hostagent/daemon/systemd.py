@@ -1,0 +1,223 @@
+"""The systemd client: transient scopes, their jobs, and the signals that say how units fare.
+
+It talks to org.freedesktop.systemd1 on the daemon's own bus connection (the system manager in
+system mode, the user manager in user mode). Signals are matched broadly, once, and filtered
+here: one rule per session would run into the bus's 512-rules-per-connection limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dbus_fast import Message, MessageType, Variant
+from dbus_fast.aio import MessageBus
+
+from hostagent.bus.call import DBUS, DBUS_PATH, PROPERTIES, CallError, add_match, call
+from hostagent.bus.paths import path_decode, path_encode
+
+log = logging.getLogger(__name__)
+
+SYSTEMD = "org.freedesktop.systemd1"
+SYSTEMD_PATH = "/org/freedesktop/systemd1"
+MANAGER_IFACE = "org.freedesktop.systemd1.Manager"
+UNIT_IFACE = "org.freedesktop.systemd1.Unit"
+SCOPE_IFACE = "org.freedesktop.systemd1.Scope"
+UNIT_PATH_PREFIX = SYSTEMD_PATH + "/unit"
+
+_MATCHES = (
+    f"type='signal',sender='{SYSTEMD}',interface='{MANAGER_IFACE}',member='JobRemoved'",
+    f"type='signal',sender='{SYSTEMD}',interface='{MANAGER_IFACE}',member='UnitRemoved'",
+    f"type='signal',sender='{SYSTEMD}',interface='{PROPERTIES}',member='PropertiesChanged',"
+    f"path_namespace='{UNIT_PATH_PREFIX}',arg0='{UNIT_IFACE}'",
+    f"type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',arg0='{SYSTEMD}'",
+)
+_KEEP_JOB_RESULTS = 4096
+OWNER_TIMEOUT = 30.0  # seconds for a starting manager to take its bus name
+_NO_UNIT_ERRORS = {"org.freedesktop.systemd1.NoSuchUnit", "org.freedesktop.systemd1.LoadFailed"}
+_PIDFD_REFUSALS = {
+    "org.freedesktop.DBus.Error.PropertyReadOnly",
+    "org.freedesktop.DBus.Error.UnknownProperty",
+}
+
+
+class SystemdError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class UnitInfo:
+    name: str
+    active_state: str  # active, activating, deactivating, inactive, failed, or "" when gone
+
+
+UnitListener = Callable[[str, str], None]  # (unit name, ActiveState or "" when removed)
+
+
+def unit_path(unit: str) -> str:
+    return path_encode(UNIT_PATH_PREFIX, unit)
+
+
+class Systemd:
+    def __init__(self, bus: MessageBus, on_unit: UnitListener) -> None:
+        self.bus = bus
+        self._on_unit = on_unit
+        self._owner = ""
+        self._owner_waiter: asyncio.Future[str] | None = None
+        self._job_waiters: dict[str, asyncio.Future[str]] = {}
+        self._job_results: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._pidfds_work = hasattr(os, "pidfd_open")
+
+    async def connect(self) -> None:
+        """Install the matches and Subscribe(), before any job can be started."""
+        self.bus.add_message_handler(self._on_message)
+        for rule in _MATCHES:
+            await add_match(self.bus, rule)
+        try:
+            (self._owner,) = await call(
+                self.bus, DBUS, DBUS_PATH, DBUS, "GetNameOwner", "s", [SYSTEMD]
+            )
+        except CallError as e:
+            if not e.name.endswith("NameHasNoOwner"):
+                raise
+            # A user manager joins its session bus a moment after that bus starts, and the
+            # bus may have started for us: wait for systemd to take its name.
+            log.info("Waiting for %s to appear on the bus", SYSTEMD)
+            self._owner_waiter = asyncio.get_running_loop().create_future()
+            self._owner = await asyncio.wait_for(self._owner_waiter, OWNER_TIMEOUT)
+        await self._manager("Subscribe")
+
+    async def _manager(
+        self, member: str, signature: str = "", body: list[Any] | None = None, **kw: Any
+    ) -> list[Any]:
+        return await call(
+            self.bus, SYSTEMD, SYSTEMD_PATH, MANAGER_IFACE, member, signature, body, **kw
+        )
+
+    def _on_message(self, msg: Message) -> None:
+        if msg.message_type != MessageType.SIGNAL:
+            return
+        if msg.member == "NameOwnerChanged" and msg.body and msg.body[0] == SYSTEMD:
+            self._owner = msg.body[2]
+            waiter = self._owner_waiter
+            if waiter is not None and self._owner and not waiter.done():
+                waiter.set_result(self._owner)
+            return
+        if msg.sender != self._owner:
+            return
+        if msg.member == "JobRemoved" and msg.interface == MANAGER_IFACE:
+            _, job, _unit, result = msg.body
+            self._job_done(job, result)
+        elif msg.member == "UnitRemoved" and msg.interface == MANAGER_IFACE:
+            self._on_unit(msg.body[0], "")
+        elif msg.member == "PropertiesChanged" and msg.path:
+            changed = msg.body[1]
+            state = changed.get("ActiveState")
+            unit = path_decode(UNIT_PATH_PREFIX, msg.path)
+            if state is not None and unit:
+                self._on_unit(unit, state.value)
+
+    def _job_done(self, job: str, result: str) -> None:
+        waiter = self._job_waiters.pop(job, None)
+        if waiter is not None:
+            if not waiter.done():
+                waiter.set_result(result)
+            return
+        # The signal can beat the method reply; keep it for the caller who is about to wait.
+        self._job_results[job] = result
+        while len(self._job_results) > _KEEP_JOB_RESULTS:
+            self._job_results.popitem(last=False)
+
+    async def wait_job(self, job: str, timeout: float) -> str:
+        """The job's result (done, failed, canceled, timeout, dependency, skipped)."""
+        if job in self._job_results:
+            return self._job_results.pop(job)
+        fut = self._job_waiters.setdefault(job, asyncio.get_running_loop().create_future())
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        finally:
+            if fut.done() or self._job_waiters.get(job) is fut:
+                self._job_waiters.pop(job, None)
+
+    async def start_scope(self, unit: str, pid: int, props: list[tuple[str, Variant]]) -> str:
+        """Start ``unit`` holding pid; the job path. PIDFDs where systemd takes them, else PIDs."""
+        if self._pidfds_work:
+            pidfd = os.pidfd_open(pid)
+            try:
+                return await self._start(unit, [*props, ("PIDFDs", Variant("ah", [0]))], [pidfd])
+            except CallError as e:
+                if e.name not in _PIDFD_REFUSALS:
+                    raise SystemdError(e.text or e.name) from None
+                log.debug("systemd refuses PIDFDs (%s), using PIDs from now on", e.name)
+                self._pidfds_work = False
+            finally:
+                os.close(pidfd)
+        try:
+            return await self._start(unit, [*props, ("PIDs", Variant("au", [pid]))], [])
+        except CallError as e:
+            raise SystemdError(e.text or e.name) from None
+
+    async def _start(self, unit: str, props: list[tuple[str, Variant]], fds: list[int]) -> str:
+        body = [unit, "fail", [list(p) for p in props], []]
+        (job,) = await self._manager("StartTransientUnit", "ssa(sv)a(sa(sv))", body, unix_fds=fds)
+        return str(job)
+
+    async def stop_unit(self, unit: str) -> str | None:
+        """The stop job's path, or None when the unit is not loaded."""
+        try:
+            (job,) = await self._manager("StopUnit", "ss", [unit, "replace"])
+        except CallError as e:
+            if e.name in _NO_UNIT_ERRORS:
+                return None
+            raise SystemdError(e.text or e.name) from None
+        return str(job)
+
+    async def kill_unit(self, unit: str, whom: str, signal: int) -> None:
+        try:
+            await self._manager("KillUnit", "ssi", [unit, whom, signal])
+        except CallError as e:
+            raise SystemdError(e.text or e.name) from None
+
+    async def list_units(self, pattern: str) -> list[UnitInfo]:
+        (units,) = await self._manager("ListUnitsByPatterns", "asas", [[], [pattern]])
+        return [UnitInfo(u[0], u[3]) for u in units]
+
+    async def unit_pids(self, unit: str) -> list[int]:
+        """The pids in the unit's cgroup; empty when it is not loaded."""
+        try:
+            (procs,) = await self._manager("GetUnitProcesses", "s", [unit])
+        except CallError:
+            return []
+        return [int(p[1]) for p in procs]
+
+    async def active_state(self, unit: str) -> str:
+        """ActiveState, or "" when the unit is not loaded."""
+        try:
+            (path,) = await self._manager("GetUnit", "s", [unit])
+            (value,) = await call(
+                self.bus, SYSTEMD, path, PROPERTIES, "Get", "ss", [UNIT_IFACE, "ActiveState"]
+            )
+        except CallError as e:
+            if e.name in _NO_UNIT_ERRORS or e.name.endswith("UnknownObject"):
+                return ""
+            raise SystemdError(e.text or e.name) from None
+        return str(value.value)
+
+    async def unit_property(self, unit: str, interface: str, name: str) -> Any:
+        """A property of a loaded unit, or None when it is not loaded."""
+        try:
+            (value,) = await call(
+                self.bus, SYSTEMD, unit_path(unit), PROPERTIES, "Get", "ss", [interface, name]
+            )
+        except CallError:
+            return None
+        return value.value
+
+    async def invocation_id(self, unit: str) -> str:
+        raw = await self.unit_property(unit, UNIT_IFACE, "InvocationID")
+        return bytes(raw).hex() if raw else ""

@@ -1,0 +1,182 @@
+"""A session's terminal from the outside: following what it shows (``PaneWatch``), reading the
+screen, typing into it, attaching, and waiting for its agent to reach an activity.
+
+The terminal is a listener of the registry: a session that stops being ``running`` loses its
+watch, and every change answers the waits it satisfies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+from hostagent.activity import GENERIC
+from hostagent.daemon import tmux
+from hostagent.daemon.panewatch import PaneWatch
+from hostagent.daemon.registry import Registry, Session, Waiter
+from hostagent.daemon.settings import Settings
+from hostagent.errors import InvalidArgs, NotRunning, Timeout
+from hostagent.session import Activity, State
+
+log = logging.getLogger(__name__)
+
+MAX_SCROLLBACK = 100000
+MAX_TEXT = 64 * 1024
+
+
+def check_capture(lines: int) -> None:
+    if not 0 <= lines <= MAX_SCROLLBACK:
+        raise InvalidArgs(f"Scrollback lines must be between 0 and {MAX_SCROLLBACK}.")
+
+
+def check_text(text: str) -> None:
+    if len(text) > MAX_TEXT or "\0" in text:
+        raise InvalidArgs("Text must be at most 64 KiB and contain no NUL.")
+
+
+def check_activities(activities: Iterable[str]) -> frozenset[str]:
+    wanted = frozenset(activities)
+    unknown = wanted - {a.value for a in Activity}
+    if unknown:
+        raise InvalidArgs(f"Unknown activities: {', '.join(sorted(unknown))}.")
+    return wanted
+
+
+class Terminal:
+    def __init__(self, registry: Registry, tmux_client: tmux.Tmux, settings: Settings) -> None:
+        self.registry = registry
+        self.tmux = tmux_client
+        self.settings = settings
+        registry.listeners.append(self)
+
+    # ---- Listener -----------------------------------------------------------------------
+
+    def session_added(self, session: Session) -> None:
+        pass
+
+    def session_changed(self, session: Session) -> None:
+        if session.record.state is not State.RUNNING:
+            self.unwatch(session)
+        self.wake(session)
+
+    def session_removed(self, session: Session) -> None:
+        self.unwatch(session)
+        for waiter in session.waiters:
+            if not waiter.future.done():
+                waiter.future.set_result((session.name, Activity.EXITED.value))
+        session.waiters.clear()
+
+    # ---- watching -----------------------------------------------------------------------
+
+    def _new_watch(self, session: Session) -> PaneWatch:
+        preset = self.settings.preset(session.record.preset)
+        watch = PaneWatch(
+            session.name,
+            session.owner,
+            session.paths.socket,
+            session.paths.fifo,
+            preset.activity if preset else GENERIC,
+            lambda _verdict: self.registry.announce(session),
+            self.tmux,
+        )
+        session.watch = watch
+        return watch
+
+    def prepare(self, session: Session) -> Path | None:
+        """Before a spawn: the FIFO the new pane's output should go to, or None."""
+        self.unwatch(session)
+        watch = self._new_watch(session)
+        try:
+            watch.open()
+        except OSError as e:
+            log.warning("session '%s': cannot follow its terminal: %s", session.name, e)
+            self.unwatch(session)
+            return None
+        return watch.fifo
+
+    async def watch(self, session: Session) -> None:
+        """Follow a running session's terminal (after adoption); a failure only leaves its
+        activity unknown."""
+        if session.watch is not None or session.record.state is not State.RUNNING:
+            return
+        watch = self._new_watch(session)
+        try:
+            await watch.start()
+        except (OSError, KeyError, tmux.TmuxError) as e:
+            log.warning("session '%s': cannot follow its terminal: %s", session.name, e)
+            self.unwatch(session)
+
+    def unwatch(self, session: Session) -> None:
+        if session.watch is not None:
+            session.watch.close()
+            session.watch = None
+
+    async def watch_all(self, parallel: int = 8) -> None:
+        """Follow every running session, a few tmux calls at a time (after recovery)."""
+        slots = asyncio.Semaphore(parallel)
+
+        async def one(session: Session) -> None:
+            async with slots:
+                await self.watch(session)
+
+        running = [s for s in self.registry.sessions.values() if s.record.state is State.RUNNING]
+        await asyncio.gather(*(one(s) for s in running))
+
+    def wake(self, session: Session) -> None:
+        """Answer the waits whose activity the session has reached (or that it exited)."""
+        for waiter in list(session.waiters):
+            if waiter.offer(session):
+                session.waiters.discard(waiter)
+
+    # ---- the screen ---------------------------------------------------------------------
+
+    def _running(self, name: str) -> Session:
+        session = self.registry.get(name)
+        if session.record.state is not State.RUNNING:
+            raise NotRunning(
+                f"Session '{name}' is {session.record.state.value}; "
+                f"resume it with 'hostagentctl resume {name}'."
+            )
+        return session
+
+    async def capture(self, name: str, lines: int) -> str:
+        check_capture(lines)
+        session = self._running(name)
+        try:
+            return await self.tmux.capture(session.owner, session.paths.socket, lines)
+        except tmux.TmuxError as e:
+            raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
+
+    async def send_text(self, name: str, text: str, enter: bool) -> None:
+        check_text(text)
+        session = self._running(name)
+        try:
+            await self.tmux.send_text(session.owner, session.paths.socket, text, enter)
+        except tmux.TmuxError as e:
+            raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
+
+    def attach_argv(self, name: str) -> list[str]:
+        return tmux.attach_argv(self._running(name).paths.socket)
+
+    async def wait_for_activity(
+        self, names: Iterable[str], activities: Iterable[str], timeout_usec: int
+    ) -> tuple[str, str]:
+        wanted = check_activities(activities)
+        sessions = [self.registry.get(n) for n in dict.fromkeys(names)]
+        if not sessions:
+            raise InvalidArgs("Name at least one session to wait for.")
+        waiter = Waiter(wanted)
+        for s in sessions:
+            if waiter.offer(s):
+                return waiter.future.result()
+        for s in sessions:
+            s.waiters.add(waiter)
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter.future), timeout_usec / 1e6 or None)
+        except TimeoutError:
+            raise Timeout("No session reached the activities in time.") from None
+        finally:
+            for s in sessions:
+                s.waiters.discard(waiter)

@@ -1,0 +1,141 @@
+"""The tmux edge: each session is its own tmux server on a private socket, run as its owner.
+
+Every command runs as the session's owner, so the daemon never touches a user's tmux server with
+root's rights. The server reads no config file (``-f /dev/null``): a user's tmux.conf could
+rename or renumber what we address, and the pane is always found as session ``main``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from hostagent.daemon.owner import Owner, exec_as_owner
+
+SESSION = "main"
+
+
+def tmux_binary() -> str:
+    return shutil.which("tmux") or "/usr/bin/tmux"
+
+
+class TmuxError(Exception):
+    pass
+
+
+def socket_path(runtime_dir: Path, name: str) -> Path:
+    return runtime_dir / f"{name}.sock"
+
+
+def new_session_argv(
+    sock: Path, columns: int, rows: int, argv: list[str], output: Path | None = None
+) -> list[str]:
+    """Start the server with the session; it prints the server's pid. With output, the pane's
+    output is copied into that FIFO from the start, in the same tmux call."""
+    cmd = [
+        tmux_binary(),
+        "-S",
+        str(sock),
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-P",
+        "-F",
+        "#{pid}",
+        "-s",
+        SESSION,
+        "-x",
+        str(columns),
+        "-y",
+        str(rows),
+        "--",
+        *argv,
+    ]
+    if output is not None:
+        cmd += [";", "pipe-pane", "-t", SESSION, _pipe_command(output)]
+    return cmd
+
+
+def _pipe_command(fifo: Path) -> str:
+    return f"exec cat > '{fifo}'"
+
+
+def attach_argv(sock: Path) -> list[str]:
+    return [tmux_binary(), "-S", str(sock), "attach-session", "-t", SESSION]
+
+
+Executor = Callable[[Owner, list[str], float], Awaitable[tuple[int, bytes, bytes] | None]]
+
+
+class Tmux:
+    """Commands against sessions' tmux servers. ``execute`` runs one argv as an owner; it is
+    the seam where fast tests put a scripted terminal."""
+
+    def __init__(self, execute: Executor = exec_as_owner) -> None:
+        self.execute = execute
+
+    async def run(self, owner: Owner, sock: Path, *args: str, timeout: float = 10.0) -> str:
+        """One tmux command against the session's server, as its owner; its stdout."""
+        result = await self.execute(owner, [tmux_binary(), "-S", str(sock), *args], timeout)
+        if result is None:
+            raise TmuxError(f"tmux {args[0]} timed out")
+        code, out, err = result
+        if code != 0:
+            raise TmuxError(err.decode(errors="replace").strip() or f"tmux {args[0]} failed")
+        return out.decode(errors="replace")
+
+    async def _number(self, owner: Owner, sock: Path, fmt: str) -> int:
+        out = await self.run(owner, sock, "display-message", "-p", "-t", SESSION, fmt)
+        try:
+            return int(out.strip())
+        except ValueError:
+            raise TmuxError(f"tmux printed {out.strip()!r} for {fmt}") from None
+
+    async def server_pid(self, owner: Owner, sock: Path) -> int:
+        return await self._number(owner, sock, "#{pid}")
+
+    async def pane_pid(self, owner: Owner, sock: Path) -> int:
+        """The pid of the process in the pane: the agent."""
+        return await self._number(owner, sock, "#{pane_pid}")
+
+    async def capture(self, owner: Owner, sock: Path, scrollback: int) -> str:
+        start = f"-{scrollback}" if scrollback > 0 else "0"
+        return await self.run(owner, sock, "capture-pane", "-p", "-J", "-t", SESSION, "-S", start)
+
+    async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str]:
+        """The visible screen and the pane's title, in one tmux call."""
+        out = await self.run(
+            owner,
+            sock,
+            "display-message",
+            "-p",
+            "-t",
+            SESSION,
+            "#{pane_title}",
+            ";",
+            "capture-pane",
+            "-p",
+            "-t",
+            SESSION,
+        )
+        title, _, screen = out.partition("\n")
+        return screen, title
+
+    async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> None:
+        """Copy everything the pane prints into fifo (replacing an earlier pipe, if any)."""
+        await self.run(owner, sock, "pipe-pane", "-t", SESSION, _pipe_command(fifo))
+
+    async def send_text(self, owner: Owner, sock: Path, text: str, enter: bool) -> None:
+        if text:
+            await self.run(owner, sock, "send-keys", "-t", SESSION, "-l", "--", text)
+        if enter:
+            await self.run(owner, sock, "send-keys", "-t", SESSION, "Enter")
+
+
+def remove_socket(sock: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(sock)

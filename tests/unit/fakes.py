@@ -1,0 +1,272 @@
+"""Small fakes at the daemon's edges, for the fast layer: a systemd that keeps its units in
+memory and sends the signals a real manager sends, the scope runner on top of it, and a tmux
+whose screens a test scripts. Everything above the edges (registry, lifecycle, reconcile,
+recovery, terminal, the bus objects) is the real code, assembled by ``Core.assemble``.
+
+A test can park one side of a race at a chosen point: ``FakeScopes.gate`` holds every scope
+start until the test opens it, the way the sandbox's checkpoints park the real daemon.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import uuid
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hostagent.config import Config
+from hostagent.daemon.core import Core
+from hostagent.daemon.owner import Owner
+from hostagent.daemon.registry import Session
+from hostagent.daemon.scope import Started, now_usec
+from hostagent.daemon.settings import Settings
+from hostagent.daemon.store import SidecarStore
+from hostagent.daemon.systemd import UnitInfo
+from hostagent.daemon.tmux import TmuxError
+from hostagent.errors import NotRunning, SpawnFailed
+from hostagent.presets import IdSource, Preset
+from hostagent.session import Limits, SessionRecord
+
+_PIDS = itertools.count(40000)
+
+
+@dataclass
+class FakeUnit:
+    name: str
+    state: str = "active"
+    invocation: str = field(default_factory=lambda: uuid.uuid4().hex)
+    leader: int = field(default_factory=lambda: next(_PIDS))
+    leader_alive: bool = True
+    limits: Limits | None = None
+    signals: list[tuple[str, int]] = field(default_factory=list)
+
+
+class FakeSystemd:
+    """The part of the systemd client the daemon's core uses, over units kept in memory."""
+
+    def __init__(self) -> None:
+        self.units: dict[str, FakeUnit] = {}
+        self.on_unit: Callable[[str, str], None] = lambda unit, state: None
+        self.stopped: list[str] = []  # units the daemon asked to stop
+        self.after_list: Callable[[], None] = lambda: None
+
+    def end(self, unit: str, state: str = "") -> None:
+        """The unit's processes are gone; systemd unloads it ("") or keeps it failed, and
+        says so on the bus."""
+        u = self.units.get(unit)
+        if u is not None:
+            u.leader_alive = False
+            if state:
+                u.state = state
+            else:
+                del self.units[unit]
+        self.on_unit(unit, state)
+
+    async def active_state(self, unit: str) -> str:
+        u = self.units.get(unit)
+        return u.state if u else ""
+
+    async def list_units(self, pattern: str) -> list[UnitInfo]:
+        listed = [UnitInfo(u.name, u.state) for u in self.units.values()]
+        self.after_list()
+        return listed
+
+    async def invocation_id(self, unit: str) -> str:
+        u = self.units.get(unit)
+        return u.invocation if u else ""
+
+    async def unit_pids(self, unit: str) -> list[int]:
+        u = self.units.get(unit)
+        return [u.leader] if u and u.leader_alive else []
+
+    async def stop_unit(self, unit: str) -> str | None:
+        self.stopped.append(unit)
+        if unit not in self.units:
+            return None
+        self.end(unit)
+        return f"/job/{len(self.stopped)}"
+
+    async def unit_property(self, unit: str, interface: str, name: str) -> Any:
+        return 4096 if unit in self.units else None
+
+
+class FakeTmux:
+    """Scripted screens, one per session socket."""
+
+    def __init__(self, systemd: FakeSystemd) -> None:
+        self.systemd = systemd
+        self.screens: dict[str, tuple[str, str]] = {}  # session name -> (screen, title)
+        self.typed: list[tuple[str, str, bool]] = []
+        self.on_server_pid: Callable[[str], None] = lambda name: None
+
+    @staticmethod
+    def _name(sock: Path) -> str:
+        return sock.name.removesuffix(".sock")
+
+    def _unit(self, sock: Path) -> FakeUnit:
+        u = self.systemd.units.get(f"hostagent-{self._name(sock)}.scope")
+        if u is None or not u.leader_alive:
+            raise TmuxError(f"no server running on {sock}")
+        return u
+
+    async def server_pid(self, owner: Owner, sock: Path) -> int:
+        self.on_server_pid(self._name(sock))
+        return self._unit(sock).leader
+
+    async def pane_pid(self, owner: Owner, sock: Path) -> int:
+        return self._unit(sock).leader + 1
+
+    async def capture(self, owner: Owner, sock: Path, scrollback: int) -> str:
+        self._unit(sock)
+        return self.screens.get(self._name(sock), ("", ""))[0]
+
+    async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str]:
+        self._unit(sock)
+        return self.screens.get(self._name(sock), ("", ""))
+
+    async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> None:
+        self._unit(sock)
+
+    async def send_text(self, owner: Owner, sock: Path, text: str, enter: bool) -> None:
+        self._unit(sock)
+        self.typed.append((self._name(sock), text, enter))
+
+
+class FakeScopes:
+    """The scope runner over FakeSystemd: a start makes a unit whose leader lives."""
+
+    def __init__(self) -> None:
+        self.systemd = FakeSystemd()
+        self.tmux = FakeTmux(self.systemd)
+        self.launched: list[list[str]] = []  # every argv a scope was started with
+        self.fail_with = ""  # the next start fails with this message
+        self.gate: asyncio.Event | None = None  # when set up, starts wait for it
+        self.parked = asyncio.Event()  # set while a start waits at the gate
+
+    async def start(
+        self,
+        record: SessionRecord,
+        owner: Owner,
+        sock: Path,
+        env: dict[str, str],
+        limits: Limits,
+        stop_timeout: int,
+        output: Path | None = None,
+    ) -> Started:
+        if self.gate is not None:
+            self.parked.set()
+            await self.gate.wait()
+        if self.fail_with:
+            message, self.fail_with = self.fail_with, ""
+            raise SpawnFailed(message)
+        unit = FakeUnit(record.unit, limits=limits)
+        self.systemd.units[record.unit] = unit
+        self.launched.append(list(record.last_argv))
+        return Started(unit.leader, unit.invocation, now_usec())
+
+    async def stop(self, unit: str, timeout: float) -> None:
+        await self.systemd.stop_unit(unit)
+
+    async def kill(
+        self, record: SessionRecord, owner: Owner, sock: Path, whom: str, signal: int
+    ) -> None:
+        u = self.systemd.units.get(record.unit)
+        if u is None:
+            raise NotRunning(f"Session '{record.name}' cannot be signalled")
+        u.signals.append((whom, signal))
+
+    def unit_of_pid(self, pid: int) -> str | None:
+        return next((u.name for u in self.systemd.units.values() if u.leader == pid), None)
+
+    def leader_alive_in(self, unit: str, pid: int) -> bool:
+        u = self.systemd.units.get(unit)
+        return u is not None and u.leader_alive and u.leader == pid and pid > 0
+
+    def process(self, pid: int) -> None:
+        return None
+
+
+SHELL = Preset(name="shell", command=["/bin/sh"])
+ASSIGNED = Preset(
+    name="assigned",
+    command=["agent"],
+    id_source=IdSource.ASSIGNED,
+    assign_args=["--session-id", "{id}"],
+    resume_args=["--resume", "{id}"],
+)
+
+
+class Host:
+    """A daemon core on fakes, with its state directory in tmp."""
+
+    def __init__(self, tmp: Path, config: Config | None = None, boot_id: str = "boot1") -> None:
+        self.tmp = tmp
+        self.scopes = FakeScopes()
+        self.systemd = self.scopes.systemd
+        self.store = SidecarStore(tmp / "state")
+        self.store.prepare()
+        self.config = config or Config()
+        self.core = Core.assemble(
+            scopes=self.scopes,  # type: ignore[arg-type]
+            store=self.store,
+            settings=Settings(self.config, {"shell": SHELL, "assigned": ASSIGNED}),
+            runtime_root=tmp / "run",
+            system=False,
+            boot_id=boot_id,
+        )
+        self.systemd.on_unit = self.core.reconciler.on_unit
+        self.registry = self.core.registry
+        self.lifecycle = self.core.lifecycle
+        self.events: list[tuple[str, str, str]] = []  # (what, name, state) as listeners saw
+        self.registry.listeners.append(self)
+
+    @classmethod
+    async def started(cls, tmp: Path, config: Config | None = None) -> Host:
+        """A daemon that has recovered (from an empty store) and follows unit signals."""
+        host = cls(tmp, config)
+        await host.core.recover()
+        return host
+
+    def restart(self, boot_id: str = "boot1") -> Host:
+        """A new daemon over the same state directory and the same systemd."""
+        again = Host.__new__(Host)
+        Host.__init__(again, self.tmp, self.config, boot_id)
+        again.scopes.systemd = again.systemd = self.systemd
+        again.scopes.tmux.systemd = self.systemd
+        again.systemd.on_unit = again.core.reconciler.on_unit
+        return again
+
+    # Listener
+    def session_added(self, session: Session) -> None:
+        self.events.append(("added", session.name, session.record.state.value))
+
+    def session_removed(self, session: Session) -> None:
+        self.events.append(("removed", session.name, session.record.state.value))
+
+    def session_changed(self, session: Session) -> None:
+        self.events.append(("changed", session.name, session.record.state.value))
+
+    def on_disk(self, name: str) -> str | None:
+        """The state the record on disk says, or None when there is none."""
+        self.store.flush()
+        records = {r.name: r for r in SidecarStore(self.store.directory).load_all()}
+        record = records.get(name)
+        return record.state.value if record else None
+
+    async def settle(self) -> None:
+        """Let the queued reconciles run to their end."""
+        while self.core.reconciler._tasks:
+            await asyncio.gather(*list(self.core.reconciler._tasks))
+
+
+def run(coro: Coroutine[Any, Any, None]) -> None:
+    """Run one test body on a fresh event loop, as the daemon runs on one."""
+    asyncio.run(asyncio.wait_for(coro, 10))
+
+
+def me() -> int:
+    return os.getuid()

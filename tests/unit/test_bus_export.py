@@ -1,0 +1,129 @@
+"""The bus objects and the exporter on a private ``dbus-daemon --session`` bus, with the daemon's
+core on fakes (tests/unit/fakes.py) and the real client library on the other end. No root, no
+systemd: what is checked here is the wire (names, signatures, errors, signals)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dbus_fast import Message, Variant
+from dbus_fast.aio import MessageBus
+
+from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH
+from hostagent.bus.call import CallError, add_match, call
+from hostagent.client import Client
+from hostagent.daemon.auth import Authorizer
+from hostagent.daemon.bus.export import Exporter
+from hostagent.daemon.bus.manager import BusFrontend
+from hostagent.daemon.bus.services import Services
+from hostagent.errors import InvalidArgs, NoSuchSession, NotRunning, SessionExists
+from tests.unit.fakes import Host, run
+
+pytestmark = pytest.mark.skipif(not shutil.which("dbus-daemon"), reason="needs dbus-daemon")
+
+
+@pytest.fixture
+def bus_address() -> Iterator[str]:
+    proc = subprocess.Popen(
+        ["dbus-daemon", "--session", "--nofork", "--print-address=1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    address = proc.stdout.readline().strip()
+    try:
+        yield address
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+
+
+async def serve(tmp: Path, address: str) -> tuple[Host, MessageBus, list[str]]:
+    host = await Host.started(tmp)
+    bus = await MessageBus(bus_address=address).connect()
+    reloads: list[str] = []
+    frontend = BusFrontend(
+        Services(
+            host.lifecycle,
+            host.core.conversations,
+            Authorizer(bus, use_polkit=False),
+            Exporter(bus),
+            lambda: reloads.append("reload"),
+        )
+    )
+    frontend.export_all()
+    await bus.request_name(BUS_NAME)
+    return host, bus, reloads
+
+
+def test_the_manager_and_session_objects_over_a_real_bus(tmp_path: Path, bus_address: str) -> None:
+    async def body() -> None:
+        _, server, reloads = await serve(tmp_path, bus_address)
+        client = await Client.connect(system=False, address=bus_address)
+        signals: list[tuple[str, list[object]]] = []
+
+        def on_message(msg: Message) -> None:
+            if msg.member in ("SessionNew", "SessionRemoved", "PropertiesChanged"):
+                signals.append((msg.member, list(msg.body)))
+
+        client.bus.add_message_handler(on_message)
+        await add_match(client.bus, f"type='signal',sender='{BUS_NAME}'")
+        path = await client.create("a", "shell", str(tmp_path), {"args": Variant("as", ["x"])})
+        assert path == "/org/hostagent/HostAgent1/session/a"
+        rows = await client.list_sessions()
+        assert [(r.name, r.state) for r in rows] == [("a", "running")]
+        props = await client.properties("a")
+        assert (props["State"], props["Command"]) == ("running", ["/bin/sh", "x"])
+        with pytest.raises(SessionExists):
+            await client.create("a", "shell", str(tmp_path), {})
+        with pytest.raises(InvalidArgs, match="Unknown option"):
+            await client.create("b", "shell", str(tmp_path), {"nope": Variant("s", "")})
+        with pytest.raises(NoSuchSession):
+            await client.stop("nope")
+        with pytest.raises(InvalidArgs):
+            await client.capture("a", -1)  # validated before anything else
+        await client.stop("a")  # through the Manager: the Session object's handler
+        with pytest.raises(NotRunning):
+            await client.stop("a")
+        await client.reload()
+        assert reloads == ["reload"]
+        await client.remove("a")
+        assert await client.list_sessions() == []
+        kinds = [s[0] for s in signals]
+        assert kinds[0] == "SessionNew" and kinds[-1] == "SessionRemoved"
+        states = [s[1][1]["State"].value for s in signals if s[0] == "PropertiesChanged"]
+        assert states[-2:] == ["stopping", "stopped"]
+        client.close()
+        server.disconnect()
+
+    run(body())
+
+
+def test_a_bad_signature_and_an_unknown_method_get_named_errors(
+    tmp_path: Path, bus_address: str
+) -> None:
+    async def body() -> None:
+        _, server, _ = await serve(tmp_path, bus_address)
+        client = await MessageBus(bus_address=bus_address).connect()
+        with pytest.raises(CallError) as bad:
+            await call(client, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "GetSession", "u", [1])
+        assert bad.value.name == "org.freedesktop.DBus.Error.InvalidArgs"
+        with pytest.raises(CallError) as unknown:
+            await call(client, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "Nope")
+        assert unknown.value.name == "org.freedesktop.DBus.Error.UnknownMethod"
+        (xml,) = await call(
+            client, BUS_NAME, MANAGER_PATH, "org.freedesktop.DBus.Introspectable", "Introspect"
+        )
+        assert '<method name="CreateSession">' in xml
+        client.disconnect()
+        server.disconnect()
+        await asyncio.sleep(0)
+
+    run(body())

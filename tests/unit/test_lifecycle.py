@@ -1,0 +1,222 @@
+"""The lifecycle on fakes at the edges (tests/unit/fakes.py): create, stop, resume, kill and
+remove, their lock rules and limits, in milliseconds and without root. The same behaviours are
+shown on a real systemd by tests/integration/."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from hostagent.config import Config
+from hostagent.daemon import registry as registry_module
+from hostagent.errors import (
+    AlreadyRunning,
+    InvalidArgs,
+    InvalidName,
+    LimitsExceeded,
+    NoSuchPreset,
+    NoSuchSession,
+    NotRunning,
+    SessionExists,
+    SpawnFailed,
+)
+from hostagent.options import CreateRequest
+from hostagent.session import Limits, State
+from tests.unit.fakes import Host, me, run
+
+
+async def create(host: Host, name: str, preset: str = "shell", **req: object) -> None:
+    await host.lifecycle.create(me(), name, preset, str(host.tmp), CreateRequest(**req))  # type: ignore[arg-type]
+
+
+def test_create_writes_ahead_starts_the_scope_and_announces(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a", args=["--flag"])
+        session = host.registry.get("a")
+        assert session.record.state is State.RUNNING
+        assert host.scopes.launched == [["/bin/sh", "--flag"]]
+        unit = host.systemd.units["hostagent-a.scope"]
+        assert (session.record.leader_pid, session.record.invocation_id) == (
+            unit.leader,
+            unit.invocation,
+        )
+        # added (starting) before the scope runs, then the running state is committed
+        assert host.events[:2] == [("added", "a", "starting"), ("changed", "a", "running")]
+        assert host.on_disk("a") == "running"
+
+    run(body())
+
+
+def test_create_of_a_taken_name_says_its_state_and_starts_nothing(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a")
+        await host.lifecycle.stop("a")
+        with pytest.raises(SessionExists, match="already exists and is stopped"):
+            await create(host, "a")
+        assert len(host.scopes.launched) == 1
+
+    run(body())
+
+
+def test_create_refuses_unknown_presets_and_bad_names_before_any_record(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        with pytest.raises(NoSuchPreset):
+            await create(host, "a", preset="nope")
+        with pytest.raises(InvalidName, match="must match"):
+            await create(host, "A b")
+        assert host.registry.sessions == {} and host.on_disk("a") is None
+
+    run(body())
+
+
+def test_a_failed_start_leaves_a_failed_session_that_keeps_its_id(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        host.scopes.fail_with = "no room"
+        with pytest.raises(SpawnFailed, match="no room"):
+            await create(host, "a", preset="assigned")
+        record = host.registry.get("a").record
+        assert (record.state, record.last_error) == (State.FAILED, "no room")
+        assert record.agent_session and host.on_disk("a") == "failed"
+        first = record.agent_session
+        await host.lifecycle.resume("a")
+        assert host.registry.get("a").record.agent_session == first
+        assert host.scopes.launched[-1] == ["agent", "--resume", first]
+
+    run(body())
+
+
+def test_a_record_that_cannot_be_written_creates_nothing(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        (tmp_path / "file").write_text("")
+        host.store.sessions_dir = tmp_path / "file" / "sessions"  # ENOTDIR, even for root
+        with pytest.raises(SpawnFailed, match="record cannot be written"):
+            await create(host, "a")
+        assert "a" not in host.registry.sessions and host.scopes.launched == []
+
+    run(body())
+
+
+def test_stop_commits_stopping_before_the_scope_stops_then_stopped(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a")
+        host.events.clear()
+        await host.lifecycle.stop("a")
+        assert [e for e in host.events if e[0] == "changed"][:2] == [
+            ("changed", "a", "stopping"),
+            ("changed", "a", "stopped"),
+        ]
+        assert "hostagent-a.scope" not in host.systemd.units
+        with pytest.raises(NotRunning):
+            await host.lifecycle.stop("a")
+
+    run(body())
+
+
+def test_resume_relaunches_the_recorded_command_and_counts(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a", args=["x"])
+        with pytest.raises(AlreadyRunning):
+            await host.lifecycle.resume("a")
+        await host.lifecycle.stop("a")
+        await host.lifecycle.resume("a")
+        record = host.registry.get("a").record
+        assert (record.state, record.resume_count) == (State.RUNNING, 1)
+        assert host.scopes.launched == [["/bin/sh", "x"], ["/bin/sh", "x"]]
+
+    run(body())
+
+
+def test_a_second_resume_while_one_is_under_way_gets_already_running(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a")
+        await host.lifecycle.stop("a")
+        host.scopes.gate = asyncio.Event()
+        first = asyncio.ensure_future(host.lifecycle.resume("a"))
+        await host.scopes.parked.wait()
+        with pytest.raises(AlreadyRunning, match="already starting"):
+            await host.lifecycle.resume("a")
+        host.scopes.gate.set()
+        await first
+        assert host.registry.get("a").record.state is State.RUNNING
+        assert len(host.scopes.launched) == 2
+
+    run(body())
+
+
+def test_remove_during_a_resume_waits_for_it_and_leaves_no_ghost(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a")
+        await host.lifecycle.stop("a")
+        host.scopes.gate = asyncio.Event()
+        resume = asyncio.ensure_future(host.lifecycle.resume("a"))
+        await host.scopes.parked.wait()
+        remove = asyncio.ensure_future(host.lifecycle.remove("a"))
+        await asyncio.sleep(0)  # remove is now queued on the session lock
+        assert not remove.done()
+        host.scopes.gate.set()
+        await resume
+        await remove
+        assert host.on_disk("a") is None and "hostagent-a.scope" not in host.systemd.units
+        assert host.events[-1] == ("removed", "a", "stopped")
+        with pytest.raises(NoSuchSession):
+            host.registry.get("a")
+
+    run(body())
+
+
+def test_kill_checks_its_arguments_first_and_needs_a_live_session(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a")
+        with pytest.raises(InvalidArgs):
+            await host.lifecycle.kill("a", "everyone", 15)
+        await host.lifecycle.kill("a", "all", 15)
+        assert host.systemd.units["hostagent-a.scope"].signals == [("all", 15)]
+        await host.lifecycle.stop("a")
+        with pytest.raises(NotRunning):
+            await host.lifecycle.kill("a", "all", 15)
+
+    run(body())
+
+
+def test_callers_limits_go_over_the_configured_ones(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path, Config(limits=Limits(tasks_max=64, memory_max=1 << 30)))
+        await create(host, "a", limits=Limits(memory_max=1 << 20))
+        assert host.systemd.units["hostagent-a.scope"].limits == Limits(
+            memory_max=1 << 20, tasks_max=64
+        )
+
+    run(body())
+
+
+def test_operations_past_the_cap_get_limits_exceeded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry_module, "MAX_OPERATIONS", 1)
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a")
+        await host.lifecycle.stop("a")
+        host.scopes.gate = asyncio.Event()
+        resume = asyncio.ensure_future(host.lifecycle.resume("a"))
+        await host.scopes.parked.wait()
+        with pytest.raises(LimitsExceeded):
+            await create(host, "b")
+        host.scopes.gate.set()
+        await resume
+        await create(host, "b")
+
+    run(body())
