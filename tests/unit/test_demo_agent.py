@@ -14,7 +14,7 @@ import pytest
 def agent(home: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HOME": str(home), "DEMO_AGENT_THINK": "0"}
     return subprocess.run(
-        [sys.executable, "-m", "hostagent.demo_agent", *args],
+        [sys.executable, "-m", "hostagent.cli.demo_agent", *args],
         input=stdin,
         capture_output=True,
         text=True,
