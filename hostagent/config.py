@@ -52,7 +52,7 @@ class Config:
     recovery_policy: RecoveryPolicy = RecoveryPolicy.DORMANT
     recovery_max_parallel: int = 2
     recovery_stagger_sec: float = 2.0
-    orphans: OrphanPolicy = OrphanPolicy.STOP
+    orphans: OrphanPolicy = OrphanPolicy.ADOPT
     source: str = "built-in defaults"
 
 

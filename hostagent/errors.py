@@ -9,7 +9,7 @@ bus-common-errors does).
     ├── NoSuchSession, NoSessionForPID, SessionExists, NoSuchPreset
     ├── InvalidName, InvalidCwd, InvalidArgs
     ├── AlreadyRunning, NotRunning, Busy
-    ├── SpawnFailed, ResumeFailed, Timeout, LimitsExceeded
+    ├── SpawnFailed, ResumeFailed, StopFailed, Timeout, LimitsExceeded, StorageFull
     └── AccessDenied, InteractiveAuthorizationRequired
 """
 
@@ -86,6 +86,18 @@ class LimitsExceeded(HostAgentError):
     dbus_name = _own("LimitsExceeded")
 
 
+class StorageFull(HostAgentError):
+    """A record could not be written (no space, a read-only or failing disk)."""
+
+    dbus_name = _own("StorageFull")
+
+
+class StopFailed(HostAgentError):
+    """systemd did not stop the session's scope; the session is as systemd says."""
+
+    dbus_name = _own("StopFailed")
+
+
 class InvalidArgs(HostAgentError):
     dbus_name = "org.freedesktop.DBus.Error.InvalidArgs"
 
@@ -112,6 +124,8 @@ ALL_ERRORS: tuple[type[HostAgentError], ...] = (
     ResumeFailed,
     Timeout,
     LimitsExceeded,
+    StorageFull,
+    StopFailed,
     InvalidArgs,
     AccessDenied,
     InteractiveAuthorizationRequired,

@@ -12,7 +12,7 @@ import secrets
 import string
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: a checksum closes every record
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 UNIT_PREFIX = "hostagent-"
 UNIT_SUFFIX = ".scope"

@@ -91,7 +91,7 @@ class Conversations:
             log.info("session '%s': conversation %s (%s)", session.name, agent_id, how)
         record.agent_session = agent_id
         record.agent_session_source = how
-        self.registry.commit(session)
+        self.registry.commit_or_retry(session)
 
     async def discover(self, session: Session) -> None:
         """Look on disk for the conversation of a preset whose CLI cannot be told an id."""

@@ -9,46 +9,46 @@ Every state change goes through ``Session.apply`` (the state machine) and ``Regi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
-import uuid
 from collections.abc import AsyncIterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from hostagent import launch
 from hostagent.daemon import checkpoint
+from hostagent.daemon.admission import first_record
 from hostagent.daemon.conversation import Conversations
-from hostagent.daemon.owner import Owner, build_env, check_cwd, exists_as_owner
-from hostagent.daemon.reconcile import Reconciler
+from hostagent.daemon.owner import build_env, check_cwd, exists_as_owner
+from hostagent.daemon.reconcile import GONE_STATES, Reconciler
 from hostagent.daemon.registry import Registry, Session
 from hostagent.daemon.scope import Scopes, check_signal, now_usec, prepare_runtime_dir
 from hostagent.daemon.settings import Settings
+from hostagent.daemon.systemd import SystemdError
 from hostagent.daemon.terminal import Terminal
 from hostagent.daemon.tmux import remove_socket
 from hostagent.errors import (
     AlreadyRunning,
     Busy,
-    InvalidArgs,
-    InvalidCwd,
     InvalidName,
     NoSuchPreset,
     NoSuchSession,
     NotRunning,
     SessionExists,
     SpawnFailed,
+    StopFailed,
+    StorageFull,
     quote,
 )
-from hostagent.options import CreateRequest, size_problem
+from hostagent.options import CreateRequest
 from hostagent.presets import Preset
 from hostagent.session import (
     LIVE_STATES,
     DormantReason,
     Event,
-    SessionRecord,
     State,
     generate_name,
     name_problem,
-    unit_name,
 )
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,10 @@ class Lifecycle:
         with self.registry.operation():
             self.registry.reserved.add(name)
             try:
-                record, owner = await self._new_record(owner_uid, name, preset, cwd, req)
+                record, owner = await first_record(
+                    owner_uid, name, preset, cwd, req, self.settings.config,
+                    self.registry.paths(owner_uid, name), self.boot_id,
+                )  # fmt: skip
                 session = self.registry.add(record)
                 session.owner = owner  # looked up once: NSS can cost a round trip
             finally:
@@ -112,9 +115,10 @@ class Lifecycle:
                     self.registry.store.save(record)
                 except OSError as e:
                     del self.registry.sessions[name]
-                    raise SpawnFailed(
+                    raise StorageFull(
                         f"Session '{name}' was not created: its record cannot be written "
-                        f"({e.strerror}); check {self.registry.store.sessions_dir}."
+                        f"({e.strerror}); free space in {self.registry.store.directory}, "
+                        "then try again."
                     ) from None
                 await checkpoint.reached(checkpoint.CREATE_RECORDED)
                 log.info(
@@ -139,55 +143,6 @@ class Lifecycle:
             )
         if name in self.registry.reserved:
             raise SessionExists(f"Session '{name}' is being created right now; pick another name.")
-
-    async def _new_record(
-        self, owner_uid: int, name: str, preset: Preset, cwd: str, req: CreateRequest
-    ) -> tuple[SessionRecord, Owner]:
-        try:
-            owner = Owner.from_uid(owner_uid)
-        except KeyError:
-            raise InvalidArgs(f"User {owner_uid} does not exist.") from None
-        cwd = cwd or owner.home
-        if not os.path.isabs(cwd):
-            raise InvalidCwd(f"Working directory {quote(cwd)} must be an absolute path.")
-        problem = await check_cwd(owner, cwd)
-        if problem:
-            raise InvalidCwd(f"Working directory {quote(cwd)} {problem}.")
-        command = req.command if req.command is not None else (preset.command or [owner.shell])
-        agent_id = req.agent_session or launch.new_agent_id(preset)
-        paths = self.registry.paths(owner_uid, name)
-        first = launch.first_launch(
-            preset,
-            self.conversations.command_with_hooks(preset, command, paths),
-            req.args,
-            agent_id,
-        )
-        problem = size_problem(first.argv, {**preset.env, **req.env})
-        if problem:
-            raise InvalidArgs(f"Session '{name}': {problem}.")
-        config = self.settings.config
-        record = SessionRecord(
-            name=name,
-            uuid=str(uuid.uuid4()),
-            owner=owner_uid,
-            preset=preset.name,
-            cwd=os.path.normpath(cwd),
-            command=list(command),
-            args=list(req.args),
-            argv=first.argv,
-            last_argv=first.argv,
-            env=dict(req.env),
-            limits=req.limits.merged_over(config.limits),
-            columns=req.columns or config.columns,
-            rows=req.rows or config.rows,
-            agent_session=agent_id,
-            agent_session_source=("assigned" if agent_id else ""),
-            unit=unit_name(name),
-            boot_id=self.boot_id,
-            created_at=now_usec(),
-            state=State.STARTING,
-        )
-        return record, owner
 
     # ---- spawn --------------------------------------------------------------------------
 
@@ -228,29 +183,51 @@ class Lifecycle:
             self._fail(
                 session, e.message if isinstance(e, SpawnFailed) else f"Failed to spawn: {e}"
             )
-        record.leader_pid = started.leader_pid
-        record.invocation_id = started.invocation_id
-        record.started_at = started.started_at
-        record.dormant_reason = DormantReason.NONE
-        record.last_error = ""
-        session.apply(Event.STARTED)
-        # On disk the record says starting until just after the reply; a daemon that dies in
-        # between adopts the running unit and reads leader and invocation back (recover.py).
-        self.registry.commit(session, rebuildable=True)
+        try:
+            self._change(
+                session,
+                Event.STARTED,
+                leader_pid=started.leader_pid,
+                invocation_id=started.invocation_id,
+                started_at=started.started_at,
+                dormant_reason=DormantReason.NONE,
+                last_error="",
+            )
+        except StorageFull as e:
+            # A create is not reported done before its record is: nothing may run that the
+            # disk does not know of.
+            await self._stop_scope(session)
+            self._fail(session, e.message)
         if not record.leader_pid:
             # tmux was already gone from the scope: the agent exited at once. A server that
             # was found running will be followed by the unit's own signals.
             self.reconciler.queue(session)
 
     def _fail(self, session: Session, error: str) -> NoReturn:
-        """A start failed: the session is failed with LastError; its ids are kept."""
+        """A start failed: the session is failed with LastError; its ids are kept. When even
+        that cannot be written, the caller gets StorageFull."""
         record = session.record
         record.last_error = error
         record.stopped_at = now_usec()
         session.apply(Event.START_FAILED)
-        self.registry.commit(session)
         log.error("session '%s': %s", session.name, error)
+        self.registry.commit(session)
         raise SpawnFailed(f"Session '{session.name}' failed to start: {error}")
+
+    def _change(self, session: Session, event: Event, **fields: Any) -> None:
+        """Set fields, apply event and commit, or, when the record cannot be written, put
+        everything back as it was and raise StorageFull: a call that must write changes
+        nothing unless it can."""
+        before = dataclasses.replace(session.record)
+        for key, value in fields.items():
+            setattr(session.record, key, value)
+        session.apply(event)
+        try:
+            self.registry.commit(session)
+        except StorageFull:
+            vars(session.record).update(vars(before))
+            self.registry.announce(session)
+            raise
 
     # ---- stop, resume, kill, remove -----------------------------------------------------
 
@@ -271,17 +248,35 @@ class Lifecycle:
                 await self._stop_locked(session)
 
     async def _stop_locked(self, session: Session) -> None:
+        self._change(session, Event.STOP)
         session.stop_requested = True
-        session.apply(Event.STOP)
-        self.registry.commit(session)
         await checkpoint.reached(checkpoint.STOP_RECORDED)
-        await self.scopes.stop(session.record.unit, self.settings.config.stop_timeout_sec + 30)
+        try:
+            await self._stop_scope(session)
+        except StopFailed:
+            if await self._unit_alive(session):
+                # The session is what systemd says: still running.
+                session.stop_requested = False
+                self._change(session, Event.ADOPT)
+                raise
         await checkpoint.reached(checkpoint.STOP_DONE)
         session.record.stopped_at = now_usec()
         session.apply(Event.UNIT_GONE)
         self.registry.commit(session)
         remove_socket(session.paths.socket)
         await self.conversations.discover(session)
+
+    async def _stop_scope(self, session: Session) -> None:
+        await self.scopes.stop(session.record.unit, self.settings.config.stop_timeout_sec + 30)
+
+    async def _unit_alive(self, session: Session) -> bool:
+        """Whether systemd still has the session's unit; when systemd cannot say, assume so
+        and reconcile once it can."""
+        try:
+            return await self.scopes.systemd.active_state(session.record.unit) not in GONE_STATES
+        except SystemdError:
+            self.reconciler.queue(session)
+            return True
 
     async def resume(self, name: str) -> Session:
         session = self._live_session(name)
@@ -316,16 +311,18 @@ class Lifecycle:
             record.agent_session,
             exists,
         )
-        record.last_argv = plan.argv
-        record.resume_count += 1
         log.info(
             "session '%s': resuming (%s)",
             session.name,
             "fresh conversation" if plan.fresh else f"conversation {plan.agent_session}",
         )
-        record.boot_id = self.boot_id
-        session.apply(Event.START)
-        self.registry.commit(session)
+        self._change(
+            session,
+            Event.START,
+            last_argv=plan.argv,
+            resume_count=record.resume_count + 1,
+            boot_id=self.boot_id,
+        )
         await checkpoint.reached(checkpoint.RESUME_RECORDED)
         problem = await check_cwd(owner, record.cwd)
         if problem:

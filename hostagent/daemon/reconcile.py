@@ -94,6 +94,6 @@ class Reconciler:
                 record.last_error = "" if state != "failed" else f"unit {record.unit} failed"
                 log.info("session '%s': the agent exited", session.name)
             session.apply(Event.UNIT_GONE)
-            self.registry.commit(session)
+            self.registry.commit_or_retry(session)
             remove_socket(session.paths.socket)
             await self.conversations.discover(session)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import uuid
 from dataclasses import dataclass, field
 
@@ -92,7 +91,7 @@ class Recovery:
             log.info("session '%s': its stop finished while the daemon was away", record.name)
             record.stopped_at = record.stopped_at or now_usec()
             session.apply(Event.UNIT_GONE)
-            self.registry.commit(session)
+            self.registry.commit_or_retry(session)
             self.report.stopped += 1
         elif decision.action is Action.DORMANT:
             record.dormant_reason = decision.reason
@@ -104,7 +103,7 @@ class Recovery:
                 remove_socket(session.paths.socket)
                 self.report.pruned += 1
                 return
-            self.registry.commit(session)
+            self.registry.commit_or_retry(session)
             self.report.dormant += 1
             if policy is DormantAction.RESUME:
                 self.report.to_resume.append(record.name)
@@ -136,10 +135,15 @@ class Recovery:
             if not record.leader_pid:
                 self.lifecycle.reconciler.queue(session)
         if record != before:  # a restart with nothing new writes nothing
-            self.registry.commit(session)
+            self.registry.commit_or_retry(session)
 
     async def _orphan(self, unit: str) -> None:
-        if self.config.orphans is OrphanPolicy.ADOPT and await self._adopt_orphan(unit):
+        """A live hostagent scope with no record: user work, adopted unless the admin opted
+        into stopping such scopes. One whose record was just quarantined is always adopted:
+        a damaged record never costs a live session."""
+        quarantined = name_from_unit(unit) in self.registry.store.quarantined
+        adopt = self.config.orphans is OrphanPolicy.ADOPT or quarantined
+        if adopt and await self._adopt_orphan(unit):
             self.report.orphans_adopted.append(unit)
             return
         log.warning("Scope %s has no record; stopping it", unit)
@@ -161,8 +165,8 @@ class Recovery:
         if leader is None:
             return False
         try:
-            owner = Owner.from_uid(os.stat(f"/proc/{leader.pid}").st_uid)
-        except (OSError, KeyError):
+            owner = Owner.from_uid(leader.uid)
+        except KeyError:
             return False
         paths = self.registry.paths(owner.uid, name)
         try:
@@ -192,7 +196,7 @@ class Recovery:
             record.cwd = agent.cwd or record.cwd
         session = self.registry.add(record)
         session.owner = owner
-        self.registry.commit(session)
+        self.registry.commit_or_retry(session)
         log.warning("Scope %s has no record; adopted it as session '%s'", unit, name)
         return True
 

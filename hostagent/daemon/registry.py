@@ -22,7 +22,7 @@ from hostagent.daemon.owner import Owner
 from hostagent.daemon.panewatch import PaneWatch, fifo_path
 from hostagent.daemon.store import SidecarStore
 from hostagent.daemon.tmux import socket_path
-from hostagent.errors import LimitsExceeded, NoSuchSession, quote
+from hostagent.errors import LimitsExceeded, NoSuchSession, StorageFull, quote
 from hostagent.session import (
     LIVE_STATES,
     Activity,
@@ -36,6 +36,7 @@ from hostagent.session import (
 log = logging.getLogger(__name__)
 
 MAX_OPERATIONS = 256  # calls waiting for a systemd job at once; past it, LimitsExceeded
+RETRY_SEC = 5.0  # a record that could not be written is tried again this often
 
 
 class Listener(Protocol):
@@ -144,6 +145,8 @@ class Registry:
         self.listeners: list[Listener] = []
         self.reserved: set[str] = set()  # names a create is validating, not yet registered
         self._operations = 0
+        self._unsaved: set[str] = set()  # sessions whose last commit did not reach the disk
+        self._retry: asyncio.TimerHandle | None = None
 
     # ---- lookup -------------------------------------------------------------------------
 
@@ -193,15 +196,54 @@ class Registry:
         for listener in self.listeners:
             listener.session_added(session)
 
-    def commit(self, session: Session, rebuildable: bool = False) -> None:
-        """Persist the record, then tell every listener. A rebuildable state (one recovery
-        reconstructs from systemd and tmux) is written just after the reply. OSError when
-        the record cannot be written; nothing is announced then."""
-        if rebuildable:
-            self.store.save_soon(session.record)
-        else:
+    def commit(self, session: Session) -> None:
+        """Persist the record, then tell every listener.
+
+        StorageFull when the record cannot be written. The listeners are told anyway, since
+        the daemon acts on what it holds, and the write is tried again every RETRY_SEC until
+        it succeeds; a caller that wants nothing changed restores the record (Lifecycle).
+        """
+        try:
             self.store.save(session.record)
+        except OSError as e:
+            if session.name not in self._unsaved:
+                log.error("session '%s': Failed to write its record: %s", session.name, e)
+            self._unsaved.add(session.name)
+            self._retry_later()
+            self.announce(session)
+            raise StorageFull(
+                f"Session '{session.name}': its record cannot be written ({e.strerror}); "
+                f"free space in {self.store.directory}, then try again."
+            ) from None
+        self._unsaved.discard(session.name)
         self.announce(session)
+
+    def commit_or_retry(self, session: Session) -> bool:
+        """commit, for a change that has happened whatever the disk says (systemd reported
+        it, recovery found it): on a full disk the record is written later. False then."""
+        try:
+            self.commit(session)
+        except StorageFull:
+            return False
+        return True
+
+    def _retry_later(self) -> None:
+        if self._retry is None:
+            self._retry = asyncio.get_running_loop().call_later(RETRY_SEC, self._write_unsaved)
+
+    def _write_unsaved(self) -> None:
+        self._retry = None
+        for name in sorted(self._unsaved):
+            session = self.sessions.get(name)
+            try:
+                if session is not None:
+                    self.store.save(session.record)
+            except OSError:
+                continue
+            self._unsaved.discard(name)
+            log.info("session '%s': its record is written again", name)
+        if self._unsaved:
+            self._retry_later()
 
     def announce(self, session: Session) -> None:
         """Tell every listener that what the session shows changed (its activity), without
@@ -213,6 +255,7 @@ class Registry:
         """Drop the session and delete its record."""
         session.removed = True
         self.sessions.pop(session.name, None)
+        self._unsaved.discard(session.name)
         self.store.delete(session.name)
         for listener in self.listeners:
             listener.session_removed(session)

@@ -22,7 +22,7 @@ from hostagent.daemon import tmux
 from hostagent.daemon.heldchild import HeldChild
 from hostagent.daemon.owner import Owner
 from hostagent.daemon.systemd import Systemd, SystemdError
-from hostagent.errors import InvalidArgs, NotRunning, SpawnFailed
+from hostagent.errors import InvalidArgs, NotRunning, SpawnFailed, StopFailed
 from hostagent.session import Limits, SessionRecord, name_from_unit
 
 log = logging.getLogger(__name__)
@@ -91,6 +91,7 @@ class Process:
     ppid: int
     cmdline: list[str]
     cwd: str
+    uid: int
 
 
 def process(pid: int) -> Process | None:
@@ -101,9 +102,10 @@ def process(pid: int) -> Process | None:
         with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
             ppid = int(f.read().rpartition(")")[2].split()[1])
         cwd = os.readlink(f"/proc/{pid}/cwd")
+        uid = os.stat(f"/proc/{pid}").st_uid
     except (OSError, ValueError, IndexError):
         return None
-    return Process(pid, ppid, cmdline, cwd)
+    return Process(pid, ppid, cmdline, cwd, uid)
 
 
 def cgroup_of(pid: int) -> str:
@@ -175,7 +177,7 @@ class Scopes:
         try:
             job = await self.systemd.stop_unit(unit)
         except SystemdError as e:
-            raise SpawnFailed(f"Failed to stop unit {unit}: {e}") from None
+            raise StopFailed(f"Failed to stop unit {unit}: {e}") from None
         if job is None:
             return
         try:

@@ -5,14 +5,20 @@ of the daemon leaves the old record or the new one, never half of either. The fs
 this survive a power cut run on a worker thread shortly after (FLUSH_DELAY), batched, so that
 disk latency never stalls the event loop; at shutdown ``flush`` waits for them, a few
 seconds at most.
-A record that does not parse, names another session, or comes from a future schema is moved
-to ``corrupt/`` and logged; it never stops the other sessions from loading.
+A record proves itself: it names its format version, carries every field it needs, and (from
+version 2 on) ends with a checksum of its content. One that does not parse, lacks a field, fails
+its checksum, names another session, or comes from a future schema is moved to ``corrupt/`` and
+logged; it never stops the other sessions from loading, and recovery adopts its live scope from
+what systemd and tmux say.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import hashlib
+import json
 import logging
 import os
 import queue
@@ -45,14 +51,28 @@ SUFFIX = ".yaml"
 FLUSH_DELAY = 0.2  # seconds between a write and its fsync
 
 
+CHECKSUM = "checksum"  # the last key of a version 2 record: sha256 of everything before it
+# Fields every record has had since version 1; a record without one of them was cut short.
+REQUIRED = ("name", "uuid", "owner", "preset", "cwd", "state", "unit", "boot_id", "created_at")
+
+
 class RecordError(Exception):
     """A sidecar that cannot be trusted."""
 
 
+def checksum(data: dict[str, Any]) -> str:
+    """The checksum of a record's fields, independent of how YAML laid them out."""
+    fields = {k: v for k, v in data.items() if k != CHECKSUM}
+    canonical = json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 def record_to_dict(record: SessionRecord) -> dict[str, Any]:
+    """The record as it is written, its checksum last."""
     data = dataclasses.asdict(record)
     data["state"] = record.state.value
     data["dormant_reason"] = record.dormant_reason.value
+    data[CHECKSUM] = checksum(data)
     return data
 
 
@@ -60,10 +80,15 @@ def record_from_dict(data: Any, expected_name: str | None = None) -> SessionReco
     if not isinstance(data, dict):
         raise RecordError("not a mapping")
     version = data.get("schema_version")
-    if not isinstance(version, int) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise RecordError(f"bad schema_version {version!r}")
     if version > SCHEMA_VERSION:
         raise RecordError(f"schema_version {version} is newer than {SCHEMA_VERSION}")
+    if version >= 2 and data.get(CHECKSUM) != checksum(data):
+        raise RecordError("its checksum is missing or wrong (cut short, or changed by hand)")
+    missing = [key for key in REQUIRED if key not in data]
+    if missing:
+        raise RecordError(f"field {missing[0]!r} is missing (cut short?)")
     fields = {f.name: f for f in dataclasses.fields(SessionRecord)}
     defaults = SessionRecord()
     values: dict[str, Any] = {}
@@ -112,8 +137,8 @@ class SidecarStore:
         self.corrupt_dir = directory / "corrupt"
         self._dirty: set[Path] = set()
         self._flush_scheduled = False
-        self._pending: dict[str, SessionRecord] = {}  # save_soon's, written next iteration
         self._syncer = _Syncer(self._sync)
+        self.quarantined: list[str] = []  # names whose records the last load_all moved aside
 
     def prepare(self) -> None:
         for d in (self.directory, self.sessions_dir, self.corrupt_dir):
@@ -124,41 +149,23 @@ class SidecarStore:
         return self.sessions_dir / f"{name}{SUFFIX}"
 
     def save(self, record: SessionRecord) -> None:
-        self._pending.pop(record.name, None)
         text = yaml.dump(record_to_dict(record), Dumper=_Dumper, sort_keys=False)
         final = self.path_of(record.name)
         tmp = final.with_name(f".{final.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
-            os.write(fd, text.encode())
-        finally:
-            os.close(fd)
-        os.rename(tmp, final)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with open(fd, "wb") as f:  # a loop over short writes
+                f.write(text.encode())
+            os.rename(tmp, final)
+        except OSError:
+            # A full disk or a plant: the old record stays whole, and no temp file is left.
+            with contextlib.suppress(OSError):
+                if not os.path.isdir(tmp):
+                    os.unlink(tmp)
+            raise
         self._written(final)
 
-    def save_soon(self, record: SessionRecord) -> None:
-        """Save record on the event loop's next iteration, after the current call's reply has
-        gone out. Only for a state that recovery rebuilds from systemd and tmux when the daemon
-        dies first (a start's outcome); a write-ahead record must use ``save``."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.save(record)
-            return
-        if not self._pending:
-            loop.call_soon(self._save_pending)
-        self._pending[record.name] = record
-
-    def _save_pending(self) -> None:
-        pending, self._pending = self._pending, {}
-        for record in pending.values():
-            try:
-                self.save(record)
-            except OSError as e:
-                log.error("Failed to write the record of session '%s': %s", record.name, e)
-
     def delete(self, name: str) -> None:
-        self._pending.pop(name, None)
         try:
             os.unlink(self.path_of(name))
         except FileNotFoundError:
@@ -185,11 +192,9 @@ class SidecarStore:
         self._syncer.submit(paths)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Write what save_soon holds, then fsync every record written so far, and the
-        directory. With a timeout (the daemon's stop), wait no longer than that: the kernel
-        finishes the writeback anyway, and a stop must not hang on a busy disk. True when
-        everything is on disk."""
-        self._save_pending()
+        """Fsync every record written so far, and the directory. With a timeout (the daemon's
+        stop), wait no longer than that: the kernel finishes the writeback anyway, and a stop
+        must not hang on a busy disk. True when everything is on disk."""
         paths, self._dirty = self._dirty, set()
         if timeout is None:
             self._sync(paths)
@@ -211,6 +216,7 @@ class SidecarStore:
     def load_all(self) -> list[SessionRecord]:
         """Every trustworthy record; the others are quarantined and logged."""
         records = []
+        self.quarantined = []
         for path in sorted(self.sessions_dir.iterdir()):
             if path.name.startswith("."):
                 if path.name.endswith(".tmp"):
@@ -225,6 +231,7 @@ class SidecarStore:
                 records.append(self._load(path))
             except (OSError, RecordError, yaml.YAMLError, UnicodeDecodeError) as e:
                 self.quarantine(path, str(e).splitlines()[0] if str(e) else type(e).__name__)
+                self.quarantined.append(path.name[: -len(SUFFIX)])
         return records
 
     def _load(self, path: Path) -> SessionRecord:

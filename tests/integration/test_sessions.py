@@ -19,7 +19,7 @@ from hostagent.errors import (
     NoSuchPreset,
     NoSuchSession,
     SessionExists,
-    SpawnFailed,
+    StorageFull,
 )
 from tests.integration.busclient import wait_for_state, with_client
 from tests.integration.helpers import create, new_name, props, wait_screen
@@ -302,7 +302,7 @@ def test_a_record_that_cannot_be_written_fails_the_create_and_leaves_no_trace(
 
         async def run(client: Client) -> None:
             before = await client.list_sessions()
-            with pytest.raises(SpawnFailed, match="record cannot be written") as info:
+            with pytest.raises(StorageFull, match="record cannot be written") as info:
                 await client.create(name, "shell", "/tmp", {})
             assert "\n" not in info.value.message
             assert await client.list_sessions() == before

@@ -22,7 +22,7 @@ from hostagent.config import Config
 from hostagent.daemon.core import Core
 from hostagent.daemon.owner import Owner
 from hostagent.daemon.registry import Session
-from hostagent.daemon.scope import Started, now_usec
+from hostagent.daemon.scope import Process, Started, now_usec
 from hostagent.daemon.settings import Settings
 from hostagent.daemon.store import SidecarStore
 from hostagent.daemon.systemd import UnitInfo
@@ -186,8 +186,10 @@ class FakeScopes:
         u = self.systemd.units.get(unit)
         return u is not None and u.leader_alive and u.leader == pid and pid > 0
 
-    def process(self, pid: int) -> None:
-        return None
+    def process(self, pid: int) -> Process | None:
+        """A unit's leader is a tmux server of the current user's."""
+        unit = self.unit_of_pid(pid)
+        return Process(pid, 1, ["tmux", "-S", "x"], "/", os.getuid()) if unit else None
 
 
 SHELL = Preset(name="shell", command=["/bin/sh"])
@@ -207,6 +209,7 @@ class Host:
         self.tmp = tmp
         self.scopes = FakeScopes()
         self.systemd = self.scopes.systemd
+        tmp.mkdir(parents=True, exist_ok=True)
         self.store = SidecarStore(tmp / "state")
         self.store.prepare()
         self.config = config or Config()

@@ -21,6 +21,7 @@ from hostagent.errors import (
     NotRunning,
     SessionExists,
     SpawnFailed,
+    StorageFull,
 )
 from hostagent.options import CreateRequest
 from hostagent.session import Limits, State
@@ -96,7 +97,7 @@ def test_a_record_that_cannot_be_written_creates_nothing(tmp_path: Path) -> None
         host = await Host.started(tmp_path)
         (tmp_path / "file").write_text("")
         host.store.sessions_dir = tmp_path / "file" / "sessions"  # ENOTDIR, even for root
-        with pytest.raises(SpawnFailed, match="record cannot be written"):
+        with pytest.raises(StorageFull, match="record cannot be written"):
             await create(host, "a")
         assert "a" not in host.registry.sessions and host.scopes.launched == []
 

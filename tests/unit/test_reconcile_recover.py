@@ -133,13 +133,21 @@ def test_policy_never_prunes_and_auto_queues_the_dormant(tmp_path: Path) -> None
     run(body())
 
 
-def test_a_scope_without_a_record_is_stopped_by_default(tmp_path: Path) -> None:
+def test_a_scope_without_a_record_is_adopted_or_stopped_if_the_admin_opts_in(
+    tmp_path: Path,
+) -> None:
     async def body() -> None:
-        host = Host(tmp_path, Config(orphans=OrphanPolicy.STOP))
-        host.systemd.units["hostagent-x.scope"] = FakeUnit("hostagent-x.scope")
-        report = await host.core.recover()
-        assert report.orphans_stopped == ["hostagent-x.scope"]
-        assert host.systemd.stopped == ["hostagent-x.scope"]
+        for policy in OrphanPolicy:
+            host = Host(tmp_path / policy.value, Config(orphans=policy))
+            host.systemd.units["hostagent-x.scope"] = FakeUnit("hostagent-x.scope")
+            report = await host.core.recover()
+            if policy is OrphanPolicy.STOP:
+                assert report.orphans_stopped == ["hostagent-x.scope"]
+                assert host.systemd.stopped == ["hostagent-x.scope"]
+            else:
+                assert report.orphans_adopted == ["hostagent-x.scope"]
+                assert host.registry.get("x").record.state is State.RUNNING
+                assert host.systemd.stopped == []
 
     run(body())
 

@@ -88,35 +88,6 @@ def test_any_argv_and_env_round_trip(
     assert s.load_all() == [rec]
 
 
-def test_save_soon_writes_after_the_current_step(store: SidecarStore) -> None:
-    """A start's outcome reaches the disk on the loop's next iteration, with the record's
-    contents of that moment; a delete in between wins, and flush writes what is pending."""
-
-    async def scenario() -> None:
-        started = SessionRecord(name="a", state=State.STARTING)
-        store.save(started)
-        started.state = State.RUNNING
-        store.save_soon(started)
-        assert store.load_all()[0].state is State.STARTING  # not yet: the reply goes first
-        started.leader_pid = 42  # changed again before the write: the write has it
-        await asyncio.sleep(0)
-        (loaded,) = store.load_all()
-        assert (loaded.state, loaded.leader_pid) == (State.RUNNING, 42)
-
-        gone = SessionRecord(name="b", state=State.RUNNING)
-        store.save_soon(gone)
-        store.delete("b")
-        await asyncio.sleep(0)
-        assert [r.name for r in store.load_all()] == ["a"]
-
-        late = SessionRecord(name="c", state=State.RUNNING)
-        store.save_soon(late)
-        store.flush()
-        assert [r.name for r in store.load_all()] == ["a", "c"]
-
-    asyncio.run(scenario())
-
-
 def test_a_stop_does_not_wait_long_for_a_busy_disk(
     store: SidecarStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,3 +105,58 @@ def test_a_stop_does_not_wait_long_for_a_busy_disk(
         assert store.flush(timeout=10) is True
 
     asyncio.run(scenario())
+
+
+def test_a_record_cut_short_anywhere_is_refused() -> None:
+    """A torn write that still parses as YAML must never load with defaults: the checksum
+    that closes every record is gone or wrong."""
+    from hostagent.daemon.store import RecordError, record_from_dict, record_to_dict
+
+    rec = SessionRecord(name="a1", uuid="u", owner=1000, preset="shell", cwd="/h", unit="x")
+    text = yaml.safe_dump(record_to_dict(rec), sort_keys=False)
+    assert record_from_dict(yaml.safe_load(text), "a1") == rec
+    accepted = []
+    for cut in range(len(text.rstrip("\n"))):
+        try:
+            data = yaml.safe_load(text[:cut])
+        except yaml.YAMLError:
+            continue
+        try:
+            record_from_dict(data, "a1")
+        except RecordError:
+            continue
+        accepted.append(cut)
+    assert accepted == []
+
+
+def test_a_version_1_record_loads_when_whole_and_is_refused_when_cut(
+    store: SidecarStore,
+) -> None:
+    """Records written before checksums (schema 1) still load, unless a field is missing."""
+    from hostagent.daemon.store import record_to_dict
+
+    whole = record_to_dict(SessionRecord(name="old", uuid="u", unit="hostagent-old.scope"))
+    del whole["checksum"]
+    whole["schema_version"] = 1
+    store.path_of("old").write_text(yaml.safe_dump(whole))
+    torn = {k: v for k, v in whole.items() if k not in ("unit", "boot_id", "created_at")}
+    torn["name"] = "torn"
+    store.path_of("torn").write_text(yaml.safe_dump(torn))
+    assert [r.name for r in store.load_all()] == ["old"]
+    assert store.quarantined == ["torn"]
+
+
+def test_a_write_that_fails_leaves_the_old_record_and_no_temp_file(
+    store: SidecarStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.save(SessionRecord(name="a1", state=State.RUNNING))
+
+    def full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "rename", full)
+    with pytest.raises(OSError):
+        store.save(SessionRecord(name="a1", state=State.STOPPED))
+    monkeypatch.undo()
+    assert [r.state for r in store.load_all()] == [State.RUNNING]
+    assert [p.name for p in store.sessions_dir.iterdir()] == ["a1.yaml"]
