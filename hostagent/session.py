@@ -159,3 +159,4 @@ class SessionRecord:
     stopped_at: int = 0
     resume_count: int = 0
     last_argv: list[str] = field(default_factory=list)
+    auto_resume: bool = False  # the auto policy will resume it (kept across restarts)

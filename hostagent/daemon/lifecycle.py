@@ -322,6 +322,7 @@ class Lifecycle:
             last_argv=plan.argv,
             resume_count=record.resume_count + 1,
             boot_id=self.boot_id,
+            auto_resume=False,
         )
         await checkpoint.reached(checkpoint.RESUME_RECORDED)
         problem = await check_cwd(owner, record.cwd)

@@ -96,6 +96,7 @@ class Recovery:
         elif decision.action is Action.DORMANT:
             record.dormant_reason = decision.reason
             record.stopped_at = record.stopped_at or now_usec()
+            record.auto_resume = policy is DormantAction.RESUME
             session.apply(Event.UNIT_LOST)
             if policy is DormantAction.PRUNE:
                 log.info("session '%s': pruned by the recovery policy 'never'", record.name)
@@ -109,6 +110,9 @@ class Recovery:
                 self.report.to_resume.append(record.name)
         else:
             self.report.unchanged += 1
+            # An auto resume that a restart interrupted: the intent is on disk.
+            if record.auto_resume and policy is DormantAction.RESUME:
+                self.report.to_resume.append(record.name)
 
     async def _adopt(self, session: Session) -> None:
         """The unit runs: the session is running. Refresh what a crash mid-start may have

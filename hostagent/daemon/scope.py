@@ -21,7 +21,7 @@ from dbus_fast import Variant
 from hostagent.daemon import tmux
 from hostagent.daemon.heldchild import HeldChild
 from hostagent.daemon.owner import Owner
-from hostagent.daemon.systemd import Systemd, SystemdError
+from hostagent.daemon.systemd import Systemd, SystemdError, UnitExists
 from hostagent.errors import InvalidArgs, NotRunning, SpawnFailed, StopFailed
 from hostagent.session import Limits, SessionRecord, name_from_unit
 
@@ -142,10 +142,13 @@ class Scopes:
         tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
         child = await HeldChild.start(owner, record.cwd, env, argv)
         try:
-            job = await self.systemd.start_scope(
-                record.unit, child.pid, scope_properties(record, limits, stop_timeout)
-            )
-            result = await self.systemd.wait_job(job, JOB_TIMEOUT)
+            try:
+                job = await self.systemd.start_scope(
+                    record.unit, child.pid, scope_properties(record, limits, stop_timeout)
+                )
+                result = await self.systemd.wait_job(job, JOB_TIMEOUT)
+            except UnitExists:
+                result = await self._started_before(record.unit, child.pid)
             if result != "done":
                 raise SpawnFailed(f"Start job for unit {record.unit} finished with '{result}'.")
             # The unit's invocation id is read while tmux starts: both are waits on others.
@@ -171,6 +174,13 @@ class Scopes:
         # fails the cgroup check, and reconcile sees the rest.
         leader = int(out) if out.isdigit() and self.leader_alive_in(record.unit, int(out)) else 0
         return Started(leader, invocation, now_usec())
+
+    async def _started_before(self, unit: str, pid: int) -> str:
+        """The start was retried after systemd came back and found the unit: "done" when
+        the first try went through (the unit is active and holds our child), else raise."""
+        if pid in await self.systemd.unit_pids(unit):
+            return "done" if await self.systemd.active_state(unit) == "active" else "failed"
+        raise SystemdError(f"Unit {unit} already exists and is not this session's")
 
     async def stop(self, unit: str, timeout: float) -> None:
         """Stop the unit and wait for the job; a unit that is already gone is fine."""

@@ -115,7 +115,10 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
             if not isinstance(value, dict):
                 raise TypeError
             return Limits(**{k: int(v) for k, v in value.items() if hasattr(default, k)})
-        if isinstance(default, bool) or not isinstance(value, type(default)):
+        # bool is an int to Python, not to a record: neither stands for the other.
+        if isinstance(value, bool) != isinstance(default, bool):
+            raise TypeError
+        if not isinstance(value, type(default)):
             raise TypeError
         if isinstance(default, list) and not all(isinstance(x, str) for x in value):
             raise TypeError

@@ -38,7 +38,14 @@ _MATCHES = (
     f"type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',arg0='{SYSTEMD}'",
 )
 _KEEP_JOB_RESULTS = 4096
-OWNER_TIMEOUT = 30.0  # seconds for a starting manager to take its bus name
+OWNER_TIMEOUT = 30.0  # seconds for a starting (or re-executing) manager to take its bus name
+# The errors of a call whose recipient left the bus: systemd re-executing (daemon-reexec, a
+# package upgrade) drops its connection and comes back under a new unique name.
+_GONE_ERRORS = {
+    "org.freedesktop.DBus.Error.NoReply",
+    "org.freedesktop.DBus.Error.ServiceUnknown",
+    "org.freedesktop.DBus.Error.NameHasNoOwner",
+}
 _NO_UNIT_ERRORS = {"org.freedesktop.systemd1.NoSuchUnit", "org.freedesktop.systemd1.LoadFailed"}
 _PIDFD_REFUSALS = {
     "org.freedesktop.DBus.Error.PropertyReadOnly",
@@ -48,6 +55,11 @@ _PIDFD_REFUSALS = {
 
 class SystemdError(Exception):
     pass
+
+
+class UnitExists(SystemdError):
+    """StartTransientUnit found the unit there: a start that went through although its reply
+    was lost to systemd re-executing, or a stray unit of the same name."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +80,9 @@ class Systemd:
         self.bus = bus
         self._on_unit = on_unit
         self._owner = ""
-        self._owner_waiter: asyncio.Future[str] | None = None
+        self._known_owner = ""  # the last unique name systemd had, across its gaps
+        self._owner_waiters: list[asyncio.Future[None]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
         self._job_waiters: dict[str, asyncio.Future[str]] = {}
         self._job_results: collections.OrderedDict[str, str] = collections.OrderedDict()
         self._pidfds_work = hasattr(os, "pidfd_open")
@@ -88,25 +102,82 @@ class Systemd:
             # A user manager joins its session bus a moment after that bus starts, and the
             # bus may have started for us: wait for systemd to take its name.
             log.info("Waiting for %s to appear on the bus", SYSTEMD)
-            self._owner_waiter = asyncio.get_running_loop().create_future()
-            self._owner = await asyncio.wait_for(self._owner_waiter, OWNER_TIMEOUT)
+            await self._back_from("")
+        self._known_owner = self._owner
         await self._manager("Subscribe")
 
     async def _manager(
         self, member: str, signature: str = "", body: list[Any] | None = None, **kw: Any
     ) -> list[Any]:
-        return await call(
-            self.bus, SYSTEMD, SYSTEMD_PATH, MANAGER_IFACE, member, signature, body, **kw
-        )
+        return await self._call(SYSTEMD_PATH, MANAGER_IFACE, member, signature, body, **kw)
+
+    async def _call(
+        self,
+        path: str,
+        interface: str,
+        member: str,
+        signature: str = "",
+        body: list[Any] | None = None,
+        **kw: Any,
+    ) -> list[Any]:
+        """One call to systemd. When systemd left the bus instead of answering (PID 1
+        re-executing), wait for it to come back and make the call once more."""
+        before = self._owner
+        try:
+            return await call(self.bus, SYSTEMD, path, interface, member, signature, body, **kw)
+        except CallError as e:
+            if e.name not in _GONE_ERRORS:
+                raise
+            log.warning("systemd left the bus during %s; retrying once it is back", member)
+        try:
+            await self._back_from(before)
+        except TimeoutError:
+            raise CallError(
+                "org.freedesktop.DBus.Error.NoReply",
+                f"systemd did not come back on the bus within {OWNER_TIMEOUT:.0f}s",
+            ) from None
+        return await call(self.bus, SYSTEMD, path, interface, member, signature, body, **kw)
+
+    async def _back_from(self, before: str) -> None:
+        """Return once systemd owns its name under another unique name than before;
+        TimeoutError after OWNER_TIMEOUT."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + OWNER_TIMEOUT
+        while self._owner in ("", before):
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._owner_waiters.append(waiter)
+            await asyncio.wait_for(waiter, max(0.0, deadline - loop.time()))
+
+    def _owner_changed(self, owner: str) -> None:
+        self._owner = owner
+        waiters, self._owner_waiters = self._owner_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        if not owner:
+            return
+        known, self._known_owner = self._known_owner, owner
+        if known and owner != known:
+            # A re-executed manager: make sure it sends us job and unit signals again.
+            log.info("systemd is back on the bus as %s", owner)
+            task = asyncio.get_running_loop().create_task(self._resubscribe())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _resubscribe(self) -> None:
+        try:
+            await self._manager("Subscribe")
+        except CallError as e:
+            log.error("Failed to subscribe to systemd again: %s", e)
 
     def _on_message(self, msg: Message) -> None:
         if msg.message_type != MessageType.SIGNAL:
             return
         if msg.member == "NameOwnerChanged" and msg.body and msg.body[0] == SYSTEMD:
-            self._owner = msg.body[2]
-            waiter = self._owner_waiter
-            if waiter is not None and self._owner and not waiter.done():
-                waiter.set_result(self._owner)
+            # Only the bus itself says who owns a name: a unicast signal from anyone else
+            # would let a local user pose as systemd.
+            if msg.sender == DBUS:
+                self._owner_changed(msg.body[2])
             return
         if msg.sender != self._owner:
             return
@@ -152,7 +223,7 @@ class Systemd:
                 return await self._start(unit, [*props, ("PIDFDs", Variant("ah", [0]))], [pidfd])
             except CallError as e:
                 if e.name not in _PIDFD_REFUSALS:
-                    raise SystemdError(e.text or e.name) from None
+                    raise _start_error(e) from None
                 log.debug("systemd refuses PIDFDs (%s), using PIDs from now on", e.name)
                 self._pidfds_work = False
             finally:
@@ -160,7 +231,7 @@ class Systemd:
         try:
             return await self._start(unit, [*props, ("PIDs", Variant("au", [pid]))], [])
         except CallError as e:
-            raise SystemdError(e.text or e.name) from None
+            raise _start_error(e) from None
 
     async def _start(self, unit: str, props: list[tuple[str, Variant]], fds: list[int]) -> str:
         body = [unit, "fail", [list(p) for p in props], []]
@@ -199,9 +270,7 @@ class Systemd:
         """ActiveState, or "" when the unit is not loaded."""
         try:
             (path,) = await self._manager("GetUnit", "s", [unit])
-            (value,) = await call(
-                self.bus, SYSTEMD, path, PROPERTIES, "Get", "ss", [UNIT_IFACE, "ActiveState"]
-            )
+            (value,) = await self._call(path, PROPERTIES, "Get", "ss", [UNIT_IFACE, "ActiveState"])
         except CallError as e:
             if e.name in _NO_UNIT_ERRORS or e.name.endswith("UnknownObject"):
                 return ""
@@ -211,9 +280,7 @@ class Systemd:
     async def unit_property(self, unit: str, interface: str, name: str) -> Any:
         """A property of a loaded unit, or None when it is not loaded."""
         try:
-            (value,) = await call(
-                self.bus, SYSTEMD, unit_path(unit), PROPERTIES, "Get", "ss", [interface, name]
-            )
+            (value,) = await self._call(unit_path(unit), PROPERTIES, "Get", "ss", [interface, name])
         except CallError:
             return None
         return value.value
@@ -221,3 +288,8 @@ class Systemd:
     async def invocation_id(self, unit: str) -> str:
         raw = await self.unit_property(unit, UNIT_IFACE, "InvocationID")
         return bytes(raw).hex() if raw else ""
+
+
+def _start_error(e: CallError) -> SystemdError:
+    cls = UnitExists if e.name == "org.freedesktop.systemd1.UnitExists" else SystemdError
+    return cls(e.text or e.name)

@@ -4,11 +4,14 @@ the signals that arrive while it recovers."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 
 import pytest
 
 from hostagent.config import Config, OrphanPolicy, RecoveryPolicy
+from hostagent.daemon.recover import resume_dormant
 from hostagent.daemon.store import SidecarStore
 from hostagent.options import CreateRequest
 from hostagent.session import DormantReason, SessionRecord, State, unit_name
@@ -207,5 +210,35 @@ def test_an_adopted_session_whose_tmux_is_gone_is_reconciled(tmp_path: Path) -> 
         await host.core.recover()
         await host.settle()
         assert host.registry.get("a").record.state is State.STOPPED
+
+    run(body())
+
+
+def test_auto_keeps_its_intent_across_a_restart_in_the_middle(tmp_path: Path) -> None:
+    """A daemon killed during the staggered resumes finishes the job after its restart."""
+
+    async def body() -> None:
+        config = Config(recovery_policy=RecoveryPolicy.AUTO)
+        host = Host(tmp_path, config, boot_id="boot2")
+        for name in ("a", "b", "c"):
+            SidecarStore(host.store.directory).save(record(name, State.RUNNING))  # boot1's
+        report = await host.core.recover()
+        assert report.to_resume == ["a", "b", "c"]
+        host.scopes.gate = asyncio.Event()
+        resumes = asyncio.ensure_future(resume_dormant(host.lifecycle, report.to_resume, 1, 0))
+        await host.scopes.parked.wait()  # a is being resumed; b and c wait for the slot
+        resumes.cancel()  # the daemon is killed here
+        with contextlib.suppress(asyncio.CancelledError):
+            await resumes
+        host.systemd.units.pop("hostagent-a.scope", None)  # its start never happened
+        again = host.restart(boot_id="boot2")
+        report = await again.core.recover()
+        # b and c were still marked; a's start was cut short, so it is dormant (lost) again,
+        # and auto resumes that too.
+        assert report.to_resume == ["a", "b", "c"]
+        assert again.registry.get("a").record.dormant_reason.value == "lost"
+        await resume_dormant(again.lifecycle, report.to_resume, 1, 0)
+        assert [again.registry.get(n).record.state for n in "abc"] == [State.RUNNING] * 3
+        assert not any(again.registry.get(n).record.auto_resume for n in "abc")
 
     run(body())

@@ -1,0 +1,136 @@
+"""The systemd client against a scripted systemd on a private ``dbus-daemon --session`` bus.
+
+The stand-in owns org.freedesktop.systemd1 and can do what PID 1 does when it re-executes
+(`systemctl daemon-reexec`, a systemd package upgrade): leave the bus in the middle of a call
+without answering, and come back under a new unique name. Signals from a bus client posing as
+systemd or as the bus driver must change nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+from dbus_fast import Message, MessageType
+from dbus_fast.aio import MessageBus
+
+from hostagent.daemon.systemd import MANAGER_IFACE, SYSTEMD, SYSTEMD_PATH, Systemd
+from tests.unit.fakes import run
+
+pytestmark = pytest.mark.skipif(not shutil.which("dbus-daemon"), reason="needs dbus-daemon")
+
+
+@pytest.fixture
+def address() -> Iterator[str]:
+    proc = subprocess.Popen(
+        ["dbus-daemon", "--session", "--nofork", "--print-address=1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    try:
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+
+
+class FakeManager:
+    """One incarnation of systemd on the bus."""
+
+    def __init__(self, bus: MessageBus, leave_on: str = "") -> None:
+        self.bus = bus
+        self.leave_on = leave_on  # a member whose call makes it leave without a reply
+        self.calls: list[str] = []
+        bus.add_message_handler(self._on_message)
+
+    @classmethod
+    async def start(cls, address: str, leave_on: str = "") -> FakeManager:
+        bus = await MessageBus(bus_address=address).connect()
+        manager = cls(bus, leave_on)
+        await bus.request_name(SYSTEMD)
+        return manager
+
+    def _on_message(self, msg: Message) -> Message | bool | None:
+        if msg.message_type != MessageType.METHOD_CALL or msg.interface != MANAGER_IFACE:
+            return None
+        self.calls.append(msg.member or "")
+        if msg.member == self.leave_on:
+            asyncio.get_running_loop().call_soon(self.bus.disconnect)
+            return True  # handled: no reply, ever
+        if msg.member == "StopUnit":
+            job = f"/org/freedesktop/systemd1/job/{len(self.calls)}"
+            self.bus.send(
+                Message.new_signal(
+                    SYSTEMD_PATH, MANAGER_IFACE, "JobRemoved", "uoss",
+                    [len(self.calls), job, msg.body[0], "done"],
+                )
+            )  # fmt: skip
+            return Message.new_method_return(msg, "o", [job])
+        return Message.new_method_return(msg)
+
+
+def test_a_call_that_meets_systemd_re_executing_is_made_again_once_it_is_back(
+    address: str,
+) -> None:
+    async def body() -> None:
+        first = await FakeManager.start(address, leave_on="StopUnit")
+        daemon = await MessageBus(bus_address=address).connect()
+        systemd = Systemd(daemon, lambda unit, state: None)
+        await systemd.connect()
+        assert first.calls == ["Subscribe"]
+        stop = asyncio.ensure_future(systemd.stop_unit("hostagent-a.scope"))
+        await first.bus.wait_for_disconnect()  # it leaves when the call reaches it
+        second = await FakeManager.start(address)
+        job = await stop
+        assert job is not None
+        assert await systemd.wait_job(job, 5) == "done"
+        # The new incarnation was subscribed again, and got the call once more.
+        assert sorted(second.calls) == ["StopUnit", "Subscribe"]
+        daemon.disconnect()
+        second.bus.disconnect()
+
+    run(body())
+
+
+def test_nobody_but_the_bus_can_say_who_systemd_is(address: str) -> None:
+    async def body() -> None:
+        real = await FakeManager.start(address)
+        daemon = await MessageBus(bus_address=address).connect()
+        systemd = Systemd(daemon, lambda unit, state: None)
+        await systemd.connect()
+        owner = systemd._owner
+        bob = await MessageBus(bus_address=address).connect()
+        # A unicast NameOwnerChanged naming bob as systemd, sent straight to the daemon.
+        forged = Message.new_signal(
+            "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged", "sss",
+            [SYSTEMD, owner, bob.unique_name],
+        )  # fmt: skip
+        forged.destination = daemon.unique_name
+        bob.send(forged)
+        # Then bob's JobRemoved for a job of the daemon's: it must not be believed.
+        job = "/org/freedesktop/systemd1/job/7"
+        fake_done = Message.new_signal(
+            SYSTEMD_PATH, MANAGER_IFACE, "JobRemoved", "uoss", [7, job, "x.scope", "failed"]
+        )
+        fake_done.destination = daemon.unique_name
+        bob.send(fake_done)
+        # Two round trips order everything: bob's messages have reached the bus before his
+        # own call returns, and the daemon's before its own call returns.
+        for bus in (bob, daemon):
+            await bus.call(
+                Message(destination="org.freedesktop.DBus", path="/org/freedesktop/DBus",
+                        interface="org.freedesktop.DBus", member="GetId")
+            )  # fmt: skip
+        assert systemd._owner == owner
+        with pytest.raises(TimeoutError):
+            await systemd.wait_job(job, 0.2)
+        for bus in (daemon, bob, real.bus):
+            bus.disconnect()
+
+    run(body())
