@@ -1,0 +1,117 @@
+"""Faults below the daemon, on a real systemd: torn records, a full state disk, PID 1
+re-executing, a restart in the middle of the auto policy. Nothing is lost and nothing is stuck:
+afterwards the record, the unit and the bus tell the same story, and every session can still be
+stopped, resumed and removed."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from hostagent.daemon import checkpoint
+from tests.integration.helpers import SESSIONS_DIR, create, props, record, settled, unit_state
+from tests.sandbox import Sandbox
+
+CONFIG = "/etc/hostagent/hostagent.yaml"
+
+
+def config(sb: Sandbox, text: str) -> None:
+    sb.sh(f"mkdir -p /etc/hostagent && printf '{text}' > {CONFIG}").check()
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str]:
+    _, err = proc.communicate(timeout=90)
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("orphans", ["default", "stop"])
+def test_a_torn_record_costs_no_live_session(sb: Sandbox, orphans: str) -> None:
+    """Cut short, the record still parses as YAML; it goes to corrupt/, and the session's
+    running scope is adopted for its owner, even where the admin opted into stopping
+    orphans."""
+    sb.run("mkdir", "-p", "/home/alice/torn", user="alice").check()
+    name = create(sb, "shell", user="alice", cwd="/home/alice/torn")
+    try:
+        sb.daemon_stop()
+        if orphans == "stop":
+            config(sb, "recovery:\\n  orphans: stop\\n")
+        path = f"{SESSIONS_DIR}/{name}.yaml"
+        sb.sh(f"head -c 400 {path} > {path}.cut && mv {path}.cut {path}").check()
+        sb.daemon_start()
+        journal = sb.journal(lines=40)
+        assert "is unusable (its checksum is missing or wrong" in journal
+        assert f"adopted it as session '{name}'" in journal
+        p = props(sb, name)
+        assert (p["State"], p["Owner"], p["Cwd"]) == (
+            "running",
+            sb.uid("alice"),
+            "/home/alice/torn",
+        )
+        assert settled(sb, name) == ("running", "active", "running")
+        sb.ctl("stop", name, user="alice", system=True).check()
+        sb.ctl("resume", name, user="alice", system=True).check()
+        assert settled(sb, name) == ("running", "active", "running")
+    finally:
+        sb.run("rm", "-f", CONFIG)
+        sb.ctl("rm", name)
+        sb.daemon_restart()
+
+
+def test_a_full_state_disk_is_a_named_error_and_changes_nothing(fresh_sandbox: Sandbox) -> None:
+    sb = fresh_sandbox
+    sb.sh("mkdir -p /var/lib/hostagent && mount -t tmpfs -o size=256k tmpfs /var/lib/hostagent")
+    sb.daemon_start()
+    name = create(sb, "shell")
+    sb.sh("dd if=/dev/zero of=/var/lib/hostagent/filler bs=4k 2>/dev/null; true").check()
+    for argv in (["stop", name], ["rm", name], ["new", "--preset", "shell", "--name", "more"]):
+        refused = sb.ctl(*argv)
+        assert refused.returncode == 1, argv
+        assert "cannot be written (No space left on device)" in refused.stderr, refused.stderr
+        assert "free space in /var/lib/hostagent" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) <= 2, refused.stderr  # message + hint
+    assert settled(sb, name) == ("running", "active", "running")
+    assert unit_state(sb, "more") == "" and record(sb, "more") is None
+    assert sb.ctl("status", "more").returncode == 4
+    assert not sb.run("sh", "-c", f"ls -A {SESSIONS_DIR} | grep tmp").stdout
+    sb.run("rm", "/var/lib/hostagent/filler").check()
+    sb.ctl("stop", name).check()
+    assert settled(sb, name) == ("stopped", "", "stopped")
+    sb.ctl("rm", name).check()
+    assert settled(sb, name) == (None, "", None)
+
+
+def test_a_stop_across_a_pid1_reexec_finishes_and_the_daemon_keeps_working(sb: Sandbox) -> None:
+    name = create(sb, "shell")
+    with sb.park(checkpoint.STOP_RECORDED) as parked:
+        stop = sb.popen("hostagentctl", "--system", "stop", name)
+        parked.wait()
+        sb.run("systemctl", "daemon-reexec").check()
+        parked.release()
+    assert finish(stop)[0] == 0
+    assert settled(sb, name) == ("stopped", "", "stopped")
+    # The re-executed manager still tells the daemon about jobs and units.
+    sb.ctl("resume", name).check()
+    assert settled(sb, name) == ("running", "active", "running")
+    sb.run("systemctl", "stop", f"hostagent-{name}.scope").check()
+    waited = sb.ctl("wait", name, "--for", "exited", "--timeout", "10")
+    assert waited.returncode == 0, waited.stderr
+    sb.ctl("rm", name).check()
+
+
+def test_auto_finishes_its_resumes_after_a_restart_in_the_middle(fresh_sandbox: Sandbox) -> None:
+    sb = fresh_sandbox
+    config(sb, "recovery:\\n  policy: auto\\n  max_parallel: 1\\n  stagger_sec: 0.1\\n")
+    sb.daemon_start()
+    names = [create(sb, "shell", name=f"auto{i}") for i in range(4)]
+    sb.reboot()
+    with sb.park(checkpoint.SPAWN_STARTED) as parked:
+        start = sb.popen("systemctl", "start", "hostagent.service")
+        parked.wait()  # the first resume's scope runs; the other three wait for the slot
+        sb.daemon_kill()
+    finish(start)
+    assert sum(record(sb, n)["state"] == "dormant" for n in names) == 3
+    sb.daemon_start()
+    for name in names:
+        assert settled(sb, name) == ("running", "active", "running")
+    assert not any(record(sb, n)["auto_resume"] for n in names)
