@@ -15,12 +15,14 @@ import logging
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.registry import Registry, Session
 from hostagent.daemon.scope import Scopes, now_usec
+from hostagent.daemon.systemd import SystemdError
 from hostagent.daemon.tmux import remove_socket
 from hostagent.session import Event, State
 
 log = logging.getLogger(__name__)
 
 GONE_STATES = frozenset({"inactive", "failed", ""})
+RETRY_SEC = 5.0  # a reconcile that could not ask systemd tries again this much later
 
 
 class Reconciler:
@@ -77,7 +79,13 @@ class Reconciler:
             record = session.record
             if session.removed or record.state not in (State.RUNNING, State.STARTING):
                 return
-            state = await self.scopes.systemd.active_state(record.unit)
+            try:
+                state = await self.scopes.systemd.active_state(record.unit)
+            except SystemdError as e:
+                log.warning("session '%s': Failed to ask systemd about %s: %s; retrying in %.0fs",
+                            session.name, record.unit, e, RETRY_SEC)  # fmt: skip
+                asyncio.get_running_loop().call_later(RETRY_SEC, self.queue, session)
+                return
             if state not in GONE_STATES:
                 return
             if self.scopes.leader_alive_in(record.unit, record.leader_pid):

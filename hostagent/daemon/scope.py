@@ -146,7 +146,11 @@ class Scopes:
                 job = await self.systemd.start_scope(
                     record.unit, child.pid, scope_properties(record, limits, stop_timeout)
                 )
-                result = await self.systemd.wait_job(job, JOB_TIMEOUT)
+                try:
+                    result = await self.systemd.wait_job(job, JOB_TIMEOUT)
+                except TimeoutError:
+                    # Its end may have been lost to systemd re-executing: ask for the unit.
+                    result = await self._started_before(record.unit, child.pid)
             except UnitExists:
                 result = await self._started_before(record.unit, child.pid)
             if result != "done":
@@ -160,7 +164,7 @@ class Scopes:
             raise SpawnFailed(f"Failed to start unit {record.unit}: {e}") from None
         except TimeoutError:
             await child.abort()
-            raise SpawnFailed(f"Start job for unit {record.unit} did not finish in time.") from None
+            raise SpawnFailed(f"Starting unit {record.unit} did not finish in time.") from None
         except BaseException:
             await child.abort()
             raise

@@ -97,6 +97,7 @@ def test_a_reconcile_on_a_full_disk_follows_systemd_and_writes_later(
         disk.full = False
         host.registry._write_unsaved()
         assert host.on_disk("a") == "stopped"
+        assert host.registry._unsaved == set()  # and the retries stop
 
     run(body())
 

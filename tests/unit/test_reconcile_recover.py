@@ -141,7 +141,8 @@ def test_a_scope_without_a_record_is_adopted_or_stopped_if_the_admin_opts_in(
 ) -> None:
     async def body() -> None:
         for policy in OrphanPolicy:
-            host = Host(tmp_path / policy.value, Config(orphans=policy))
+            config = Config(orphans=policy) if policy is OrphanPolicy.STOP else Config()
+            host = Host(tmp_path / policy.value, config)
             host.systemd.units["hostagent-x.scope"] = FakeUnit("hostagent-x.scope")
             report = await host.core.recover()
             if policy is OrphanPolicy.STOP:

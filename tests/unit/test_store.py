@@ -158,5 +158,5 @@ def test_a_write_that_fails_leaves_the_old_record_and_no_temp_file(
     with pytest.raises(OSError):
         store.save(SessionRecord(name="a1", state=State.STOPPED))
     monkeypatch.undo()
-    assert [r.state for r in store.load_all()] == [State.RUNNING]
     assert [p.name for p in store.sessions_dir.iterdir()] == ["a1.yaml"]
+    assert [r.state for r in store.load_all()] == [State.RUNNING]
