@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import time
 
+import yaml
 from dbus_fast import Message, MessageType, Variant
 
 from bench.report import machine, percentile, table
@@ -19,6 +21,7 @@ from hostagent.client.library import Client
 from tests.sandbox import Sandbox
 
 WAIT = 30_000_000
+SESSIONS = "/var/lib/hostagent/sessions"
 SCREEN_ONLY_PRESET = """\
 name: demo-screen
 command: [hostagent-demo-agent]
@@ -87,15 +90,59 @@ async def latency(sb: Sandbox, client: Client, preset: str, rounds: int) -> dict
     return result
 
 
-def hook_round_trip(sb: Sandbox, rounds: int) -> list[float]:
-    """ms for one ``hostagentctl hook`` run: start, connect, ask, answer (refused here, being
-    outside any session, which costs the daemon the same lookups)."""
+def hook_cost(sb: Sandbox, command: str, rounds: int, token: str = "") -> list[float]:
+    """ms the agent waits for one hook: ``sh -c COMMAND`` with a hook's JSON on stdin, as an
+    agent CLI runs it."""
     script = (
-        'for i in $(seq "$1"); do s=$(date +%s%N); echo "{}" | hostagentctl --system hook Stop '
-        "2>/dev/null; e=$(date +%s%N); echo $(( (e - s) / 1000 )); done"
+        'for i in $(seq "$1"); do s=$(date +%s%N); echo \'{"session_id":"bench"}\' | '
+        'HOSTAGENT_HOOK_TOKEN="$3" /bin/sh -c "$2" 2>/dev/null; e=$(date +%s%N); '
+        "echo $(( (e - s) / 1000 )); done"
     )
-    out = sb.run("/bin/sh", "-c", script, "sh", str(rounds)).stdout.split()
+    out = sb.run("/bin/sh", "-c", script, "sh", str(rounds), command, token).stdout.split()
     return [int(x) / 1000 for x in out]
+
+
+async def hook_costs(sb: Sandbox, client: Client, rounds: int) -> dict[str, list[float]]:
+    """The two hook paths side by side: ``hostagentctl hook`` over the bus, and the line the
+    settings file's own command writes into the hooks FIFO."""
+    name = "hook-bench"
+    await client.create(name, "demo-agent", "/tmp", {})
+    settings = json.loads(sb.run("cat", f"/run/hostagent/0/{name}.hooks.json").check().stdout)
+    fifo_command = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
+    record = yaml.safe_load(sb.run("cat", f"{SESSIONS}/{name}.yaml").check().stdout)
+    result = {
+        "hostagentctl hook (D-Bus)": hook_cost(sb, "hostagentctl --system hook Stop", rounds),
+        "settings file's command (FIFO)": hook_cost(sb, fifo_command, rounds, record["hook_token"]),
+    }
+    await client.remove(name)
+    return result
+
+
+STREAMS = {
+    # large bursts with short pauses, as a build log or a streamed answer prints
+    "bursts": "for i in $(seq 100000); do seq 100; sleep 0.02; done",
+    # small redraws ten times a second, as a spinner ticks
+    "ticks": "for i in $(seq 100000); do printf '\\r%s' $i; sleep 0.1; done",
+    # as fast as the terminal takes it
+    "flat out": "yes 'a line of output, printed as fast as the terminal takes it'",
+}
+
+
+async def streaming_cost(sb: Sandbox, client: Client, seconds: float) -> dict[str, float]:
+    """The daemon's share of one core while one session streams output."""
+    result = {}
+    for kind, command in STREAMS.items():
+        name = f"stream-{kind.replace(' ', '-')}"
+        await client.create(name, "shell", "/tmp", {})
+        await client.wait(name, ["idle"], WAIT)
+        await client.send_text(name, command, True)
+        pid = sb.daemon_pid()
+        before, t0 = cpu_ticks(sb, pid), time.monotonic()
+        await asyncio.sleep(seconds)  # the measurement window, not a synchronisation
+        after, t1 = cpu_ticks(sb, pid), time.monotonic()
+        result[kind] = (after - before) / 100 / (t1 - t0) * 100
+        await client.remove(name)
+    return result
 
 
 def cpu_ticks(sb: Sandbox, pid: int) -> int:
@@ -145,7 +192,8 @@ async def run(sb: Sandbox, quick: bool) -> str:
                     f"{percentile(values, 95):.0f}",
                 ]
             )
-        hook = hook_round_trip(sb, rounds)
+        hooks = await hook_costs(sb, client, rounds)
+        streams = await streaming_cost(sb, client, 3 if quick else 10)
         cost = await idle_cost(sb, client, 50 if quick else 200, 10 if quick else 30)
     finally:
         client.close()
@@ -157,9 +205,19 @@ async def run(sb: Sandbox, quick: bool) -> str:
         "from its screen alone (no hooks):\n\n"
         + table(["activity", "n", "p50 ms", "p95 ms"], rows)
         + "\n\n"
-        f"A hook costs the agent one `hostagentctl hook` run, which it waits for: "
-        f"p50 {percentile(hook, 50):.0f} ms, p95 {percentile(hook, 95):.0f} ms "
-        f"(n={len(hook)}; mostly the interpreter and its imports).\n\n"
+        "What a hook costs the agent, which waits for it (`sh -c COMMAND` with the hook's JSON "
+        "on stdin, as the agent runs it), by either path:\n\n"
+        + table(
+            ["path", "n", "p50 ms", "p95 ms"],
+            [
+                [path, str(len(v)), f"{percentile(v, 50):.1f}", f"{percentile(v, 95):.1f}"]
+                for path, v in hooks.items()
+            ],
+        )
+        + "\n\nThe daemon's share of one core while one session streams output "
+        f"({3 if quick else 10} s each):\n\n"
+        + table(["output", "daemon CPU %"], [[k, f"{v:.1f}"] for k, v in streams.items()])
+        + "\n\n"
         f"Idle cost: {cost['sessions']} idle shell sessions watched for "
         f"{cost['seconds']:.0f} s: the daemon used **{cost['cpu_percent']:.2f} %** of one core "
         f"(RSS {cost['rss_mb']:.0f} MB); {cost['pipe_processes']} `cat` processes carry the "

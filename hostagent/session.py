@@ -160,3 +160,4 @@ class SessionRecord:
     resume_count: int = 0
     last_argv: list[str] = field(default_factory=list)
     auto_resume: bool = False  # the auto policy will resume it (kept across restarts)
+    hook_token: str = ""  # the secret a hook report must carry; new for every start

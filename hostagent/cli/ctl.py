@@ -302,6 +302,7 @@ async def verb_hook(c: Client, a: argparse.Namespace) -> int:
     except ValueError:
         data = {}
     fields = {k: str(data[k]) for k in HOOK_FIELDS if isinstance(data, dict) and k in data}
+    fields["token"] = os.environ.get("HOSTAGENT_HOOK_TOKEN", "")
     try:
         await c.report_hook(a.event, fields)
     except HostAgentError as e:

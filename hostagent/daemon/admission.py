@@ -9,6 +9,7 @@ already checked and reserved, and writes the record it returns before starting a
 from __future__ import annotations
 
 import os
+import secrets
 import uuid
 
 from hostagent import launch
@@ -73,5 +74,6 @@ async def first_record(
         boot_id=boot_id,
         created_at=now_usec(),
         state=State.STARTING,
+        hook_token=secrets.token_hex(16),
     )
     return record, owner

@@ -11,6 +11,7 @@ reload the configuration. A hook report is believed only from inside the session
 from __future__ import annotations
 
 import collections
+import hmac
 import logging
 
 from dbus_fast import Variant
@@ -50,9 +51,20 @@ def require_reload(caller_uid: int, daemon_uid: int) -> None:
         raise AccessDenied("Only root may reload hostagent's configuration.")
 
 
-def require_inside(caller_unit: str | None, unit: str, name: str) -> None:
-    """A hook report must come from a process inside the session's own scope."""
-    if not unit or caller_unit != unit:
+TOKEN_ENV = "HOSTAGENT_HOOK_TOKEN"  # the session's hook secret, in its processes' environment
+
+
+def token_matches(given: str, expected: str) -> bool:
+    return bool(expected) and hmac.compare_digest(given.encode(), expected.encode())
+
+
+def require_inside(
+    caller_unit: str | None, unit: str, name: str, token: str, expected_token: str
+) -> None:
+    """A hook report must come from a process inside the session's own scope that knows the
+    session's secret: a pid alone can be reused by another user's process."""
+    inside = bool(unit) and caller_unit == unit
+    if not inside or (expected_token and not token_matches(token, expected_token)):
         raise AccessDenied(
             f"Only a process inside session '{name}' may report its hooks; "
             "run 'hostagentctl hook' from the agent's hook."

@@ -9,15 +9,17 @@ last saw.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import shutil
 
 from hostagent import activity
-from hostagent.daemon import discovery, hooks
+from hostagent.daemon import discovery, hookpipe, hooks
+from hostagent.daemon.auth import TOKEN_ENV, token_matches
 from hostagent.daemon.registry import Registry, Session, SessionPaths
 from hostagent.daemon.settings import Settings
 from hostagent.presets import Preset
+from hostagent.session import State
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,8 @@ class Conversations:
         self.registry = registry
         self.settings = settings
         self.system = system
+        self.pipes: dict[int, hookpipe.HookPipe] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @staticmethod
     def command_with_hooks(preset: Preset, command: list[str], paths: SessionPaths) -> list[str]:
@@ -37,23 +41,68 @@ class Conversations:
         return list(command) + [a.replace("{hooks_file}", path) for a in preset.hooks_args]
 
     @staticmethod
-    def hook_env(preset: Preset | None, paths: SessionPaths) -> dict[str, str]:
-        """Environment that points the CLI at the session's hooks file (Gemini, Qwen)."""
-        if preset is None:
+    def hook_env(preset: Preset | None, session: Session) -> dict[str, str]:
+        """Environment that points the CLI at the session's hooks file (Gemini, Qwen), and
+        the secret its hooks' reports carry."""
+        if preset is None or not preset.hooks_format:
             return {}
-        path = str(paths.hooks_file)
-        return {k: v.replace("{hooks_file}", path) for k, v in preset.hooks_env.items()}
+        path = str(session.paths.hooks_file)
+        env = {k: v.replace("{hooks_file}", path) for k, v in preset.hooks_env.items()}
+        return {**env, TOKEN_ENV: session.record.hook_token}
 
     def write_hooks(self, session: Session, preset: Preset | None) -> None:
         """(Re)write the session's hooks file before each start; /run does not survive a boot."""
         if preset is None or not preset.hooks_format:
             return
-        ctl = shutil.which("hostagentctl") or "hostagentctl"
-        command = [ctl, "--system" if self.system else "--user", "hook"]
+        self.open_pipe(session)
+        command = hookpipe.hook_command(session.paths.runtime_dir, session.name)
         hooks.write_settings(
             session.paths.hooks_file,
             hooks.settings(preset.hooks_format, command, _admin_defaults(preset.hooks_defaults)),
         )
+
+    # ---- the hooks FIFO -----------------------------------------------------------------
+
+    def open_pipe(self, session: Session) -> None:
+        """Read the hooks FIFO of the session's owner (once per owner)."""
+        uid = session.record.owner
+        if uid in self.pipes:
+            return
+        pipe = hookpipe.HookPipe(session.owner, session.paths.runtime_dir, self._on_line)
+        pipe.open()
+        self.pipes[uid] = pipe
+
+    def open_pipes(self) -> None:
+        """After recovery: the FIFOs of every owner whose running sessions have hooks."""
+        for session in list(self.registry.sessions.values()):
+            preset = self.settings.preset(session.record.preset)
+            if session.record.state is State.RUNNING and preset and preset.hooks_format:
+                try:
+                    self.open_pipe(session)
+                except (OSError, KeyError) as e:
+                    log.warning("session '%s': cannot read its hooks: %s", session.name, e)
+
+    def _on_line(self, uid: int, fields: list[str]) -> None:
+        """A line from uid's FIFO: believed only with the session's own token."""
+        name, token, event, agent_id, source, subtype = fields
+        session = self.registry.sessions.get(name)
+        if (
+            session is None
+            or session.removed
+            or session.record.owner != uid
+            or not token_matches(token, session.record.hook_token)
+            or hooks.event_problem(event)
+        ):
+            log.debug("Ignoring a hook line for %r from uid %d", name, uid)
+            return
+        data: dict[str, object] = {
+            "session_id": agent_id,
+            "source": source,
+            "notification_type": subtype,
+        }
+        task = asyncio.get_running_loop().create_task(self.report_hook(session, event, data))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def report_hook(self, session: Session, event: str, data: dict[str, object]) -> None:
         """A hook of the agent reports event (from inside the session: auth checked that)."""

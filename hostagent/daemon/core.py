@@ -52,7 +52,9 @@ class Core:
         return cls(settings, registry, scopes, terminal, conversations, reconciler, lifecycle)
 
     async def recover(self) -> RecoveryReport:
-        """Recovery at start, then one reconcile pass over the units heard of meanwhile."""
+        """Recovery at start, then one reconcile pass over the units heard of meanwhile; the
+        hooks FIFOs of running sessions are read again before any client is served."""
         report = await Recovery(self.lifecycle).run()
         self.reconciler.recovered()
+        self.conversations.open_pipes()
         return report

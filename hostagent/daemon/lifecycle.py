@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import secrets
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn
 
@@ -164,7 +165,7 @@ class Lifecycle:
                 owner,
                 {
                     **(preset.env if preset else {}),
-                    **self.conversations.hook_env(preset, session.paths),
+                    **self.conversations.hook_env(preset, session),
                 },
                 record.env,
                 xdg if xdg and os.path.isdir(xdg) else None,
@@ -323,6 +324,7 @@ class Lifecycle:
             resume_count=record.resume_count + 1,
             boot_id=self.boot_id,
             auto_resume=False,
+            hook_token=secrets.token_hex(16),
         )
         await checkpoint.reached(checkpoint.RESUME_RECORDED)
         problem = await check_cwd(owner, record.cwd)
@@ -353,3 +355,5 @@ class Lifecycle:
                     await checkpoint.reached(checkpoint.REMOVE_STOPPED)
                 self.registry.forget(session)
                 remove_socket(session.paths.socket)
+                with contextlib.suppress(OSError):
+                    os.unlink(session.paths.hooks_file)

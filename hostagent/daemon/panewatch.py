@@ -1,13 +1,18 @@
-"""Following one running session's terminal without polling it .
+"""Following one running session's terminal without polling it.
 
 tmux copies everything the pane prints into a FIFO (``pipe-pane``: one small ``cat`` per
 session, inside the session's scope, as its owner). The daemon reads that FIFO from its event
-loop and never parses the bytes beyond OSC 9;4 progress; output only says "something changed".
-A classification (one tmux call for the screen and the title, then ``activity.classify``) runs:
+loop and never parses the bytes beyond OSC 9;4 progress and their count; output only says
+"something changed". A classification (one tmux call for the screen and the title, then
+``activity.classify``) runs when output can have changed the verdict:
 
-- shortly after output starts (DEBOUNCE), so a spinner shows as working at once;
-- while output flows, at most every WORKING_INTERVAL;
-- once output has been quiet for SETTLE, to see where the agent stopped.
+- when a burst of output ends (GAP of quiet), or FIRST_WAIT after it starts if it does not
+  pause, while the agent is not working: output starting, or a dialog drawn, shows at once;
+- while it works: when a large burst ends (a dialog or a prompt drawn, not a spinner's tick),
+  and otherwise every WORKING_INTERVAL while output flows;
+- once output has been quiet for SETTLE, to see where the agent stopped;
+- and never more often than every MIN_INTERVAL, so a session that streams output costs a few
+  tmux calls a second at most.
 
 An idle session prints nothing, so it costs nothing: no timer, no wake-up, no process run.
 The daemon opens the FIFO for reading and writing, so a ``cat`` that exits never leaves an
@@ -32,7 +37,10 @@ from hostagent.session import Activity
 
 log = logging.getLogger(__name__)
 
-DEBOUNCE = 0.1
+GAP = 0.015  # quiet that ends a burst: a terminal program draws a frame in one go
+FIRST_WAIT = 0.04  # the longest a burst that never pauses waits for its first classification
+BIG_BURST = 256  # bytes: more than a spinner's tick or a timer's redraw
+MIN_INTERVAL = 0.25  # between two classifications, whatever the output
 SETTLE = 0.4
 WORKING_INTERVAL = 1.0
 READ_SIZE = 65536
@@ -70,7 +78,9 @@ class PaneWatch:
         self._read_fd = -1
         self._last_output = self._loop.time()
         self._last_classified = 0.0
-        self._burst: asyncio.TimerHandle | None = None
+        self._burst_bytes = 0
+        self._gap: asyncio.TimerHandle | None = None
+        self._soon: asyncio.TimerHandle | None = None
         self._settle: asyncio.TimerHandle | None = None
         self._stale: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
@@ -101,7 +111,7 @@ class PaneWatch:
 
     def close(self) -> None:
         self.closed = True
-        for handle in (self._burst, self._settle, self._stale):
+        for handle in (self._gap, self._soon, self._settle, self._stale):
             if handle is not None:
                 handle.cancel()
         if self._read_fd >= 0:
@@ -124,20 +134,41 @@ class PaneWatch:
         if progress is not None:
             self.progress = progress
         now = self._loop.time()
-        quiet_before = now - self._last_output >= SETTLE
         self._last_output = now
+        self._burst_bytes += len(chunk)
         if self._settle is None:
             self._settle = self._loop.call_at(now + SETTLE, self._on_settle)
-        if self._burst is None and self.verdict is not None:
-            # (A pane not read yet waits for its first output to settle: a burst read of a
-            # starting agent's banner would be thrown away a moment later.)
+        if self.verdict is None:
+            # A pane not read yet waits for its first output to settle: a burst read of a
+            # starting agent's banner would be thrown away a moment later.
+            return
+        if self._gap is None:
+            self._gap = self._loop.call_at(now + GAP, self._on_gap)
+        if self._soon is None:
             working = self.verdict.activity is Activity.WORKING
-            interval = WORKING_INTERVAL if working and not quiet_before else DEBOUNCE
-            at = max(now + DEBOUNCE, self._last_classified + interval)
-            self._burst = self._loop.call_at(at, self._on_burst)
+            due = self._last_classified + WORKING_INTERVAL if working else now + FIRST_WAIT
+            floor = self._last_classified + MIN_INTERVAL
+            self._soon = self._loop.call_at(max(due, now + GAP, floor), self._on_soon)
 
-    def _on_burst(self) -> None:
-        self._burst = None
+    def _on_gap(self) -> None:
+        """Output has paused: classify when the pause can have changed the verdict."""
+        self._gap = None
+        now = self._loop.time()
+        if now < self._last_output + GAP:
+            self._gap = self._loop.call_at(self._last_output + GAP, self._on_gap)
+            return
+        big, self._burst_bytes = self._burst_bytes >= BIG_BURST, 0
+        working = self.verdict is not None and self.verdict.activity is Activity.WORKING
+        if not working or big:
+            # At once, or as soon as the rate allows: move the pending classification up.
+            at = max(now, self._last_classified + MIN_INTERVAL)
+            if self._soon is None or self._soon.when() > at:
+                if self._soon is not None:
+                    self._soon.cancel()
+                self._soon = self._loop.call_at(at, self._on_soon)
+
+    def _on_soon(self) -> None:
+        self._soon = None
         self._request()
 
     def _on_settle(self) -> None:

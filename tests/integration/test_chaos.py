@@ -138,8 +138,9 @@ class Chaos:
         elif fault == "kill-client":
             proc.kill()
         proc.communicate(timeout=120)
-        # A create cut short may have left nothing at all: that is allowed, not "missing".
-        self.m.expected[name] = "maybe" if args[0] == "new" else "any"
+        # A create cut short may have left nothing at all, and a remove may have finished:
+        # an absent session is allowed then, not "missing".
+        self.m.expected[name] = "maybe" if args[0] in ("new", "rm") else "any"
         self.log.append(f"{fault} during hostagentctl {' '.join(args)}")
         self.m.fault(fault)
 

@@ -160,9 +160,17 @@ def _explain(o: SessionObject, call: Call) -> dict[str, str]:
 async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str, Any]) -> None:
     check_event(event)
     values = {k: v.value for k, v in data.items() if isinstance(v, Variant)}
+    token = values.pop("token", "")
     # Not authorize(): whoever the user is, the caller must be a process inside the session.
     pid = await o.f.auth.caller_pid(call.sender)
-    require_inside(o.f.scopes.unit_of_pid(pid), o.session.record.unit, o.session.name)
+    record = o.session.record
+    require_inside(
+        o.f.scopes.unit_of_pid(pid),
+        record.unit,
+        o.session.name,
+        token if isinstance(token, str) else "",
+        record.hook_token,
+    )
     await o.f.conversations.report_hook(o.f.registry.get(o.session.name), event, values)
 
 

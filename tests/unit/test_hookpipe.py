@@ -1,0 +1,88 @@
+"""The hooks FIFO on fakes at the edges: the very command the settings file names, run with a
+hook's JSON on stdin, reaches the daemon; a line without the session's token does not."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+from hostagent.daemon.auth import TOKEN_ENV
+from hostagent.daemon.registry import Session
+from hostagent.options import CreateRequest
+from hostagent.presets import IdSource, Preset
+from tests.unit.fakes import Host, me, run
+
+HOOKED = Preset(
+    name="hooked",
+    command=["agent"],
+    id_source=IdSource.ASSIGNED,
+    assign_args=["--session-id", "{id}"],
+    hooks_format="claude",
+    hooks_args=["--settings", "{hooks_file}"],
+)
+
+
+class Ids:
+    """Wakes a waiter whenever a session's conversation id changes."""
+
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+
+    def session_added(self, session: Session) -> None: ...
+    def session_removed(self, session: Session) -> None: ...
+
+    def session_changed(self, session: Session) -> None:
+        self.changed.set()
+
+
+async def hook(host: Host, name: str, event: str, payload: dict[str, str], token: str) -> None:
+    """Run the hook command that the session's settings file names for event."""
+    session = host.registry.get(name)
+    settings = json.loads(session.paths.hooks_file.read_text())
+    command = settings["hooks"][event][0]["hooks"][0]["command"]
+    proc = await asyncio.create_subprocess_shell(
+        command,
+        stdin=asyncio.subprocess.PIPE,
+        env={"PATH": os.environ["PATH"], TOKEN_ENV: token},
+    )
+    await proc.communicate(json.dumps(payload).encode())
+    assert proc.returncode == 0
+
+
+def test_a_hook_line_with_the_token_is_believed_and_one_without_is_not(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        host.core.settings.presets["hooked"] = HOOKED
+        await host.lifecycle.create(me(), "a", "hooked", str(tmp_path), CreateRequest())
+        record = host.registry.get("a").record
+        assert record.hook_token and record.agent_session
+        ids = Ids()
+        host.registry.listeners.append(ids)
+        # A forged report: the right name and FIFO, the wrong secret. Then the real one.
+        await hook(host, "a", "SessionStart", {"session_id": "forged-1"}, "0" * 32)
+        await hook(
+            host, "a", "SessionStart", {"session_id": "new-1", "source": "clear"}, record.hook_token
+        )
+        await asyncio.wait_for(ids.changed.wait(), 5)
+        assert record.agent_session == "new-1"
+        assert "forged-1" not in record.agent_session_history
+        assert host.registry.get("a").last_hook.event == "SessionStart"  # type: ignore[union-attr]
+
+    run(body())
+
+
+def test_the_hook_never_blocks_without_a_reader(tmp_path: Path) -> None:
+    """With the daemon gone the FIFO has no reader: the hook still returns at once."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        host.core.settings.presets["hooked"] = HOOKED
+        await host.lifecycle.create(me(), "a", "hooked", str(tmp_path), CreateRequest())
+        for pipe in host.core.conversations.pipes.values():
+            pipe.close()
+        token = host.registry.get("a").record.hook_token
+        await asyncio.wait_for(hook(host, "a", "Stop", {"session_id": "x"}, token), 5)
+
+    run(body())
