@@ -8,11 +8,12 @@ loop and never parses the bytes beyond OSC 9;4 progress and their count; output 
 
 - when a burst of output ends (GAP of quiet), or FIRST_WAIT after it starts if it does not
   pause, while the agent is not working: output starting, or a dialog drawn, shows at once;
-- while it works: when a large burst ends (a dialog or a prompt drawn, not a spinner's tick),
-  and otherwise every WORKING_INTERVAL while output flows;
+- while it works: once every WORKING_INTERVAL while output flows, at the end of a large burst
+  (a dialog or a prompt drawn, not a spinner's tick) where one comes, else on the interval;
 - once output has been quiet for SETTLE, to see where the agent stopped;
-- and never more often than every MIN_INTERVAL, so a session that streams output costs a few
-  tmux calls a second at most.
+- within a budget: BUDGET classifications may follow each other at once (a line typed, then the
+  agent's answer), refilled at RATE a second, so a session that streams output costs a few tmux
+  calls a second at most.
 
 An idle session prints nothing, so it costs nothing: no timer, no wake-up, no process run.
 The daemon opens the FIFO for reading and writing, so a ``cat`` that exits never leaves an
@@ -40,7 +41,8 @@ log = logging.getLogger(__name__)
 GAP = 0.015  # quiet that ends a burst: a terminal program draws a frame in one go
 FIRST_WAIT = 0.04  # the longest a burst that never pauses waits for its first classification
 BIG_BURST = 256  # bytes: more than a spinner's tick or a timer's redraw
-MIN_INTERVAL = 0.25  # between two classifications, whatever the output
+BUDGET = 6.0  # classifications that may follow each other at once
+RATE = 4.0  # classifications a second, on average, while output keeps coming
 SETTLE = 0.4
 WORKING_INTERVAL = 1.0
 READ_SIZE = 65536
@@ -78,6 +80,8 @@ class PaneWatch:
         self._read_fd = -1
         self._last_output = self._loop.time()
         self._last_classified = 0.0
+        self._tokens = BUDGET
+        self._tokens_at = self._loop.time()
         self._burst_bytes = 0
         self._gap: asyncio.TimerHandle | None = None
         self._soon: asyncio.TimerHandle | None = None
@@ -142,30 +146,44 @@ class PaneWatch:
             # A pane not read yet waits for its first output to settle: a burst read of a
             # starting agent's banner would be thrown away a moment later.
             return
-        if self._gap is None:
+        working = self.verdict.activity is Activity.WORKING
+        # While working, a burst's end matters only once the interval has passed: before that
+        # no timer is armed, so a streaming session wakes the loop no more than it must.
+        if self._gap is None and (not working or now >= self._last_classified + WORKING_INTERVAL):
             self._gap = self._loop.call_at(now + GAP, self._on_gap)
         if self._soon is None:
-            working = self.verdict.activity is Activity.WORKING
             due = self._last_classified + WORKING_INTERVAL if working else now + FIRST_WAIT
-            floor = self._last_classified + MIN_INTERVAL
-            self._soon = self._loop.call_at(max(due, now + GAP, floor), self._on_soon)
+            at = max(due, now + GAP, self._allowed(now))
+            self._soon = self._loop.call_at(at, self._on_soon)
 
     def _on_gap(self) -> None:
         """Output has paused: classify when the pause can have changed the verdict."""
         self._gap = None
         now = self._loop.time()
+        working = self.verdict is not None and self.verdict.activity is Activity.WORKING
         if now < self._last_output + GAP:
-            self._gap = self._loop.call_at(self._last_output + GAP, self._on_gap)
+            # Still flowing. While working and looked at within the interval, stop watching
+            # for the pause: the next output after the interval arms it again.
+            if not working or now >= self._last_classified + WORKING_INTERVAL:
+                self._gap = self._loop.call_at(self._last_output + GAP, self._on_gap)
             return
         big, self._burst_bytes = self._burst_bytes >= BIG_BURST, 0
-        working = self.verdict is not None and self.verdict.activity is Activity.WORKING
-        if not working or big:
-            # At once, or as soon as the rate allows: move the pending classification up.
-            at = max(now, self._last_classified + MIN_INTERVAL)
+        # While working, the end of a large burst takes the place of the once-a-second look,
+        # never adds to it: a working session costs what it did with a fixed interval.
+        due = not working or (big and now - self._last_classified >= WORKING_INTERVAL)
+        if due:
+            # At once, or as soon as the budget allows: move the pending classification up.
+            at = self._allowed(now)
             if self._soon is None or self._soon.when() > at:
                 if self._soon is not None:
                     self._soon.cancel()
                 self._soon = self._loop.call_at(at, self._on_soon)
+
+    def _allowed(self, now: float) -> float:
+        """The earliest time the budget allows the next classification."""
+        self._tokens = min(BUDGET, self._tokens + (now - self._tokens_at) * RATE)
+        self._tokens_at = now
+        return now if self._tokens >= 1 else now + (1 - self._tokens) / RATE
 
     def _on_soon(self) -> None:
         self._soon = None
@@ -192,7 +210,9 @@ class PaneWatch:
     async def _classify(self) -> None:
         while not self.closed:
             self._again = False
-            self._last_classified = self._loop.time()
+            self._last_classified = now = self._loop.time()
+            self._allowed(now)
+            self._tokens -= 1
             try:
                 screen, title = await self.tmux.screen_and_title(self.owner, self.sock)
             except tmux.TmuxError as e:
