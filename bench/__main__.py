@@ -28,7 +28,7 @@ beside its baseline in the same run. Run {when}, mode {mode}.
 """
 
 
-def goals(sc: scale.Scale, cr: dict[str, float]) -> str:
+def goals(sc: scale.Scale, cr: dict[str, float], act: dict[str, float]) -> str:
     top = sc.points[-1]
     rows = [
         ["create, one after another", "ratio ≤ 1.3", f"{cr['ours'] / cr['raw']:.2f}"],
@@ -36,6 +36,16 @@ def goals(sc: scale.Scale, cr: dict[str, float]) -> str:
         [f"ListSessions p99 at {top.n}", "≤ 10 ms", f"{top.list_p99:.1f} ms"],
         [f"daemon RSS at {top.n}", "≤ 80 MB", f"{top.rss_mb:.0f} MB"],
         [f"idle CPU at {top.n}", "≤ 1 % of a core", f"{top.idle_cpu:.2f} %"],
+        [
+            "hook cost to the agent, p50 / p95",
+            "≤ 10 / ≤ 20 ms",
+            f"{act['hook_p50']:.1f} / {act['hook_p95']:.1f} ms",
+        ],
+        [
+            "screen → PropertiesChanged, p50 / p95 (worst of working, blocked, idle)",
+            "≤ 50 / ≤ 100 ms",
+            f"{act['latency_p50']:.0f} / {act['latency_p95']:.0f} ms",
+        ],
         [f"READY after a restart, {top.n} live", "≤ 2 s", f"{top.restart_s:.2f} s"],
         [f"READY after a reboot, {top.n} records", "≤ 2 s", f"{top.reboot_s:.2f} s"],
     ]
@@ -86,14 +96,14 @@ def main() -> None:
         ).check()
         sb.daemon_start()
         create_text, create_figures = create.run(sb, args.quick)
-        activity_text = asyncio.run(activity.run(sb, args.quick))
+        activity_text, activity_figures = asyncio.run(activity.run(sb, args.quick))
         sc = scale.run(sb, args.quick)
     pngs = plot.draw(sc, out / "bench")
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     report = "\n\n".join(
         [
             INTRO.format(machine=machine(), when=when, mode="quick" if args.quick else "full"),
-            goals(sc, create_figures),
+            goals(sc, create_figures, activity_figures),
             create_text,
             scale_section(sc, pngs, out),
             activity_text,

@@ -177,7 +177,7 @@ async def idle_cost(sb: Sandbox, client: Client, sessions: int, seconds: float) 
     }
 
 
-async def run(sb: Sandbox, quick: bool) -> str:
+async def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
     client = await Client.connect(True, sb.bus_address)
     try:
         rounds = 5 if quick else 20
@@ -197,6 +197,23 @@ async def run(sb: Sandbox, quick: bool) -> str:
         cost = await idle_cost(sb, client, 50 if quick else 200, 10 if quick else 30)
     finally:
         client.close()
+    fifo = hooks["settings file's command (FIFO)"]
+    figures = {
+        "hook_p50": percentile(fifo, 50),
+        "hook_p95": percentile(fifo, 95),
+        "latency_p50": max(percentile(v, 50) for v in lat.values()),
+        "latency_p95": max(percentile(v, 95) for v in lat.values()),
+    }
+    return figures_text(quick, rows, hooks, streams, cost), figures
+
+
+def figures_text(
+    quick: bool,
+    rows: list[list[str]],
+    hooks: dict[str, list[float]],
+    streams: dict[str, float],
+    cost: dict[str, float],
+) -> str:
     return (
         "## Activity detection\n\n"
         f"Machine: {machine()}. Mode: {'quick' if quick else 'full'}.\n\n"
@@ -235,7 +252,7 @@ def main() -> None:
             input=SCREEN_ONLY_PRESET,
         ).check()
         sb.daemon_start()
-        section = asyncio.run(run(sb, args.quick))
+        section, _ = asyncio.run(run(sb, args.quick))
     print(section)
 
 
