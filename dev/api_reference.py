@@ -34,7 +34,16 @@ DOCS: dict[str, tuple[str, str]] = {
     "ResumeSession": (ACTS, "Start a stopped, dormant or failed session again; AlreadyRunning."),
     "StopSession": (ACTS, "Stop gracefully, SIGKILL after the stop timeout; the record stays."),
     "KillSession": (ACTS, "Signal `agent` (the pane's process) or `all` of the scope."),
-    "RemoveSession": (ACTS, "Stop if running, then delete the record and the object."),
+    "RemoveSession": (
+        ACTS,
+        "Stop if running, then delete the record and the object; a clean worktree goes too.",
+    ),
+    "RemoveSessionWithFlags": (
+        ACTS,
+        "As RemoveSession; flag 1 (force) removes the worktree even with changes. Returns a "
+        "note when something was kept (a worktree with changes: where, and how to remove it).",
+    ),
+    "ListWorktrees": (OPEN, "Each session with a worktree of its own: name, path, branch."),
     "ListPresets": (OPEN, "Every preset: name, description, command."),
     "WaitAny": (
         OPEN,
@@ -46,6 +55,12 @@ DOCS: dict[str, tuple[str, str]] = {
     "Kill": (ACTS, "As KillSession."),
     "Resume": (ACTS, "As ResumeSession."),
     "Remove": (ACTS, "As RemoveSession."),
+    "RemoveWithFlags": (ACTS, "As RemoveSessionWithFlags."),
+    "Diff": (
+        ACTS,
+        "What the session changed in its worktree against its base, committed and not, as "
+        "`git diff` shows it (`stat`: as `git diff --stat`); WorktreeFailed without one.",
+    ),
     "Capture": (ACTS, "The screen, with `lines` of scrollback (0 to 100000)."),
     "SendText": (ACTS, "Type text (at most 64 KiB, no NUL), then Enter if `enter`."),
     "WaitForActivity": (OPEN, "Wait until one of the activities, or `exited`; Timeout."),
@@ -65,6 +80,9 @@ DOCS: dict[str, tuple[str, str]] = {
     "Preset": ("", "The preset it was created with."),
     "Owner": ("", "The owner's uid."),
     "Cwd": ("", "Its working directory."),
+    "Worktree": (OPEN, 'The session\'s own git worktree, or "" without one.'),
+    "Branch": (OPEN, "The worktree's branch."),
+    "BaseRef": (OPEN, "The commit the worktree's branch started from."),
     "State": ("", "starting, running, stopping, stopped, dormant or failed."),
     "Activity": ("", "working, blocked, idle or unknown while running; exited otherwise."),
     "AgentSessionId": ("", "The agent's conversation id, kept current (assigned, hook, disk)."),

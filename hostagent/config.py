@@ -53,6 +53,8 @@ class Config:
     recovery_max_parallel: int = 2
     recovery_stagger_sec: float = 2.0
     orphans: OrphanPolicy = OrphanPolicy.ADOPT
+    worktrees_dir: str = ""  # where session worktrees go; "" is beside the repository's git dir
+    worktrees_setup: str = ""  # a command run as the owner in each new worktree
     source: str = "built-in defaults"
 
 
@@ -79,7 +81,9 @@ def _int(doc: yamlfile.Document, value: object, fld: str, lo: int, hi: int) -> i
 
 def parse_config(doc: yamlfile.Document) -> Config:
     data = yamlfile.expect_mapping(doc, doc.data, None)
-    yamlfile.reject_unknown(doc, data, {"limits", "tmux", "stop_timeout_sec", "recovery"}, "")
+    yamlfile.reject_unknown(
+        doc, data, {"limits", "tmux", "stop_timeout_sec", "recovery", "worktrees"}, ""
+    )
     cfg = Config(source=str(doc.path))
     limits = yamlfile.expect_mapping(doc, data.get("limits", {}), "limits")
     yamlfile.reject_unknown(doc, limits, set(LIMIT_BOUNDS), "limits")
@@ -112,4 +116,12 @@ def parse_config(doc: yamlfile.Document) -> Config:
     if isinstance(stagger, bool) or not isinstance(stagger, int | float) or not 0 <= stagger <= 600:
         raise doc.error("recovery.stagger_sec", "must be a number of seconds between 0 and 600")
     cfg.recovery_stagger_sec = float(stagger)
+    wt = yamlfile.expect_mapping(doc, data.get("worktrees", {}), "worktrees")
+    yamlfile.reject_unknown(doc, wt, {"dir", "setup"}, "worktrees")
+    directory, setup = wt.get("dir", ""), wt.get("setup", "")
+    if not isinstance(directory, str) or (directory and not os.path.isabs(directory)):
+        raise doc.error("worktrees.dir", "must be an absolute path")
+    if not isinstance(setup, str):
+        raise doc.error("worktrees.setup", "must be a shell command")
+    cfg.worktrees_dir, cfg.worktrees_setup = directory, setup
     return cfg

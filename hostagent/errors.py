@@ -10,6 +10,7 @@ bus-common-errors does).
     ├── InvalidName, InvalidCwd, InvalidArgs
     ├── AlreadyRunning, NotRunning, Busy
     ├── SpawnFailed, ResumeFailed, StopFailed, Timeout, LimitsExceeded, StorageFull
+    ├── WorktreeFailed
     └── AccessDenied, InteractiveAuthorizationRequired
 """
 
@@ -92,6 +93,13 @@ class StorageFull(HostAgentError):
     dbus_name = _own("StorageFull")
 
 
+class WorktreeFailed(HostAgentError):
+    """A session's git worktree could not be made (not a repository, the branch taken, a base
+    that does not resolve, the setup command failed, git missing)."""
+
+    dbus_name = _own("WorktreeFailed")
+
+
 class StopFailed(HostAgentError):
     """systemd did not stop the session's scope; the session is as systemd says."""
 
@@ -126,6 +134,7 @@ ALL_ERRORS: tuple[type[HostAgentError], ...] = (
     LimitsExceeded,
     StorageFull,
     StopFailed,
+    WorktreeFailed,
     InvalidArgs,
     AccessDenied,
     InteractiveAuthorizationRequired,

@@ -30,8 +30,11 @@ OPTION_TYPES: dict[str, str] = {
     "user": "u",
     "columns": "q",
     "rows": "q",
+    "worktree": "s",  # a git worktree on this branch ("" for hostagent/NAME)
+    "base": "s",  # what a new worktree branch starts from (default: HEAD)
     **{k: "t" for k in LIMIT_BOUNDS},
 }
+BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 
 
 @dataclass
@@ -44,6 +47,8 @@ class CreateRequest:
     columns: int | None = None
     rows: int | None = None
     limits: Limits = field(default_factory=Limits)
+    worktree: str | None = None  # None: no worktree; "": one on the default branch
+    base: str = ""
 
 
 def parse_options(options: dict[str, tuple[str, Any]]) -> CreateRequest:
@@ -58,6 +63,8 @@ def parse_options(options: dict[str, tuple[str, Any]]) -> CreateRequest:
                 f"Option '{key}' must have type '{expected}', not {quote(signature)}."
             )
         _apply(req, key, value)
+    if req.base and req.worktree is None:
+        raise InvalidArgs("Option 'base' says where a new worktree starts; give 'worktree' too.")
     return req
 
 
@@ -80,6 +87,12 @@ def _apply(req: CreateRequest, key: str, value: Any) -> None:
         req.agent_session = value
     elif key == "user":
         req.user = int(value)
+    elif key in ("worktree", "base"):
+        if value and (not BRANCH_RE.match(value) or ".." in value or value.endswith((".", "/"))):
+            raise InvalidArgs(
+                f"Option '{key}' must be a git branch or revision name, not {quote(value)}."
+            )
+        setattr(req, key, value)
     elif key in ("columns", "rows"):
         lo, hi = COLUMNS_BOUNDS if key == "columns" else ROWS_BOUNDS
         if not lo <= value <= hi:

@@ -57,10 +57,14 @@ class Preset:
     hooks_env: dict[str, str] = field(default_factory=dict)  # with {hooks_file}
     hooks_defaults: str = ""  # an admin's settings file the hooks file takes the place of
     activity: Rules = GENERIC
+    worktree_setup: str = ""  # run as the owner in a new worktree before the agent starts
     source: str = "built-in"
 
 
-_KNOWN = {"name", "description", "command", "env", "agent_id", "resume", "hooks", "activity"}
+_KNOWN = {
+    "name", "description", "command", "env", "agent_id", "resume", "hooks", "activity",
+    "worktree_setup",
+}  # fmt: skip
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
 _DISCOVER_KNOWN = {"glob", "id", "cwd_field"}
 _RESUME_KNOWN = {"args", "conversation"}
@@ -119,6 +123,10 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
         if not isinstance(defaults, str) or (defaults and not defaults.startswith("/etc/")):
             raise doc.error("hooks.defaults", "must be an absolute path under /etc")
         preset.hooks_defaults = defaults
+    setup = data.get("worktree_setup", "")
+    if not isinstance(setup, str):
+        raise doc.error("worktree_setup", "must be a shell command")
+    preset.worktree_setup = setup
     hook_map = yamlfile.expect_str_map(doc, hooks.get("activity", {}), "hooks.activity")
     preset.activity = _parse_activity(doc, data.get("activity"), hook_map, preset.name)
     return preset

@@ -161,3 +161,7 @@ class SessionRecord:
     last_argv: list[str] = field(default_factory=list)
     auto_resume: bool = False  # the auto policy will resume it (kept across restarts)
     hook_token: str = ""  # the secret a hook report must carry; new for every start
+    worktree: str = ""  # the session's own git worktree, when it has one
+    branch: str = ""  # the worktree's branch
+    base_ref: str = ""  # the commit the branch started from
+    repo: str = ""  # the repository the worktree belongs to (its main worktree)

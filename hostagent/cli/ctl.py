@@ -83,6 +83,10 @@ def build_options(args: argparse.Namespace) -> dict[str, Variant]:
         options["command" if args.replace_command else "args"] = Variant("as", argv)
     if args.agent_session:
         options["agent_session"] = Variant("s", args.agent_session)
+    if args.worktree is not None:
+        options["worktree"] = Variant("s", args.worktree)
+    if args.base:
+        options["base"] = Variant("s", args.base)
     if args.user_id is not None:
         options["user"] = Variant("u", args.user_id)
     return options
@@ -131,8 +135,14 @@ def fail(verb: str, name: str | None, err: HostAgentError) -> int:
 
 
 async def verb_list(c: Client, a: argparse.Namespace) -> int:
-    rows = [[r.name, r.preset, r.state, r.activity, r.owner] for r in await c.list_sessions()]
-    show_table(a, ["Name", "Preset", "State", "Activity", "Owner"], sorted(rows), "session")
+    sessions = await c.list_sessions()
+    branches = await c.branches()
+    rows = [[r.name, r.preset, r.state, r.activity, r.owner] for r in sessions]
+    header = ["Name", "Preset", "State", "Activity", "Owner"]
+    if branches:
+        header.append("Branch")
+        rows = [[*row, branches.get(str(row[0]), "")] for row in rows]
+    show_table(a, header, sorted(rows), "session")
     return 0
 
 
@@ -152,6 +162,9 @@ async def verb_status(c: Client, a: argparse.Namespace) -> int:
             "Preset",
             "Owner",
             "Cwd",
+            "Worktree",
+            "Branch",
+            "BaseRef",
             "Unit",
             "Leader",
             "AgentSessionId",
@@ -211,7 +224,18 @@ async def verb_resume(c: Client, a: argparse.Namespace) -> int:
 
 
 async def verb_rm(c: Client, a: argparse.Namespace) -> int:
-    return await _each(a, "remove", c.remove)
+    async def remove(name: str) -> None:
+        note = await c.remove_with_flags(name, a.force)
+        if note:
+            print(note, file=sys.stderr)
+
+    return await _each(a, "remove", remove)
+
+
+async def verb_diff(c: Client, a: argparse.Namespace) -> int:
+    text = await c.diff(a.name, a.stat)
+    sys.stdout.write(text + ("\n" if text else ""))
+    return 0
 
 
 async def verb_kill(c: Client, a: argparse.Namespace) -> int:
@@ -318,6 +342,7 @@ VERBS: dict[str, Callable[[Client, argparse.Namespace], Awaitable[int]]] = {
     "kill": verb_kill,
     "resume": verb_resume,
     "rm": verb_rm,
+    "diff": verb_diff,
     "attach": verb_attach,
     "capture": verb_capture,
     "send": verb_send,

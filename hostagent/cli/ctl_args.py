@@ -38,17 +38,23 @@ def parser() -> argparse.ArgumentParser:
     _global_options(common, after_verb=True)
     sub = p.add_subparsers(dest="verb", metavar="VERB")
     sub.add_parser("list", help="list sessions", parents=[common])
-    for verb in ("status", "capture", "attach", "explain"):
+    for verb in ("status", "capture", "attach", "explain", "diff"):
         sp = sub.add_parser(verb, help=f"{verb} a session", parents=[common])
         sp.add_argument("name")
         if verb == "capture":
             sp.add_argument("-n", "--lines", type=int, default=0, help="scrollback lines")
+        if verb == "diff":
+            sp.add_argument("--stat", action="store_true", help="a summary, as git diff --stat")
     for verb in ("stop", "resume", "rm", "kill"):
         sp = sub.add_parser(verb, help=f"{verb} sessions", parents=[common])
         sp.add_argument("names", nargs="+", metavar="NAME")
         if verb == "kill":
             sp.add_argument("--whom", choices=["agent", "all"], default="all")
             sp.add_argument("-s", "--signal", type=int, default=15)
+        if verb == "rm":
+            sp.add_argument(
+                "--force", action="store_true", help="remove the worktree even with changes"
+            )
     sp = sub.add_parser("new", help="create a session", parents=[common])
     sp.add_argument("--preset", default="shell")
     sp.add_argument("--name")
@@ -56,6 +62,14 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("-e", "--env", action="append", metavar="KEY=VALUE")
     sp.add_argument("-p", "--property", action="append", metavar="PROP=VALUE")
     sp.add_argument("--agent-session", help="resume this existing agent conversation id")
+    sp.add_argument(
+        "--worktree",
+        nargs="?",
+        const="",
+        metavar="BRANCH",
+        help="run in a git worktree of its own, on BRANCH (default hostagent/NAME)",
+    )
+    sp.add_argument("--base", metavar="REF", help="where the worktree's branch starts (HEAD)")
     sp.add_argument("--uid", dest="user_id", type=int, help="owner (root only)")
     sp.add_argument(
         "--replace-command",

@@ -21,7 +21,7 @@ from hostagent.client.library import Client
 from hostagent.errors import HostAgentError
 
 COUNTER_INTERVAL = 5.0  # seconds between reads of memory and CPU, which nothing signals
-HEADER = ("NAME", "OWNER", "PRESET", "STATE", "ACTIVITY", "MEMORY", "CPU", "AGE")
+HEADER = ("NAME", "OWNER", "PRESET", "STATE", "ACTIVITY", "MEMORY", "CPU", "AGE", "BRANCH")
 KEYS = "↑↓ select  a/⏎ attach  s stop  r resume  q quit"
 
 
@@ -68,6 +68,7 @@ def rows(sessions: list[SessionView], now: float) -> list[tuple[str, ...]]:
             human_bytes(s.memory),
             "-" if s.cpu_nsec == UINT64_MAX else human_seconds(s.cpu_nsec / 1e9),
             human_seconds(s.age(now)) if s.state == "running" else "-",
+            s.branch or "-",
         )
         for s in sessions
     ]

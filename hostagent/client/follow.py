@@ -48,6 +48,7 @@ class SessionView:
     started_at: int = 0  # µs since the epoch
     memory: int = UINT64_MAX
     cpu_nsec: int = UINT64_MAX
+    branch: str = ""  # the branch of the session's own worktree, if it has one
 
     def update(self, props: dict[str, Any]) -> None:
         for key, attr in _FIELDS.items():
@@ -66,6 +67,7 @@ _FIELDS = {
     "State": "state",
     "Activity": "activity",
     "StartedAt": "started_at",
+    "Branch": "branch",
     "MemoryCurrent": "memory",
     "CPUUsageNSec": "cpu_nsec",
 }

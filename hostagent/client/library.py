@@ -145,6 +145,22 @@ class Client:
     async def remove(self, name: str) -> None:
         await self._manager("RemoveSession", "s", [name], timeout=LONG_CALL)
 
+    async def remove_with_flags(self, name: str, force: bool) -> str:
+        """Remove, its worktree too when clean (or force); a note when something was kept."""
+        (note,) = await self._manager(
+            "RemoveSessionWithFlags", "st", [name, 1 if force else 0], timeout=LONG_CALL
+        )
+        return str(note)
+
+    async def branches(self) -> dict[str, str]:
+        """The branch of each session that has a worktree of its own."""
+        (rows,) = await self._manager("ListWorktrees")
+        return {r[0]: r[2] for r in rows}
+
+    async def diff(self, name: str, stat: bool) -> str:
+        (text,) = await self._session(name, "Diff", "b", [stat], timeout=LONG_CALL)
+        return str(text)
+
     async def presets(self) -> list[tuple[str, str, list[str]]]:
         (rows,) = await self._manager("ListPresets")
         return [(r[0], r[1], list(r[2])) for r in rows]

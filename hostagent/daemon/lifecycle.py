@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any, NoReturn
 
 from hostagent import launch
-from hostagent.daemon import checkpoint
+from hostagent.daemon import checkpoint, worktree
 from hostagent.daemon.admission import first_record
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.owner import build_env, check_cwd, exists_as_owner
@@ -39,6 +39,7 @@ from hostagent.errors import (
     SpawnFailed,
     StopFailed,
     StorageFull,
+    WorktreeFailed,
     quote,
 )
 from hostagent.options import CreateRequest
@@ -107,6 +108,17 @@ class Lifecycle:
                     owner_uid, name, preset, cwd, req, self.settings.config,
                     self.registry.paths(owner_uid, name), self.boot_id,
                 )  # fmt: skip
+                new_branch = False
+                if req.worktree is not None:
+                    setup = preset.worktree_setup or self.settings.config.worktrees_setup
+                    new_branch = await worktree.attach(
+                        record,
+                        owner,
+                        req.worktree,
+                        req.base,
+                        self.settings.config.worktrees_dir,
+                        setup,
+                    )
                 session = self.registry.add(record)
                 session.owner = owner  # looked up once: NSS can cost a round trip
             finally:
@@ -116,6 +128,7 @@ class Lifecycle:
                     self.registry.store.save(record)
                 except OSError as e:
                     del self.registry.sessions[name]
+                    await worktree.detach(record, owner, new_branch)
                     raise StorageFull(
                         f"Session '{name}' was not created: its record cannot be written "
                         f"({e.strerror}); free space in {self.registry.store.directory}, "
@@ -346,7 +359,9 @@ class Lifecycle:
                 session.record, session.owner, session.paths.socket, whom, signal
             )
 
-    async def remove(self, name: str) -> None:
+    async def remove(self, name: str, force: bool = False) -> str:
+        """Stop and forget the session; its worktree goes too when it is clean (or force).
+        A note for the caller when something was kept."""
         session = self.registry.get(name)
         with self.registry.operation():
             async with self._locked(session):
@@ -357,3 +372,20 @@ class Lifecycle:
                 remove_socket(session.paths.socket)
                 with contextlib.suppress(OSError):
                     os.unlink(session.paths.hooks_file)
+                record = session.record
+                if not record.worktree:
+                    return ""
+                try:
+                    note = await worktree.remove(session.owner, record.repo, record.worktree, force)
+                except WorktreeFailed as e:
+                    note = e.message
+                if note:
+                    log.info("session '%s': %s", name, note)
+                return note
+
+    async def diff(self, name: str, stat: bool) -> str:
+        session = self.registry.get(name)
+        record = session.record
+        if not record.worktree:
+            raise WorktreeFailed(f"Session '{name}' has no worktree of its own to diff.")
+        return await worktree.diff(session.owner, record.worktree, record.base_ref, stat)

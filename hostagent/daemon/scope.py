@@ -153,6 +153,14 @@ class Scopes:
                     result = await self._started_before(record.unit, child.pid)
             except UnitExists:
                 result = await self._started_before(record.unit, child.pid)
+            except ProcessLookupError:
+                # The held child is gone before its scope could take it: it could not enter
+                # the working directory (125), or was killed.
+                code = await child.proc.wait()
+                why = f"cannot change into '{record.cwd}'" if code == 125 else f"exit {code}"
+                raise SpawnFailed(
+                    f"The session's first process ended before it started: {why}"
+                ) from None
             if result != "done":
                 raise SpawnFailed(f"Start job for unit {record.unit} finished with '{result}'.")
             # The unit's invocation id is read while tmux starts: both are waits on others.

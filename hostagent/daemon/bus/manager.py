@@ -129,6 +129,18 @@ async def _remove(f: BusFrontend, call: Call, name: str) -> None:
     await bus_session.remove(f.object_of(name), call)
 
 
+async def _remove_with_flags(f: BusFrontend, call: Call, name: str, flags: int) -> str:
+    return await bus_session.remove_with_flags(f.object_of(name), call, flags)
+
+
+def _worktrees(f: BusFrontend, call: Call) -> list[list[str]]:
+    return [
+        [s.name, s.record.worktree, s.record.branch]
+        for s in sorted(f.registry.sessions.values(), key=lambda s: s.name)
+        if s.record.worktree
+    ]
+
+
 def _presets(f: BusFrontend, call: Call) -> list[list[Any]]:
     return [
         [p.name, p.description, p.command]
@@ -165,6 +177,13 @@ MANAGER = Interface(
         Method("StopSession", [("name", "s")], [], _stop),
         Method("KillSession", [("name", "s"), ("whom", "s"), ("signal", "i")], [], _kill),
         Method("RemoveSession", [("name", "s")], [], _remove),
+        Method(
+            "RemoveSessionWithFlags",
+            [("name", "s"), ("flags", "t")],
+            [("note", "s")],
+            _remove_with_flags,
+        ),
+        Method("ListWorktrees", [], [("worktrees", "a(sss)")], _worktrees),
         Method("ListPresets", [], [("presets", "a(ssas)")], _presets),
         Method(
             "WaitAny",

@@ -21,6 +21,10 @@ from hostagent.daemon.registry import Session
 from hostagent.daemon.scope import check_signal
 from hostagent.daemon.systemd import SCOPE_IFACE
 from hostagent.daemon.terminal import check_activities, check_capture, check_text
+from hostagent.errors import InvalidArgs
+
+REMOVE_FORCE = 1  # remove the session's worktree even when it has changes
+REMOVE_FLAGS = REMOVE_FORCE
 
 
 def session_path(name: str) -> str:
@@ -86,6 +90,9 @@ _CONST = [
     Property("Preset", "s", _r("preset"), "const"),
     Property("Owner", "u", _r("owner"), "const"),
     Property("Cwd", "s", _r("cwd"), "const"),
+    Property("Worktree", "s", _r("worktree"), "const"),
+    Property("Branch", "s", _r("branch"), "const"),
+    Property("BaseRef", "s", _r("base_ref"), "const"),
 ]
 _CHANGING = [
     Property("State", "s", _enum("state")),
@@ -129,6 +136,18 @@ async def resume(o: SessionObject, call: Call) -> None:
 async def remove(o: SessionObject, call: Call) -> None:
     await o.authorize(call)
     await o.f.lifecycle.remove(o.session.name)
+
+
+async def remove_with_flags(o: SessionObject, call: Call, flags: int) -> str:
+    if flags & ~REMOVE_FLAGS:
+        raise InvalidArgs(f"Unknown flags {flags:#x}; the only one is 1 (force).")
+    await o.authorize(call)
+    return await o.f.lifecycle.remove(o.session.name, force=bool(flags & REMOVE_FORCE))
+
+
+async def _diff(o: SessionObject, call: Call, stat: bool) -> str:
+    await o.authorize(call)
+    return await o.f.lifecycle.diff(o.session.name, stat)
 
 
 async def _capture(o: SessionObject, call: Call, lines: int) -> str:
@@ -186,6 +205,8 @@ SESSION = Interface(
         Method("Kill", [("whom", "s"), ("signal", "i")], [], kill),
         Method("Resume", [], [], resume),
         Method("Remove", [], [], remove),
+        Method("RemoveWithFlags", [("flags", "t")], [("note", "s")], remove_with_flags),
+        Method("Diff", [("stat", "b")], [("diff", "s")], _diff),
         Method("Capture", [("lines", "i")], [("text", "s")], _capture),
         Method("SendText", [("text", "s"), ("enter", "b")], [], _send),
         Method(

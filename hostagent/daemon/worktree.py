@@ -1,0 +1,219 @@
+"""A git worktree per session, so agents working on one repository never share files.
+
+Everything here runs git (and the setup command) as the session's owner, never as root: a
+repository is the user's, and what git writes in it must be hers. A new worktree goes on a new
+branch (``hostagent/NAME`` unless the caller names one) from a base (HEAD unless named), by
+default in ``hostagent-worktrees/`` inside the repository's git directory, which keeps it on the
+same filesystem, owned by the same user, and out of ``git status``. Ignored files the agent
+needs (``.env``, local settings) are copied in when the repository's ``.worktreeinclude``
+names them. A failure at any step leaves nothing: no worktree, no branch.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+
+from hostagent.daemon.owner import Owner, exec_as_owner
+from hostagent.errors import WorktreeFailed, quote
+from hostagent.session import SessionRecord
+
+log = logging.getLogger(__name__)
+
+GIT_TIMEOUT = 120.0  # a worktree of a large repository takes a while to check out
+DIFF_MAX = 8 * 1024 * 1024  # bytes of diff a reply may carry
+INCLUDE_FILE = ".worktreeinclude"
+DIRECTORY = "hostagent-worktrees"
+
+
+@dataclass(frozen=True)
+class Worktree:
+    path: str  # the worktree's top
+    branch: str
+    base_ref: str  # the commit the branch started from
+    repo: str  # the main worktree's top
+    cwd: str  # the caller's cwd, at the same place inside the worktree
+    new_branch: bool  # made for this worktree (not an existing branch reused)
+
+
+async def _git(owner: Owner, *args: str, timeout: float = GIT_TIMEOUT) -> tuple[int, str, str]:
+    git = shutil.which("git")
+    if git is None:
+        raise WorktreeFailed("git is not installed; install it (apt install git) and retry.")
+    result = await exec_as_owner(owner, [git, *args], timeout)
+    if result is None:
+        raise WorktreeFailed(f"git {args[2] if len(args) > 2 else args[0]} did not finish in time.")
+    code, out, err = result
+    return code, out.decode(errors="replace").strip(), err.decode(errors="replace").strip()
+
+
+async def _git_ok(owner: Owner, *args: str, what: str) -> str:
+    code, out, err = await _git(owner, *args)
+    if code != 0:
+        raise WorktreeFailed(f"{what}: {(err or out).splitlines()[-1] if (err or out) else code}")
+    return out
+
+
+async def create(
+    owner: Owner, cwd: str, name: str, branch: str, base: str, directory: str, setup: str
+) -> Worktree:
+    """A new worktree for session name of the repository that holds cwd."""
+    code, top, err = await _git(owner, "-C", cwd, "rev-parse", "--show-toplevel")
+    if code != 0 and "dubious ownership" in err:
+        raise WorktreeFailed(
+            f"The repository at {quote(cwd)} belongs to another user; a session's worktree "
+            "needs a repository its owner owns and can write."
+        )
+    if code != 0 or not top:
+        raise WorktreeFailed(f"Working directory {quote(cwd)} is not in a git repository.")
+    common = await _git_ok(
+        owner, "-C", top, "rev-parse", "--path-format=absolute", "--git-common-dir",
+        what="Failed to find the repository's git directory",
+    )  # fmt: skip
+    repo = os.path.dirname(common) if os.path.basename(common) == ".git" else top
+    code, base_ref, _ = await _git(
+        owner, "-C", top, "rev-parse", "--verify", "--quiet", f"{base or 'HEAD'}^{{commit}}"
+    )
+    if code != 0:
+        raise WorktreeFailed(f"Base {quote(base or 'HEAD')} does not name a commit in {top}.")
+    chosen = branch or f"hostagent/{name}"
+    path = os.path.join(directory or os.path.join(common, DIRECTORY), name)
+    code, _, _ = await _git(
+        owner, "-C", top, "show-ref", "--verify", "--quiet", f"refs/heads/{chosen}"
+    )
+    reuse = code == 0
+    if reuse and not branch:
+        raise WorktreeFailed(
+            f"Branch '{chosen}' already exists; reuse it with --worktree={chosen} "
+            "(when no worktree has it checked out), or pick another name."
+        )
+    add = (
+        ["worktree", "add", path, chosen]
+        if reuse
+        else ["worktree", "add", "-b", chosen, path, base_ref]
+    )
+    await _git_ok(owner, "-C", top, *add, what=f"Failed to create the worktree at {path}")
+    inside = os.path.join(path, os.path.relpath(cwd, top))
+    tree = Worktree(path, chosen, base_ref, repo, inside, new_branch=not reuse)
+    try:
+        # The same place inside the worktree; git keeps no empty directories, so make it.
+        made = await exec_as_owner(owner, ["/bin/mkdir", "-p", "--", inside], 10.0)
+        if made is None or made[0] != 0:
+            raise WorktreeFailed(f"Failed to make {inside} in the new worktree.")
+        await _copy_included(owner, top, path)
+        if setup:
+            await _setup(owner, path, setup)
+    except BaseException:
+        await discard(owner, tree)
+        raise
+    log.info("session '%s': worktree %s on branch %s from %s", name, path, chosen, base_ref[:12])
+    return tree
+
+
+async def attach(
+    record: SessionRecord, owner: Owner, branch: str, base: str, directory: str, setup: str
+) -> bool:
+    """Give a new session's record a worktree of its own; its cwd moves to the same place
+    inside it. True when the branch is new (detach deletes only such a branch)."""
+    tree = await create(owner, record.cwd, record.name, branch, base, directory, setup)
+    record.cwd, record.worktree, record.branch = tree.cwd, tree.path, tree.branch
+    record.base_ref, record.repo = tree.base_ref, tree.repo
+    return tree.new_branch
+
+
+async def detach(record: SessionRecord, owner: Owner, new_branch: bool) -> None:
+    """Undo attach for a session that never came to be."""
+    if record.worktree:
+        tree = Worktree(
+            record.worktree, record.branch, record.base_ref, record.repo, record.cwd, new_branch
+        )
+        await discard(owner, tree)
+
+
+async def _copy_included(owner: Owner, top: str, path: str) -> None:
+    """Copy the ignored files that .worktreeinclude names (git's pattern syntax, one a line)."""
+    text = await _read_as_owner(owner, os.path.join(top, INCLUDE_FILE))
+    patterns = [p.strip() for p in text.splitlines() if p.strip() and not p.startswith("#")]
+    if not patterns:
+        return
+    out = await _git_ok(
+        owner, "-C", top, "ls-files", "--others", "--ignored", "--exclude-standard",
+        what="Failed to list the repository's ignored files",
+    )  # fmt: skip
+    chosen = [f for f in out.splitlines() if any(_matches(f, p) for p in patterns)]
+    if chosen:
+        result = await exec_as_owner(
+            owner, ["/bin/sh", "-c", 'cd "$1" && shift && exec cp -a --parents -- "$@" "$0"',
+                    path, top, *chosen], GIT_TIMEOUT,
+        )  # fmt: skip
+        if result is None or result[0] != 0:
+            raise WorktreeFailed(f"Failed to copy the files {INCLUDE_FILE} names into {path}.")
+
+
+def _matches(path: str, pattern: str) -> bool:
+    pattern = pattern.rstrip("/")
+    if pattern.startswith("/"):
+        return fnmatch.fnmatch(path, pattern[1:]) or path.startswith(pattern[1:] + "/")
+    return any(
+        fnmatch.fnmatch(part, pattern) or fnmatch.fnmatch(path, pattern) for part in path.split("/")
+    )
+
+
+async def _read_as_owner(owner: Owner, path: str) -> str:
+    result = await exec_as_owner(owner, ["/bin/cat", "--", path], 10.0)
+    return result[1].decode(errors="replace") if result and result[0] == 0 else ""
+
+
+async def _setup(owner: Owner, path: str, command: str) -> None:
+    result = await exec_as_owner(
+        owner, ["/bin/sh", "-c", 'cd "$0" && exec /bin/sh -c "$1"', path, command], GIT_TIMEOUT
+    )
+    if result is None:
+        raise WorktreeFailed(f"The worktree setup command did not finish in {GIT_TIMEOUT:.0f}s.")
+    code, out, err = result
+    if code != 0:
+        said = (err or out).decode(errors="replace").strip().splitlines()[-3:]
+        raise WorktreeFailed(
+            f"The worktree setup command failed (exit {code}): " + " | ".join(said)
+        )
+
+
+async def discard(owner: Owner, tree: Worktree) -> None:
+    """Remove a worktree made moments ago, and its branch if it was new; best effort."""
+    await _git(owner, "-C", tree.repo, "worktree", "remove", "--force", tree.path)
+    if tree.new_branch:
+        await _git(owner, "-C", tree.repo, "branch", "-D", tree.branch)
+
+
+async def is_clean(owner: Owner, path: str) -> bool:
+    code, out, _ = await _git(owner, "-C", path, "status", "--porcelain")
+    return code == 0 and not out
+
+
+async def remove(owner: Owner, repo: str, path: str, force: bool) -> str:
+    """Remove a session's worktree (the branch stays); a note for the caller when it is kept."""
+    if not os.path.isdir(path):
+        return ""
+    if not force and not await is_clean(owner, path):
+        return (
+            f"Worktree {path} has changes and was kept; remove it with "
+            f"'git -C {repo} worktree remove --force {path}', or remove the session with --force."
+        )
+    args = ["worktree", "remove", *(["--force"] if force else []), path]
+    await _git_ok(owner, "-C", repo, *args, what=f"Failed to remove the worktree at {path}")
+    return ""
+
+
+async def diff(owner: Owner, path: str, base_ref: str, stat: bool) -> str:
+    """What the session changed against its base, committed and not, as git diff shows it."""
+    args = ["-C", path, "diff", *(["--stat"] if stat else []), base_ref]
+    out = await _git_ok(owner, *args, what="Failed to diff the worktree")
+    if len(out.encode()) > DIFF_MAX:
+        raise WorktreeFailed(
+            f"The diff is larger than {DIFF_MAX // (1024 * 1024)} MiB; run "
+            f"'git -C {path} diff {base_ref}' yourself."
+        )
+    return out
