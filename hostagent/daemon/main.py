@@ -11,12 +11,15 @@ import asyncio
 import contextlib
 import faulthandler
 import gc
+import io
 import logging
 import os
 import resource
 import signal
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import sdnotify
 from dbus_fast import BusType, RequestNameReply
@@ -45,6 +48,7 @@ log = logging.getLogger("hostagent")
 
 STATUS_INTERVAL = 0.5  # seconds between two STATUS= updates at most
 STOP_FLUSH_TIMEOUT = 5.0  # seconds a stop waits for the records' fsync
+STOP_TASKS_TIMEOUT = 2.0  # seconds a stop waits for its tasks to end once cancelled
 
 
 def state_dir(system: bool) -> Path:
@@ -188,11 +192,13 @@ class Daemon:
             t.cancel()
         if not core.registry.store.flush(timeout=STOP_FLUSH_TIMEOUT):
             log.warning("Stopping before the disk confirmed the last records; the kernel has them")
-        if disconnected.done():
+        lost = disconnected.done()
+        if lost:
             log.error("Lost the bus connection")
-            return 1
-        bus.disconnect()
-        return 0
+        else:
+            bus.disconnect()
+        await _end_tasks()
+        return 1 if lost else 0
 
     def _reload_quietly(self) -> None:
         try:
@@ -224,6 +230,34 @@ class Daemon:
         while True:
             self.notify("WATCHDOG=1")
             await asyncio.sleep(interval)
+
+
+async def _end_tasks() -> None:
+    """Cancel what still runs and give it STOP_TASKS_TIMEOUT to end. A task that ignores its
+    cancellation is logged with its stack and left behind: the records are flushed and the bus
+    is gone, so nothing is lost by not waiting, and a stop must never hang on one."""
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in pending:
+        task.cancel()
+    if not pending:
+        return
+    _, stuck = await asyncio.wait(pending, timeout=STOP_TASKS_TIMEOUT)
+    for task in stuck:
+        trace = io.StringIO()
+        task.print_stack(file=trace)
+        log.warning("Stopping without waiting for a task that did not end: %s", trace.getvalue())
+
+
+def _run(coro: Coroutine[Any, Any, int]) -> int:
+    """asyncio.run, without its last wait for every task to end (see _end_tasks)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        # Left-behind tasks would warn as they are collected; the process ends instead.
+        sys.stdout.flush()
+        sys.stderr.flush()
 
 
 def _finish(future: asyncio.Future[None]) -> None:
@@ -275,10 +309,11 @@ def main(argv: list[str] | None = None) -> int:
         _watch_children_with_pidfds()
         _raise_fd_limit()
         _freeze_imports()
-        return asyncio.run(Daemon(system=args.system).run())
+        rc = _run(Daemon(system=args.system).run())
     except (OSError, ConnectionError) as e:
         log.error("Failed to start: %s", e)
         return 1
+    os._exit(rc)  # see _run: nothing that is left may hold the stop
 
 
 if __name__ == "__main__":

@@ -150,6 +150,12 @@ class Recovery:
         if adopt and await self._adopt_orphan(unit):
             self.report.orphans_adopted.append(unit)
             return
+        if quarantined:
+            log.error(
+                "Scope %s lost its record and could not be adopted; leaving it running "
+                "(stop it with 'systemctl stop %s')", unit, unit,
+            )  # fmt: skip
+            return
         log.warning("Scope %s has no record; stopping it", unit)
         await self.systemd.stop_unit(unit)
         self.report.orphans_stopped.append(unit)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from hostagent.daemon.store import checksum
 from tests.sandbox import Sandbox
 
 SESSIONS_DIR = "/var/lib/hostagent/sessions"
@@ -49,6 +50,16 @@ def record(sb: Sandbox, name: str) -> dict | None:
     """The session's sidecar as the daemon wrote it, or None when there is none."""
     result = sb.run("cat", f"{SESSIONS_DIR}/{name}.yaml")
     return yaml.safe_load(result.stdout) if result.returncode == 0 else None
+
+
+def rewrite_record(sb: Sandbox, name: str, **changes: object) -> None:
+    """Change fields of a session's record as a restored backup would have them, keeping the
+    record whole (its checksum recomputed): the daemon must be stopped."""
+    data = record(sb, name)
+    assert data is not None
+    data.update(changes)
+    data["checksum"] = checksum(data)
+    sb.sh(f"cat > {SESSIONS_DIR}/{name}.yaml", input=yaml.safe_dump(data, sort_keys=False)).check()
 
 
 def unit_state(sb: Sandbox, name: str) -> str:

@@ -17,6 +17,7 @@ from tests.integration.helpers import (
     create,
     props,
     record,
+    rewrite_record,
     settled,
     wait_screen,
 )
@@ -91,13 +92,9 @@ def test_records_from_another_boot_with_live_units_are_all_adopted(sb: Sandbox) 
         sb.daemon_stop()
         for name in names:
             # As if the state dir were restored from a backup taken on another boot.
-            sb.run(
-                "sed",
-                "-i",
-                "s/^boot_id: .*/boot_id: 0123456789abcdef0123456789abcdef/",
-                f"{SESSIONS_DIR}/{name}.yaml",
-            ).check()
+            rewrite_record(sb, name, boot_id="0123456789abcdef0123456789abcdef")
         sb.daemon_start()
+        assert "is unusable" not in sb.journal(lines=20)
         for name in names:
             p = props(sb, name)
             assert (p["State"], p["DormantReason"], p["Leader"]) == ("running", "", leaders[name])
