@@ -5,9 +5,6 @@ systemd: what is checked here is the wire (names, signatures, errors, signals)."
 from __future__ import annotations
 
 import asyncio
-import shutil
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,26 +20,6 @@ from hostagent.daemon.bus.manager import BusFrontend
 from hostagent.daemon.bus.services import Services
 from hostagent.errors import InvalidArgs, NoSuchSession, NotRunning, SessionExists
 from tests.unit.fakes import Host, run
-
-pytestmark = pytest.mark.skipif(not shutil.which("dbus-daemon"), reason="needs dbus-daemon")
-
-
-@pytest.fixture
-def bus_address() -> Iterator[str]:
-    proc = subprocess.Popen(
-        ["dbus-daemon", "--session", "--nofork", "--print-address=1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    address = proc.stdout.readline().strip()
-    try:
-        yield address
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        proc.stdout.close()
 
 
 async def serve(tmp: Path, address: str) -> tuple[Host, MessageBus, list[str]]:

@@ -9,9 +9,6 @@ systemd or as the bus driver must change nothing.
 from __future__ import annotations
 
 import asyncio
-import shutil
-import subprocess
-from collections.abc import Iterator
 
 import pytest
 from dbus_fast import Message, MessageType
@@ -19,25 +16,6 @@ from dbus_fast.aio import MessageBus
 
 from hostagent.daemon.systemd import MANAGER_IFACE, SYSTEMD, SYSTEMD_PATH, Systemd
 from tests.unit.fakes import run
-
-pytestmark = pytest.mark.skipif(not shutil.which("dbus-daemon"), reason="needs dbus-daemon")
-
-
-@pytest.fixture
-def address() -> Iterator[str]:
-    proc = subprocess.Popen(
-        ["dbus-daemon", "--session", "--nofork", "--print-address=1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    try:
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        proc.stdout.close()
 
 
 class FakeManager:
@@ -50,8 +28,8 @@ class FakeManager:
         bus.add_message_handler(self._on_message)
 
     @classmethod
-    async def start(cls, address: str, leave_on: str = "") -> FakeManager:
-        bus = await MessageBus(bus_address=address).connect()
+    async def start(cls, bus_address: str, leave_on: str = "") -> FakeManager:
+        bus = await MessageBus(bus_address=bus_address).connect()
         manager = cls(bus, leave_on)
         await bus.request_name(SYSTEMD)
         return manager
@@ -76,17 +54,17 @@ class FakeManager:
 
 
 def test_a_call_that_meets_systemd_re_executing_is_made_again_once_it_is_back(
-    address: str,
+    bus_address: str,
 ) -> None:
     async def body() -> None:
-        first = await FakeManager.start(address, leave_on="StopUnit")
-        daemon = await MessageBus(bus_address=address).connect()
+        first = await FakeManager.start(bus_address, leave_on="StopUnit")
+        daemon = await MessageBus(bus_address=bus_address).connect()
         systemd = Systemd(daemon, lambda unit, state: None)
         await systemd.connect()
         assert first.calls == ["Subscribe"]
         stop = asyncio.ensure_future(systemd.stop_unit("hostagent-a.scope"))
         await first.bus.wait_for_disconnect()  # it leaves when the call reaches it
-        second = await FakeManager.start(address)
+        second = await FakeManager.start(bus_address)
         job = await stop
         assert job is not None
         assert await systemd.wait_job(job, 5) == "done"
@@ -98,14 +76,14 @@ def test_a_call_that_meets_systemd_re_executing_is_made_again_once_it_is_back(
     run(body())
 
 
-def test_nobody_but_the_bus_can_say_who_systemd_is(address: str) -> None:
+def test_nobody_but_the_bus_can_say_who_systemd_is(bus_address: str) -> None:
     async def body() -> None:
-        real = await FakeManager.start(address)
-        daemon = await MessageBus(bus_address=address).connect()
+        real = await FakeManager.start(bus_address)
+        daemon = await MessageBus(bus_address=bus_address).connect()
         systemd = Systemd(daemon, lambda unit, state: None)
         await systemd.connect()
         owner = systemd._owner
-        bob = await MessageBus(bus_address=address).connect()
+        bob = await MessageBus(bus_address=bus_address).connect()
         # A unicast NameOwnerChanged naming bob as systemd, sent straight to the daemon.
         forged = Message.new_signal(
             "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged", "sss",
