@@ -71,6 +71,12 @@ async def add_match(bus: MessageBus, rule: str) -> None:
     await call(bus, DBUS, DBUS_PATH, DBUS, "AddMatch", "s", [rule])
 
 
-async def name_has_owner(bus: MessageBus, name: str) -> bool:
-    (owned,) = await call(bus, DBUS, DBUS_PATH, DBUS, "NameHasOwner", "s", [name])
-    return bool(owned)
+async def name_owner(bus: MessageBus, name: str) -> str:
+    """The unique name that owns name, or "" when nobody does."""
+    try:
+        (owner,) = await call(bus, DBUS, DBUS_PATH, DBUS, "GetNameOwner", "s", [name])
+    except CallError as e:
+        if e.name.endswith("NameHasNoOwner"):
+            return ""
+        raise
+    return str(owner)

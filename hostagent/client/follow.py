@@ -24,7 +24,7 @@ from typing import Any
 from dbus_fast import Message, MessageType
 
 from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE, UINT64_MAX
-from hostagent.bus.call import DBUS, PROPERTIES, add_match, name_has_owner
+from hostagent.bus.call import DBUS, PROPERTIES, add_match, name_owner
 from hostagent.client.library import Client
 from hostagent.errors import HostAgentError
 
@@ -88,6 +88,7 @@ class Follower:
         self.link = Link.RECONNECTING
         self.version = ""
         self.updated_from = ""  # the Version before the daemon came back different
+        self._daemon = ""  # the daemon's unique name on the bus: the only sender believed
         self._task: asyncio.Task[None] | None = None
         self._reload: asyncio.Task[None] | None = None
 
@@ -115,7 +116,8 @@ class Follower:
             f"path_namespace='{MANAGER_PATH}'",
         ):
             await add_match(bus, rule)
-        if await name_has_owner(bus, BUS_NAME):
+        self._daemon = await name_owner(bus, BUS_NAME)
+        if self._daemon:
             await self._load()
         else:
             self._set_link(Link.GONE)
@@ -177,12 +179,20 @@ class Follower:
     def _on_message(self, msg: Message) -> None:
         if msg.message_type is not MessageType.SIGNAL:
             return
+        # Unicast signals bypass match rules: believe the bus driver about who the daemon is,
+        # and the daemon's current unique name about sessions, and nobody else.
         if msg.member == "NameOwnerChanged" and msg.body and msg.body[0] == BUS_NAME:
+            if msg.sender != DBUS:
+                return
+            self._daemon = msg.body[2]
             if msg.body[2]:
                 self._schedule_load()
             else:
                 self._set_link(Link.GONE)
-        elif msg.member == "SessionNew" and msg.interface == MANAGER_INTERFACE:
+            return
+        if not self._daemon or msg.sender != self._daemon:
+            return
+        if msg.member == "SessionNew" and msg.interface == MANAGER_INTERFACE:
             name, path = msg.body
             view = self.sessions.setdefault(name, SessionView(name, path))
             self._spawn(self._read_and_tell(view))

@@ -11,15 +11,17 @@ import pytest
 from dbus_fast import Message, Variant
 from dbus_fast.aio import MessageBus
 
-from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH
-from hostagent.bus.call import CallError, add_match, call
+from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE
+from hostagent.bus.call import PROPERTIES, CallError, add_match, call
 from hostagent.client import Client
+from hostagent.client.follow import Follower, Link
 from hostagent.daemon.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.bus.manager import BusFrontend
 from hostagent.daemon.bus.services import Services
 from hostagent.errors import InvalidArgs, NoSuchSession, NotRunning, SessionExists
-from tests.unit.fakes import Host, run
+from hostagent.options import CreateRequest
+from tests.unit.fakes import Host, me, run
 
 
 async def serve(tmp: Path, address: str) -> tuple[Host, MessageBus, list[str]]:
@@ -102,5 +104,46 @@ def test_a_bad_signature_and_an_unknown_method_get_named_errors(
         client.disconnect()
         server.disconnect()
         await asyncio.sleep(0)
+
+    run(body())
+
+
+def test_a_follower_believes_only_the_daemon(tmp_path: Path, bus_address: str) -> None:
+    """Signals sent straight to a client (unicast signals bypass match rules) by anyone but the
+    daemon change nothing in its picture: bob cannot make alice's notifier alert."""
+
+    async def body() -> None:
+        host, server, _ = await serve(tmp_path, bus_address)
+        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        changed = asyncio.Event()
+        follower = Follower(lambda: Client.connect(system=False, address=bus_address), changed.set)
+        await follower.start()
+        while not (follower.link is Link.CONNECTED and "a" in follower.sessions):
+            changed.clear()
+            await asyncio.wait_for(changed.wait(), 5)
+        assert follower.client is not None
+        target = follower.client.bus.unique_name
+        bob = await MessageBus(bus_address=bus_address).connect()
+        forged = [
+            Message.new_signal(MANAGER_PATH, MANAGER_INTERFACE, "SessionNew", "so",
+                               ["evil", "/org/hostagent/HostAgent1/session/evil"]),
+            Message.new_signal("/org/hostagent/HostAgent1/session/a", PROPERTIES,
+                               "PropertiesChanged", "sa{sv}as",
+                               [SESSION_INTERFACE, {"Activity": Variant("s", "blocked")}, []]),
+            Message.new_signal("/org/freedesktop/DBus", "org.freedesktop.DBus",
+                               "NameOwnerChanged", "sss", [BUS_NAME, "", bob.unique_name]),
+        ]  # fmt: skip
+        for msg in forged:
+            msg.destination = target
+            bob.send(msg)
+        for bus in (bob, follower.client.bus):  # round trips order what came before
+            await call(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                       "org.freedesktop.DBus", "GetId")  # fmt: skip
+        assert "evil" not in follower.sessions
+        assert follower.sessions["a"].activity != "blocked"
+        assert follower.link is Link.CONNECTED
+        follower.close()
+        bob.disconnect()
+        server.disconnect()
 
     run(body())
