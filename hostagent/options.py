@@ -82,13 +82,15 @@ def _apply(req: CreateRequest, key: str, value: Any) -> None:
                 raise InvalidArgs(f"Option 'env': {problem}.")
         req.env = dict(value)
     elif key == "agent_session":
-        if not AGENT_ID_RE.match(value):
+        if not AGENT_ID_RE.fullmatch(value):
             raise InvalidArgs("Option 'agent_session' must be 1-128 of [A-Za-z0-9._:-].")
         req.agent_session = value
     elif key == "user":
         req.user = int(value)
     elif key in ("worktree", "base"):
-        if value and (not BRANCH_RE.match(value) or ".." in value or value.endswith((".", "/"))):
+        if value and (
+            not BRANCH_RE.fullmatch(value) or ".." in value or value.endswith((".", "/"))
+        ):
             raise InvalidArgs(
                 f"Option '{key}' must be a git branch or revision name, not {quote(value)}."
             )
@@ -106,19 +108,24 @@ def _apply(req: CreateRequest, key: str, value: Any) -> None:
 
 
 def env_problem(key: str, value: str) -> str | None:
-    if not ENV_KEY_RE.match(key):
+    if not ENV_KEY_RE.fullmatch(key):
         return f"environment key {quote(key)} is not a valid name"
     if "\0" in value:
         return f"environment value of {quote(key)} contains NUL"
     return None
 
 
+def _bytes(text: str) -> int:
+    """What a string costs the kernel's exec limits: its UTF-8 bytes, not its characters."""
+    return len(text.encode(errors="surrogateescape"))
+
+
 def size_problem(argv: list[str], env: dict[str, str]) -> str | None:
-    if len(argv) > MAX_ARGV_ENTRIES or sum(len(a) + 1 for a in argv) > MAX_ARGV_BYTES:
+    if len(argv) > MAX_ARGV_ENTRIES or sum(_bytes(a) + 1 for a in argv) > MAX_ARGV_BYTES:
         return f"the command line exceeds {MAX_ARGV_ENTRIES} arguments or {MAX_ARGV_BYTES} bytes"
     if any("\0" in a for a in argv):
         return "an argument contains NUL"
-    size = sum(len(k) + len(v) + 2 for k, v in env.items())
+    size = sum(_bytes(k) + _bytes(v) + 2 for k, v in env.items())
     if len(env) > MAX_ENV_ENTRIES or size > MAX_ENV_BYTES:
         return f"the environment exceeds {MAX_ENV_ENTRIES} entries or {MAX_ENV_BYTES} bytes"
     return None

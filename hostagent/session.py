@@ -86,7 +86,7 @@ def name_problem(name: str) -> str | None:
         return "is empty"
     if len(name) > 63:
         return "is longer than 63 characters"
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         return "must match [a-z0-9][a-z0-9_.-]* (lowercase ASCII letters, digits, '_', '.', '-')"
     return None
 

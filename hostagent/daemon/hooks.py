@@ -101,7 +101,7 @@ def check_event(event: str) -> None:
 
 
 def event_problem(event: str) -> str | None:
-    return None if _EVENT_RE.match(event) else "must be a hook event name such as SessionStart"
+    return None if _EVENT_RE.fullmatch(event) else "must be a hook event name such as SessionStart"
 
 
 def read_report(event: str, data: dict[str, object]) -> HookReport:
@@ -109,7 +109,7 @@ def read_report(event: str, data: dict[str, object]) -> HookReport:
     agent_session = ""
     for key in _ID_KEYS:
         value = data.get(key)
-        if isinstance(value, str) and _ID_RE.match(value):
+        if isinstance(value, str) and _ID_RE.fullmatch(value):
             agent_session = value
             break
     source = data.get("source")
@@ -118,5 +118,5 @@ def read_report(event: str, data: dict[str, object]) -> HookReport:
         event,
         agent_session,
         source if isinstance(source, str) else "",
-        subtype if isinstance(subtype, str) and _EVENT_RE.match(subtype) else "",
+        subtype if isinstance(subtype, str) and _EVENT_RE.fullmatch(subtype) else "",
     )

@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 MAX_SCROLLBACK = 100000
 MAX_TEXT = 64 * 1024
+MAX_WAIT_NAMES = 4096  # sessions one wait may name
+MAX_CAPTURE_BYTES = 16 * 1024 * 1024  # a reply must stay well under the bus's 32 MiB message
 
 
 def check_capture(lines: int) -> None:
@@ -145,9 +147,15 @@ class Terminal:
         check_capture(lines)
         session = self._running(name)
         try:
-            return await self.tmux.capture(session.owner, session.paths.socket, lines)
+            text = await self.tmux.capture(session.owner, session.paths.socket, lines)
         except tmux.TmuxError as e:
             raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
+        if len(text.encode()) > MAX_CAPTURE_BYTES:
+            raise InvalidArgs(
+                f"Session '{name}': {lines} lines of scrollback are more than "
+                f"{MAX_CAPTURE_BYTES // (1024 * 1024)} MiB; ask for fewer lines."
+            )
+        return text
 
     async def send_text(self, name: str, text: str, enter: bool) -> None:
         check_text(text)
@@ -164,7 +172,10 @@ class Terminal:
         self, names: Iterable[str], activities: Iterable[str], timeout_usec: int
     ) -> tuple[str, str]:
         wanted = check_activities(activities)
-        sessions = [self.registry.get(n) for n in dict.fromkeys(names)]
+        unique = list(dict.fromkeys(names))
+        if len(unique) > MAX_WAIT_NAMES:
+            raise InvalidArgs(f"Wait for at most {MAX_WAIT_NAMES} sessions at once.")
+        sessions = [self.registry.get(n) for n in unique]
         if not sessions:
             raise InvalidArgs("Name at least one session to wait for.")
         waiter = Waiter(wanted)

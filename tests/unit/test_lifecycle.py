@@ -221,3 +221,22 @@ def test_operations_past_the_cap_get_limits_exceeded(
         await create(host, "b")
 
     run(body())
+
+
+def test_waits_and_captures_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hostagent.daemon import terminal
+
+    monkeypatch.setattr(terminal, "MAX_CAPTURE_BYTES", 1000)
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a")
+        with pytest.raises(InvalidArgs, match="at most"):
+            await host.core.terminal.wait_for_activity(
+                ["a"] * 2 + [f"x{i}" for i in range(terminal.MAX_WAIT_NAMES)], ["idle"], 0
+            )
+        host.scopes.tmux.screens["a"] = ("€" * 400, "")  # 1200 bytes
+        with pytest.raises(InvalidArgs, match="ask for fewer lines"):
+            await host.core.terminal.capture("a", 10)
+
+    run(body())

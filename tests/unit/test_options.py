@@ -79,3 +79,25 @@ def _fits(sig: str, value: Any) -> bool:
         "q": isinstance(value, int) and value < 2**16,
         "u": isinstance(value, int) and value < 2**32,
     }.get(sig, False)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param({"env": ("a{ss}", {"KEY\n": "v"})}, id="env-key-newline"),
+        pytest.param({"agent_session": ("s", "abc\n")}, id="agent-id-newline"),
+        pytest.param({"worktree": ("s", "feature\n")}, id="branch-newline"),
+    ],
+)
+def test_a_trailing_newline_is_not_part_of_a_valid_name(options: dict) -> None:
+    with pytest.raises(InvalidArgs):
+        parse_options(options)
+
+
+def test_sizes_are_counted_in_bytes_as_exec_counts_them() -> None:
+    from hostagent.options import MAX_ARGV_BYTES, size_problem
+
+    wide = "€" * (MAX_ARGV_BYTES // 3 + 10)  # few enough characters, too many bytes
+    assert len(wide) < MAX_ARGV_BYTES
+    assert size_problem(["agent", wide], {}) is not None
+    assert size_problem(["agent"], {"K": wide}) is not None

@@ -84,3 +84,9 @@ def test_unit_names_round_trip() -> None:
 def test_states_are_their_wire_strings() -> None:
     assert [State(s.value) for s in State] == list(State)
     assert State.RUNNING == "running"
+
+
+def test_a_name_with_a_trailing_newline_is_refused() -> None:
+    from hostagent.session import name_problem
+
+    assert name_problem("x\n") is not None
