@@ -146,6 +146,7 @@ class Daemon:
             )
         )
         frontend.export_all()
+        await frontend.exporter.follow_callers()
         reply = await bus.request_name(BUS_NAME)
         if reply not in (RequestNameReply.PRIMARY_OWNER, RequestNameReply.ALREADY_OWNER):
             log.error("Failed to own %s: it is taken; is another hostagent running?", BUS_NAME)

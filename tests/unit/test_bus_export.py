@@ -5,7 +5,9 @@ systemd: what is checked here is the wire (names, signatures, errors, signals)."
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from dbus_fast import Message, Variant
@@ -19,7 +21,13 @@ from hostagent.daemon.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.bus.manager import BusFrontend
 from hostagent.daemon.bus.services import Services
-from hostagent.errors import InvalidArgs, NoSuchSession, NotRunning, SessionExists
+from hostagent.errors import (
+    InvalidArgs,
+    LimitsExceeded,
+    NoSuchSession,
+    NotRunning,
+    SessionExists,
+)
 from hostagent.options import CreateRequest
 from tests.unit.fakes import Host, me, run
 
@@ -38,7 +46,9 @@ async def serve(tmp: Path, address: str) -> tuple[Host, MessageBus, list[str]]:
         )
     )
     frontend.export_all()
+    await frontend.exporter.follow_callers()
     await bus.request_name(BUS_NAME)
+    host.exporter = frontend.exporter  # type: ignore[attr-defined]
     return host, bus, reloads
 
 
@@ -144,6 +154,59 @@ def test_a_follower_believes_only_the_daemon(tmp_path: Path, bus_address: str) -
         assert follower.link is Link.CONNECTED
         follower.close()
         bob.disconnect()
+        server.disconnect()
+
+    run(body())
+
+
+def test_a_wait_whose_caller_left_is_dropped_and_calls_per_caller_are_capped(
+    tmp_path: Path, bus_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hostagent.daemon.bus import export
+
+    monkeypatch.setattr(export, "MAX_CALLS_PER_CALLER", 3)
+
+    async def body() -> None:
+        host, server, _ = await serve(tmp_path, bus_address)
+        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        exporter = host.exporter  # type: ignore[attr-defined]
+        waiter = await Client.connect(system=False, address=bus_address)
+        path = waiter.session_path("a")
+
+        def wait() -> Awaitable[list[Any]]:
+            return waiter._call(path, SESSION_INTERFACE, "WaitForActivity", "ast",
+                                [["blocked"], 0], timeout=None)  # fmt: skip
+
+        forever = [asyncio.ensure_future(wait()) for _ in range(3)]
+        await asyncio.sleep(0)  # the three send their calls now, in this order
+        # A property read (not a method call, so not counted) is answered after the daemon
+        # has taken the three.
+        await waiter._call(path, PROPERTIES, "Get", "ss", [SESSION_INTERFACE, "State"])
+        with pytest.raises(LimitsExceeded):
+            await wait()
+        assert len(host.registry.get("a").waiters) == 3
+        # The caller leaves without a word: a watcher sees the bus say so, and a round trip
+        # of the daemon's own connection orders that news before it.
+        watcher = await MessageBus(bus_address=bus_address).connect()
+        gone = asyncio.get_running_loop().create_future()
+
+        def on_message(msg: Message) -> None:
+            if msg.member == "NameOwnerChanged" and msg.body[0] == waiter.bus.unique_name:
+                gone.done() or gone.set_result(None)
+
+        watcher.add_message_handler(on_message)
+        await add_match(watcher, "type='signal',member='NameOwnerChanged'")
+        waiter.close()
+        await asyncio.wait_for(gone, 5)
+        await call(server, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                   "org.freedesktop.DBus", "GetId")  # fmt: skip
+        if exporter._waits:  # cancelled; let them end
+            await asyncio.wait(list(exporter._waits), timeout=5)
+        assert host.registry.get("a").waiters == set()
+        for fut in forever:
+            fut.cancel()
+        await asyncio.gather(*forever, return_exceptions=True)
+        watcher.disconnect()
         server.disconnect()
 
     run(body())

@@ -21,9 +21,9 @@ from xml.sax.saxutils import quoteattr
 from dbus_fast import Message, MessageFlag, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
-from hostagent.bus.call import PROPERTIES
+from hostagent.bus.call import DBUS, PROPERTIES, add_match
 from hostagent.bus.compat import fix_body, fix_str
-from hostagent.errors import HostAgentError
+from hostagent.errors import HostAgentError, LimitsExceeded
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,7 @@ INTROSPECTABLE = "org.freedesktop.DBus.Introspectable"
 PEER = "org.freedesktop.DBus.Peer"
 EMITS = "org.freedesktop.DBus.Property.EmitsChangedSignal"
 _ALLOW_INTERACTIVE = 0x4
+MAX_CALLS_PER_CALLER = 256  # method calls one connection may have in flight
 
 
 class _BusError(HostAgentError):
@@ -66,6 +67,7 @@ class Method:
     in_args: list[tuple[str, str]]  # (name, signature)
     out_args: list[tuple[str, str]]
     handler: Handler  # handler(target, call, *args) -> body value (one out arg) or tuple
+    waits: bool = False  # it only waits: dropped when its caller leaves the bus
 
     @property
     def in_sig(self) -> str:
@@ -154,7 +156,15 @@ class Exporter:
         self.bus = bus
         self._objects: dict[str, tuple[Interface, Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._calls: dict[str, set[asyncio.Task[None]]] = {}  # method calls in flight, by sender
+        self._waits: set[asyncio.Task[None]] = set()
         bus.add_message_handler(self._on_message)
+
+    async def follow_callers(self) -> None:
+        """Learn when callers leave the bus, to drop the waits they left behind."""
+        await add_match(
+            self.bus, f"type='signal',sender='{DBUS}',member='NameOwnerChanged',arg2=''"
+        )
 
     def export(self, path: str, interface: Interface, target: Any) -> None:
         self._objects[path] = (interface, target)
@@ -172,6 +182,9 @@ class Exporter:
     # ---- dispatch -----------------------------------------------------------------------
 
     def _on_message(self, msg: Message) -> bool | None:
+        if msg.message_type == MessageType.SIGNAL:
+            self._on_signal(msg)
+            return None
         if msg.message_type != MessageType.METHOD_CALL or msg.path is None:
             return None
         if msg.interface == INTROSPECTABLE and msg.member == "Introspect":
@@ -198,8 +211,39 @@ class Exporter:
             )
             return True
         call = Call(msg.sender or "", bool(int(msg.flags) & _ALLOW_INTERACTIVE))
-        self._run(msg, self._invoke(msg, method, target, call))
+        pending = self._calls.setdefault(call.sender, set())
+        if len(pending) >= MAX_CALLS_PER_CALLER:
+            self._error(
+                msg,
+                LimitsExceeded.dbus_name,
+                f"{MAX_CALLS_PER_CALLER} calls of yours are already in flight; wait for them.",
+            )
+            return True
+        task = self._run(msg, self._invoke(msg, method, target, call))
+        pending.add(task)
+        task.add_done_callback(lambda t: self._call_done(call.sender, t))
+        if method.waits:
+            self._waits.add(task)
+            task.add_done_callback(self._waits.discard)
         return True
+
+    def _call_done(self, sender: str, task: asyncio.Task[None]) -> None:
+        pending = self._calls.get(sender)
+        if pending is not None:
+            pending.discard(task)
+            if not pending:
+                del self._calls[sender]
+
+    def _on_signal(self, msg: Message) -> None:
+        """A caller left the bus: its waits would never be answered; drop them."""
+        if msg.member != "NameOwnerChanged" or msg.sender != DBUS or len(msg.body) != 3:
+            return
+        name, _, new_owner = msg.body
+        if new_owner or not name.startswith(":"):
+            return
+        for task in list(self._calls.get(name, ())):
+            if task in self._waits:
+                task.cancel()
 
     async def _invoke(self, msg: Message, method: Method, target: Any, call: Call) -> Message:
         result = method.handler(target, call, *msg.body)
@@ -247,10 +291,11 @@ class Exporter:
             f"No method '{member}' with signature '{msg.signature}'.",
         )
 
-    def _run(self, msg: Message, coro: Awaitable[Message]) -> None:
+    def _run(self, msg: Message, coro: Awaitable[Message]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._finish(msg, coro))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _finish(self, msg: Message, coro: Awaitable[Message]) -> None:
         try:

@@ -190,6 +190,7 @@ MANAGER = Interface(
             [("names", "as"), ("activities", "as"), ("timeout_usec", "t")],
             [("name", "s"), ("activity", "s")],
             _wait_any,
+            waits=True,
         ),
         Method("Reload", [], [], _reload),
     ],

@@ -214,6 +214,7 @@ SESSION = Interface(
             [("activities", "as"), ("timeout_usec", "t")],
             [("activity", "s")],
             _wait,
+            waits=True,
         ),
         Method("ExplainActivity", [], [("explanation", "a{ss}")], _explain),
         Method("GetAttachCommand", [], [("argv", "as")], _attach),
