@@ -82,14 +82,14 @@ def test_modules_are_readable_in_one_sitting() -> None:
 
 
 def test_nothing_cites_notes_outside_the_repository() -> None:
-    pattern = re.compile(r"DESIGN §|STYLE rule|research/agent-clis|\.\./shared/")  # the same here
+    # Spelled in pieces, so that this file does not match what it looks for.
+    notes = ["DESIGN" + " §", "STYLE" + " rule", "research" + "/agent-clis", r"\.\./" + "shared/"]
+    pattern = re.compile("|".join(notes))
     files = [
         p
         for d in ("hostagent", "tests", "bench", "dev", "docs", "man", "packaging", "units")
         for p in (ROOT / d).rglob("*")
-        if p.is_file()
-        and p.suffix in ("", ".py", ".md", ".yaml", ".1", ".5", ".8", ".spec")
-        and p != Path(__file__).resolve()
+        if p.is_file() and p.suffix in ("", ".py", ".md", ".yaml", ".1", ".5", ".8", ".spec")
     ] + [ROOT / "README.md"]
     citing = sorted(str(p.relative_to(ROOT)) for p in files if pattern.search(p.read_text()))
     assert citing == []
