@@ -65,7 +65,9 @@ class DaemonControl:
         self._systemctl("stop", "hostagent.service", user=user).check()
 
     def daemon_restart(self, user: str | None = None) -> None:
-        self._systemctl("restart", "hostagent.service", user=user).check()
+        result = self._systemctl("restart", "hostagent.service", user=user)
+        if result.returncode != 0:
+            raise SandboxError(f"hostagent did not restart:\n{self.journal(user=user, lines=30)}")
 
     def daemon_kill(self, user: str | None = None) -> None:
         """SIGKILL the daemon and leave it down (the sandbox's unit has Restart=no)."""

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import sdnotify
-from dbus_fast import BusType, RequestNameReply
+from dbus_fast import BusType, Message, RequestNameReply
 from dbus_fast.aio import MessageBus
 
 from hostagent import BUS_NAME, __version__
 from hostagent import log as logsetup
+from hostagent.bus.call import DBUS
 from hostagent.config import Config, config_paths, load_config
 from hostagent.daemon.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
@@ -49,6 +50,7 @@ log = logging.getLogger("hostagent")
 STATUS_INTERVAL = 0.5  # seconds between two STATUS= updates at most
 STOP_FLUSH_TIMEOUT = 5.0  # seconds a stop waits for the records' fsync
 STOP_TASKS_TIMEOUT = 2.0  # seconds a stop waits for its tasks to end once cancelled
+NAME_TIMEOUT = 10.0  # seconds a start waits for the bus name a previous daemon held
 
 
 def state_dir(system: bool) -> Path:
@@ -147,8 +149,7 @@ class Daemon:
         )
         frontend.export_all()
         await frontend.exporter.follow_callers()
-        reply = await bus.request_name(BUS_NAME)
-        if reply not in (RequestNameReply.PRIMARY_OWNER, RequestNameReply.ALREADY_OWNER):
+        if not await _own_name(bus):
             log.error("Failed to own %s: it is taken; is another hostagent running?", BUS_NAME)
             return 1
         log.info(
@@ -231,6 +232,33 @@ class Daemon:
         while True:
             self.notify("WATCHDOG=1")
             await asyncio.sleep(interval)
+
+
+async def _own_name(bus: MessageBus) -> bool:
+    """Own BUS_NAME. On a restart the previous daemon has exited, but the bus may not have
+    noticed its connection close yet: a request queued behind it is granted a moment later."""
+    acquired = asyncio.get_running_loop().create_future()
+
+    def on_message(msg: Message) -> None:
+        ours = msg.member == "NameAcquired" and msg.sender == DBUS and msg.body == [BUS_NAME]
+        if ours and not acquired.done():
+            acquired.set_result(None)
+
+    bus.add_message_handler(on_message)
+    try:
+        reply = await bus.request_name(BUS_NAME)
+        if reply in (RequestNameReply.PRIMARY_OWNER, RequestNameReply.ALREADY_OWNER):
+            return True
+        if reply is not RequestNameReply.IN_QUEUE:
+            return False
+        log.info("Waiting for %s to be released by the previous owner", BUS_NAME)
+        try:
+            await asyncio.wait_for(acquired, NAME_TIMEOUT)
+        except TimeoutError:
+            return False
+        return True
+    finally:
+        bus.remove_message_handler(on_message)
 
 
 async def _end_tasks() -> None:

@@ -1,12 +1,16 @@
-"""The daemon's stop never waits on a task that ignores its cancellation: it logs the task's
-stack and goes (a CI run once saw the stop hang in asyncio.run's last wait for every task)."""
+"""The daemon's start and stop around its predecessor: the stop never waits on a task that
+ignores its cancellation (a CI run saw the stop hang in asyncio.run's last wait for every
+task), and a start takes the bus name over once the bus has let the previous daemon go."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from dbus_fast.aio import MessageBus
 
+from hostagent import BUS_NAME
+from hostagent.bus.call import DBUS, DBUS_PATH, call
 from hostagent.daemon import main
 
 
@@ -38,3 +42,19 @@ def test_a_task_that_ignores_cancellation_does_not_hold_the_stop(
     loop = stubborn_task.get_loop()
     loop.close()
     asyncio.set_event_loop(None)
+
+
+def test_a_start_waits_for_the_name_the_previous_daemon_held(bus_address: str) -> None:
+    async def body() -> None:
+        previous = await MessageBus(bus_address=bus_address).connect()
+        await previous.request_name(BUS_NAME)
+        new = await MessageBus(bus_address=bus_address).connect()
+        owning = asyncio.ensure_future(main._own_name(new))
+        # The request is queued behind the previous daemon; it is granted once that goes.
+        await call(new, DBUS, DBUS_PATH, DBUS, "GetId")
+        assert not owning.done()
+        previous.disconnect()
+        assert await asyncio.wait_for(owning, 5)
+        new.disconnect()
+
+    asyncio.run(body())
