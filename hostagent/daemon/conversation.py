@@ -27,10 +27,9 @@ HISTORY = 16  # earlier conversation ids kept per session
 
 
 class Conversations:
-    def __init__(self, registry: Registry, settings: Settings, system: bool) -> None:
+    def __init__(self, registry: Registry, settings: Settings) -> None:
         self.registry = registry
         self.settings = settings
-        self.system = system
         self.pipes: dict[int, hookpipe.HookPipe] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 

@@ -44,7 +44,7 @@ class Core:
     ) -> Core:
         registry = Registry(store, runtime_root, system)
         terminal = Terminal(registry, scopes.tmux, settings)
-        conversations = Conversations(registry, settings, system)
+        conversations = Conversations(registry, settings)
         reconciler = Reconciler(registry, scopes, conversations)
         lifecycle = Lifecycle(
             registry, scopes, terminal, conversations, reconciler, settings, boot_id

@@ -28,6 +28,16 @@ from hostagent.session import Limits, State
 from tests.unit.fakes import Host, me, run
 
 
+async def parked_resume(host: Host, name: str) -> asyncio.Future[object]:
+    """A stopped session being resumed, held at its scope's start until the gate opens."""
+    await create(host, name)
+    await host.lifecycle.stop(name)
+    host.scopes.gate = asyncio.Event()
+    resume = asyncio.ensure_future(host.lifecycle.resume(name))
+    await host.scopes.parked.wait()
+    return resume
+
+
 async def create(host: Host, name: str, preset: str = "shell", **req: object) -> None:
     await host.lifecycle.create(me(), name, preset, str(host.tmp), CreateRequest(**req))  # type: ignore[arg-type]
 
@@ -139,11 +149,7 @@ def test_resume_relaunches_the_recorded_command_and_counts(tmp_path: Path) -> No
 def test_a_second_resume_while_one_is_under_way_gets_already_running(tmp_path: Path) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await create(host, "a")
-        await host.lifecycle.stop("a")
-        host.scopes.gate = asyncio.Event()
-        first = asyncio.ensure_future(host.lifecycle.resume("a"))
-        await host.scopes.parked.wait()
+        first = await parked_resume(host, "a")
         with pytest.raises(AlreadyRunning, match="already starting"):
             await host.lifecycle.resume("a")
         host.scopes.gate.set()
@@ -157,11 +163,7 @@ def test_a_second_resume_while_one_is_under_way_gets_already_running(tmp_path: P
 def test_remove_during_a_resume_waits_for_it_and_leaves_no_ghost(tmp_path: Path) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await create(host, "a")
-        await host.lifecycle.stop("a")
-        host.scopes.gate = asyncio.Event()
-        resume = asyncio.ensure_future(host.lifecycle.resume("a"))
-        await host.scopes.parked.wait()
+        resume = await parked_resume(host, "a")
         remove = asyncio.ensure_future(host.lifecycle.remove("a"))
         await asyncio.sleep(0)  # remove is now queued on the session lock
         assert not remove.done()
@@ -209,11 +211,7 @@ def test_operations_past_the_cap_get_limits_exceeded(
 
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await create(host, "a")
-        await host.lifecycle.stop("a")
-        host.scopes.gate = asyncio.Event()
-        resume = asyncio.ensure_future(host.lifecycle.resume("a"))
-        await host.scopes.parked.wait()
+        resume = await parked_resume(host, "a")
         with pytest.raises(LimitsExceeded):
             await create(host, "b")
         host.scopes.gate.set()
