@@ -1,4 +1,5 @@
-"""A shim for dbus-fast releases that marshal non-ASCII strings with a wrong length.
+"""Shims for dbus-fast: strings marshalled with a wrong length (1.84), and writes that a full
+socket would turn into a dropped connection (all releases, ``pace_writes``).
 
 Before dbus-fast PR #261 (October 2023) the marshaller wrote ``len(str)`` (characters) as a
 string's length, not the UTF-8 byte count. Debian 12's python3-dbus-fast 1.84.2 has the bug:
@@ -10,6 +11,7 @@ get the body back untouched.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from dbus_fast import Message, Variant
@@ -67,3 +69,54 @@ def fix_str(text: str) -> str:
 def fix_body(body: list[Any]) -> list[Any]:
     """The body to marshal: unchanged on a sound dbus-fast, length-corrected on 1.84."""
     return _fix(body) if BROKEN else body
+
+
+class _PacedSocket:
+    """The bus socket as dbus-fast's writer sees it: a send that would block reports that it
+    sent nothing, so the writer waits for the socket to drain instead of dropping the bus.
+
+    dbus-fast (1.84 and 5.x alike) treats EAGAIN from ``send`` as a fatal error. A burst that
+    fills the kernel's buffer, such as replies and signals while dbus-daemon is slow to read,
+    would then end the daemon's connection, and the daemon with it.
+    """
+
+    __slots__ = ("_sock",)
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+
+    def send(self, data: Any) -> int:
+        try:
+            return int(self._sock.send(data))
+        except BlockingIOError:
+            return 0
+
+    def sendmsg(self, buffers: Any, ancdata: Any) -> int:
+        try:
+            return int(self._sock.sendmsg(buffers, ancdata))
+        except BlockingIOError:
+            return 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+class _InOrder(deque[Any]):
+    """A write queue whose ``pop`` takes the oldest message: 1.84's writer pops from the
+    wrong end, so once a backlog forms, messages would leave newest first."""
+
+    def pop(self) -> Any:
+        return self.popleft()
+
+
+def pace_writes(bus: Any) -> bool:
+    """Make a connected bus's writer wait out a full socket, in order. False when this
+    dbus-fast keeps its writer elsewhere (then nothing is changed)."""
+    writer = getattr(bus, "_writer", None)
+    if writer is None or not hasattr(writer, "sock") or not isinstance(writer.messages, deque):
+        return False
+    if not isinstance(writer.sock, _PacedSocket):
+        writer.sock = _PacedSocket(writer.sock)
+    if not isinstance(writer.messages, _InOrder):
+        writer.messages = _InOrder(writer.messages)
+    return True

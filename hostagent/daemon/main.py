@@ -28,6 +28,7 @@ from dbus_fast.aio import MessageBus
 from hostagent import BUS_NAME, __version__
 from hostagent import log as logsetup
 from hostagent.bus.call import DBUS
+from hostagent.bus.compat import pace_writes
 from hostagent.config import Config, config_paths, load_config
 from hostagent.daemon.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
@@ -122,6 +123,8 @@ class Daemon:
             return 1
         bus_type = BusType.SYSTEM if self.system else BusType.SESSION
         bus = await MessageBus(bus_type=bus_type, negotiate_unix_fd=True).connect()
+        if not pace_writes(bus):
+            log.warning("This dbus-fast keeps its writer elsewhere; a burst may drop the bus")
         systemd = Systemd(bus, self._on_unit)
         await systemd.connect()
         store = SidecarStore(state_dir(self.system))
