@@ -25,6 +25,30 @@ COLUMNS_BOUNDS = (20, 1000)
 ROWS_BOUNDS = (5, 1000)
 
 
+# What a limit is called where people meet it: systemd's property, as hostagentctl -p takes it.
+LIMIT_PROPERTIES = {
+    "memory_max": "MemoryMax",
+    "memory_high": "MemoryHigh",
+    "cpu_weight": "CPUWeight",
+    "tasks_max": "TasksMax",
+    "runtime_max_sec": "RuntimeMaxSec",
+}
+USER_CAP_KEYS = ("tasks_max", "memory_max", "cpu_weight")  # what a user's slice carries
+
+
+def over_caps(asked: Limits, caps: Limits) -> str | None:
+    """The first limit asked for that is above the admin's maximum, said for the caller; the
+    admin's limits are defaults a caller may lower, never raise."""
+    for key, prop in LIMIT_PROPERTIES.items():
+        cap, value = getattr(caps, key), getattr(asked, key)
+        if cap and value > cap:
+            return (
+                f"{prop}={value} is more than this host allows for a session ({cap}, "
+                f"limits.{key} in hostagent.yaml); ask for at most {cap}"
+            )
+    return None
+
+
 def limit_problem(key: str, value: int) -> str | None:
     lo, hi = LIMIT_BOUNDS[key]
     if not lo <= value <= hi:
@@ -44,6 +68,16 @@ class OrphanPolicy(enum.StrEnum):
 
 
 @dataclass
+class UserCaps:
+    """What all of one user's sessions may use together. The limits go on the user's own slice
+    (hostagent-uUID.slice), so one user cannot starve another; root's sessions are not capped."""
+
+    sessions: int = 64  # sessions (in any state) one user may have; 0: no cap
+    limits: Limits = field(default_factory=lambda: Limits(tasks_max=16384))
+    admins_exceed: bool = False  # polkit's manage-any admins may go past the caps and limits
+
+
+@dataclass
 class Config:
     limits: Limits = field(default_factory=lambda: Limits(tasks_max=4096))
     columns: int = 200
@@ -53,6 +87,7 @@ class Config:
     recovery_max_parallel: int = 2
     recovery_stagger_sec: float = 2.0
     orphans: OrphanPolicy = OrphanPolicy.ADOPT
+    users: UserCaps = field(default_factory=UserCaps)
     worktrees_dir: str = ""  # where session worktrees go; "" is beside the repository's git dir
     worktrees_setup: str = ""  # a command run as the owner in each new worktree
     source: str = "built-in defaults"
@@ -82,7 +117,7 @@ def _int(doc: yamlfile.Document, value: object, fld: str, lo: int, hi: int) -> i
 def parse_config(doc: yamlfile.Document) -> Config:
     data = yamlfile.expect_mapping(doc, doc.data, None)
     yamlfile.reject_unknown(
-        doc, data, {"limits", "tmux", "stop_timeout_sec", "recovery", "worktrees"}, ""
+        doc, data, {"limits", "users", "tmux", "stop_timeout_sec", "recovery", "worktrees"}, ""
     )
     cfg = Config(source=str(doc.path))
     limits = yamlfile.expect_mapping(doc, data.get("limits", {}), "limits")
@@ -90,6 +125,21 @@ def parse_config(doc: yamlfile.Document) -> Config:
     for key, value in limits.items():
         lo, hi = LIMIT_BOUNDS[key]
         setattr(cfg.limits, key, _int(doc, value, f"limits.{key}", lo, hi))
+    users = yamlfile.expect_mapping(doc, data.get("users", {}), "users")
+    yamlfile.reject_unknown(doc, users, {"sessions", "admins_exceed", *USER_CAP_KEYS}, "users")
+    cfg.users.sessions = _int(
+        doc, users.get("sessions", cfg.users.sessions), "users.sessions", 0, 1_000_000
+    )
+    for key in USER_CAP_KEYS:
+        if key in users:  # 0 takes the cap away
+            lo, hi = LIMIT_BOUNDS[key]
+            value = users[key]
+            value = 0 if value == 0 else _int(doc, value, f"users.{key}", lo, hi)
+            setattr(cfg.users.limits, key, value)
+    exceed = users.get("admins_exceed", False)
+    if not isinstance(exceed, bool):
+        raise doc.error("users.admins_exceed", "must be true or false")
+    cfg.users.admins_exceed = exceed
     tmux = yamlfile.expect_mapping(doc, data.get("tmux", {}), "tmux")
     yamlfile.reject_unknown(doc, tmux, {"columns", "rows"}, "tmux")
     cfg.columns = _int(doc, tmux.get("columns", cfg.columns), "tmux.columns", *COLUMNS_BOUNDS)

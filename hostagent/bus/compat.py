@@ -105,7 +105,7 @@ class _InOrder(deque[Any]):
     """A write queue whose ``pop`` takes the oldest message: 1.84's writer pops from the
     wrong end, so once a backlog forms, messages would leave newest first."""
 
-    def pop(self) -> Any:
+    def pop(self) -> Any:  # type: ignore[override]  # deque.pop takes no index either
         return self.popleft()
 
 

@@ -1,8 +1,9 @@
 """What a create must pass before anything of the session exists, and its first record.
 
-Every create-time rule about the request itself lives here: the owner exists, the cwd is
-absolute and usable *as the owner*, the command line and environment fit the exec limits, and
-the caller's limits are laid over the configured ones. The lifecycle calls it with the name
+Every create-time rule lives here: the name is free, the owner is within the admin's caps
+(limits and sessions per user), the owner exists, the cwd is absolute and usable *as the
+owner*, the command line and environment fit the exec limits, and the caller's limits are laid
+over the configured ones. The lifecycle calls it with the name
 already checked and reserved, and writes the record it returns before starting anything.
 """
 
@@ -13,15 +14,17 @@ import secrets
 import uuid
 
 from hostagent import launch
-from hostagent.config import Config
+from hostagent.config import Config, over_caps
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.owner import Owner, check_cwd
-from hostagent.daemon.registry import SessionPaths
+from hostagent.daemon.registry import Registry, SessionPaths
 from hostagent.daemon.scope import now_usec
-from hostagent.errors import InvalidArgs, InvalidCwd, quote
+from hostagent.errors import InvalidArgs, InvalidCwd, SessionExists, quote
 from hostagent.options import CreateRequest, size_problem
 from hostagent.presets import Preset
-from hostagent.session import SessionRecord, State, unit_name
+from hostagent.session import Limits, SessionRecord, State, unit_name
+
+PATH_MAX = 4096  # the kernel's, for a path it is given whole
 
 
 async def first_record(
@@ -43,6 +46,8 @@ async def first_record(
     cwd = cwd or owner.home
     if not os.path.isabs(cwd):
         raise InvalidCwd(f"Working directory {quote(cwd)} must be an absolute path.")
+    if len(cwd.encode(errors="surrogateescape")) >= PATH_MAX:
+        raise InvalidCwd(f"Working directory must be shorter than {PATH_MAX} bytes.")
     problem = await check_cwd(owner, cwd)
     if problem:
         raise InvalidCwd(f"Working directory {quote(cwd)} {problem}.")
@@ -77,3 +82,38 @@ async def first_record(
         hook_token=secrets.token_hex(16),
     )
     return record, owner
+
+
+def check_free(registry: Registry, name: str, owner_uid: int) -> None:
+    """SessionExists when name is in use; what to do about it is said only to its owner."""
+    existing = registry.sessions.get(name)
+    if existing is not None and existing.record.owner != owner_uid:
+        # Another user's session: its state and what to do with it are not the caller's.
+        raise SessionExists(f"Session name '{name}' is taken; pick another name.")
+    if existing is not None:
+        state = existing.record.state.value
+        raise SessionExists(
+            f"Session '{name}' already exists and is {state}; "
+            f"resume it with 'hostagentctl resume {name}' or remove it with "
+            f"'hostagentctl rm {name}'."
+        )
+    if name in registry.reserved:
+        raise SessionExists(f"Session '{name}' is being created right now; pick another name.")
+
+
+def quota_problem(registry: Registry, config: Config, owner_uid: int, asked: Limits) -> str | None:
+    """Why a create for owner_uid with the limits asked for goes past the admin's maxima, or
+    None. Root's own sessions are not counted; the caller decides who is exempt."""
+    problem = over_caps(asked, config.limits)
+    if problem:
+        return problem
+    cap = config.users.sessions
+    if cap and owner_uid != 0:
+        mine = sum(1 for s in registry.sessions.values() if s.record.owner == owner_uid)
+        mine += sum(1 for uid in registry.reserved.values() if uid == owner_uid)
+        if mine >= cap:
+            return (
+                f"this user already has {mine} sessions, the most this host allows "
+                "(users.sessions in hostagent.yaml); remove one with 'hostagentctl rm'"
+            )
+    return None

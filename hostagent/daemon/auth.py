@@ -117,6 +117,15 @@ class Authorizer:
         await self.require_polkit(sender, ACTION_MANAGE_ANY, interactive, what)
         return uid
 
+    async def is_admin(self, sender: str, interactive: bool) -> bool:
+        """Whether polkit authorises sender for manage-any (asking for a password only when
+        the caller allowed interaction)."""
+        try:
+            await self.require_polkit(sender, ACTION_MANAGE_ANY, interactive, "this")
+        except (AccessDenied, InteractiveAuthorizationRequired):
+            return False
+        return True
+
     async def require_polkit(self, sender: str, action: str, interactive: bool, what: str) -> None:
         if not self.use_polkit:
             raise AccessDenied(f"Access denied: {what} belongs to another user.")

@@ -56,15 +56,16 @@ class HeldChild:
             os.close(read_fd)
         return cls(proc, write_fd)
 
-    async def release(self) -> tuple[int, str, str]:
+    async def release(self, timeout: float) -> tuple[int, str, str]:
         """Let it exec; its exit code, stdout and stderr (tmux's client exits once the server
-        runs)."""
+        runs). TimeoutError when it has not ended within timeout (its owner may have stopped
+        it), and then the caller aborts it."""
         # The shim may already have exited (it could not enter the cwd); its status says why.
         with contextlib.suppress(BrokenPipeError):
             os.write(self._write_fd, b"go\n")
         os.close(self._write_fd)
         self._write_fd = -1
-        out, err = await self.proc.communicate()
+        out, err = await asyncio.wait_for(self.proc.communicate(), timeout)
         return (
             self.proc.returncode or 0,
             out.decode(errors="replace").strip(),

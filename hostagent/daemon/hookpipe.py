@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hostagent.daemon.owner import Owner
+from hostagent.daemon.runtimedir import make_room
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +68,7 @@ class HookPipe:
 
     def open(self) -> None:
         """Make the FIFO (again, if anything else is in its place) and start reading it."""
-        with contextlib.suppress(FileNotFoundError):
-            if not stat.S_ISFIFO(os.lstat(self.path).st_mode):
-                os.unlink(self.path)
+        make_room(self.path, keep_fifo=True)
         with contextlib.suppress(FileExistsError):
             os.mkfifo(self.path, 0o600)
         fd = os.open(self.path, os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW)

@@ -18,6 +18,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from hostagent.daemon.runtimedir import make_room
 from hostagent.errors import InvalidArgs, quote
 
 # The events each format's settings file subscribes to (docs/agent-clis.md). Claude's
@@ -74,6 +75,7 @@ def write_settings(path: Path, settings: dict[str, object]) -> None:
     O_EXCL on a fresh random name never follows a planted symlink; the rename replaces
     whatever the directory entry was.
     """
+    make_room(path)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:

@@ -18,12 +18,13 @@ from typing import Any, NoReturn
 
 from hostagent import launch
 from hostagent.daemon import checkpoint, worktree
-from hostagent.daemon.admission import first_record
+from hostagent.daemon.admission import check_free, first_record, quota_problem
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.owner import build_env, check_cwd, exists_as_owner
 from hostagent.daemon.reconcile import GONE_STATES, Reconciler
 from hostagent.daemon.registry import Registry, Session
-from hostagent.daemon.scope import Scopes, check_signal, now_usec, prepare_runtime_dir
+from hostagent.daemon.runtimedir import prepare_runtime_dir
+from hostagent.daemon.scope import Scopes, check_signal, now_usec
 from hostagent.daemon.settings import Settings
 from hostagent.daemon.systemd import SystemdError
 from hostagent.daemon.terminal import Terminal
@@ -32,10 +33,10 @@ from hostagent.errors import (
     AlreadyRunning,
     Busy,
     InvalidName,
+    LimitsExceeded,
     NoSuchPreset,
     NoSuchSession,
     NotRunning,
-    SessionExists,
     SpawnFailed,
     StopFailed,
     StorageFull,
@@ -48,6 +49,7 @@ from hostagent.session import (
     LIVE_STATES,
     DormantReason,
     Event,
+    Limits,
     State,
     generate_name,
     name_problem,
@@ -85,12 +87,28 @@ class Lifecycle:
                 raise NoSuchSession(f"Session '{session.name}' was removed meanwhile.")
             yield
 
+    @contextlib.asynccontextmanager
+    async def _operation(self, session: Session) -> AsyncIterator[None]:
+        """The session's lock, then one of its owner's operation slots: calls queued on one
+        session's lock hold no slot, so nobody can use up a user's slots by parking them there,
+        and one user's slots are not another's (Registry.operation)."""
+        async with self._locked(session):
+            with self.registry.operation(session.record.owner):
+                yield
+
     # ---- create -------------------------------------------------------------------------
 
     async def create(
-        self, owner_uid: int, name: str, preset_name: str, cwd: str, req: CreateRequest
+        self,
+        owner_uid: int,
+        name: str,
+        preset_name: str,
+        cwd: str,
+        req: CreateRequest,
+        exempt: bool = False,
     ) -> Session:
-        """A new session of owner_uid's (whom the caller may create for, auth decided)."""
+        """A new session of owner_uid's (whom the caller may create for, auth decided); exempt
+        when the caller may go past the admin's caps (root, or an admin the config allows)."""
         preset = self.settings.preset(preset_name or "shell")
         if preset is None:
             raise NoSuchPreset(
@@ -100,9 +118,16 @@ class Lifecycle:
         problem = name_problem(name)
         if problem:
             raise InvalidName(f"Session name {quote(name)} {problem}.")
-        self._check_free(name)
-        with self.registry.operation():
-            self.registry.reserved.add(name)
+        check_free(self.registry, name, owner_uid)
+        problem = (
+            None
+            if exempt
+            else quota_problem(self.registry, self.settings.config, owner_uid, req.limits)
+        )
+        if problem:
+            raise LimitsExceeded(f"Session '{name}' was not created: {problem}.")
+        with self.registry.operation(owner_uid):
+            self.registry.reserved[name] = owner_uid
             try:
                 record, owner = await first_record(
                     owner_uid, name, preset, cwd, req, self.settings.config,
@@ -122,7 +147,7 @@ class Lifecycle:
                 session = self.registry.add(record)
                 session.owner = owner  # looked up once: NSS can cost a round trip
             finally:
-                self.registry.reserved.discard(name)
+                self.registry.reserved.pop(name, None)
             async with session.lock:
                 try:
                     self.registry.store.save(record)
@@ -146,18 +171,6 @@ class Lifecycle:
                 await self._spawn(session)
         return session
 
-    def _check_free(self, name: str) -> None:
-        existing = self.registry.sessions.get(name)
-        if existing is not None:
-            state = existing.record.state.value
-            raise SessionExists(
-                f"Session '{name}' already exists and is {state}; "
-                f"resume it with 'hostagentctl resume {name}' or remove it with "
-                f"'hostagentctl rm {name}'."
-            )
-        if name in self.registry.reserved:
-            raise SessionExists(f"Session '{name}' is being created right now; pick another name.")
-
     # ---- spawn --------------------------------------------------------------------------
 
     async def _spawn(self, session: Session) -> None:
@@ -169,11 +182,6 @@ class Lifecycle:
             owner = session.owner
             prepare_runtime_dir(session.paths.runtime_dir, owner)
             self.conversations.write_hooks(session, preset)
-            xdg = (
-                f"/run/user/{owner.uid}"
-                if self.registry.system
-                else os.environ.get("XDG_RUNTIME_DIR")
-            )
             env = build_env(
                 owner,
                 {
@@ -181,8 +189,10 @@ class Lifecycle:
                     **self.conversations.hook_env(preset, session),
                 },
                 record.env,
-                xdg if xdg and os.path.isdir(xdg) else None,
+                self.registry.system,
             )
+            # On the system daemon each user's sessions share a slice carrying their caps.
+            caps = self.settings.config.users.limits if owner.uid else Limits()
             started = await self.scopes.start(
                 record,
                 owner,
@@ -191,6 +201,7 @@ class Lifecycle:
                 record.limits,
                 self.settings.config.stop_timeout_sec,
                 self.terminal.prepare(session),
+                caps if self.registry.system else None,
             )
             await checkpoint.reached(checkpoint.SPAWN_STARTED)
         except (SpawnFailed, OSError) as e:
@@ -245,21 +256,21 @@ class Lifecycle:
 
     # ---- stop, resume, kill, remove -----------------------------------------------------
 
-    def _live_session(self, name: str) -> Session:
-        session = self.registry.get(name)
-        if session.lock.locked() and session.record.state is State.STOPPING:
-            raise Busy(f"Session '{name}' is stopping; wait for it, then try again.")
-        return session
+    # Each takes the Session the caller was authorized for, never a name to look up again.
 
-    async def stop(self, name: str) -> None:
-        session = self._live_session(name)
-        with self.registry.operation():
-            async with self._locked(session):
-                if session.record.state not in (State.RUNNING, State.STARTING):
-                    raise NotRunning(
-                        f"Session '{name}' is {session.record.state.value}, not running."
-                    )
-                await self._stop_locked(session)
+    @staticmethod
+    def _not_stopping(session: Session) -> None:
+        if session.lock.locked() and session.record.state is State.STOPPING:
+            raise Busy(f"Session '{session.name}' is stopping; wait for it, then try again.")
+
+    async def stop(self, session: Session) -> None:
+        self._not_stopping(session)
+        async with self._operation(session):
+            if session.record.state not in (State.RUNNING, State.STARTING):
+                raise NotRunning(
+                    f"Session '{session.name}' is {session.record.state.value}, not running."
+                )
+            await self._stop_locked(session)
 
     async def _stop_locked(self, session: Session) -> None:
         self._change(session, Event.STOP)
@@ -292,16 +303,14 @@ class Lifecycle:
             self.reconciler.queue(session)
             return True
 
-    async def resume(self, name: str) -> Session:
-        session = self._live_session(name)
+    async def resume(self, session: Session) -> None:
+        self._not_stopping(session)
         # Answered before waiting for the lock: a resume that is under way has already
         # committed starting, so a second one fails at once instead of queueing behind it.
         self._check_resumable(session)
-        with self.registry.operation():
-            async with self._locked(session):
-                self._check_resumable(session)
-                await self._resume_locked(session)
-        return session
+        async with self._operation(session):
+            self._check_resumable(session)
+            await self._resume_locked(session)
 
     @staticmethod
     def _check_resumable(session: Session) -> None:
@@ -349,43 +358,43 @@ class Lifecycle:
             )
         await self._spawn(session)
 
-    async def kill(self, name: str, whom: str, signal: int) -> None:
+    async def kill(self, session: Session, whom: str, signal: int) -> None:
         check_signal(whom, signal)
-        session = self.registry.get(name)
         async with self._locked(session):
             if session.record.state not in LIVE_STATES:
-                raise NotRunning(f"Session '{name}' is {session.record.state.value}, not running.")
+                raise NotRunning(
+                    f"Session '{session.name}' is {session.record.state.value}, not running."
+                )
             await self.scopes.kill(
                 session.record, session.owner, session.paths.socket, whom, signal
             )
 
-    async def remove(self, name: str, force: bool = False) -> str:
+    async def remove(self, session: Session, force: bool = False) -> str:
         """Stop and forget the session; its worktree goes too when it is clean (or force).
         A note for the caller when something was kept."""
-        session = self.registry.get(name)
-        with self.registry.operation():
-            async with self._locked(session):
-                if session.record.state in LIVE_STATES:
-                    await self._stop_locked(session)
-                    await checkpoint.reached(checkpoint.REMOVE_STOPPED)
-                self.registry.forget(session)
-                remove_socket(session.paths.socket)
-                with contextlib.suppress(OSError):
-                    os.unlink(session.paths.hooks_file)
-                record = session.record
-                if not record.worktree:
-                    return ""
-                try:
-                    note = await worktree.remove(session.owner, record.repo, record.worktree, force)
-                except WorktreeFailed as e:
-                    note = e.message
-                if note:
-                    log.info("session '%s': %s", name, note)
-                return note
+        async with self._operation(session):
+            if session.record.state in LIVE_STATES:
+                await self._stop_locked(session)
+                await checkpoint.reached(checkpoint.REMOVE_STOPPED)
+            self.registry.forget(session)
+            remove_socket(session.paths.socket)
+            with contextlib.suppress(OSError):
+                os.unlink(session.paths.hooks_file)
+            record = session.record
+            if not record.worktree:
+                return ""
+            try:
+                note = await worktree.remove(session.owner, record.repo, record.worktree, force)
+            except WorktreeFailed as e:
+                note = e.message
+            if note:
+                log.info("session '%s': %s", session.name, note)
+            return note
 
-    async def diff(self, name: str, stat: bool) -> str:
-        session = self.registry.get(name)
+    async def diff(self, session: Session, stat: bool) -> str:
+        if session.removed:
+            raise NoSuchSession(f"Session '{session.name}' was removed meanwhile.")
         record = session.record
         if not record.worktree:
-            raise WorktreeFailed(f"Session '{name}' has no worktree of its own to diff.")
+            raise WorktreeFailed(f"Session '{session.name}' has no worktree of its own to diff.")
         return await worktree.diff(session.owner, record.worktree, record.base_ref, stat)

@@ -9,8 +9,10 @@ cheap checks run in-process instead of in a helper.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pwd
+import weakref
 from dataclasses import dataclass
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -41,9 +43,13 @@ class Owner:
 
 
 def build_env(
-    owner: Owner, preset_env: dict[str, str], caller_env: dict[str, str], runtime_dir: str | None
+    owner: Owner, preset_env: dict[str, str], caller_env: dict[str, str], system: bool
 ) -> dict[str, str]:
-    """passwd first, then the preset, then the caller: each later layer wins."""
+    """passwd first, then the preset, then the caller: each later layer wins. The owner's
+    XDG_RUNTIME_DIR is set when it exists (the system daemon's is not the owner's)."""
+    runtime_dir = f"/run/user/{owner.uid}" if system else os.environ.get("XDG_RUNTIME_DIR")
+    if runtime_dir and not os.path.isdir(runtime_dir):
+        runtime_dir = None
     env = {
         "HOME": owner.home,
         "USER": owner.name,
@@ -67,26 +73,72 @@ def as_owner(owner: Owner) -> dict[str, object]:
     return {"user": owner.uid, "group": owner.gid, "extra_groups": list(owner.groups)}
 
 
+MAX_HELPERS_PER_OWNER = 16  # helper processes running as one user at once
+MAX_HELPERS = 128  # as anyone
+
+
+class _HelperSlots:
+    """Bounds on helper processes, per owner and in all: a user whose tmux server is stopped
+    can make their own helpers wait, never spawn hundreds, and never take another's slots."""
+
+    def __init__(self) -> None:
+        self.total = asyncio.Semaphore(MAX_HELPERS)
+        self.owners: dict[int, asyncio.Semaphore] = {}
+
+    def of(self, uid: int) -> asyncio.Semaphore:
+        slot = self.owners.get(uid)
+        if slot is None:
+            slot = self.owners[uid] = asyncio.Semaphore(MAX_HELPERS_PER_OWNER)
+        return slot
+
+
+# One set per event loop: a semaphore belongs to the loop it first waited on.
+_SLOTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _HelperSlots] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _slots() -> _HelperSlots:
+    loop = asyncio.get_running_loop()
+    slots = _SLOTS.get(loop)
+    if slots is None:
+        slots = _SLOTS[loop] = _HelperSlots()
+    return slots
+
+
 async def exec_as_owner(
-    owner: Owner, argv: list[str], timeout: float = 10.0
+    owner: Owner, argv: list[str], timeout: float = 10.0, stdin: bytes | None = None
 ) -> tuple[int, bytes, bytes] | None:
     """Exit code, stdout and stderr of argv run as owner with a fixed environment (nothing of
-    the daemon's, no caller's PATH); None when it did not finish in time (it is killed)."""
+    the daemon's, no caller's PATH), fed stdin; None when it did not finish within timeout,
+    waiting for a free helper slot included (then it is killed)."""
+    slots = _slots()
+    try:
+        async with asyncio.timeout(timeout), slots.of(owner.uid), slots.total:
+            return await _run_helper(owner, argv, stdin)
+    except TimeoutError:
+        return None
+
+
+async def _run_helper(
+    owner: Owner, argv: list[str], stdin: bytes | None
+) -> tuple[int, bytes, bytes]:
     proc = await asyncio.create_subprocess_exec(
         *argv,
         cwd="/",
         env={"PATH": DEFAULT_PATH, "HOME": owner.home, "LANG": "C.UTF-8"},
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         **as_owner(owner),  # type: ignore[arg-type]
     )
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
+        out, err = await proc.communicate(stdin)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
         await proc.wait()
-        return None
+        raise
     return proc.returncode or 0, out, err
 
 

@@ -34,6 +34,7 @@ from hostagent import activity
 from hostagent.activity import Rules, Verdict, View
 from hostagent.daemon import tmux
 from hostagent.daemon.owner import Owner
+from hostagent.daemon.runtimedir import make_room
 from hostagent.session import Activity
 
 log = logging.getLogger(__name__)
@@ -94,8 +95,7 @@ class PaneWatch:
 
     def open(self) -> None:
         """Make the FIFO and start reading it; classify once the pane has been quiet."""
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.fifo)
+        make_room(self.fifo)
         os.mkfifo(self.fifo, 0o600)
         # Read and write: the daemon is a writer itself, so the FIFO never reports end of file
         # when a cat exits, and one descriptor per session is enough for a thousand sessions.
@@ -122,8 +122,10 @@ class PaneWatch:
             self._loop.remove_reader(self._read_fd)
             os.close(self._read_fd)
             self._read_fd = -1
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.fifo)
+        # Only our FIFO: whatever the owner put in its place since is theirs.
+        with contextlib.suppress(OSError):
+            if stat.S_ISFIFO(os.lstat(self.fifo).st_mode):
+                os.unlink(self.fifo)
 
     # ---- output -------------------------------------------------------------------------
 

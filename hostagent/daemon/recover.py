@@ -224,7 +224,7 @@ async def resume_dormant(
     async def one(name: str) -> None:
         async with slots:
             try:
-                await lifecycle.resume(name)
+                await lifecycle.resume(lifecycle.registry.get(name))
             except HostAgentError as e:
                 log.warning("session '%s': automatic resume failed: %s", name, e.message)
             await asyncio.sleep(stagger)

@@ -35,7 +35,8 @@ from hostagent.session import (
 
 log = logging.getLogger(__name__)
 
-MAX_OPERATIONS = 256  # calls waiting for a systemd job at once; past it, LimitsExceeded
+MAX_OPERATIONS_PER_USER = 64  # one user's calls waiting for a systemd job at once
+MAX_OPERATIONS = 1024  # everyone's; past either, LimitsExceeded
 RETRY_SEC = 5.0  # a record that could not be written is tried again this often
 
 
@@ -143,8 +144,8 @@ class Registry:
         self.system = system
         self.sessions: dict[str, Session] = {}
         self.listeners: list[Listener] = []
-        self.reserved: set[str] = set()  # names a create is validating, not yet registered
-        self._operations = 0
+        self.reserved: dict[str, int] = {}  # names a create is validating -> their owner
+        self._operations: dict[int, int] = {}  # owner uid -> operations in flight
         self._unsaved: set[str] = set()  # sessions whose last commit did not reach the disk
         self._retry: asyncio.TimerHandle | None = None
 
@@ -170,7 +171,7 @@ class Registry:
         return SessionPaths.of(self.runtime_dir(uid), name)
 
     def taken(self) -> set[str]:
-        return set(self.sessions) | self.reserved
+        return set(self.sessions) | set(self.reserved)
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -262,14 +263,25 @@ class Registry:
         log.info("session '%s': removed", session.name)
 
     @contextlib.contextmanager
-    def operation(self) -> Iterator[None]:
-        """One call that waits on systemd; past MAX_OPERATIONS of them, LimitsExceeded."""
-        if self._operations >= MAX_OPERATIONS:
+    def operation(self, owner: int) -> Iterator[None]:
+        """One call on owner's sessions that waits on systemd. Counted per owner, so one
+        user's stuck calls never refuse another's; LimitsExceeded past either cap."""
+        mine = self._operations.get(owner, 0)
+        if mine >= MAX_OPERATIONS_PER_USER:
+            raise LimitsExceeded(
+                f"{MAX_OPERATIONS_PER_USER} operations on this user's sessions are already "
+                "in flight; retry in a moment."
+            )
+        if sum(self._operations.values()) >= MAX_OPERATIONS:
             raise LimitsExceeded(
                 f"{MAX_OPERATIONS} operations are already in flight; retry in a moment."
             )
-        self._operations += 1
+        self._operations[owner] = mine + 1
         try:
             yield
         finally:
-            self._operations -= 1
+            left = self._operations[owner] - 1
+            if left:
+                self._operations[owner] = left
+            else:
+                del self._operations[owner]

@@ -8,7 +8,6 @@ to the record. ``Scopes`` is the seam where fast tests put a scripted systemd.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal as signals
@@ -28,7 +27,28 @@ from hostagent.session import Limits, SessionRecord, name_from_unit
 log = logging.getLogger(__name__)
 
 JOB_TIMEOUT = 60.0
+RELEASE_TIMEOUT = 30.0  # for tmux to start once let go; a stopped or stuck child is killed
 SLICE = "hostagent.slice"
+NO_LIMIT = (1 << 64) - 1  # systemd's "infinity" and "not set"
+
+
+def user_slice(uid: int) -> str:
+    """Where one user's sessions go on the system daemon: a slice under hostagent.slice that
+    carries the per-user caps."""
+    return f"hostagent-u{uid}.slice"
+
+
+def slice_properties(uid: int, caps: Limits) -> list[tuple[str, Variant]]:
+    """A user slice's properties; an unset cap is written as infinity, so a cap the admin
+    took away is lifted, not kept from before."""
+    props = [("Description", Variant("s", f"hostagent sessions of user {uid}"))]
+    for key, prop in (
+        ("tasks_max", "TasksMax"),
+        ("memory_max", "MemoryMax"),
+        ("cpu_weight", "CPUWeight"),
+    ):
+        props.append((prop, Variant("t", getattr(caps, key) or NO_LIMIT)))
+    return props
 
 
 @dataclass(frozen=True)
@@ -43,11 +63,11 @@ def now_usec() -> int:
 
 
 def scope_properties(
-    record: SessionRecord, limits: Limits, stop_timeout: int
+    record: SessionRecord, limits: Limits, stop_timeout: int, slice_: str = SLICE
 ) -> list[tuple[str, Variant]]:
     props = [
         ("Description", Variant("s", f"hostagent session {record.name} ({record.preset})")),
-        ("Slice", Variant("s", SLICE)),
+        ("Slice", Variant("s", slice_)),
         ("CollectMode", Variant("s", "inactive-or-failed")),
         ("SendSIGHUP", Variant("b", True)),
         ("TimeoutStopUSec", Variant("t", stop_timeout * 1_000_000)),
@@ -63,19 +83,6 @@ def scope_properties(
         if value:
             props.append((prop, Variant("t", value * scale)))
     return props
-
-
-def prepare_runtime_dir(path: Path, owner: Owner) -> None:
-    """A 0700 directory owned by owner, for its tmux sockets; refuse anything else there."""
-    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700)
-    st = os.lstat(path)
-    if not os.path.isdir(path) or os.path.islink(path):
-        raise SpawnFailed(f"Runtime directory {path} is not a directory; remove it.")
-    if st.st_uid != owner.uid and os.geteuid() == 0:
-        os.chown(path, owner.uid, owner.gid, follow_symlinks=False)
-    os.chmod(path, 0o700, follow_symlinks=False)
 
 
 def check_signal(whom: str, signal: int) -> None:
@@ -122,6 +129,19 @@ class Scopes:
     def __init__(self, systemd: Systemd, tmux_client: tmux.Tmux) -> None:
         self.systemd = systemd
         self.tmux = tmux_client
+        self._slices: dict[str, list[tuple[str, Variant]]] = {}  # what each slice was given
+
+    async def cap_slice(self, slice_: str, props: list[tuple[str, Variant]]) -> None:
+        """Give a user's slice its caps (at runtime: they last until reboot), unless this daemon
+        already gave it the same; SpawnFailed when systemd refuses, since a session must not
+        start outside its owner's caps."""
+        if self._slices.get(slice_) == props:
+            return
+        try:
+            await self.systemd.set_unit_properties(slice_, props)
+        except SystemdError as e:
+            raise SpawnFailed(f"Failed to set the limits of {slice_}: {e}") from None
+        self._slices[slice_] = props
 
     async def start(
         self,
@@ -132,19 +152,25 @@ class Scopes:
         limits: Limits,
         stop_timeout: int,
         output: Path | None = None,
+        user_caps: Limits | None = None,
     ) -> Started:
         """Start the scope with tmux running record.last_argv in the complete environment env,
-        its output copied into the FIFO output when given.
+        its output copied into the FIFO output when given. With user_caps, the scope goes into
+        its owner's slice, which gets those caps; else into hostagent.slice.
 
         Raises SpawnFailed on any failure, after making sure no half-started scope is left.
         """
+        slice_ = SLICE
+        if user_caps is not None:
+            slice_ = user_slice(owner.uid)
+            await self.cap_slice(slice_, slice_properties(owner.uid, user_caps))
         argv = tmux.new_session_argv(sock, record.columns, record.rows, record.last_argv, output)
         tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
         child = await HeldChild.start(owner, record.cwd, env, argv)
         try:
             try:
                 job = await self.systemd.start_scope(
-                    record.unit, child.pid, scope_properties(record, limits, stop_timeout)
+                    record.unit, child.pid, scope_properties(record, limits, stop_timeout, slice_)
                 )
                 try:
                     result = await self.systemd.wait_job(job, JOB_TIMEOUT)
@@ -164,9 +190,17 @@ class Scopes:
             if result != "done":
                 raise SpawnFailed(f"Start job for unit {record.unit} finished with '{result}'.")
             # The unit's invocation id is read while tmux starts: both are waits on others.
-            (code, out, err), invocation = await asyncio.gather(
-                child.release(), self.systemd.invocation_id(record.unit)
-            )
+            try:
+                (code, out, err), invocation = await asyncio.gather(
+                    child.release(RELEASE_TIMEOUT), self.systemd.invocation_id(record.unit)
+                )
+            except TimeoutError:
+                await child.abort()
+                await self.stop(record.unit, JOB_TIMEOUT)
+                raise SpawnFailed(
+                    f"tmux did not start within {RELEASE_TIMEOUT:.0f}s (stopped or stuck); "
+                    "resume the session to try again"
+                ) from None
         except SystemdError as e:
             await child.abort()
             raise SpawnFailed(f"Failed to start unit {record.unit}: {e}") from None

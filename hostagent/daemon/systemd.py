@@ -238,6 +238,14 @@ class Systemd:
         (job,) = await self._manager("StartTransientUnit", "ssa(sv)a(sa(sv))", body, unix_fds=fds)
         return str(job)
 
+    async def set_unit_properties(self, unit: str, props: list[tuple[str, Variant]]) -> None:
+        """Set props on unit at runtime (until reboot); a slice need not be loaded first."""
+        body = [unit, True, [list(p) for p in props]]
+        try:
+            await self._manager("SetUnitProperties", "sba(sv)", body)
+        except CallError as e:
+            raise SystemdError(e.text or e.name) from None
+
     async def stop_unit(self, unit: str) -> str | None:
         """The stop job's path, or None when the unit is not loaded."""
         try:

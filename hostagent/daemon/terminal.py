@@ -17,7 +17,7 @@ from hostagent.daemon import tmux
 from hostagent.daemon.panewatch import PaneWatch
 from hostagent.daemon.registry import Registry, Session, Waiter
 from hostagent.daemon.settings import Settings
-from hostagent.errors import InvalidArgs, NotRunning, Timeout
+from hostagent.errors import InvalidArgs, NoSuchSession, NotRunning, Timeout
 from hostagent.session import Activity, State
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,10 @@ def check_capture(lines: int) -> None:
 
 
 def check_text(text: str) -> None:
-    if len(text) > MAX_TEXT or "\0" in text:
-        raise InvalidArgs("Text must be at most 64 KiB and contain no NUL.")
+    if len(text.encode(errors="surrogateescape")) > MAX_TEXT or "\0" in text:
+        raise InvalidArgs(
+            "Text must be at most 64 KiB (in UTF-8) and contain no NUL; send it in parts."
+        )
 
 
 def check_activities(activities: Iterable[str]) -> frozenset[str]:
@@ -134,18 +136,20 @@ class Terminal:
 
     # ---- the screen ---------------------------------------------------------------------
 
-    def _running(self, name: str) -> Session:
-        session = self.registry.get(name)
+    @staticmethod
+    def _running(session: Session) -> Session:
+        if session.removed:
+            raise NoSuchSession(f"Session '{session.name}' was removed meanwhile.")
         if session.record.state is not State.RUNNING:
             raise NotRunning(
-                f"Session '{name}' is {session.record.state.value}; "
-                f"resume it with 'hostagentctl resume {name}'."
+                f"Session '{session.name}' is {session.record.state.value}; "
+                f"resume it with 'hostagentctl resume {session.name}'."
             )
         return session
 
-    async def capture(self, name: str, lines: int) -> str:
+    async def capture(self, session: Session, lines: int) -> str:
         check_capture(lines)
-        session = self._running(name)
+        name = self._running(session).name
         try:
             text = await self.tmux.capture(session.owner, session.paths.socket, lines)
         except tmux.TmuxError as e:
@@ -157,16 +161,16 @@ class Terminal:
             )
         return text
 
-    async def send_text(self, name: str, text: str, enter: bool) -> None:
+    async def send_text(self, session: Session, text: str, enter: bool) -> None:
         check_text(text)
-        session = self._running(name)
+        name = self._running(session).name
         try:
             await self.tmux.send_text(session.owner, session.paths.socket, text, enter)
         except tmux.TmuxError as e:
             raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
 
-    def attach_argv(self, name: str) -> list[str]:
-        return tmux.attach_argv(self._running(name).paths.socket)
+    def attach_argv(self, session: Session) -> list[str]:
+        return tmux.attach_argv(self._running(session).paths.socket)
 
     async def wait_for_activity(
         self, names: Iterable[str], activities: Iterable[str], timeout_usec: int

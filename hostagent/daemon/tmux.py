@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -68,7 +69,9 @@ def attach_argv(sock: Path) -> list[str]:
     return [tmux_binary(), "-S", str(sock), "attach-session", "-t", SESSION]
 
 
-Executor = Callable[[Owner, list[str], float], Awaitable[tuple[int, bytes, bytes] | None]]
+Executor = Callable[
+    [Owner, list[str], float, bytes | None], Awaitable[tuple[int, bytes, bytes] | None]
+]
 
 
 class Tmux:
@@ -78,9 +81,16 @@ class Tmux:
     def __init__(self, execute: Executor = exec_as_owner) -> None:
         self.execute = execute
 
-    async def run(self, owner: Owner, sock: Path, *args: str, timeout: float = 10.0) -> str:
+    async def run(
+        self,
+        owner: Owner,
+        sock: Path,
+        *args: str,
+        timeout: float = 10.0,
+        stdin: bytes | None = None,
+    ) -> str:
         """One tmux command against the session's server, as its owner; its stdout."""
-        result = await self.execute(owner, [tmux_binary(), "-S", str(sock), *args], timeout)
+        result = await self.execute(owner, [tmux_binary(), "-S", str(sock), *args], timeout, stdin)
         if result is None:
             raise TmuxError(f"tmux {args[0]} timed out")
         code, out, err = result
@@ -130,10 +140,19 @@ class Tmux:
         await self.run(owner, sock, "pipe-pane", "-t", SESSION, _pipe_command(fifo))
 
     async def send_text(self, owner: Owner, sock: Path, text: str, enter: bool) -> None:
+        """Type text into the pane as it is (newlines stay newlines, no bracketed paste), then
+        Enter. The text goes through stdin into a buffer of its own, since a command line
+        could not carry it (tmux's message size, the kernel's limit on one argument)."""
+        args: list[str] = []
         if text:
-            await self.run(owner, sock, "send-keys", "-t", SESSION, "-l", "--", text)
+            buffer = f"hostagent-{secrets.token_hex(4)}"
+            args += ["load-buffer", "-b", buffer, "-", ";"]
+            args += ["paste-buffer", "-d", "-r", "-b", buffer, "-t", SESSION]
         if enter:
-            await self.run(owner, sock, "send-keys", "-t", SESSION, "Enter")
+            args += [";"] if args else []
+            args += ["send-keys", "-t", SESSION, "Enter"]
+        if args:
+            await self.run(owner, sock, *args, stdin=text.encode() if text else None)
 
 
 def remove_socket(sock: Path) -> None:

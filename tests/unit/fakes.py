@@ -42,6 +42,7 @@ class FakeUnit:
     leader: int = field(default_factory=lambda: next(_PIDS))
     leader_alive: bool = True
     limits: Limits | None = None
+    user_caps: Limits | None = None  # its owner's slice's caps (system daemon), else None
     signals: list[tuple[str, int]] = field(default_factory=list)
 
 
@@ -156,6 +157,7 @@ class FakeScopes:
         limits: Limits,
         stop_timeout: int,
         output: Path | None = None,
+        user_caps: Limits | None = None,
     ) -> Started:
         if self.gate is not None:
             self.parked.set()
@@ -163,7 +165,7 @@ class FakeScopes:
         if self.fail_with:
             message, self.fail_with = self.fail_with, ""
             raise SpawnFailed(message)
-        unit = FakeUnit(record.unit, limits=limits)
+        unit = FakeUnit(record.unit, limits=limits, user_caps=user_caps)
         self.systemd.units[record.unit] = unit
         self.launched.append(list(record.last_argv))
         return Started(unit.leader, unit.invocation, now_usec())
@@ -205,7 +207,9 @@ ASSIGNED = Preset(
 class Host:
     """A daemon core on fakes, with its state directory in tmp."""
 
-    def __init__(self, tmp: Path, config: Config | None = None, boot_id: str = "boot1") -> None:
+    def __init__(
+        self, tmp: Path, config: Config | None = None, boot_id: str = "boot1", system: bool = False
+    ) -> None:
         self.tmp = tmp
         self.scopes = FakeScopes()
         self.systemd = self.scopes.systemd
@@ -218,7 +222,7 @@ class Host:
             store=self.store,
             settings=Settings(self.config, {"shell": SHELL, "assigned": ASSIGNED}),
             runtime_root=tmp / "run",
-            system=False,
+            system=system,
             boot_id=boot_id,
         )
         self.systemd.on_unit = self.core.reconciler.on_unit
@@ -228,9 +232,9 @@ class Host:
         self.registry.listeners.append(self)
 
     @classmethod
-    async def started(cls, tmp: Path, config: Config | None = None) -> Host:
+    async def started(cls, tmp: Path, config: Config | None = None, system: bool = False) -> Host:
         """A daemon that has recovered (from an empty store) and follows unit signals."""
-        host = cls(tmp, config)
+        host = cls(tmp, config, system=system)
         await host.core.recover()
         return host
 

@@ -44,14 +44,14 @@ def test_a_stop_on_a_full_disk_is_refused_by_name_and_changes_nothing(
         await running(host, "a")
         disk.full = True
         with pytest.raises(StorageFull, match="free space in"):
-            await host.lifecycle.stop("a")
+            await host.lifecycle.stop(host.registry.get("a"))
         assert host.registry.get("a").record.state is State.RUNNING
         assert host.events[-1] == ("changed", "a", "running")  # the bus says so too
         assert "hostagent-a.scope" in host.systemd.units
         with pytest.raises(StorageFull):
-            await host.lifecycle.remove("a")
+            await host.lifecycle.remove(host.registry.get("a"))
         disk.full = False
-        await host.lifecycle.stop("a")
+        await host.lifecycle.stop(host.registry.get("a"))
         assert host.on_disk("a") == "stopped"
 
     run(body())
@@ -118,17 +118,17 @@ def test_a_stop_that_meets_a_systemd_error_ends_as_systemd_says(
         monkeypatch.setattr(host.scopes, "stop", refused)
         if unit_survives:
             with pytest.raises(StopFailed):
-                await host.lifecycle.stop("a")
+                await host.lifecycle.stop(host.registry.get("a"))
             expected = State.RUNNING
         else:
-            await host.lifecycle.stop("a")
+            await host.lifecycle.stop(host.registry.get("a"))
             expected = State.STOPPED
         await host.settle()
         assert host.registry.get("a").record.state is expected
         assert host.on_disk("a") == expected.value
         monkeypatch.undo()
         if unit_survives:  # no state from which only a restart escapes
-            await host.lifecycle.remove("a")
+            await host.lifecycle.remove(host.registry.get("a"))
             assert host.on_disk("a") is None
 
     run(body())

@@ -31,9 +31,9 @@ from tests.unit.fakes import Host, me, run
 async def parked_resume(host: Host, name: str) -> asyncio.Future[object]:
     """A stopped session being resumed, held at its scope's start until the gate opens."""
     await create(host, name)
-    await host.lifecycle.stop(name)
+    await host.lifecycle.stop(host.registry.get(name))
     host.scopes.gate = asyncio.Event()
-    resume = asyncio.ensure_future(host.lifecycle.resume(name))
+    resume = asyncio.ensure_future(host.lifecycle.resume(host.registry.get(name)))
     await host.scopes.parked.wait()
     return resume
 
@@ -65,7 +65,7 @@ def test_create_of_a_taken_name_says_its_state_and_starts_nothing(tmp_path: Path
     async def body() -> None:
         host = await Host.started(tmp_path)
         await create(host, "a")
-        await host.lifecycle.stop("a")
+        await host.lifecycle.stop(host.registry.get("a"))
         with pytest.raises(SessionExists, match="already exists and is stopped"):
             await create(host, "a")
         assert len(host.scopes.launched) == 1
@@ -95,7 +95,7 @@ def test_a_failed_start_leaves_a_failed_session_that_keeps_its_id(tmp_path: Path
         assert (record.state, record.last_error) == (State.FAILED, "no room")
         assert record.agent_session and host.on_disk("a") == "failed"
         first = record.agent_session
-        await host.lifecycle.resume("a")
+        await host.lifecycle.resume(host.registry.get("a"))
         assert host.registry.get("a").record.agent_session == first
         assert host.scopes.launched[-1] == ["agent", "--resume", first]
 
@@ -119,14 +119,14 @@ def test_stop_commits_stopping_before_the_scope_stops_then_stopped(tmp_path: Pat
         host = await Host.started(tmp_path)
         await create(host, "a")
         host.events.clear()
-        await host.lifecycle.stop("a")
+        await host.lifecycle.stop(host.registry.get("a"))
         assert [e for e in host.events if e[0] == "changed"][:2] == [
             ("changed", "a", "stopping"),
             ("changed", "a", "stopped"),
         ]
         assert "hostagent-a.scope" not in host.systemd.units
         with pytest.raises(NotRunning):
-            await host.lifecycle.stop("a")
+            await host.lifecycle.stop(host.registry.get("a"))
 
     run(body())
 
@@ -136,9 +136,9 @@ def test_resume_relaunches_the_recorded_command_and_counts(tmp_path: Path) -> No
         host = await Host.started(tmp_path)
         await create(host, "a", args=["x"])
         with pytest.raises(AlreadyRunning):
-            await host.lifecycle.resume("a")
-        await host.lifecycle.stop("a")
-        await host.lifecycle.resume("a")
+            await host.lifecycle.resume(host.registry.get("a"))
+        await host.lifecycle.stop(host.registry.get("a"))
+        await host.lifecycle.resume(host.registry.get("a"))
         record = host.registry.get("a").record
         assert (record.state, record.resume_count) == (State.RUNNING, 1)
         assert host.scopes.launched == [["/bin/sh", "x"], ["/bin/sh", "x"]]
@@ -151,7 +151,7 @@ def test_a_second_resume_while_one_is_under_way_gets_already_running(tmp_path: P
         host = await Host.started(tmp_path)
         first = await parked_resume(host, "a")
         with pytest.raises(AlreadyRunning, match="already starting"):
-            await host.lifecycle.resume("a")
+            await host.lifecycle.resume(host.registry.get("a"))
         host.scopes.gate.set()
         await first
         assert host.registry.get("a").record.state is State.RUNNING
@@ -164,7 +164,7 @@ def test_remove_during_a_resume_waits_for_it_and_leaves_no_ghost(tmp_path: Path)
     async def body() -> None:
         host = await Host.started(tmp_path)
         resume = await parked_resume(host, "a")
-        remove = asyncio.ensure_future(host.lifecycle.remove("a"))
+        remove = asyncio.ensure_future(host.lifecycle.remove(host.registry.get("a")))
         await asyncio.sleep(0)  # remove is now queued on the session lock
         assert not remove.done()
         host.scopes.gate.set()
@@ -183,12 +183,12 @@ def test_kill_checks_its_arguments_first_and_needs_a_live_session(tmp_path: Path
         host = await Host.started(tmp_path)
         await create(host, "a")
         with pytest.raises(InvalidArgs):
-            await host.lifecycle.kill("a", "everyone", 15)
-        await host.lifecycle.kill("a", "all", 15)
+            await host.lifecycle.kill(host.registry.get("a"), "everyone", 15)
+        await host.lifecycle.kill(host.registry.get("a"), "all", 15)
         assert host.systemd.units["hostagent-a.scope"].signals == [("all", 15)]
-        await host.lifecycle.stop("a")
+        await host.lifecycle.stop(host.registry.get("a"))
         with pytest.raises(NotRunning):
-            await host.lifecycle.kill("a", "all", 15)
+            await host.lifecycle.kill(host.registry.get("a"), "all", 15)
 
     run(body())
 
@@ -235,6 +235,6 @@ def test_waits_and_captures_are_bounded(tmp_path: Path, monkeypatch: pytest.Monk
             )
         host.scopes.tmux.screens["a"] = ("€" * 400, "")  # 1200 bytes
         with pytest.raises(InvalidArgs, match="ask for fewer lines"):
-            await host.core.terminal.capture("a", 10)
+            await host.core.terminal.capture(host.registry.get("a"), 10)
 
     run(body())

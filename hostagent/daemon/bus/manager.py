@@ -14,6 +14,7 @@ from dbus_fast import Variant
 
 from hostagent import MANAGER_INTERFACE, MANAGER_PATH, __version__
 from hostagent.bus.compat import fix_value
+from hostagent.daemon.admission import quota_problem
 from hostagent.daemon.auth import create_owner, require_reload
 from hostagent.daemon.bus import session as bus_session
 from hostagent.daemon.bus.export import Call, Interface, Method, Prepared, Property, Signal
@@ -107,7 +108,17 @@ async def _create(
     s = f.services
     caller = await s.auth.caller_uid(call.sender)
     owner = create_owner(caller, req.user, s.system, s.daemon_uid())
-    session = await s.lifecycle.create(owner, name, preset, cwd, req)
+    exempt = caller == 0 or not s.system
+    config = s.settings.config
+    # polkit is asked only where the admin lets admins past the caps, and only when the
+    # request goes past one.
+    if (
+        not exempt
+        and config.users.admins_exceed
+        and quota_problem(s.registry, config, owner, req.limits)
+    ):
+        exempt = await s.auth.is_admin(call.sender, call.interactive)
+    session = await s.lifecycle.create(owner, name, preset, cwd, req, exempt)
     return session_path(session.name)
 
 

@@ -119,47 +119,47 @@ _COUNTERS = [
 
 async def stop(o: SessionObject, call: Call) -> None:
     await o.authorize(call)
-    await o.f.lifecycle.stop(o.session.name)
+    await o.f.lifecycle.stop(o.session)
 
 
 async def kill(o: SessionObject, call: Call, whom: str, signal: int) -> None:
     check_signal(whom, signal)
     await o.authorize(call)
-    await o.f.lifecycle.kill(o.session.name, whom, signal)
+    await o.f.lifecycle.kill(o.session, whom, signal)
 
 
 async def resume(o: SessionObject, call: Call) -> None:
     await o.authorize(call)
-    await o.f.lifecycle.resume(o.session.name)
+    await o.f.lifecycle.resume(o.session)
 
 
 async def remove(o: SessionObject, call: Call) -> None:
     await o.authorize(call)
-    await o.f.lifecycle.remove(o.session.name)
+    await o.f.lifecycle.remove(o.session)
 
 
 async def remove_with_flags(o: SessionObject, call: Call, flags: int) -> str:
     if flags & ~REMOVE_FLAGS:
         raise InvalidArgs(f"Unknown flags {flags:#x}; the only one is 1 (force).")
     await o.authorize(call)
-    return await o.f.lifecycle.remove(o.session.name, force=bool(flags & REMOVE_FORCE))
+    return await o.f.lifecycle.remove(o.session, force=bool(flags & REMOVE_FORCE))
 
 
 async def _diff(o: SessionObject, call: Call, stat: bool) -> str:
     await o.authorize(call)
-    return await o.f.lifecycle.diff(o.session.name, stat)
+    return await o.f.lifecycle.diff(o.session, stat)
 
 
 async def _capture(o: SessionObject, call: Call, lines: int) -> str:
     check_capture(lines)
     await o.authorize(call)
-    return await o.f.terminal.capture(o.session.name, lines)
+    return await o.f.terminal.capture(o.session, lines)
 
 
 async def _send(o: SessionObject, call: Call, text: str, enter: bool) -> None:
     check_text(text)
     await o.authorize(call)
-    await o.f.terminal.send_text(o.session.name, text, enter)
+    await o.f.terminal.send_text(o.session, text, enter)
 
 
 async def _wait(o: SessionObject, call: Call, activities: list[str], timeout: int) -> str:
@@ -190,12 +190,12 @@ async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str,
         token if isinstance(token, str) else "",
         record.hook_token,
     )
-    await o.f.conversations.report_hook(o.f.registry.get(o.session.name), event, values)
+    await o.f.conversations.report_hook(o.session, event, values)
 
 
 async def _attach(o: SessionObject, call: Call) -> list[str]:
     await o.authorize(call)
-    return o.f.terminal.attach_argv(o.session.name)
+    return o.f.terminal.attach_argv(o.session)
 
 
 SESSION = Interface(

@@ -1,0 +1,51 @@
+"""The owner's runtime directory, where a session's socket, FIFOs and hooks file live.
+
+The directory is the owner's own (0700), so the owner can put anything in it: a symlink, a
+directory where the daemon's FIFO belongs. The daemon never follows what is there and never
+fails over it: whatever stands where a file of the daemon's goes is moved aside first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from hostagent.daemon.owner import Owner
+from hostagent.errors import SpawnFailed
+
+log = logging.getLogger(__name__)
+
+
+def prepare_runtime_dir(path: Path, owner: Owner) -> None:
+    """A 0700 directory owned by owner, for its tmux sockets; refuse anything else there."""
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    st = os.lstat(path)
+    if not os.path.isdir(path) or os.path.islink(path):
+        raise SpawnFailed(f"Runtime directory {path} is not a directory; remove it.")
+    if st.st_uid != owner.uid and os.geteuid() == 0:
+        os.chown(path, owner.uid, owner.gid, follow_symlinks=False)
+    os.chmod(path, 0o700, follow_symlinks=False)
+
+
+def make_room(path: Path, keep_fifo: bool = False) -> None:
+    """Clear path for a file of the daemon's: a file or link is removed, a directory (which
+    may hold the owner's things) is renamed aside, and a FIFO is kept when keep_fifo."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if keep_fifo and stat.S_ISFIFO(mode):
+        return
+    if not stat.S_ISDIR(mode):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    aside = path.with_name(f"{path.name}.moved-{secrets.token_hex(4)}")
+    log.warning("%s is a directory where hostagent's file goes; moved it to %s", path, aside)
+    os.rename(path, aside)

@@ -1,0 +1,173 @@
+"""The admin's limits as caps (issue: hostile users): what a caller may ask for, how many
+sessions one user may have, the per-user slice, and operation slots counted per user."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import pytest
+
+from hostagent import yamlfile
+from hostagent.config import Config, UserCaps, over_caps, parse_config
+from hostagent.daemon import registry as registry_module
+from hostagent.daemon.admission import quota_problem
+from hostagent.daemon.registry import Registry
+from hostagent.daemon.scope import NO_LIMIT, slice_properties
+from hostagent.daemon.store import SidecarStore
+from hostagent.errors import LimitsExceeded, SessionExists
+from hostagent.options import CreateRequest
+from hostagent.session import Limits, SessionRecord
+from tests.unit.fakes import Host, me, run
+
+CAPS = Limits(tasks_max=64, memory_max=1 << 30)
+
+
+@pytest.mark.parametrize(
+    ("asked", "refused"),
+    [
+        (Limits(), None),  # nothing asked: the defaults apply
+        (Limits(tasks_max=64), None),  # the cap itself
+        (Limits(tasks_max=10, memory_max=1 << 20), None),  # lower is always fine
+        (Limits(tasks_max=65), "TasksMax=65"),
+        (Limits(tasks_max=4194304), "TasksMax=4194304"),
+        (Limits(memory_max=2 << 30), "MemoryMax=2147483648"),
+        (Limits(cpu_weight=10000), None),  # no cap configured for it
+    ],
+)
+def test_limits_are_caps_a_caller_may_lower(asked: Limits, refused: str | None) -> None:
+    problem = over_caps(asked, CAPS)
+    assert (problem is None) == (refused is None)
+    if refused:
+        assert problem is not None and problem.startswith(refused) and "at most" in problem
+
+
+def _registry(tmp: Path, owners: list[int]) -> Registry:
+    store = SidecarStore(tmp)
+    registry = Registry(store, tmp / "run", system=True)
+    for i, owner in enumerate(owners):
+        registry.add(SessionRecord(name=f"s{i}", owner=owner))
+    return registry
+
+
+@pytest.mark.parametrize(
+    ("owners", "reserved", "uid", "refused"),
+    [
+        ([1001] * 3, {}, 1001, True),  # at the cap
+        ([1001] * 2, {}, 1001, False),
+        ([1001] * 2, {"new": 1001}, 1001, True),  # a create under way counts
+        ([1001] * 2, {"new": 1002}, 1001, False),  # another user's does not
+        ([1002] * 9, {}, 1001, False),  # others' sessions are theirs
+        ([0] * 9, {}, 0, False),  # root's are not counted
+    ],
+)
+def test_sessions_per_user(
+    tmp_path: Path, owners: list[int], reserved: dict[str, int], uid: int, refused: bool
+) -> None:
+    registry = _registry(tmp_path, owners)
+    registry.reserved.update(reserved)
+    config = Config(users=UserCaps(sessions=3))
+    problem = quota_problem(registry, config, uid, Limits())
+    assert (problem is not None) == refused
+    if problem:
+        assert "users.sessions" in problem and "hostagentctl rm" in problem
+
+
+def test_the_config_file_sets_user_caps_and_zero_lifts_one(tmp_path: Path) -> None:
+    path = tmp_path / "hostagent.yaml"
+    path.write_text(
+        "limits: {tasks_max: 128}\n"
+        "users: {sessions: 5, tasks_max: 0, memory_max: 4294967296, admins_exceed: true}\n"
+    )
+    config = parse_config(yamlfile.load(path))
+    assert config.limits.tasks_max == 128
+    assert config.users.sessions == 5 and config.users.admins_exceed
+    assert config.users.limits == Limits(memory_max=4 << 30)
+    props = dict(slice_properties(1001, config.users.limits))
+    assert props["TasksMax"].value == NO_LIMIT  # lifted, not left as it was
+    assert props["MemoryMax"].value == 4 << 30
+
+
+def test_a_create_over_a_cap_is_refused_unless_exempt(tmp_path: Path) -> None:
+    async def body() -> None:
+        config = Config(limits=Limits(tasks_max=64), users=UserCaps(sessions=1))
+        host = await Host.started(tmp_path, config, system=True)
+
+        async def create(name: str, exempt: bool = False, **req: object) -> None:
+            await host.lifecycle.create(
+                me(),
+                name,
+                "shell",
+                str(tmp_path),
+                CreateRequest(**req),
+                exempt,  # type: ignore[arg-type]
+            )
+
+        with pytest.raises(LimitsExceeded, match="TasksMax=65"):
+            await create("a", limits=Limits(tasks_max=65))
+        assert host.registry.sessions == {} and host.on_disk("a") is None
+        await create("a", exempt=True, limits=Limits(tasks_max=65))
+        assert host.systemd.units["hostagent-a.scope"].limits == Limits(tasks_max=65)
+        # On the system daemon every session goes into its owner's slice, with the caps.
+        expected = config.users.limits if me() else Limits()
+        assert host.systemd.units["hostagent-a.scope"].user_caps == expected
+        if me():  # root's own sessions are not counted
+            with pytest.raises(LimitsExceeded, match="users.sessions"):
+                await create("b")
+
+    run(body())
+
+
+def test_session_exists_says_nothing_of_another_users_session(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        with pytest.raises(SessionExists) as e:
+            await host.lifecycle.create(me() + 1, "a", "shell", str(tmp_path), CreateRequest())
+        assert e.value.message == "Session name 'a' is taken; pick another name."
+
+    run(body())
+
+
+def test_operation_slots_are_per_user(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(registry_module, "MAX_OPERATIONS_PER_USER", 2)
+    monkeypatch.setattr(registry_module, "MAX_OPERATIONS", 3)
+    registry = _registry(tmp_path, [])
+    with contextlib.ExitStack() as held:
+        held.enter_context(registry.operation(1001))
+        held.enter_context(registry.operation(1001))
+        with pytest.raises(LimitsExceeded, match="this user's sessions"):
+            held.enter_context(registry.operation(1001))
+        held.enter_context(registry.operation(1002))  # bob's slots are not alice's
+        with pytest.raises(LimitsExceeded, match="3 operations"):
+            held.enter_context(registry.operation(1003))
+    with registry.operation(1001):
+        pass  # all given back
+
+
+def test_calls_queued_on_a_sessions_lock_hold_no_slot(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Bob parks his own resume and queues stops behind it: they wait for the lock without
+    taking his slots, so his 200 queued calls do not refuse his (or anyone's) next create."""
+    monkeypatch.setattr(registry_module, "MAX_OPERATIONS_PER_USER", 2)
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.lifecycle.stop(host.registry.get("a"))
+        host.scopes.gate = asyncio.Event()
+        resume = asyncio.ensure_future(host.lifecycle.resume(host.registry.get("a")))
+        await host.scopes.parked.wait()
+        queued = [
+            asyncio.ensure_future(host.lifecycle.stop(host.registry.get("a"))) for _ in range(200)
+        ]
+        await asyncio.sleep(0)  # let each reach the lock
+        assert host.registry._operations == {me(): 1}
+        host.scopes.gate.set()
+        await resume
+        await asyncio.gather(*queued, return_exceptions=True)
+        await host.lifecycle.create(me(), "b", "shell", str(tmp_path), CreateRequest())
+
+    run(body())

@@ -1,0 +1,160 @@
+"""What an owner can do to the daemon through the edges it shares with them (issue: hostile
+users): plant things in their runtime directory, stop their own helper processes, send text
+no command line could carry, and name paths longer than the kernel takes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from hostagent.daemon import owner as owner_module
+from hostagent.daemon.heldchild import HeldChild
+from hostagent.daemon.owner import Owner, exec_as_owner
+from hostagent.daemon.runtimedir import make_room
+from hostagent.daemon.tmux import Tmux
+from hostagent.errors import InvalidArgs, InvalidCwd
+from hostagent.options import CreateRequest
+from hostagent.session import State
+from tests.unit.fakes import Host, me, run
+
+
+def test_make_room_moves_a_planted_directory_aside_and_keeps_a_fifo(tmp_path: Path) -> None:
+    planted = tmp_path / "a.out"
+    (planted / "inner").mkdir(parents=True)
+    make_room(planted)
+    assert not planted.exists()
+    [aside] = tmp_path.glob("a.out.moved-*")
+    assert (aside / "inner").is_dir()  # the owner's things are kept
+    link = tmp_path / "b.out"
+    link.symlink_to("/etc/passwd")
+    make_room(link)
+    assert not link.is_symlink() and Path("/etc/passwd").exists()
+    fifo = tmp_path / "hooks.fifo"
+    os.mkfifo(fifo)
+    make_room(fifo, keep_fifo=True)
+    assert fifo.exists()
+
+
+def test_a_directory_where_the_fifo_goes_does_not_wedge_the_session(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        session = host.registry.get("a")
+        await host.lifecycle.stop(session)
+        (session.paths.fifo / "x").mkdir(parents=True)  # the owner's doing
+        await host.lifecycle.resume(session)
+        assert session.record.state is State.RUNNING
+        assert session.watch is not None and session.paths.fifo.is_fifo()
+        await host.lifecycle.stop(session)  # closing the watch leaves their directory be
+        assert list(tmp_path.glob("run/a.out.moved-*/x"))
+
+    run(body())
+
+
+def test_a_cwd_longer_than_the_kernel_takes_is_named(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        with pytest.raises(InvalidCwd, match="shorter than 4096 bytes"):
+            await host.lifecycle.create(me(), "a", "shell", "/" + "é" * 3000, CreateRequest())
+        assert host.registry.sessions == {}
+
+    run(body())
+
+
+def test_sendtext_is_measured_in_bytes(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        session = host.registry.get("a")
+        await host.core.terminal.send_text(session, "x" * 65536, True)  # 64 KiB exactly
+        with pytest.raises(InvalidArgs, match="64 KiB"):
+            await host.core.terminal.send_text(session, "é" * 32769, True)
+
+    run(body())
+
+
+def test_text_goes_to_tmux_through_stdin_not_the_command_line(tmp_path: Path) -> None:
+    seen: list[tuple[list[str], bytes | None]] = []
+
+    async def execute(
+        owner: Owner, argv: list[str], timeout: float, stdin: bytes | None
+    ) -> tuple[int, bytes, bytes]:
+        seen.append((argv, stdin))
+        return 0, b"", b""
+
+    me_owner = Owner.from_uid(me())
+    asyncio.run(Tmux(execute).send_text(me_owner, tmp_path / "s.sock", "a\nb" * 40000, True))
+    [(argv, stdin)] = seen
+    assert stdin == ("a\nb" * 40000).encode()
+    assert max(len(a) for a in argv) < 100
+    assert argv[-4:] == ["send-keys", "-t", "main", "Enter"]
+
+
+def test_helpers_are_bounded_per_owner_and_time_out_waiting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A user's stalled helpers (as with a stopped tmux server) wait in line: at most
+    MAX_HELPERS_PER_OWNER run, and one that cannot get a slot in time gives up."""
+    monkeypatch.setattr(owner_module, "MAX_HELPERS_PER_OWNER", 2)
+    me_owner = Owner.from_uid(me())
+
+    async def body() -> list[object]:
+        stalled = [
+            asyncio.ensure_future(exec_as_owner(me_owner, ["/bin/sleep", "30"], 0.5))
+            for _ in range(5)
+        ]
+        deadline = time.monotonic() + 5
+        while _sleeping() < 2:  # the first two run...
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        for _ in range(20):
+            await asyncio.sleep(0)  # ...and the others, given every chance, still wait
+        assert _sleeping() == 2 and owner_module._slots().of(me()).locked()
+        return await asyncio.gather(*stalled)
+
+    assert asyncio.run(body()) == [None] * 5
+
+
+def _sleeping() -> int:
+    """Our own children running sleep 30."""
+    return sum(
+        1
+        for p in os.listdir("/proc")
+        if p.isdigit() and _cmdline(p) == "/bin/sleep\x0030\x00" and _ppid(p) == os.getpid()
+    )
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text()
+    except OSError:
+        return ""
+
+
+def _ppid(pid: str) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def test_a_held_child_that_was_stopped_is_given_up_on(tmp_path: Path) -> None:
+    """The owner SIGSTOPs the shim before it may run: release() times out instead of holding
+    the create (and its operation slot) for ever."""
+
+    async def body() -> None:
+        child = await HeldChild.start(Owner.from_uid(me()), str(tmp_path), {}, ["/bin/true"])
+        os.kill(child.pid, signal.SIGSTOP)
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await child.release(0.3)
+        assert time.monotonic() - started < 5
+        await child.abort()
+        assert child.proc.returncode == -signal.SIGKILL
+
+    asyncio.run(body())
