@@ -70,12 +70,19 @@ def parse_options(options: dict[str, tuple[str, Any]]) -> CreateRequest:
 
 def _apply(req: CreateRequest, key: str, value: Any) -> None:
     if key == "command":
+        if len(value) > MAX_ARGV_ENTRIES:
+            raise InvalidArgs(f"Option 'command' may hold at most {MAX_ARGV_ENTRIES} arguments.")
         if not value or not value[0]:
             raise InvalidArgs("Option 'command' must name a program; omit it to use the preset's.")
         req.command = list(value)
     elif key == "args":
+        if len(value) > MAX_ARGV_ENTRIES:
+            raise InvalidArgs(f"Option 'args' may hold at most {MAX_ARGV_ENTRIES} arguments.")
         req.args = list(value)
     elif key == "env":
+        # Counted before each entry is looked at: a huge dict is refused at once.
+        if len(value) > MAX_ENV_ENTRIES:
+            raise InvalidArgs(f"Option 'env' may hold at most {MAX_ENV_ENTRIES} entries.")
         for k, v in value.items():
             problem = env_problem(k, v)
             if problem:

@@ -23,6 +23,7 @@ ENV = "HOSTAGENT_CHECKPOINT_DIR"
 
 # Every point, so tests and docs name the same ones.
 CREATE_RECORDED = "create-recorded"  # the record is on disk as starting; no scope yet
+SCOPE_STARTED = "scope-started"  # the scope holds the held child; tmux not let go yet
 SPAWN_STARTED = "spawn-started"  # the scope runs; the record does not say so yet
 STOP_RECORDED = "stop-recorded"  # the record says stopping; no stop job yet
 STOP_DONE = "stop-done"  # the scope is gone; the record still says stopping
@@ -32,6 +33,7 @@ LOCK_WAIT = "lock-wait"  # an operation found its session's lock taken by anothe
 RECOVERY_LISTED = "recovery-listed"  # recovery listed the units; no record decided yet
 POINTS = (
     CREATE_RECORDED,
+    SCOPE_STARTED,
     SPAWN_STARTED,
     STOP_RECORDED,
     STOP_DONE,

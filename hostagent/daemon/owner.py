@@ -106,18 +106,49 @@ def _slots() -> _HelperSlots:
     return slots
 
 
+MAX_OUTPUT = 64 << 20  # what the daemon reads of one helper's output; past it, OutputTooLarge
+
+
+class OutputTooLarge(Exception):
+    """A helper printed more than the daemon reads (a user can make tmux print anything)."""
+
+
 async def exec_as_owner(
     owner: Owner, argv: list[str], timeout: float = 10.0, stdin: bytes | None = None
 ) -> tuple[int, bytes, bytes] | None:
     """Exit code, stdout and stderr of argv run as owner with a fixed environment (nothing of
     the daemon's, no caller's PATH), fed stdin; None when it did not finish within timeout,
-    waiting for a free helper slot included (then it is killed)."""
+    waiting for a free helper slot included (then it is killed). OutputTooLarge past
+    MAX_OUTPUT bytes of output."""
     slots = _slots()
     try:
         async with asyncio.timeout(timeout), slots.of(owner.uid), slots.total:
             return await _run_helper(owner, argv, stdin)
     except TimeoutError:
         return None
+
+
+async def _read_at_most(stream: asyncio.StreamReader | None, limit: int) -> bytes:
+    if stream is None:
+        return b""
+    try:
+        await stream.readexactly(limit + 1)
+    except asyncio.IncompleteReadError as e:
+        return e.partial  # the end came first: all of it
+    raise OutputTooLarge(f"more than {limit} bytes")
+
+
+async def _feed(stream: asyncio.StreamWriter | None, data: bytes | None) -> None:
+    """Write data to the helper's stdin beside reading its output, so neither side blocks."""
+    if stream is None or data is None:
+        return
+    try:
+        stream.write(data)
+        await stream.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # it exited without reading everything; its exit code says why
+    finally:
+        stream.close()
 
 
 async def _run_helper(
@@ -133,7 +164,12 @@ async def _run_helper(
         **as_owner(owner),  # type: ignore[arg-type]
     )
     try:
-        out, err = await proc.communicate(stdin)
+        out, err, _ = await asyncio.gather(
+            _read_at_most(proc.stdout, MAX_OUTPUT),
+            _read_at_most(proc.stderr, MAX_OUTPUT),
+            _feed(proc.stdin, stdin),
+        )
+        await proc.wait()
     except BaseException:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

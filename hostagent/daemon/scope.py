@@ -17,7 +17,7 @@ from pathlib import Path
 
 from dbus_fast import Variant
 
-from hostagent.daemon import tmux
+from hostagent.daemon import checkpoint, tmux
 from hostagent.daemon.heldchild import HeldChild
 from hostagent.daemon.owner import Owner
 from hostagent.daemon.systemd import Systemd, SystemdError, UnitExists
@@ -189,6 +189,7 @@ class Scopes:
                 ) from None
             if result != "done":
                 raise SpawnFailed(f"Start job for unit {record.unit} finished with '{result}'.")
+            await checkpoint.reached(checkpoint.SCOPE_STARTED)
             # The unit's invocation id is read while tmux starts: both are waits on others.
             try:
                 (code, out, err), invocation = await asyncio.gather(

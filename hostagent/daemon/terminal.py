@@ -14,6 +14,7 @@ from pathlib import Path
 
 from hostagent.activity import GENERIC
 from hostagent.daemon import tmux
+from hostagent.daemon.owner import OutputTooLarge
 from hostagent.daemon.panewatch import PaneWatch
 from hostagent.daemon.registry import Registry, Session, Waiter
 from hostagent.daemon.settings import Settings
@@ -154,7 +155,9 @@ class Terminal:
             text = await self.tmux.capture(session.owner, session.paths.socket, lines)
         except tmux.TmuxError as e:
             raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
-        if len(text.encode()) > MAX_CAPTURE_BYTES:
+        except OutputTooLarge:
+            text = None
+        if text is None or len(text.encode()) > MAX_CAPTURE_BYTES:
             raise InvalidArgs(
                 f"Session '{name}': {lines} lines of scrollback are more than "
                 f"{MAX_CAPTURE_BYTES // (1024 * 1024)} MiB; ask for fewer lines."

@@ -230,7 +230,8 @@ def test_a_fork_bomb_and_a_memory_hog_are_contained_by_their_scopes(sb: Sandbox)
     hog = create(sb, "shell", "-p", "MemoryMax=64M", "--", "-c", "sleep 600", user="alice")
     try:
         # The limits are real cgroup limits before anything hostile runs.
-        pids = sb.sh(f"cat /sys/fs/cgroup/pids/hostagent.slice/hostagent-{bomb}.scope/pids.max")
+        slice_ = f"hostagent.slice/hostagent-u{sb.uid('alice')}.slice"
+        pids = sb.sh(f"cat /sys/fs/cgroup/pids/{slice_}/hostagent-{bomb}.scope/pids.max")
         assert pids.stdout.strip() == "40", "TasksMax is not enforced here; refusing to fork-bomb"
         assert scope_value(sb, hog, "MemoryMax") == str(64 << 20)
         sock = f"/run/hostagent/{sb.uid('alice')}"

@@ -29,7 +29,8 @@ from tests.sandbox import Sandbox
 def test_create_runs_tmux_and_agent_in_scope_under_slice(sb: Sandbox) -> None:
     name = create(sb)
     status = sb.run("systemctl", "status", "--no-pager", f"hostagent-{name}.scope").stdout
-    assert f"/hostagent.slice/hostagent-{name}.scope" in status
+    # Each user's sessions share a slice under hostagent.slice; root's too.
+    assert f"/hostagent.slice/hostagent-u0.slice/hostagent-{name}.scope" in status
     assert "tmux" in status
     assert "hostagent.cli.demo_agent" in status
     p = props(sb, name)

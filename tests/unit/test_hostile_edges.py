@@ -158,3 +158,16 @@ def test_a_held_child_that_was_stopped_is_given_up_on(tmp_path: Path) -> None:
         assert child.proc.returncode == -signal.SIGKILL
 
     asyncio.run(body())
+
+
+def test_a_helper_that_prints_too_much_is_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(owner_module, "MAX_OUTPUT", 1000)
+    me_owner = Owner.from_uid(me())
+
+    async def body() -> None:
+        result = await exec_as_owner(me_owner, ["/bin/cat"], 5, stdin=b"x" * 1000)
+        assert result == (0, b"x" * 1000, b"")  # fed through stdin, read back whole
+        with pytest.raises(owner_module.OutputTooLarge):
+            await exec_as_owner(me_owner, ["/bin/cat"], 5, stdin=b"x" * 100_000)
+
+    asyncio.run(body())
