@@ -1,0 +1,248 @@
+"""bob, an ordinary user of the test sandbox, attacking the system daemon over the real bus.
+
+Run inside the sandbox as bob (``python3 -m tests.integration.bob ATTACK ...`` with the
+checkout on PYTHONPATH); each attack prints one JSON object with what it saw. The test side
+(test_hostile.py) checks the daemon and alice's sessions around it. Only dbus-fast and the
+standard library are used, as any user could.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import socket
+import sys
+import time
+from typing import Any
+
+from dbus_fast import BusType, Message, MessageType, Variant
+from dbus_fast.aio import MessageBus
+
+BUS = "org.hostagent.HostAgent1"
+MANAGER = "/org/hostagent/HostAgent1"
+MANAGER_IFACE = "org.hostagent.HostAgent1.Manager"
+SESSION_IFACE = "org.hostagent.HostAgent1.Session"
+SYSTEMD = "org.freedesktop.systemd1"
+SYSTEMD_MANAGER = "org.freedesktop.systemd1.Manager"
+SOCKET = "/run/dbus/system_bus_socket"
+
+
+async def connect() -> MessageBus:
+    return await MessageBus(bus_type=BusType.SYSTEM).connect()
+
+
+async def call(bus: MessageBus, member: str, signature: str, body: list[Any], **kw: Any) -> Any:
+    """The reply's body, or the error's name and text."""
+    reply = await bus.call(
+        Message(
+            destination=BUS,
+            path=kw.get("path", MANAGER),
+            interface=kw.get("interface", MANAGER_IFACE),
+            member=member,
+            signature=signature,
+            body=body,
+        )
+    )
+    assert reply is not None
+    if reply.message_type == MessageType.ERROR:
+        return {"error": reply.error_name, "text": reply.body[0] if reply.body else ""}
+    return {"ok": reply.body}
+
+
+async def owner_of(bus: MessageBus, name: str) -> str:
+    reply = await bus.call(
+        Message(
+            destination="org.freedesktop.DBus",
+            path="/org/freedesktop/DBus",
+            interface="org.freedesktop.DBus",
+            member="GetNameOwner",
+            signature="s",
+            body=[name],
+        )
+    )
+    assert reply is not None
+    return str(reply.body[0])
+
+
+def unicast(bus: MessageBus, to: str, path: str, iface: str, member: str, sig: str, body: list[Any]) -> None:  # fmt: skip
+    msg = Message.new_signal(path, iface, member, sig, body)
+    msg.destination = to
+    bus.send(msg)
+
+
+async def spoof_systemd(seconds: str) -> dict[str, Any]:
+    """1: pose as systemd to the daemon, then fail every job and remove every unit it could
+    be waiting for, for a while."""
+    bus = await connect()
+    daemon = await owner_of(bus, BUS)
+    systemd = await owner_of(bus, SYSTEMD)
+    unicast(bus, daemon, "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+            "sss", [SYSTEMD, systemd, bus.unique_name])  # fmt: skip
+    sent, end, job = 0, time.monotonic() + float(seconds), 1
+    while time.monotonic() < end:
+        for _ in range(200):
+            unit = f"hostagent-a{job % 50}.scope"
+            unicast(bus, daemon, "/org/freedesktop/systemd1", SYSTEMD_MANAGER, "JobRemoved",
+                    "uoss", [job, f"/org/freedesktop/systemd1/job/{job}", unit, "failed"])  # fmt: skip
+            unicast(bus, daemon, "/org/freedesktop/systemd1", SYSTEMD_MANAGER, "UnitRemoved",
+                    "so", [unit, "/org/freedesktop/systemd1/unit/x"])  # fmt: skip
+            job, sent = job + 1, sent + 2
+        await asyncio.sleep(0.01)  # let the writer drain
+    await call(bus, "ListSessions", "", [])  # every signal went out before this reply
+    bus.disconnect()
+    return {"sent": sent}
+
+
+async def wait_names(count: str) -> dict[str, Any]:
+    """2: one WaitAny naming very many sessions."""
+    bus = await connect()
+    names = [f"s{i}" for i in range(int(count))]
+    started = time.monotonic()
+    result = await call(bus, "WaitAny", "asast", [names, ["idle"], 1])
+    return {**result, "seconds": time.monotonic() - started}
+
+
+async def abandoned_waits(session: str, connections: str) -> dict[str, Any]:
+    """4: fill many connections with waits that never end, then leave."""
+    outcomes: dict[str, int] = {}
+    buses = [await connect() for _ in range(int(connections))]
+    pending = []
+    for bus in buses:
+        for _ in range(300):  # past the per-caller cap
+            pending.append(call(bus, "WaitAny", "asast", [[session], ["blocked"], 0]))
+    tasks = [asyncio.ensure_future(p) for p in pending]
+    done, _ = await asyncio.wait(tasks, timeout=5)
+    for task in done:
+        result = task.result()
+        key = result.get("error", "ok")
+        outcomes[key] = outcomes.get(key, 0) + 1
+    for bus in buses:
+        bus.disconnect()
+    return {"answered": outcomes, "left_waiting": len(tasks) - len(done)}
+
+
+async def capture(session: str, lines: str) -> dict[str, Any]:
+    """3: capture a history far larger than a bus message."""
+    bus = await connect()
+    path = await session_path(bus, session)
+    result = await call(bus, "Capture", "i", [int(lines)], path=path, interface=SESSION_IFACE)
+    if "ok" in result:
+        result = {"ok": len(result["ok"][0].encode())}
+    return result
+
+
+async def big_options(megabytes: str) -> dict[str, Any]:
+    """10: a create whose options dict is tens of MB."""
+    bus = await connect()
+    per = 1000
+    env = {f"K{i}": "v" * per for i in range(int(megabytes) * 1024 * 1024 // per)}
+    started = time.monotonic()
+    result = await call(bus, "CreateSession", "sssa{sv}", ["big", "shell", "", {"env": Variant("a{ss}", env)}])  # fmt: skip
+    return {**result, "seconds": time.monotonic() - started}
+
+
+async def create(name: str, options_json: str = "{}", cwd: str = "") -> dict[str, Any]:
+    """A create with options given as {key: [signature, value]}."""
+    bus = await connect()
+    options = {k: Variant(sig, value) for k, (sig, value) in json.loads(options_json).items()}
+    return await call(bus, "CreateSession", "sssa{sv}", [name, "shell", cwd, options])
+
+
+async def forge_follow(target: str, session: str) -> dict[str, Any]:
+    """9: tell alice's follower about sessions that do not exist, and that hers is gone."""
+    bus = await connect()
+    path = await session_path(bus, session)
+    unicast(bus, target, MANAGER, MANAGER_IFACE, "SessionNew", "so", ["forged", f"{MANAGER}/session/forged"])  # fmt: skip
+    unicast(bus, target, MANAGER, MANAGER_IFACE, "SessionRemoved", "so", [session, path])
+    unicast(bus, target, path, "org.freedesktop.DBus.Properties", "PropertiesChanged", "sa{sv}as",
+            [SESSION_IFACE, {"Activity": Variant("s", "blocked")}, []])  # fmt: skip
+    await call(bus, "ListSessions", "", [])
+    return {"sent": 3}
+
+
+async def session_path(bus: MessageBus, name: str) -> str:
+    return str((await call(bus, "GetSession", "s", [name]))["ok"][0])
+
+
+async def follow() -> None:
+    """alice's side of 9: a follower (hostagent.client.follow, as watch and notify use it)
+    that prints its picture, name -> activity, at every change, until stdin closes."""
+    from hostagent.client.follow import Follower
+    from hostagent.client.library import Client
+
+    def show() -> None:
+        picture = {n: v.activity for n, v in follower.sessions.items()}
+        print(json.dumps({"sessions": picture}), flush=True)
+
+    follower = Follower(lambda: Client.connect(True), show)
+    await follower.start()
+    assert follower.client is not None
+    print(json.dumps({"name": follower.client.bus.unique_name}), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    follower.close()
+
+
+# ---- 6: a connection whose pid was reused --------------------------------------------------
+
+
+def _raw_message(msg: Message) -> bytes:
+    return bytes(msg._marshall(False))
+
+
+def hook_with_stale_pid() -> None:
+    """Connect, then leave the connection to a child and exit: the bus keeps this process's
+    pid for the connection. Print it; on a line 'go PATH' from stdin, report a hook for NAME
+    with no token, and print the reply's error. PATH is the session's object path."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(SOCKET)
+    sock.sendall(b"\0AUTH EXTERNAL " + str(os.getuid()).encode().hex().encode() + b"\r\n")
+    assert sock.recv(4096).startswith(b"OK")
+    sock.sendall(b"BEGIN\r\n")
+    hello = Message(destination="org.freedesktop.DBus", path="/org/freedesktop/DBus",
+                    interface="org.freedesktop.DBus", member="Hello", serial=1)  # fmt: skip
+    sock.sendall(_raw_message(hello))
+    unique = re.search(rb":1\.\d+", sock.recv(4096))
+    connected_pid = os.getpid()
+    if os.fork():
+        os._exit(0)  # the pid the bus knows this connection by is free from now on
+    print(json.dumps({"pid": connected_pid, "name": unique.group().decode() if unique else ""}), flush=True)  # fmt: skip
+    line = sys.stdin.readline().split()
+    if line[:1] != ["go"]:
+        return
+    report = Message(destination=BUS, path=line[1],
+                     interface=SESSION_IFACE, member="ReportHook", signature="sa{sv}",
+                     body=["SessionStart", {"session_id": Variant("s", "forged-by-pid")}],
+                     serial=2)  # fmt: skip
+    sock.sendall(_raw_message(report))
+    sock.settimeout(30)
+    reply = sock.recv(65536)
+    found = re.search(rb"org\.[A-Za-z0-9_.]+\.(Error\.)?[A-Za-z]+", reply[12:])
+    print(json.dumps({"reply": found.group().decode() if found else reply.hex()}), flush=True)
+
+
+ATTACKS = {
+    "spoof-systemd": spoof_systemd,
+    "wait-names": wait_names,
+    "abandoned-waits": abandoned_waits,
+    "capture": capture,
+    "big-options": big_options,
+    "create": create,
+    "forge-follow": forge_follow,
+}
+
+
+def main() -> None:
+    attack, *args = sys.argv[1:]
+    if attack == "hook-with-stale-pid":
+        hook_with_stale_pid()
+        return
+    if attack == "follow":
+        asyncio.run(follow())
+        return
+    print(json.dumps(asyncio.run(ATTACKS[attack](*args))), flush=True)
+
+
+if __name__ == "__main__":
+    main()

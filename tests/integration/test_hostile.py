@@ -1,0 +1,381 @@
+"""Hostile users (issue: hostile users): every attack bob found, replayed as bob against the
+real system bus and daemon (tests/integration/bob.py is his side).
+
+Around each test, a probe calls ListSessions every 50 ms as another client, and alice keeps a
+session running. After each: the daemon has its PID still, never took a second to answer the
+probe, logged no internal error, and alice's session runs and answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from hostagent.bus.paths import path_encode
+from hostagent.client.library import Client
+from hostagent.daemon import checkpoint
+from tests.integration.helpers import SESSIONS_DIR, create, props, settled
+from tests.sandbox import GUEST_REPO, Sandbox
+
+BOB = (
+    "env",
+    f"PYTHONPATH={GUEST_REPO}",
+    "PYTHONPYCACHEPREFIX=/tmp/bob-pycache",
+    "python3",
+    "-m",
+    "tests.integration.bob",
+)
+STALL = 1.0  # the issue's bound on how long others may wait while bob attacks
+CONFIG = "/etc/hostagent/hostagent.yaml"
+
+
+def bob(sb: Sandbox, *args: str, user: str = "bob", timeout: float = 120) -> dict[str, Any]:
+    """Run one of bob's attacks as user; what it printed last."""
+    result = sb.run(*BOB, *args, user=user, timeout=timeout)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+class Probe:
+    """Another client's view while bob attacks: ListSessions every 50 ms, the slowest kept."""
+
+    def __init__(self, sb: Sandbox) -> None:
+        self.sb = sb
+        self.slowest = 0.0
+        self.calls = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+
+    async def _run(self) -> None:
+        client = await Client.connect(True, self.sb.bus_address)
+        try:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                try:
+                    await asyncio.wait_for(client.list(), 30)
+                except Exception as e:
+                    self.errors.append(repr(e))
+                self.slowest = max(self.slowest, time.monotonic() - started)
+                self.calls += 1
+                await asyncio.sleep(0.05)
+        finally:
+            client.close()
+
+    def __enter__(self) -> Probe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def alices(sandbox: Sandbox) -> Iterator[str]:
+    if sandbox.run("systemctl", "is-active", "-q", "hostagent").returncode != 0:
+        sandbox.daemon_start()
+    name = create(sandbox, "demo-agent", user="alice", name="alice-work")
+    yield name
+    sandbox.ctl("rm", name)
+
+
+@pytest.fixture
+def guarded(sb: Sandbox, alices: str) -> Iterator[Probe]:
+    pid = sb.daemon_pid()
+    with Probe(sb) as probe:
+        yield probe
+    print(f"probe: {probe.calls} calls, slowest {probe.slowest * 1000:.0f} ms")
+    assert sb.daemon_pid() == pid, "the daemon exited or restarted"
+    assert probe.errors == [] and probe.calls > 0
+    assert probe.slowest < STALL, f"others waited {probe.slowest:.2f}s"
+    assert "Internal error" not in sb.journal(lines=500)
+    assert settled(sb, alices) == ("running", "active", "running")
+    assert "> " in sb.ctl("capture", alices, user="alice", system=True).check().stdout
+
+
+def bobs(sb: Sandbox, name: str, *extra: str) -> str:
+    return create(sb, "shell", *extra, user="bob", name=name)
+
+
+def test_1_posing_as_systemd_fails_nobodys_create(sb: Sandbox, guarded: Probe) -> None:
+    spoofer = sb.popen(*BOB, "spoof-systemd", "4", user="bob")
+    try:
+        made = [create(sb, "shell", user="alice", name=f"after-spoof-{i}") for i in range(3)]
+        for name in made:
+            assert settled(sb, name) == ("running", "active", "running")
+        out, err = spoofer.communicate(timeout=60)
+        assert spoofer.returncode == 0, err
+        assert json.loads(out)["sent"] > 1000
+        # No empty scope was left behind for recovery to adopt.
+        units = sb.run("systemctl", "list-units", "--plain", "--no-legend", "hostagent-*.scope")
+        assert all(f"hostagent-{n}.scope" in units.stdout for n in made)
+    finally:
+        spoofer.kill()
+        sb.ctl("rm", "after-spoof-0", "after-spoof-1", "after-spoof-2")
+
+
+def test_2_a_wait_for_80000_names_is_refused_at_once(sb: Sandbox, guarded: Probe) -> None:
+    result = bob(sb, "wait-names", "80000")
+    assert result["error"] == "org.freedesktop.DBus.Error.InvalidArgs", result
+    assert "at most 4096" in result["text"]
+
+
+def test_3_a_capture_larger_than_a_bus_message_is_refused_by_name(
+    sb: Sandbox, guarded: Probe
+) -> None:
+    made = bob(sb, "create", "big-history", json.dumps({"columns": ["q", 1000]}), "/tmp")
+    assert "ok" in made, made
+    try:
+        sock = f"/run/hostagent/{sb.uid('bob')}/big-history.sock"
+        printer = 'python3 -c \'print(("€" * 999 + "\\n") * 20000, end=""); print("printed")\''
+        sb.run("tmux", "-S", sock, "set", "-g", "history-limit", "30000", ";",
+               "new-window", f"{printer}; sleep 600", user="bob").check()  # fmt: skip
+        assert sb.screen_showing("big-history", "printed", user="bob", timeout=60)
+        result = bob(sb, "capture", "big-history", "30000")
+        assert result["error"] == "org.freedesktop.DBus.Error.InvalidArgs", result
+        assert "ask for fewer lines" in result["text"]
+    finally:
+        sb.ctl("rm", "big-history")
+
+
+def test_4_abandoned_waits_go_with_their_caller(sb: Sandbox, guarded: Probe, alices: str) -> None:
+    result = bob(sb, "abandoned-waits", alices, "20")
+    # 256 waits per connection are accepted; the rest are refused by name at once.
+    assert result["answered"] == {"org.hostagent.HostAgent1.Error.LimitsExceeded": 20 * 44}
+    assert result["left_waiting"] == 20 * 256
+    # bob has left. Alice's session changing now answers nobody's wait, and costs nothing.
+    sb.ctl("stop", alices, user="alice", system=True).check()
+    sb.ctl("resume", alices, user="alice", system=True).check()
+    assert settled(sb, alices) == ("running", "active", "running")
+
+
+def test_5_bobs_stuck_calls_hold_no_one_elses_slots(sb: Sandbox, guarded: Probe) -> None:
+    """bob stops his own held child during a resume and queues 255 removes behind it."""
+    bobs(sb, "stuck")
+    sb.ctl("stop", "stuck", user="bob", system=True).check()
+    with sb.park(checkpoint.SCOPE_STARTED) as parked:
+        resume = sb.popen("hostagentctl", "--system", "resume", "stuck", user="bob")
+        parked.wait()
+        shim = sb.run("pgrep", "-u", "bob", "-f", "hostagent-shim").stdout.split()
+        assert len(shim) == 1, shim
+        sb.run("kill", "-STOP", shim[0], user="bob").check()
+        parked.release()
+    queued = [
+        sb.popen(
+            "busctl",
+            "call",
+            "--timeout=120",
+            "org.hostagent.HostAgent1",
+            "/org/hostagent/HostAgent1",
+            "org.hostagent.HostAgent1.Manager",
+            "RemoveSession",
+            "s",
+            "stuck",
+            user="bob",
+        )
+        for _ in range(25)
+    ]
+    try:
+        # Meanwhile alice creates and stops, as if nothing happened.
+        name = create(sb, "shell", user="alice", name="meanwhile")
+        sb.ctl("stop", name, user="alice", system=True).check()
+        sb.ctl("rm", name, user="alice", system=True).check()
+        # The held child is given up on; bob hears why.
+        _, err = resume.communicate(timeout=90)
+        assert resume.returncode != 0 and "tmux did not start within 30s" in err
+        for call in queued:
+            call.communicate(timeout=90)
+        assert settled(sb, "stuck")[0] is None  # the first queued remove removed it
+    finally:
+        for call in queued:
+            call.kill()
+        sb.ctl("rm", "stuck")
+
+
+def test_6_a_hook_from_a_reused_pid_is_refused(sb: Sandbox, guarded: Probe) -> None:
+    """bob keeps a bus connection whose process exited and makes its pid come back inside
+    alice's session: the pid check alone would pass, the hook token does not."""
+    target = create(sb, "shell", user="alice", name="pid-target")
+    holder = sb.popen(*BOB, "hook-with-stale-pid", user="bob")
+    try:
+        assert holder.stdout is not None
+        stale = json.loads(holder.stdout.readline())["pid"]
+        scope = sb.run("systemctl", "show", "-P", "ControlGroup", f"hostagent-{target}.scope")
+        cgroup = f"/sys/fs/cgroup/systemd{scope.stdout.strip()}/cgroup.procs"
+        # Root makes the next pid in the container be the stale one, forked into her scope.
+        plant = (
+            'mount -o remount,bind,rw /proc/sys && echo $$ > "$1" && '
+            "echo $(($2 - 1)) > /proc/sys/kernel/ns_last_pid && "
+            "setpriv --reuid=alice --regid=alice --init-groups sleep 600 "
+            ">/dev/null 2>&1 </dev/null & echo $!"
+        )
+        for _ in range(20):
+            got = sb.run("unshare", "-m", "sh", "-c", plant, "sh", cgroup, str(stale), timeout=5)
+            if got.stdout.strip() == str(stale):
+                break
+            sb.run("pkill", "-u", "alice", "-x", "sleep")
+        # The pid is hers now: the daemon itself says so.
+        by_pid = sb.run("busctl", "call", "org.hostagent.HostAgent1", "/org/hostagent/HostAgent1",
+                        "org.hostagent.HostAgent1.Manager", "GetSessionByPID", "u", str(stale))  # fmt: skip
+        assert "pid_2dtarget" in by_pid.stdout, by_pid
+        path = path_encode("/org/hostagent/HostAgent1/session", target)
+        out, _ = holder.communicate(f"go {path}\n", timeout=60)
+        assert json.loads(out.splitlines()[-1])["reply"].endswith("AccessDenied"), out
+        assert props(sb, target)["AgentSessionId"] != "forged-by-pid"
+    finally:
+        holder.kill()
+        sb.run("pkill", "-u", "alice", "-x", "sleep")
+        sb.ctl("rm", target)
+
+
+@pytest.fixture
+def capped(sb: Sandbox) -> Iterator[None]:
+    sb.sh(f"mkdir -p /etc/hostagent && cat > {CONFIG}", input=(
+        "limits: {tasks_max: 40}\nusers: {sessions: 3, tasks_max: 60}\n"
+    )).check()  # fmt: skip
+    reload(sb)
+    yield
+    sb.run("rm", "-f", CONFIG).check()
+    reload(sb)
+
+
+def reload(sb: Sandbox) -> None:
+    """Reload over the bus: it returns once the daemon has the new settings."""
+    sb.run("busctl", "call", "org.hostagent.HostAgent1", "/org/hostagent/HostAgent1",
+           "org.hostagent.HostAgent1.Manager", "Reload").check()  # fmt: skip
+
+
+def test_7_limits_are_caps_and_bobs_slice_holds_his_fork_bombs(
+    sb: Sandbox, guarded: Probe, capped: None
+) -> None:
+    refused = sb.ctl("new", "--preset", "shell", "-p", "TasksMax=4194304", user="bob", system=True)
+    assert refused.returncode != 0 and "TasksMax=4194304 is more than this host allows" in (
+        refused.stderr
+    )
+    bombs = [bobs(sb, f"bomb-{i}", "-p", "TasksMax=40", "--", "-c", "sleep 600") for i in (1, 2)]
+    third = bobs(sb, "bomb-3")
+    try:
+        fourth = sb.ctl("new", "--preset", "shell", "--name", "bomb-4", user="bob", system=True)
+        assert fourth.returncode != 0 and "users.sessions" in fourth.stderr
+        root = create(sb, "shell", "-p", "TasksMax=100", name="roots-own")  # root is exempt
+        sb.ctl("rm", root).check()
+        slice_ = f"hostagent-u{sb.uid('bob')}.slice"
+        assert sb.sh(f"cat /sys/fs/cgroup/pids/hostagent.slice/{slice_}/pids.max").stdout.strip() == "60"  # fmt: skip
+        sock = f"/run/hostagent/{sb.uid('bob')}"
+        for bomb in bombs:
+            sb.run("tmux", "-S", f"{sock}/{bomb}.sock", "respawn-pane", "-k", "-t", "main",
+                   "bash -c 'f() { f & f & wait; }; f'", user="bob").check()  # fmt: skip
+        deadline = time.monotonic() + 30
+        while int(sb.run("systemctl", "show", "-P", "TasksCurrent", slice_).stdout or 0) < 60:
+            assert time.monotonic() < deadline, "the fork bombs never reached the slice's cap"
+            time.sleep(0.1)
+        assert int(sb.run("systemctl", "show", "-P", "TasksCurrent", slice_).stdout) <= 60
+        # Neither bomb reached its own TasksMax: the slice stopped them together.
+        assert sb.ctl("list", user="alice", system=True).returncode == 0
+        for bomb in bombs:
+            sb.ctl("kill", "--whom", "all", "-s", "9", bomb, user="bob", system=True).check()
+    finally:
+        sb.ctl("rm", *bombs, third)
+
+
+def test_8_an_oversized_create_writes_nothing(sb: Sandbox, guarded: Probe) -> None:
+    before = sb.run("ls", SESSIONS_DIR).stdout.split()
+    big = json.dumps({"args": ["as", ["€" * 50_000]]})  # 50 000 characters, 150 000 bytes
+    for i in range(20):
+        result = bob(sb, "create", f"fill-{i}", big, "/tmp")
+        assert result["error"] == "org.freedesktop.DBus.Error.InvalidArgs", result
+        assert "bytes" in result["text"]
+    assert bob(sb, "create", "x\n")["error"].endswith("InvalidName")
+    assert sb.run("ls", SESSIONS_DIR).stdout.split() == before
+
+
+def test_9_forged_signals_do_not_reach_alices_follower(
+    sb: Sandbox, guarded: Probe, alices: str
+) -> None:
+    follower = sb.popen(*BOB, "follow", user="alice")
+    try:
+        assert follower.stdout is not None
+        name = json.loads(follower.stdout.readline())["name"]
+        bob(sb, "forge-follow", name, alices)
+        marker = create(sb, "shell", name="after-forgery")  # real signals, after bob's
+        pictures = []
+        for line in follower.stdout:
+            pictures.append(json.loads(line)["sessions"])
+            if marker in pictures[-1]:
+                break
+        assert all("forged" not in p and p.get(alices) != "blocked" for p in pictures), pictures
+        assert alices in pictures[-1]
+    finally:
+        follower.kill()
+        sb.ctl("rm", "after-forgery")
+
+
+def test_10_the_smaller_ones(sb: Sandbox, guarded: Probe, alices: str) -> None:
+    # Another user's session name: taken, and nothing more is said.
+    taken = bob(sb, "create", alices)
+    assert taken["text"] == f"Session name '{alices}' is taken; pick another name."
+    # A cwd longer than the kernel takes.
+    long_cwd = bob(sb, "create", "long-cwd", "{}", "/" + "d" * 5000)
+    assert long_cwd["error"].endswith("InvalidCwd") and "4096 bytes" in long_cwd["text"]
+    # 28 MB of options is refused on its size alone (the probe shows nobody waited).
+    big = bob(sb, "big-options", "28")
+    assert big["error"] == "org.freedesktop.DBus.Error.InvalidArgs", big
+    # 64 KiB of text reaches a running session whole.
+    typed = bobs(sb, "typist", "--", "-c", "stty raw -echo; head -c 65536 > /tmp/bob-typed; sleep 600")  # fmt: skip
+    try:
+        sb.run("hostagentctl", "--system", "send", "--no-enter", typed, "y" * 65536, user="bob").check()  # fmt: skip
+        deadline = time.monotonic() + 30
+        while sb.run("stat", "-c", "%s", "/tmp/bob-typed").stdout.strip() != "65536":
+            assert time.monotonic() < deadline, "the text never arrived whole"
+            time.sleep(0.1)
+        # His own NAME.out replaced by a directory does not wedge his session.
+        sb.ctl("stop", typed, user="bob", system=True).check()
+        sb.run("mkdir", "-p", f"/run/hostagent/{sb.uid('bob')}/{typed}.out/x", user="bob").check()
+        sb.ctl("resume", typed, user="bob", system=True).check()
+        assert settled(sb, typed) == ("running", "active", "running")
+    finally:
+        sb.ctl("rm", typed)
+
+
+def test_10_captures_of_a_stopped_tmux_spawn_few_helpers(sb: Sandbox, guarded: Probe) -> None:
+    stalled = bobs(sb, "stalled")
+    server = str(props(sb, stalled)["Leader"])
+    sb.run("kill", "-STOP", server, user="bob").check()
+    captures = [
+        sb.popen(
+            "busctl",
+            "call",
+            "--timeout=120",
+            "org.hostagent.HostAgent1",
+            path_encode("/org/hostagent/HostAgent1/session", stalled),
+            "org.hostagent.HostAgent1.Session",
+            "Capture",
+            "i",
+            "0",
+            user="bob",
+        )
+        for _ in range(40)
+    ]
+    try:
+        most = 0
+        while any(c.poll() is None for c in captures):
+            helpers = sb.run("pgrep", "-c", "-u", "bob", "-x", "tmux").stdout.strip() or "0"
+            most = max(most, int(helpers) - 1)  # less the stopped server
+            time.sleep(0.2)
+        assert 0 < most <= 16, most
+        outcomes = {c.communicate()[1].strip() for c in captures}
+        assert all("has no terminal" in o for o in outcomes), outcomes
+    finally:
+        for c in captures:
+            with contextlib.suppress(ProcessLookupError):
+                c.kill()
+        sb.run("kill", "-CONT", server)
+        sb.ctl("rm", stalled)
