@@ -79,4 +79,7 @@ class HeldChild:
         if self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
-            await self.proc.wait()
+            # Bounded: asyncio's wait() also waits for the pipes, which a process the child
+            # started may still hold.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), 5)

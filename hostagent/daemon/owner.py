@@ -9,7 +9,6 @@ cheap checks run in-process instead of in a helper.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import pwd
 import weakref
@@ -128,33 +127,45 @@ async def exec_as_owner(
         return None
 
 
-async def _read_at_most(stream: asyncio.StreamReader | None, limit: int) -> bytes:
-    if stream is None:
-        return b""
-    try:
-        await stream.readexactly(limit + 1)
-    except asyncio.IncompleteReadError as e:
-        return e.partial  # the end came first: all of it
-    raise OutputTooLarge(f"more than {limit} bytes")
+class _Helper(asyncio.SubprocessProtocol):
+    """One helper's output, kept up to a limit, and the moment all of it has arrived."""
 
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.output: dict[int, bytearray] = {1: bytearray(), 2: bytearray()}
+        self.too_large = False
+        self.done = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.SubprocessTransport | None = None
 
-async def _feed(stream: asyncio.StreamWriter | None, data: bytes | None) -> None:
-    """Write data to the helper's stdin beside reading its output, so neither side blocks."""
-    if stream is None or data is None:
-        return
-    try:
-        stream.write(data)
-        await stream.drain()
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # it exited without reading everything; its exit code says why
-    finally:
-        stream.close()
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        buffer = self.output[fd]
+        buffer += data
+        if len(buffer) > self.limit and not self.too_large:
+            self.too_large = True
+            assert self.transport is not None
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
 
 
 async def _run_helper(
     owner: Owner, argv: list[str], stdin: bytes | None
 ) -> tuple[int, bytes, bytes]:
-    proc = await asyncio.create_subprocess_exec(
+    """Run argv, feed it stdin, and wait until it has exited and closed its output.
+
+    The transport is closed (the helper killed, our ends of its pipes closed) on any way out.
+    Waiting for the process alone is not enough: a tmux client hands its stdio to the server
+    it talks to, and while that server is stopped the descriptors stay in flight in its
+    socket, so the pipes would never report their end (and asyncio's wait() waits for them).
+    """
+    loop = asyncio.get_running_loop()
+    transport, helper = await loop.subprocess_exec(
+        lambda: _Helper(MAX_OUTPUT),
         *argv,
         cwd="/",
         env={"PATH": DEFAULT_PATH, "HOME": owner.home, "LANG": "C.UTF-8"},
@@ -164,18 +175,16 @@ async def _run_helper(
         **as_owner(owner),  # type: ignore[arg-type]
     )
     try:
-        out, err, _ = await asyncio.gather(
-            _read_at_most(proc.stdout, MAX_OUTPUT),
-            _read_at_most(proc.stderr, MAX_OUTPUT),
-            _feed(proc.stdin, stdin),
-        )
-        await proc.wait()
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
-        raise
-    return proc.returncode or 0, out, err
+        pipe = transport.get_pipe_transport(0)
+        if stdin is not None and isinstance(pipe, asyncio.WriteTransport):
+            pipe.write(stdin)
+            pipe.write_eof()  # closes once written
+        await helper.done
+    finally:
+        transport.close()
+    if helper.too_large:
+        raise OutputTooLarge(f"more than {MAX_OUTPUT} bytes")
+    return transport.get_returncode() or 0, bytes(helper.output[1]), bytes(helper.output[2])
 
 
 async def run_as_owner(owner: Owner, argv: list[str], timeout: float = 10.0) -> tuple[int, str]:

@@ -20,6 +20,8 @@ from typing import Any
 from dbus_fast import BusType, Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
+from hostagent.bus.compat import fix_body, pace_writes
+
 BUS = "org.hostagent.HostAgent1"
 MANAGER = "/org/hostagent/HostAgent1"
 MANAGER_IFACE = "org.hostagent.HostAgent1.Manager"
@@ -30,7 +32,9 @@ SOCKET = "/run/dbus/system_bus_socket"
 
 
 async def connect() -> MessageBus:
-    return await MessageBus(bus_type=BusType.SYSTEM).connect()
+    bus = await MessageBus(bus_type=BusType.SYSTEM).connect()
+    pace_writes(bus)  # bob floods; his own connection should survive it
+    return bus
 
 
 async def call(bus: MessageBus, member: str, signature: str, body: list[Any], **kw: Any) -> Any:
@@ -42,7 +46,7 @@ async def call(bus: MessageBus, member: str, signature: str, body: list[Any], **
             interface=kw.get("interface", MANAGER_IFACE),
             member=member,
             signature=signature,
-            body=body,
+            body=fix_body(body),  # dbus-fast 1.84 mismeasures non-ASCII strings
         )
     )
     assert reply is not None
@@ -150,6 +154,19 @@ async def create(name: str, options_json: str = "{}", cwd: str = "") -> dict[str
     return await call(bus, "CreateSession", "sssa{sv}", [name, "shell", cwd, options])
 
 
+async def fill(count: str, char: str, times: str) -> dict[str, Any]:
+    """8: creates whose one argument is small in characters and large in bytes."""
+    bus = await connect()
+    errors: dict[str, int] = {}
+    text = ""
+    for i in range(int(count)):
+        options = {"args": Variant("as", [char * int(times)])}
+        result = await call(bus, "CreateSession", "sssa{sv}", [f"fill-{i}", "shell", "/tmp", options])  # fmt: skip
+        errors[result.get("error", "ok")] = errors.get(result.get("error", "ok"), 0) + 1
+        text = result.get("text", "")
+    return {"errors": errors, "text": text}
+
+
 async def forge_follow(target: str, session: str) -> dict[str, Any]:
     """9: tell alice's follower about sessions that do not exist, and that hers is gone."""
     bus = await connect()
@@ -229,6 +246,7 @@ ATTACKS = {
     "capture": capture,
     "big-options": big_options,
     "create": create,
+    "fill": fill,
     "forge-follow": forge_follow,
 }
 

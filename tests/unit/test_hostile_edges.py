@@ -171,3 +171,24 @@ def test_a_helper_that_prints_too_much_is_cut_off(monkeypatch: pytest.MonkeyPatc
             await exec_as_owner(me_owner, ["/bin/cat"], 5, stdin=b"x" * 100_000)
 
     asyncio.run(body())
+
+
+def test_a_helper_whose_output_is_held_elsewhere_still_times_out() -> None:
+    """The stopped-tmux case: the helper is gone or stuck, but another process holds its
+    stdout, so the pipe never ends. The call must end at its timeout all the same."""
+    me_owner = Owner.from_uid(me())
+
+    async def body() -> None:
+        started = time.monotonic()
+        result = await exec_as_owner(
+            me_owner, ["/bin/sh", "-c", "sleep 31 & exec sleep 32"], 0.5
+        )
+        assert result is None
+        assert time.monotonic() - started < 5
+
+    try:
+        asyncio.run(body())
+    finally:
+        for pid in os.listdir("/proc"):
+            if pid.isdigit() and _cmdline(pid) in ("sleep\x0031\x00", "sleep\x0032\x00"):
+                os.kill(int(pid), signal.SIGKILL)
