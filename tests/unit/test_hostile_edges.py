@@ -180,9 +180,7 @@ def test_a_helper_whose_output_is_held_elsewhere_still_times_out() -> None:
 
     async def body() -> None:
         started = time.monotonic()
-        result = await exec_as_owner(
-            me_owner, ["/bin/sh", "-c", "sleep 31 & exec sleep 32"], 0.5
-        )
+        result = await exec_as_owner(me_owner, ["/bin/sh", "-c", "sleep 31 & exec sleep 32"], 0.5)
         assert result is None
         assert time.monotonic() - started < 5
 
