@@ -16,7 +16,7 @@ from hostagent.daemon.admission import quota_problem
 from hostagent.daemon.registry import Registry
 from hostagent.daemon.scope import NO_LIMIT, slice_properties
 from hostagent.daemon.store import SidecarStore
-from hostagent.errors import LimitsExceeded, SessionExists
+from hostagent.errors import LimitsExceeded, NoSuchSession, SessionExists
 from hostagent.options import CreateRequest
 from hostagent.session import Limits, SessionRecord
 from tests.unit.fakes import Host, me, run
@@ -169,5 +169,28 @@ def test_calls_queued_on_a_sessions_lock_hold_no_slot(
         await resume
         await asyncio.gather(*queued, return_exceptions=True)
         await host.lifecycle.create(me(), "b", "shell", str(tmp_path), CreateRequest())
+
+    run(body())
+
+
+def test_a_call_acts_on_the_session_it_authorized_not_its_name(tmp_path: Path) -> None:
+    """Authorized for one session (the polkit question can take minutes), a call must not act
+    on another that took its name meanwhile."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        authorized = host.registry.get("a")
+        await host.lifecycle.remove(authorized)
+        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        for act in (
+            host.lifecycle.stop(authorized),
+            host.lifecycle.remove(authorized),
+            host.core.terminal.send_text(authorized, "rm -rf ~", True),
+        ):
+            with pytest.raises(NoSuchSession, match="removed meanwhile"):
+                await act
+        assert host.registry.get("a").record.state.value == "running"
+        assert host.scopes.tmux.typed == []
 
     run(body())
