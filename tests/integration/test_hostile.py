@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from hostagent.bus.paths import path_encode
 from hostagent.client.library import Client
 from hostagent.daemon import checkpoint
 from tests.integration.helpers import SESSIONS_DIR, create, props, settled
+from tests.integration.test_security import carol_is_admin  # noqa: F401 - a fixture
 from tests.sandbox import GUEST_REPO, Sandbox
 
 BOB = (
@@ -41,6 +43,14 @@ def bob(sb: Sandbox, *args: str, user: str = "bob", timeout: float = 120) -> dic
     result = sb.run(*BOB, *args, user=user, timeout=timeout)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def finish(process: subprocess.Popen[str]) -> None:
+    """Kill a process started with sb.popen if it still runs, and close its pipes."""
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    with contextlib.suppress(ValueError):  # already communicated with
+        process.communicate(timeout=30)
 
 
 class Probe:
@@ -118,7 +128,7 @@ def test_1_posing_as_systemd_fails_nobodys_create(sb: Sandbox, guarded: Probe) -
         units = sb.run("systemctl", "list-units", "--plain", "--no-legend", "hostagent-*.scope")
         assert all(f"hostagent-{n}.scope" in units.stdout for n in made)
     finally:
-        spoofer.kill()
+        finish(spoofer)
         sb.ctl("rm", "after-spoof-0", "after-spoof-1", "after-spoof-2")
 
 
@@ -201,7 +211,7 @@ def test_5_bobs_stuck_calls_hold_no_one_elses_slots(sb: Sandbox, guarded: Probe)
         assert settled(sb, "stuck")[0] is None  # the first queued remove removed it
     finally:
         for call in queued:
-            call.kill()
+            finish(call)
         sb.ctl("rm", "stuck")
 
 
@@ -237,7 +247,7 @@ def test_6_a_hook_from_a_reused_pid_is_refused(sb: Sandbox, guarded: Probe) -> N
         assert json.loads(out.splitlines()[-1])["reply"].endswith("AccessDenied"), out
         assert props(sb, target)["AgentSessionId"] != "forged-by-pid"
     finally:
-        holder.kill()
+        finish(holder)
         sb.run("pkill", "-u", "alice", "-x", "sleep")
         sb.ctl("rm", target)
 
@@ -292,6 +302,28 @@ def test_7_limits_are_caps_and_bobs_slice_holds_his_fork_bombs(
         sb.ctl("rm", *bombs, third)
 
 
+@pytest.mark.usefixtures("carol_is_admin")
+def test_7_an_admin_goes_past_the_caps_only_where_the_admin_allows(
+    sb: Sandbox, guarded: Probe, capped: None
+) -> None:
+    def carol_asks() -> tuple[int, str]:
+        result = sb.ctl("new", "--preset", "shell", "--name", "carols", "-p", "TasksMax=100",
+                        user="carol", system=True)  # fmt: skip
+        return result.returncode, result.stderr
+
+    code, err = carol_asks()
+    assert code != 0 and "TasksMax=100 is more than this host allows" in err
+    sb.sh(f"sed -i 's/sessions: 3,/sessions: 3, admins_exceed: true,/' {CONFIG}").check()
+    reload(sb)
+    try:
+        assert carol_asks() == (0, "")
+        assert props(sb, "carols")["State"] == "running"
+        bobs_try = sb.ctl("new", "--preset", "shell", "-p", "TasksMax=100", user="bob", system=True)
+        assert bobs_try.returncode != 0 and "more than this host allows" in bobs_try.stderr
+    finally:
+        sb.ctl("rm", "carols")
+
+
 def test_8_an_oversized_create_writes_nothing(sb: Sandbox, guarded: Probe) -> None:
     before = sb.run("ls", SESSIONS_DIR).stdout.split()
     # 20 creates, each with an argument of 50 000 characters and 150 000 bytes.
@@ -319,8 +351,7 @@ def test_9_forged_signals_do_not_reach_alices_follower(
         assert all("forged" not in p and p.get(alices) != "blocked" for p in pictures), pictures
         assert alices in pictures[-1]
     finally:
-        follower.kill()
-        follower.communicate()
+        finish(follower)
         sb.ctl("rm", "after-forgery")
 
 
@@ -382,7 +413,6 @@ def test_10_captures_of_a_stopped_tmux_spawn_few_helpers(sb: Sandbox, guarded: P
         assert all("has no terminal" in o for o in outcomes), outcomes
     finally:
         for c in captures:
-            with contextlib.suppress(ProcessLookupError):
-                c.kill()
+            finish(c)
         sb.run("kill", "-CONT", server)
         sb.ctl("rm", stalled)
