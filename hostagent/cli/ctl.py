@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -20,21 +21,13 @@ from dbus_fast import Variant
 
 from hostagent import UINT64_MAX, __version__
 from hostagent.cli.ctl_args import bare_json_is_short, parser
-from hostagent.client.library import Client, default_system
+from hostagent.cli.ctl_output import EXIT_FAILURE, daemon_named, fail, show_table
+from hostagent.client.library import Client, prefer_system
 from hostagent.client.transport import ssh_argv
-from hostagent.errors import HostAgentError, NoSuchSession
+from hostagent.errors import AlreadyRunning, HostAgentError, NoSuchSession, NotRunning
 
-EXIT_FAILURE, EXIT_USAGE = 1, 2
+EXIT_USAGE = 2
 LSB_NOT_RUNNING, LSB_UNKNOWN = 3, 4
-
-HINTS = {
-    "NoSuchPreset": "'hostagentctl presets' lists the presets.",
-    "AccessDenied": "only the session's owner, root or a polkit-authorised admin may do this.",
-    "InteractiveAuthorizationRequired": "run it from a desktop session with a polkit agent, "
-    "or as root.",
-    "ServiceUnknown": "is hostagent running? 'systemctl status hostagent' "
-    "(or 'systemctl --user status hostagent').",
-}
 
 _PROPS = {  # -p NAME=VALUE -> option key, and whether the value is a size
     "MemoryMax": ("memory_max", True),
@@ -92,45 +85,6 @@ def build_options(args: argparse.Namespace) -> dict[str, Variant]:
     return options
 
 
-# ---- output -------------------------------------------------------------------------------
-
-
-def show_table(
-    args: argparse.Namespace, header: list[str], rows: list[list[Any]], noun: str
-) -> None:
-    if args.json:
-        items = [dict(zip([h.lower() for h in header], r, strict=True)) for r in rows]
-        print(json.dumps(items, indent=2 if args.json == "pretty" else None))
-        return
-    widths = [max([len(h)] + [len(str(r[i])) for r in rows]) for i, h in enumerate(header)]
-    if not args.no_legend and rows:
-        print("  ".join(h.upper().ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
-    for r in rows:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-    if not args.no_legend:
-        print(
-            f"\n{len(rows)} {noun}{'' if len(rows) == 1 else 's'} listed."
-            if rows
-            else f"No {noun}s."
-        )
-
-
-_VERB_WORDS = {"new": "create", "rm": "remove", "send": "send to", "status": "get status of"}
-
-
-def fail(verb: str, name: str | None, err: HostAgentError) -> int:
-    short = err.dbus_name.rsplit(".", 1)[-1]
-    verb = _VERB_WORDS.get(verb, verb)
-    what = f"{verb} session '{name}'" if name else verb
-    hint = HINTS.get(short)
-    print(
-        f"Failed to {what}: {err.message}"
-        + (f" Hint: {hint}" if hint and hint not in err.message else ""),
-        file=sys.stderr,
-    )
-    return EXIT_FAILURE
-
-
 # ---- verbs --------------------------------------------------------------------------------
 
 
@@ -142,7 +96,7 @@ async def verb_list(c: Client, a: argparse.Namespace) -> int:
     if branches:
         header.append("Branch")
         rows = [[*row, branches.get(str(row[0]), "")] for row in rows]
-    show_table(a, header, sorted(rows), "session")
+    show_table(a, header, sorted(rows), "session", daemon_named(a))
     return 0
 
 
@@ -216,11 +170,21 @@ async def _each(a: argparse.Namespace, verb: str, fn: Callable[[str], Awaitable[
 
 
 async def verb_stop(c: Client, a: argparse.Namespace) -> int:
-    return await _each(a, "stop", c.stop)
+    async def stop(name: str) -> None:
+        # As systemctl stop: a session that is not running is already where it was asked to be.
+        with contextlib.suppress(NotRunning):
+            await c.stop(name)
+
+    return await _each(a, "stop", stop)
 
 
 async def verb_resume(c: Client, a: argparse.Namespace) -> int:
-    return await _each(a, "resume", c.resume)
+    async def resume(name: str) -> None:
+        # As systemctl start on an active unit: nothing to do, and no failure.
+        with contextlib.suppress(AlreadyRunning):
+            await c.resume(name)
+
+    return await _each(a, "resume", resume)
 
 
 async def verb_rm(c: Client, a: argparse.Namespace) -> int:
@@ -358,8 +322,11 @@ VERBS: dict[str, Callable[[Client, argparse.Namespace], Awaitable[int]]] = {
 
 async def run(args: argparse.Namespace) -> int:
     remote = bool(args.host or args.machine)
-    # Like systemctl: another machine's system bus unless --user says otherwise.
-    system = (remote or default_system()) if args.system is None else args.system
+    # Like systemctl: another machine's system bus unless --user says otherwise. Locally, the
+    # system daemon whenever it is installed, so every user looks in one place.
+    system = args.system
+    if system is None:
+        system = remote or bool(args.address) or await prefer_system()
     args.system_bus = system
     if args.verb == "watch":  # keeps its own connection, and finds the bus again if it drops
         from hostagent.cli.watch import watch

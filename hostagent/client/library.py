@@ -14,7 +14,7 @@ from dbus_fast import BusType, Variant
 from dbus_fast.aio import MessageBus
 
 from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE
-from hostagent.bus.call import PROPERTIES, CallError, call
+from hostagent.bus.call import DBUS, PROPERTIES, CallError, call
 from hostagent.bus.paths import path_encode
 from hostagent.errors import from_dbus
 
@@ -34,6 +34,28 @@ class SessionRow:
 def default_system() -> bool:
     """System bus for root, the user's own session bus otherwise, as systemctl chooses."""
     return os.geteuid() == 0
+
+
+async def prefer_system() -> bool:
+    """Where a local user's calls go when no bus is named: the system daemon whenever one is
+    installed (its name owned or activatable on the system bus), so a shared host has one
+    place to look; the user's own daemon otherwise. Root always uses the system bus."""
+    if default_system():
+        return True
+    try:
+        bus = await MessageBus(bus_type=BusType.SYSTEM).connect()
+    except (OSError, ValueError):
+        return False
+    try:
+        for member in ("ListNames", "ListActivatableNames"):
+            (names,) = await call(bus, DBUS, "/org/freedesktop/DBus", DBUS, member, timeout=5)
+            if BUS_NAME in names:
+                return True
+        return False
+    except CallError:
+        return False
+    finally:
+        bus.disconnect()
 
 
 class Client:

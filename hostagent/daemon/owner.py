@@ -9,6 +9,7 @@ cheap checks run in-process instead of in a helper.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pwd
 import weakref
@@ -134,7 +135,8 @@ class _Helper(asyncio.SubprocessProtocol):
         self.limit = limit
         self.output: dict[int, bytearray] = {1: bytearray(), 2: bytearray()}
         self.too_large = False
-        self.done = asyncio.get_running_loop().create_future()
+        self.done = asyncio.get_running_loop().create_future()  # exited, output all read
+        self.exited = asyncio.get_running_loop().create_future()
         self.transport: asyncio.SubprocessTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -147,6 +149,10 @@ class _Helper(asyncio.SubprocessProtocol):
             self.too_large = True
             assert self.transport is not None
             self.transport.close()
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.done.done():
@@ -182,6 +188,10 @@ async def _run_helper(
         await helper.done
     finally:
         transport.close()
+        if not helper.exited.done():
+            # Killed just now: reap it (briefly) so no zombie or stray Popen is left.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(helper.exited), 2)
     if helper.too_large:
         raise OutputTooLarge(f"more than {MAX_OUTPUT} bytes")
     return transport.get_returncode() or 0, bytes(helper.output[1]), bytes(helper.output[2])

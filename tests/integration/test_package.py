@@ -156,16 +156,32 @@ def test_a_session_runs_unhardened_and_man_and_completion_work(installed: Sandbo
     assert "pkg" in complete("stop", "--system")  # global options after the verb, too
 
 
-def test_remove_leaves_sessions_and_purge_drops_the_state(installed: Sandbox) -> None:
+def test_remove_and_purge_leave_running_sessions_to_a_reinstall(
+    installed: Sandbox, deb: Path
+) -> None:
     sb = installed
     if sb.run("systemctl", "is-active", "hostagent-pkg.scope").stdout.strip() != "active":
         sb.ctl("new", "--preset", "shell", "--name", "pkg", user="alice", system=True).check()
     env = {"DEBIAN_FRONTEND": "noninteractive"}
-    sb.run("apt-get", "remove", "-y", "hostagent", env=env, timeout=300).check()
+    removed = sb.run("apt-get", "remove", "-y", "hostagent", env=env, timeout=300).check()
+    assert "1 session(s) still run in their own scopes" in removed.stderr + removed.stdout
     assert sb.run("systemctl", "is-active", "hostagent").stdout.strip() != "active"
     assert sb.run("systemctl", "is-active", "hostagent-pkg.scope").stdout.strip() == "active"
     assert sb.run("test", "-d", "/var/lib/hostagent/sessions").returncode == 0
-    sb.run("apt-get", "purge", "-y", "hostagent", env=env, timeout=300).check()
+    purged = sb.run("apt-get", "purge", "-y", "hostagent", env=env, timeout=300).check()
+    assert "/run/hostagent is kept for them" in purged.stderr + purged.stdout
     assert sb.run("test", "-e", "/var/lib/hostagent").returncode != 0
-    sb.run("systemctl", "stop", "hostagent-pkg.scope")
-    assert os.path.exists(sb.root / "usr/bin") and not (sb.root / "usr/bin/hostagentctl").exists()
+    assert not (sb.root / "usr/bin/hostagentctl").exists()
+    # The session kept its terminal, and a reinstalled daemon adopts it: user work survives.
+    sock = f"/run/hostagent/{sb.uid('alice')}/pkg.sock"
+    assert sb.run("test", "-S", sock).returncode == 0
+    reinstalled = sb.run("apt-get", "install", "-y", f"/var/tmp/{deb.name}", env=env, timeout=300)
+    assert reinstalled.returncode == 0, reinstalled.stderr[-2000:]
+    sb.run("systemctl", "start", "hostagent").check()
+    listed = sb.ctl("--json", "list", system=True).check().stdout
+    assert '"pkg"' in listed and '"running"' in listed, listed
+    assert "1 orphan scopes adopted" in sb.journal(lines=50)
+    sb.ctl("rm", "pkg", system=True).check()
+    # Nothing running: purge takes the runtime directory too.
+    purged = sb.run("apt-get", "purge", "-y", "hostagent", env=env, timeout=300).check()
+    assert sb.run("test", "-e", "/run/hostagent").returncode != 0
