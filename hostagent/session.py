@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import re
 import secrets
+import signal
 import string
 from dataclasses import dataclass, field
 
@@ -50,6 +51,7 @@ class Event(enum.StrEnum):
     STOP = "stop"  # a stop was asked for
     UNIT_GONE = "unit-gone"  # the unit went inactive while the daemon watched
     UNIT_LOST = "unit-lost"  # the unit was gone when the daemon looked (recovery)
+    FAIL = "fail"  # the session ended, and not well: its agent failed, or systemd ended it
     ADOPT = "adopt"  # a live unit was found (recovery)
 
 
@@ -64,6 +66,7 @@ _TRANSITIONS: dict[tuple[State, Event], State] = {
     (State.STARTING, Event.STOP): State.STOPPING,
     **{(s, Event.UNIT_GONE): State.STOPPED for s in LIVE_STATES},
     **{(s, Event.UNIT_LOST): State.DORMANT for s in LIVE_STATES},
+    **{(s, Event.FAIL): State.FAILED for s in LIVE_STATES},
     **{(s, Event.ADOPT): State.RUNNING for s in State},
 }
 
@@ -78,6 +81,42 @@ def transition(state: State, event: Event) -> State:
         return _TRANSITIONS[(state, event)]
     except KeyError:
         raise InvalidTransition(f"{event.value} is not possible while {state.value}") from None
+
+
+# How a session ended: systemd's Result words, and the ones hostagent adds for the agent.
+SUCCESS = "success"
+FAILED_RESULTS = frozenset({"exit-code", "signal", "timeout", "oom-kill", "resources"})
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def agent_end(status: int | None, signal_number: int | None) -> tuple[str, str]:
+    """(result, why) for an agent whose pane died, from tmux's pane_dead_status and
+    pane_dead_signal; why is "" for a clean exit."""
+    if signal_number:
+        return "signal", f"the agent was killed by {_signal_name(signal_number)}"
+    if status:
+        return "exit-code", f"the agent exited with status {status}"
+    return SUCCESS, ""
+
+
+def unit_end(unit_result: str, killed_with: int, runtime_max_sec: int) -> tuple[str, str]:
+    """(result, why) for a unit that ended without its pane reporting: systemd's Result for the
+    scope, or the signal a `kill` of every process sent."""
+    if unit_result == "timeout":
+        return "timeout", f"stopped by systemd after RuntimeMaxSec={runtime_max_sec}s"
+    if unit_result == "oom-kill":
+        return "oom-kill", "killed by the kernel's OOM killer (out of memory in its scope)"
+    if killed_with:
+        return "signal", f"killed by {_signal_name(killed_with)} ('hostagentctl kill')"
+    if unit_result and unit_result != SUCCESS:
+        return "resources", f"its scope ended with systemd's result '{unit_result}'"
+    return SUCCESS, ""
 
 
 def name_problem(name: str) -> str | None:
@@ -165,3 +204,6 @@ class SessionRecord:
     branch: str = ""  # the worktree's branch
     base_ref: str = ""  # the commit the branch started from
     repo: str = ""  # the repository the worktree belongs to (its main worktree)
+    result: str = ""  # how it last ended, in systemd's words: success, exit-code, signal, ...
+    exit_status: int = 0  # the agent's exit status, when it exited
+    exit_signal: int = 0  # the signal that killed the agent, when one did

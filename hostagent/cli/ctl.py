@@ -100,6 +100,9 @@ async def verb_list(c: Client, a: argparse.Namespace) -> int:
     return 0
 
 
+_ZERO_IS_NONE = ("Leader", "ExitStatus", "ExitSignal")
+
+
 async def verb_status(c: Client, a: argparse.Namespace) -> int:
     try:
         props = await c.properties(a.name)
@@ -124,14 +127,19 @@ async def verb_status(c: Client, a: argparse.Namespace) -> int:
             "AgentSessionId",
             "DormantReason",
             "LastError",
+            "Result",
+            "ExitStatus",
+            "ExitSignal",
             "ResumeCount",
             "Command",
             "MemoryCurrent",
             "CPUUsageNSec",
         ):
             value = props.get(key)
-            if value in ("", None, UINT64_MAX):
+            if value in ("", None, UINT64_MAX) or (key in _ZERO_IS_NONE and not value):
                 continue
+            if key == "Leader" and props.get("State") != "running":
+                continue  # the pid of a server that is gone is nobody's
             if isinstance(value, list):
                 value = " ".join(value)
             print(f"{key:>15}: {value}")

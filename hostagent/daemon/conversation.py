@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 
 from hostagent import activity
 from hostagent.daemon import discovery, hookpipe, hooks
@@ -32,6 +33,8 @@ class Conversations:
         self.settings = settings
         self.pipes: dict[int, hookpipe.HookPipe] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # Told when a line says a session's pane died (tmux's hook; ending.py verifies it).
+        self.on_pane_died: Callable[[Session], None] = lambda session: None
 
     @staticmethod
     def command_with_hooks(preset: Preset, command: list[str], paths: SessionPaths) -> list[str]:
@@ -42,18 +45,19 @@ class Conversations:
     @staticmethod
     def hook_env(preset: Preset | None, session: Session) -> dict[str, str]:
         """Environment that points the CLI at the session's hooks file (Gemini, Qwen), and
-        the secret its hooks' reports carry."""
+        the secret its hooks' reports carry (tmux's pane-died hook carries it too)."""
         if preset is None or not preset.hooks_format:
-            return {}
+            return {TOKEN_ENV: session.record.hook_token}
         path = str(session.paths.hooks_file)
         env = {k: v.replace("{hooks_file}", path) for k, v in preset.hooks_env.items()}
         return {**env, TOKEN_ENV: session.record.hook_token}
 
     def write_hooks(self, session: Session, preset: Preset | None) -> None:
-        """(Re)write the session's hooks file before each start; /run does not survive a boot."""
+        """(Re)write the session's hooks file before each start; /run does not survive a boot.
+        The owner's FIFO is read for every session: tmux reports a pane's end through it."""
+        self.open_pipe(session)
         if preset is None or not preset.hooks_format:
             return
-        self.open_pipe(session)
         command = hookpipe.hook_command(session.paths.runtime_dir, session.name)
         hooks.write_settings(
             session.paths.hooks_file,
@@ -72,10 +76,9 @@ class Conversations:
         self.pipes[uid] = pipe
 
     def open_pipes(self) -> None:
-        """After recovery: the FIFOs of every owner whose running sessions have hooks."""
+        """After recovery: the FIFOs of every owner with running sessions."""
         for session in list(self.registry.sessions.values()):
-            preset = self.settings.preset(session.record.preset)
-            if session.record.state is State.RUNNING and preset and preset.hooks_format:
+            if session.record.state is State.RUNNING:
                 try:
                     self.open_pipe(session)
                 except (OSError, KeyError) as e:
@@ -93,6 +96,9 @@ class Conversations:
             or hooks.event_problem(event)
         ):
             log.debug("Ignoring a hook line for %r from uid %d", name, uid)
+            return
+        if event == hookpipe.PANE_DIED:
+            self.on_pane_died(session)
             return
         data: dict[str, object] = {
             "session_id": agent_id,

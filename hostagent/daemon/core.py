@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hostagent.daemon.conversation import Conversations
+from hostagent.daemon.ending import Endings
 from hostagent.daemon.lifecycle import Lifecycle
 from hostagent.daemon.reconcile import Reconciler
 from hostagent.daemon.recover import Recovery, RecoveryReport
@@ -19,6 +20,7 @@ from hostagent.daemon.scope import Scopes
 from hostagent.daemon.settings import Settings
 from hostagent.daemon.store import SidecarStore
 from hostagent.daemon.terminal import Terminal
+from hostagent.session import State
 
 
 @dataclass
@@ -28,6 +30,7 @@ class Core:
     scopes: Scopes
     terminal: Terminal
     conversations: Conversations
+    endings: Endings
     reconciler: Reconciler
     lifecycle: Lifecycle
 
@@ -45,11 +48,14 @@ class Core:
         registry = Registry(store, runtime_root, system)
         terminal = Terminal(registry, scopes.tmux, settings)
         conversations = Conversations(registry, settings)
-        reconciler = Reconciler(registry, scopes, conversations)
+        endings = Endings(registry, scopes, conversations)
+        reconciler = Reconciler(registry, scopes, conversations, endings)
         lifecycle = Lifecycle(
             registry, scopes, terminal, conversations, reconciler, settings, boot_id
         )
-        return cls(settings, registry, scopes, terminal, conversations, reconciler, lifecycle)
+        return cls(
+            settings, registry, scopes, terminal, conversations, endings, reconciler, lifecycle
+        )
 
     async def recover(self) -> RecoveryReport:
         """Recovery at start, then one reconcile pass over the units heard of meanwhile; the
@@ -57,4 +63,8 @@ class Core:
         report = await Recovery(self.lifecycle).run()
         self.reconciler.recovered()
         self.conversations.open_pipes()
+        # A pane that died while the daemon was away reported to nobody: look once.
+        for session in list(self.registry.sessions.values()):
+            if session.record.state is State.RUNNING:
+                self.endings.agent_exited_soon(session)
         return report

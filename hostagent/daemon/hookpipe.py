@@ -30,6 +30,7 @@ from hostagent.daemon.runtimedir import make_room
 log = logging.getLogger(__name__)
 
 FIFO_NAME = "hooks.fifo"
+PANE_DIED = "PaneDied"  # the event tmux's pane-died hook reports (tmux.new_session_argv)
 MAX_LINE = 1024
 READ_SIZE = 65536
 FIELDS = 6

@@ -136,14 +136,8 @@ class Lifecycle:
                 new_branch = False
                 if req.worktree is not None:
                     setup = preset.worktree_setup or self.settings.config.worktrees_setup
-                    new_branch = await worktree.attach(
-                        record,
-                        owner,
-                        req.worktree,
-                        req.base,
-                        self.settings.config.worktrees_dir,
-                        setup,
-                    )
+                    new_branch = await worktree.attach(record, owner, req.worktree, req.base,
+                                                       self.settings.config.worktrees_dir, setup)  # fmt: skip
                 session = self.registry.add(record)
                 session.owner = owner  # looked up once: NSS can cost a round trip
             finally:
@@ -160,13 +154,8 @@ class Lifecycle:
                         "then try again."
                     ) from None
                 await checkpoint.reached(checkpoint.CREATE_RECORDED)
-                log.info(
-                    "session '%s': created (uuid %s, preset %s, owner %d)",
-                    name,
-                    record.uuid,
-                    preset.name,
-                    record.owner,
-                )
+                log.info("session '%s': created (uuid %s, preset %s, owner %d)",
+                         name, record.uuid, preset.name, record.owner)  # fmt: skip
                 self.registry.announce_new(session)
                 await self._spawn(session)
         return session
@@ -177,7 +166,8 @@ class Lifecycle:
         """Start the scope for record.last_argv; the caller holds the lock, state is starting."""
         record = session.record
         preset = self.settings.preset(record.preset)
-        session.stop_requested = False
+        session.stop_requested, session.killed_with, session.unit_result = False, 0, ""
+        self.registry.store.delete_screen(session.name)
         try:
             owner = session.owner
             prepare_runtime_dir(session.paths.runtime_dir, owner)
@@ -217,6 +207,9 @@ class Lifecycle:
                 started_at=started.started_at,
                 dormant_reason=DormantReason.NONE,
                 last_error="",
+                result="",
+                exit_status=0,
+                exit_signal=0,
             )
         except StorageFull as e:
             # A create is not reported done before its record is: nothing may run that the
@@ -233,6 +226,7 @@ class Lifecycle:
         that cannot be written, the caller gets StorageFull."""
         record = session.record
         record.last_error = error
+        record.result = "resources"  # systemd's word for a start that could not be set up
         record.stopped_at = now_usec()
         session.apply(Event.START_FAILED)
         log.error("session '%s': %s", session.name, error)
@@ -365,6 +359,8 @@ class Lifecycle:
                 raise NotRunning(
                     f"Session '{session.name}' is {session.record.state.value}, not running."
                 )
+            if whom == "all":
+                session.killed_with = signal  # the unit's end is then explained by it
             await self.scopes.kill(
                 session.record, session.owner, session.paths.socket, whom, signal
             )
@@ -377,16 +373,11 @@ class Lifecycle:
                 await self._stop_locked(session)
                 await checkpoint.reached(checkpoint.REMOVE_STOPPED)
             self.registry.forget(session)
+            self.registry.store.delete_screen(session.name)
             remove_socket(session.paths.socket)
             with contextlib.suppress(OSError):
                 os.unlink(session.paths.hooks_file)
-            record = session.record
-            if not record.worktree:
-                return ""
-            try:
-                note = await worktree.remove(session.owner, record.repo, record.worktree, force)
-            except WorktreeFailed as e:
-                note = e.message
+            note = await worktree.remove_of(session.owner, session.record, force)
             if note:
                 log.info("session '%s': %s", session.name, note)
             return note

@@ -138,6 +138,7 @@ class Daemon:
             boot_id=read_boot_id(),
         )
         core.registry.listeners.append(self.status)
+        systemd.on_result = core.reconciler.on_result
         report = await core.recover()
         log.info("%s", report.summary(config.recovery_policy.value))
         self.to_resume = report.to_resume

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import pwd
+import shutil
 import weakref
 from dataclasses import dataclass
 
@@ -234,3 +235,18 @@ async def exists_as_owner(owner: Owner, path: str) -> bool:
     if os.geteuid() == owner.uid:
         return os.path.exists(path)
     return await sh_as_owner(owner, '[ -e "$1" ]', path) == 0
+
+
+_FIND_PROGRAM = 'PATH="$2"; command -v -- "$1" >/dev/null 2>&1 && [ ! -d "$(command -v -- "$1")" ]'
+
+
+async def program_problem(owner: Owner, program: str, path: str) -> str | None:
+    """Why owner cannot run program (looked up in path, as the agent's exec will), or None."""
+    if os.geteuid() == owner.uid:
+        found = shutil.which(program, path=path) is not None
+    else:
+        found = await sh_as_owner(owner, _FIND_PROGRAM, program, path) == 0
+    if found:
+        return None
+    where = "" if "/" in program else f" in PATH ({path})"
+    return f"program '{program}' is not installed or not executable{where}"

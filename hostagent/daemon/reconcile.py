@@ -13,6 +13,7 @@ import asyncio
 import logging
 
 from hostagent.daemon.conversation import Conversations
+from hostagent.daemon.ending import Endings
 from hostagent.daemon.registry import Registry, Session
 from hostagent.daemon.scope import Scopes, now_usec
 from hostagent.daemon.systemd import SystemdError
@@ -26,10 +27,13 @@ RETRY_SEC = 5.0  # a reconcile that could not ask systemd tries again this much 
 
 
 class Reconciler:
-    def __init__(self, registry: Registry, scopes: Scopes, conversations: Conversations) -> None:
+    def __init__(
+        self, registry: Registry, scopes: Scopes, conversations: Conversations, endings: Endings
+    ) -> None:
         self.registry = registry
         self.scopes = scopes
         self.conversations = conversations
+        self.endings = endings
         # Units heard of while recovery runs; None once it is done.
         self._held: set[str] | None = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -44,6 +48,12 @@ class Reconciler:
         session = self.registry.by_unit(unit)
         if session is not None:
             self.queue(session)
+
+    def on_result(self, unit: str, result: str) -> None:
+        """systemd's Result for a session's scope, kept until its end is reconciled."""
+        session = self.registry.by_unit(unit)
+        if session is not None:
+            session.unit_result = result
 
     def queue(self, session: Session) -> None:
         """Reconcile session soon, once; during recovery, in the pass after it."""
@@ -97,11 +107,13 @@ class Reconciler:
                     record.leader_pid,
                 )
                 return
-            record.stopped_at = now_usec()
-            if not session.stop_requested:
-                record.last_error = "" if state != "failed" else f"unit {record.unit} failed"
-                log.info("session '%s': the agent exited", session.name)
-            session.apply(Event.UNIT_GONE)
-            self.registry.commit_or_retry(session)
+            if session.stop_requested:
+                record.stopped_at = now_usec()
+                session.apply(Event.UNIT_GONE)
+                self.registry.commit_or_retry(session)
+            else:
+                self.endings.unit_ended(
+                    session, session.unit_result or ("failed" if state == "failed" else "")
+                )
             remove_socket(session.paths.socket)
             await self.conversations.discover(session)

@@ -78,6 +78,8 @@ class Session:
         self.reconcile_queued = False
         self.waiters: set[Waiter] = set()
         self.last_hook: HookReport | None = None
+        self.killed_with = 0  # the signal a kill of every process sent, until the unit ends
+        self.unit_result = ""  # systemd's Result for the scope, when it said one
         self.watch: PaneWatch | None = None
         self._owner: Owner | None = None
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from dbus_fast import Variant
 
-from hostagent.daemon import checkpoint, tmux
+from hostagent.daemon import checkpoint, hookpipe, tmux
 from hostagent.daemon.heldchild import HeldChild
-from hostagent.daemon.owner import Owner
+from hostagent.daemon.owner import DEFAULT_PATH, Owner, program_problem
 from hostagent.daemon.systemd import Systemd, SystemdError, UnitExists
 from hostagent.errors import InvalidArgs, NotRunning, SpawnFailed, StopFailed
 from hostagent.session import Limits, SessionRecord, name_from_unit
@@ -160,11 +160,18 @@ class Scopes:
 
         Raises SpawnFailed on any failure, after making sure no half-started scope is left.
         """
+        # A missing program is said before anything starts, in words, not as a pane that dies.
+        problem = await program_problem(owner, record.last_argv[0], env.get("PATH", DEFAULT_PATH))
+        if problem:
+            raise SpawnFailed(f"{problem}; install it, or change the preset's command")
         slice_ = SLICE
         if user_caps is not None:
             slice_ = user_slice(owner.uid)
             await self.cap_slice(slice_, slice_properties(owner.uid, user_caps))
-        argv = tmux.new_session_argv(sock, record.columns, record.rows, record.last_argv, output)
+        died = tmux.died_hook(hookpipe.fifo_path(sock.parent), record.name, hookpipe.PANE_DIED)
+        argv = tmux.new_session_argv(
+            sock, record.columns, record.rows, record.last_argv, output, died
+        )
         tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
         child = await HeldChild.start(owner, record.cwd, env, argv)
         try:

@@ -138,13 +138,14 @@ class SidecarStore:
         self.directory = directory
         self.sessions_dir = directory / "sessions"
         self.corrupt_dir = directory / "corrupt"
+        self.screens_dir = directory / "screens"
         self._dirty: set[Path] = set()
         self._flush_scheduled = False
         self._syncer = _Syncer(self._sync)
         self.quarantined: list[str] = []  # names whose records the last load_all moved aside
 
     def prepare(self) -> None:
-        for d in (self.directory, self.sessions_dir, self.corrupt_dir):
+        for d in (self.directory, self.sessions_dir, self.corrupt_dir, self.screens_dir):
             d.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(d, 0o700)
 
@@ -174,6 +175,31 @@ class SidecarStore:
         except FileNotFoundError:
             return
         self._written(None)
+
+    # ---- a session's last screen, kept from its end until it is resumed or removed ----------
+
+    def save_screen(self, name: str, text: str) -> None:
+        """Best effort: a screen that cannot be written is only a screen lost."""
+        path = self.screens_dir / f"{name}.txt"
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with open(fd, "wb") as f:
+                f.write(text.encode(errors="replace"))
+            os.rename(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def load_screen(self, name: str) -> str | None:
+        try:
+            return (self.screens_dir / f"{name}.txt").read_text(errors="replace")
+        except OSError:
+            return None
+
+    def delete_screen(self, name: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.screens_dir / f"{name}.txt")
 
     # ---- durability ---------------------------------------------------------------------
 

@@ -35,6 +35,8 @@ _MATCHES = (
     f"type='signal',sender='{SYSTEMD}',interface='{MANAGER_IFACE}',member='UnitRemoved'",
     f"type='signal',sender='{SYSTEMD}',interface='{PROPERTIES}',member='PropertiesChanged',"
     f"path_namespace='{UNIT_PATH_PREFIX}',arg0='{UNIT_IFACE}'",
+    f"type='signal',sender='{SYSTEMD}',interface='{PROPERTIES}',member='PropertiesChanged',"
+    f"path_namespace='{UNIT_PATH_PREFIX}',arg0='{SCOPE_IFACE}'",
     f"type='signal',sender='org.freedesktop.DBus',member='NameOwnerChanged',arg0='{SYSTEMD}'",
 )
 _KEEP_JOB_RESULTS = 4096
@@ -79,6 +81,8 @@ class Systemd:
     def __init__(self, bus: MessageBus, on_unit: UnitListener) -> None:
         self.bus = bus
         self._on_unit = on_unit
+        # Told systemd's Result for a scope (timeout, oom-kill, ...) as the scope ends.
+        self.on_result: Callable[[str, str], None] = lambda unit, result: None
         self._owner = ""
         self._known_owner = ""  # the last unique name systemd had, across its gaps
         self._owner_waiters: list[asyncio.Future[None]] = []
@@ -188,8 +192,12 @@ class Systemd:
             self._on_unit(msg.body[0], "")
         elif msg.member == "PropertiesChanged" and msg.path:
             changed = msg.body[1]
-            state = changed.get("ActiveState")
             unit = path_decode(UNIT_PATH_PREFIX, msg.path)
+            state = changed.get("ActiveState")
+            result = changed.get("Result") if msg.body[0] == SCOPE_IFACE else None
+            if result is not None and unit:
+                # Sent before the unit's ActiveState (and before a failed scope is collected).
+                self.on_result(unit, result.value)
             if state is not None and unit:
                 self._on_unit(unit, state.value)
 

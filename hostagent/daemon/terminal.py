@@ -149,7 +149,13 @@ class Terminal:
         return session
 
     async def capture(self, session: Session, lines: int) -> str:
+        """The screen and lines of scrollback; of a session that ended, its last screen."""
         check_capture(lines)
+        if session.record.state is not State.RUNNING and not session.removed:
+            final = self.registry.store.load_screen(session.name)
+            if final is not None:
+                kept = final.splitlines()
+                return "\n".join(kept[-(lines + self.settings.config.rows) :]) + "\n"
         name = self._running(session).name
         try:
             text = await self.tmux.capture(session.owner, session.paths.socket, lines)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Awaitable, Callable
@@ -31,11 +32,31 @@ def socket_path(runtime_dir: Path, name: str) -> Path:
     return runtime_dir / f"{name}.sock"
 
 
+# Where a pane's end is reported: the owner's hooks FIFO, with the session's name and the token
+# from the server's environment. Paths with other characters get no hook (see died_hook).
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_./-]+")
+
+
+def died_hook(fifo: Path, name: str, event: str) -> str | None:
+    """tmux's pane-died hook: one line into the hooks FIFO (opened read-write, so it never
+    blocks), in the hookpipe format. None when fifo is not a plain path."""
+    if not _PLAIN_PATH.fullmatch(str(fifo)) or not _PLAIN_PATH.fullmatch(name):
+        return None
+    line = f'printf "%s\\t%s\\t{event}\\t\\t\\t\\n" {name} "$HOSTAGENT_HOOK_TOKEN" 1<>{fifo}'
+    return f"run-shell -b '{line}'"
+
+
 def new_session_argv(
-    sock: Path, columns: int, rows: int, argv: list[str], output: Path | None = None
+    sock: Path,
+    columns: int,
+    rows: int,
+    argv: list[str],
+    output: Path | None = None,
+    died: str | None = None,
 ) -> list[str]:
     """Start the server with the session; it prints the server's pid. With output, the pane's
-    output is copied into that FIFO from the start, in the same tmux call."""
+    output is copied into that FIFO from the start, in the same tmux call. With died (a tmux
+    command), the pane stays when its program exits, and died runs then."""
     cmd = [
         tmux_binary(),
         "-S",
@@ -58,6 +79,9 @@ def new_session_argv(
     ]
     if output is not None:
         cmd += [";", "pipe-pane", "-t", SESSION, _pipe_command(output)]
+    if died is not None:
+        cmd += [";", "set-option", "-g", "remain-on-exit", "on"]
+        cmd += [";", "set-hook", "-g", "pane-died", died]
     return cmd
 
 
@@ -107,6 +131,19 @@ class Tmux:
 
     async def server_pid(self, owner: Owner, sock: Path) -> int:
         return await self._number(owner, sock, "#{pid}")
+
+    async def pane_end(self, owner: Owner, sock: Path) -> tuple[bool, int | None, int | None]:
+        """Whether the pane's program has ended, with its exit status or signal."""
+        out = await self.run(
+            owner, sock, "display-message", "-p", "-t", SESSION,
+            "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}",
+        )  # fmt: skip
+        dead, status, signal = ([*out.strip().split(" "), "", "", ""])[:3]
+        return (
+            dead == "1",
+            int(status) if status.isdigit() else None,
+            (int(signal) if signal.isdigit() else None),
+        )
 
     async def pane_pid(self, owner: Owner, sock: Path) -> int:
         """The pid of the process in the pane: the agent."""

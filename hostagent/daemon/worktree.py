@@ -207,6 +207,17 @@ async def remove(owner: Owner, repo: str, path: str, force: bool) -> str:
     return ""
 
 
+async def remove_of(owner: Owner, record: SessionRecord, force: bool) -> str:
+    """Remove the session's worktree, if it has one; a note for the caller when something was
+    kept or could not be removed."""
+    if not record.worktree:
+        return ""
+    try:
+        return await remove(owner, record.repo, record.worktree, force)
+    except WorktreeFailed as e:
+        return e.message
+
+
 async def diff(owner: Owner, path: str, base_ref: str, stat: bool) -> str:
     """What the session changed against its base, committed and not, as git diff shows it."""
     args = ["-C", path, "diff", *(["--stat"] if stat else []), base_ref]

@@ -4,7 +4,6 @@ The RPM spec and the PKGBUILD get the checks that run here."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator

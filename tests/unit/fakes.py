@@ -102,6 +102,7 @@ class FakeTmux:
         self.systemd = systemd
         self.screens: dict[str, tuple[str, str]] = {}  # session name -> (screen, title)
         self.typed: list[tuple[str, str, bool]] = []
+        self.ended: dict[str, tuple[int | None, int | None]] = {}  # name -> (status, signal)
         self.on_server_pid: Callable[[str], None] = lambda name: None
 
     @staticmethod
@@ -120,6 +121,11 @@ class FakeTmux:
 
     async def pane_pid(self, owner: Owner, sock: Path) -> int:
         return self._unit(sock).leader + 1
+
+    async def pane_end(self, owner: Owner, sock: Path) -> tuple[bool, int | None, int | None]:
+        self._unit(sock)
+        end = self.ended.get(self._name(sock))
+        return (False, None, None) if end is None else (True, *end)
 
     async def capture(self, owner: Owner, sock: Path, scrollback: int) -> str:
         self._unit(sock)

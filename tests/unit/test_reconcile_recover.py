@@ -27,24 +27,32 @@ async def running(host: Host, *names: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("ends_as", "error"),
+    ("ends_as", "result", "killed", "state", "ended", "error"),
     [
-        pytest.param("", "", id="unit-removed"),
-        pytest.param("inactive", "", id="inactive"),
-        pytest.param("failed", "unit hostagent-a.scope failed", id="failed"),
+        pytest.param("", "", 0, State.STOPPED, "success", "", id="unit-removed"),
+        pytest.param("inactive", "", 0, State.STOPPED, "success", "", id="inactive"),
+        pytest.param("failed", "", 0, State.FAILED, "resources", "its scope ended with systemd's result 'failed'", id="failed"),
+        pytest.param("", "timeout", 0, State.FAILED, "timeout", "stopped by systemd after RuntimeMaxSec=0s", id="timeout"),
+        pytest.param("", "oom-kill", 0, State.FAILED, "oom-kill", "killed by the kernel's OOM killer (out of memory in its scope)", id="oom"),
+        pytest.param("", "", 9, State.FAILED, "signal", "killed by SIGKILL ('hostagentctl kill')", id="killed"),
     ],
-)
-def test_a_unit_that_ends_while_watched_makes_the_session_stopped(
-    tmp_path: Path, ends_as: str, error: str
+)  # fmt: skip
+def test_a_unit_that_ends_while_watched_says_why(
+    tmp_path: Path, ends_as: str, result: str, killed: int, state: State, ended: str, error: str
 ) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
         await running(host, "a")
+        if killed:
+            await host.lifecycle.kill(host.registry.get("a"), "all", killed)
+        if result:
+            host.core.reconciler.on_result("hostagent-a.scope", result)
         host.systemd.end("hostagent-a.scope", ends_as)
         await host.settle()
         record = host.registry.get("a").record
-        assert (record.state, record.last_error) == (State.STOPPED, error)
-        assert host.on_disk("a") == "stopped"
+        assert (record.state, record.last_error) == (state, error)
+        assert record.result == ended
+        assert host.on_disk("a") == state.value
 
     run(body())
 

@@ -105,6 +105,9 @@ _CHANGING = [
     Property("StoppedAt", "t", _r("stopped_at")),
     Property("DormantReason", "s", _enum("dormant_reason")),
     Property("LastError", "s", _r("last_error")),
+    Property("Result", "s", _r("result")),
+    Property("ExitStatus", "i", _r("exit_status")),
+    Property("ExitSignal", "i", _r("exit_signal")),
     Property("ResumeCount", "u", _r("resume_count")),
     Property("Command", "as", _r("last_argv")),
 ]

@@ -1,0 +1,84 @@
+"""How a session ends, and saying why.
+
+tmux keeps a pane whose program exited (``remain-on-exit``) and runs the ``pane-died`` hook,
+which writes one line into the owner's hooks FIFO. The daemon then reads the exit status or
+signal from tmux, keeps the final screen (``capture`` shows it until a resume or a remove),
+and stops the scope itself: the session is ``stopped`` after a clean exit and ``failed`` with
+the reason otherwise. A unit that ends without its pane reporting (RuntimeMaxSec, the OOM
+killer, a ``kill`` of every process) is explained from systemd's Result for the scope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from hostagent.daemon import tmux
+from hostagent.daemon.conversation import Conversations
+from hostagent.daemon.registry import Registry, Session
+from hostagent.daemon.scope import JOB_TIMEOUT, Scopes, now_usec
+from hostagent.session import SUCCESS, Event, State, agent_end, unit_end
+
+log = logging.getLogger(__name__)
+
+FINAL_LINES = 1000  # of scrollback kept with the final screen
+
+
+class Endings:
+    def __init__(self, registry: Registry, scopes: Scopes, conversations: Conversations) -> None:
+        self.registry = registry
+        self.scopes = scopes
+        self.conversations = conversations
+        self._tasks: set[asyncio.Task[None]] = set()
+        conversations.on_pane_died = self.agent_exited_soon
+
+    def agent_exited_soon(self, session: Session) -> None:
+        task = asyncio.get_running_loop().create_task(self.agent_exited(session))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def agent_exited(self, session: Session) -> None:
+        """The pane-died hook fired (or recovery found a dead pane): if tmux agrees that the
+        agent is gone, keep its last screen and end the session with the reason."""
+        async with session.lock:
+            record = session.record
+            if session.removed or record.state is not State.RUNNING:
+                return
+            try:
+                dead, status, signal = await self.scopes.tmux.pane_end(
+                    session.owner, session.paths.socket
+                )
+                if not dead:
+                    return  # a forged or stale line: the agent still runs
+                screen = await self.scopes.tmux.capture(
+                    session.owner, session.paths.socket, FINAL_LINES
+                )
+            except tmux.TmuxError:
+                return  # the server is gone already; the unit's end is reconciled
+            self.registry.store.save_screen(session.name, screen.rstrip("\n") + "\n")
+            result, why = agent_end(status, signal)
+            log.info("session '%s': %s", session.name, why or "the agent exited")
+            session.stop_requested = True  # the scope's end is ours, not news
+            await self.scopes.stop(record.unit, JOB_TIMEOUT)
+            self.end(session, result, why, status or 0, signal or 0)
+            tmux.remove_socket(session.paths.socket)
+        await self.conversations.discover(session)
+
+    def unit_ended(self, session: Session, unit_result: str) -> None:
+        """The unit went away while the session ran, without its pane reporting."""
+        result, why = unit_end(
+            unit_result, session.killed_with, session.record.limits.runtime_max_sec
+        )
+        log.info("session '%s': %s", session.name, why or "the agent exited")
+        self.end(session, result, why, 0, session.killed_with)
+
+    def end(self, session: Session, result: str, why: str, status: int, signal: int) -> None:
+        """Record how the session ended and commit it: failed unless the result is success.
+        The caller holds the lock."""
+        record = session.record
+        record.stopped_at = now_usec()
+        record.result, record.exit_status, record.exit_signal = result, status, signal
+        record.last_error = why
+        session.killed_with = 0
+        session.apply(Event.UNIT_GONE if result == SUCCESS else Event.FAIL)
+        self.registry.commit_or_retry(session)

@@ -1,0 +1,87 @@
+"""Why a session ended (issue: day one for an admin): the agent's exit status or signal, read
+from tmux once its pane died, and systemd's Result for a scope that ended without it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hostagent.session import State, agent_end, unit_end
+from tests.unit.fakes import Host, run
+from tests.unit.test_lifecycle import create
+
+
+@pytest.mark.parametrize(
+    ("status", "signal", "result", "why"),
+    [
+        (0, None, "success", ""),
+        (None, None, "success", ""),
+        (3, None, "exit-code", "the agent exited with status 3"),
+        (None, 9, "signal", "the agent was killed by SIGKILL"),
+        (None, 200, "signal", "the agent was killed by signal 200"),
+    ],
+)
+def test_agent_end(status: int | None, signal: int | None, result: str, why: str) -> None:
+    assert agent_end(status, signal) == (result, why)
+
+
+@pytest.mark.parametrize(
+    ("unit_result", "killed", "result"),
+    [
+        ("", 0, "success"),
+        ("success", 0, "success"),
+        ("timeout", 0, "timeout"),
+        ("oom-kill", 0, "oom-kill"),
+        ("", 15, "signal"),
+        ("timeout", 15, "timeout"),  # systemd's reason wins over ours
+        ("resources", 0, "resources"),
+    ],
+)
+def test_unit_end(unit_result: str, killed: int, result: str) -> None:
+    assert unit_end(unit_result, killed, 60)[0] == result
+
+
+@pytest.mark.parametrize(
+    ("status", "signal", "state", "why"),
+    [
+        (0, None, State.STOPPED, ""),
+        (2, None, State.FAILED, "the agent exited with status 2"),
+        (None, 11, State.FAILED, "the agent was killed by SIGSEGV"),
+    ],
+)
+def test_a_dead_pane_ends_the_session_with_its_reason_and_last_screen(
+    tmp_path: Path, status: int | None, signal: int | None, state: State, why: str
+) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a")
+        session = host.registry.get("a")
+        host.scopes.tmux.screens["a"] = ("$ make\nError 2\n", "")
+        host.scopes.tmux.ended["a"] = (status, signal)
+        await host.core.endings.agent_exited(session)
+        record = session.record
+        assert (record.state, record.last_error) == (state, why)
+        assert (record.exit_status, record.exit_signal) == (status or 0, signal or 0)
+        assert "hostagent-a.scope" in host.systemd.stopped
+        assert host.on_disk("a") == state.value
+        # The last screen stays readable until a resume.
+        assert "Error 2" in await host.core.terminal.capture(session, 0)
+        await host.lifecycle.resume(session)
+        assert (record.result, record.last_error) == ("", "")
+        assert host.store.load_screen("a") is None
+
+    run(body())
+
+
+def test_a_pane_that_is_alive_ends_nothing(tmp_path: Path) -> None:
+    """A pane-died line anyone of the owner's could forge: tmux is asked, and it says no."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a")
+        await host.core.endings.agent_exited(host.registry.get("a"))
+        assert host.registry.get("a").record.state is State.RUNNING
+        assert host.systemd.stopped == []
+
+    run(body())
