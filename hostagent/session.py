@@ -95,9 +95,15 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+# Signals that end a program cleanly, as systemd counts them for a service (SuccessExitStatus).
+CLEAN_SIGNALS = frozenset({signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE})
+
+
 def agent_end(status: int | None, signal_number: int | None) -> tuple[str, str]:
     """(result, why) for an agent whose pane died, from tmux's pane_dead_status and
-    pane_dead_signal; why is "" for a clean exit."""
+    pane_dead_signal; why is "" for a clean exit (status 0, or a signal that asks to end)."""
+    if signal_number in CLEAN_SIGNALS:
+        return SUCCESS, ""
     if signal_number:
         return "signal", f"the agent was killed by {_signal_name(signal_number)}"
     if status:
@@ -112,7 +118,7 @@ def unit_end(unit_result: str, killed_with: int, runtime_max_sec: int) -> tuple[
         return "timeout", f"stopped by systemd after RuntimeMaxSec={runtime_max_sec}s"
     if unit_result == "oom-kill":
         return "oom-kill", "killed by the kernel's OOM killer (out of memory in its scope)"
-    if killed_with:
+    if killed_with and killed_with not in CLEAN_SIGNALS:
         return "signal", f"killed by {_signal_name(killed_with)} ('hostagentctl kill')"
     if unit_result and unit_result != SUCCESS:
         return "resources", f"its scope ended with systemd's result '{unit_result}'"

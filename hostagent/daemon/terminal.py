@@ -168,7 +168,8 @@ class Terminal:
                 f"Session '{name}': {lines} lines of scrollback are more than "
                 f"{MAX_CAPTURE_BYTES // (1024 * 1024)} MiB; ask for fewer lines."
             )
-        return text
+        # The rows below the last line written are blank, not output.
+        return text.rstrip("\n") + "\n"
 
     async def send_text(self, session: Session, text: str, enter: bool) -> None:
         check_text(text)

@@ -11,7 +11,7 @@ from hostagent import SESSION_INTERFACE
 from hostagent.client.library import Client
 from hostagent.errors import AccessDenied
 from tests.integration.busclient import with_client
-from tests.integration.helpers import create, props, record, wait_screen
+from tests.integration.helpers import create, props, wait_screen
 from tests.sandbox import Sandbox
 
 DISCOVERED_PRESET = """\
@@ -101,17 +101,18 @@ def test_a_report_from_inside_the_scope_needs_the_sessions_token(sb: Sandbox) ->
     connects, and pids are reused): a hook report must carry the session's token, which only
     the session's own hook processes are given."""
     name = create(sb, "shell", user="alice")
-    token = record(sb, name)["hook_token"]
     report = (
         'echo \'{{"session_id": "{id}"}}\' | {env}hostagentctl --system hook SessionStart;'
         " echo reported-$((40+{n}))"
     )
     try:
-        sb.ctl("send", name, report.format(id="forged-2", env="", n=2), system=True).check()
+        # Every session process has the token; a forger is one without it.
+        forged = report.format(id="forged-2", env="env -u HOSTAGENT_HOOK_TOKEN ", n=2)
+        sb.ctl("send", name, forged, system=True).check()
         screen = sb.screen_showing(name, "reported-42", user="alice")
         assert "Only a process inside session" in screen
         assert props(sb, name)["AgentSessionId"] == ""
-        with_token = report.format(id="real-3", env=f"HOSTAGENT_HOOK_TOKEN={token} ", n=3)
+        with_token = report.format(id="real-3", env="", n=3)
         sb.ctl("send", name, with_token, system=True).check()
         assert sb.screen_showing(name, "reported-43", user="alice")
         assert props(sb, name)["AgentSessionId"] == "real-3"

@@ -58,7 +58,7 @@ def test_an_agent_that_exits_badly_leaves_failed_its_status_and_last_screen(sb: 
         assert (p["State"], p["Result"], p["ExitStatus"]) == ("failed", "exit-code", 3)
         assert p["LastError"] == "the agent exited with status 3"
         screen = sb.ctl("capture", name, user="alice", system=True).check().stdout
-        assert "the last words" in screen
+        assert "the last words" in screen and not screen.endswith("\n\n")  # no blank rows
         status = sb.ctl("status", name, user="alice", system=True)
         assert status.returncode == 3 and "exited with status 3" in status.stdout
         assert "Leader" not in status.stdout  # no stale pid

@@ -58,10 +58,13 @@ def test_two_resumes_at_once_one_wins_the_other_gets_already_running(sb: Sandbox
     with sb.park(checkpoint.SPAWN_STARTED) as parked:
         first = background_ctl(sb, "resume", name)
         parked.wait()
-        second = sb.ctl("resume", name)
+        second = sb.run("busctl", "call", "org.hostagent.HostAgent1", "/org/hostagent/HostAgent1",
+                        "org.hostagent.HostAgent1.Manager", "ResumeSession", "s", name)  # fmt: skip
+        idempotent = sb.ctl("resume", name)  # hostagentctl, as systemctl start: nothing to do
         parked.release()
     assert second.returncode != 0
     assert "is already starting" in second.stderr
+    assert (idempotent.returncode, idempotent.stderr) == (0, "")
     assert finish(first)[0] == 0
     assert settled(sb, name) == ("running", "active", "running")
     sb.ctl("rm", name).check()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from dbus_fast import Message, MessageType
@@ -103,26 +104,48 @@ def test_records_from_another_boot_with_live_units_are_all_adopted(sb: Sandbox) 
             sb.ctl("rm", name)
 
 
-def test_daemon_killed_adopts_live_sessions_and_an_agent_that_exited_is_dormant_lost(
+def test_daemon_killed_adopts_live_sessions_and_a_lost_one_is_dormant_lost(
     sb: Sandbox,
 ) -> None:
-    names = [create(sb, "demo-agent", user="alice") for _ in range(3)]
-    gone = names[0]
+    names = [create(sb, "demo-agent", user="alice") for _ in range(4)]
+    gone, exited = names[0], names[1]
     leaders = {n: props(sb, n)["Leader"] for n in names}
     for name in names:
         wait_screen(sb, name, "> ")
     try:
         sb.daemon_kill()
-        # The agent exits while nobody watches; tmux ends with it, and so does the scope.
-        sock = f"/run/hostagent/{sb.uid('alice')}/{gone}.sock"
-        sb.run("tmux", "-S", sock, "send-keys", "-t", "main", "/exit", "Enter", user="alice")
+        # While nobody watches: one session's tmux server is killed, and the scope ends with
+        # it; another's agent exits, and tmux keeps its dead pane for the daemon to read.
+        sock = f"/run/hostagent/{sb.uid('alice')}"
+        sb.run("tmux", "-S", f"{sock}/{gone}.sock", "kill-server", user="alice")
         sb.wait_unit_state(f"hostagent-{gone}.scope", ("",))
+        sb.run("tmux", "-S", f"{sock}/{exited}.sock", "send-keys", "-t", "main", "/exit", "Enter",
+               user="alice")  # fmt: skip
+        deadline = time.monotonic() + 10
+        while (
+            "Pane is dead"
+            not in sb.run(
+                "tmux",
+                "-S",
+                f"{sock}/{exited}.sock",
+                "capture-pane",
+                "-p",
+                "-t",
+                "main",
+                user="alice",
+            ).stdout
+        ):
+            assert time.monotonic() < deadline, "tmux never showed the agent's end"
+            time.sleep(0.1)
         sb.daemon_start()
-        for name in names[1:]:
+        for name in names[2:]:
             p = props(sb, name)
             assert (p["State"], p["Leader"]) == ("running", leaders[name])
         p = props(sb, gone)
         assert (p["State"], p["DormantReason"]) == ("dormant", "lost")
+        sb.ctl("wait", "--for", "exited", "--timeout", "30", exited).check()
+        p = props(sb, exited)
+        assert (p["State"], p["Result"]) == ("stopped", "success")
         sb.ctl("resume", gone).check()
         assert props(sb, gone)["State"] == "running"
         wait_screen(sb, gone, "> ")

@@ -19,6 +19,7 @@ from tests.unit.test_lifecycle import create
         (None, None, "success", ""),
         (3, None, "exit-code", "the agent exited with status 3"),
         (None, 9, "signal", "the agent was killed by SIGKILL"),
+        (None, 15, "success", ""),  # asked to end, and it did: as systemd counts it
         (None, 200, "signal", "the agent was killed by signal 200"),
     ],
 )
@@ -33,8 +34,9 @@ def test_agent_end(status: int | None, signal: int | None, result: str, why: str
         ("success", 0, "success"),
         ("timeout", 0, "timeout"),
         ("oom-kill", 0, "oom-kill"),
-        ("", 15, "signal"),
-        ("timeout", 15, "timeout"),  # systemd's reason wins over ours
+        ("", 9, "signal"),
+        ("", 15, "success"),
+        ("timeout", 9, "timeout"),  # systemd's reason wins over ours
         ("resources", 0, "resources"),
     ],
 )
