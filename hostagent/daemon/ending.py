@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 from hostagent.daemon import tmux
 from hostagent.daemon.conversation import Conversations
@@ -31,30 +32,78 @@ class Endings:
         self.conversations = conversations
         self._tasks: set[asyncio.Task[None]] = set()
         conversations.on_pane_died = self.agent_exited_soon
+        registry.listeners.append(self)
+
+    # ---- Listener: a session that no longer runs has no agent to follow ----------------
+
+    def session_added(self, session: Session) -> None:
+        pass
+
+    def session_changed(self, session: Session) -> None:
+        if session.record.state is not State.RUNNING:
+            self.unfollow(session)
+
+    def session_removed(self, session: Session) -> None:
+        self.unfollow(session)
+
+    # ---- following the agent ----------------------------------------------------------------
+
+    def follow(self, session: Session, pane_pid: int) -> None:
+        """Watch the agent's process as well as tmux's hook, which tmux can fail to run."""
+        self.unfollow(session)
+        session.pane_pid = pane_pid
+        if pane_pid > 0:
+            session.unfollow = self.scopes.follow_process(
+                pane_pid, lambda: self.agent_exited_soon(session)
+            )
+            if session.unfollow is None:
+                self.agent_exited_soon(session)
+
+    def unfollow(self, session: Session) -> None:
+        if session.unfollow is not None:
+            session.unfollow()
+            session.unfollow = None
 
     def agent_exited_soon(self, session: Session) -> None:
         task = asyncio.get_running_loop().create_task(self.agent_exited(session))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def _how_it_ended(self, session: Session) -> tuple[int | None, int | None] | None:
+        """(status, signal) of the agent once it has ended, else None. tmux says so for a
+        pane it reaped; a zombie it never reaped says so itself."""
+        owner, sock = session.owner, session.paths.socket
+        dead, status, signal = await self.scopes.tmux.pane_end(owner, sock)
+        if status is not None or signal is not None:
+            return status, signal
+        code = self.scopes.exit_status_of(session.pane_pid) if session.pane_pid else None
+        if code is not None:
+            if os.WIFSIGNALED(code):
+                return None, os.WTERMSIG(code)
+            return os.WEXITSTATUS(code), None
+        if dead:
+            return None, None
+        if not session.pane_pid:  # adopted: follow the agent from now on
+            self.follow(session, await self.scopes.tmux.pane_pid(owner, sock))
+        return None
+
     async def agent_exited(self, session: Session) -> None:
-        """The pane-died hook fired (or recovery found a dead pane): if tmux agrees that the
+        """The pane-died hook fired, the agent's process exited, or recovery looks: if the
         agent is gone, keep its last screen and end the session with the reason."""
         async with session.lock:
             record = session.record
             if session.removed or record.state is not State.RUNNING:
                 return
             try:
-                dead, status, signal = await self.scopes.tmux.pane_end(
-                    session.owner, session.paths.socket
-                )
-                if not dead:
-                    return  # a forged or stale line: the agent still runs
+                ended = await self._how_it_ended(session)
+                if ended is None:
+                    return  # it runs (a forged or stale report)
                 screen = await self.scopes.tmux.capture(
                     session.owner, session.paths.socket, FINAL_LINES
                 )
             except tmux.TmuxError:
                 return  # the server is gone already; the unit's end is reconciled
+            status, signal = ended
             self.registry.store.save_screen(session.name, screen.rstrip("\n") + "\n")
             result, why = agent_end(status, signal)
             log.info("session '%s': %s", session.name, why or "the agent exited")

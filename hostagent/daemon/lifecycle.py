@@ -216,6 +216,7 @@ class Lifecycle:
             # disk does not know of.
             await self._stop_scope(session)
             self._fail(session, e.message)
+        self.reconciler.endings.follow(session, started.pane_pid)
         if not record.leader_pid:
             # tmux was already gone from the scope: the agent exited at once. A server that
             # was found running will be followed by the unit's own signals.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -80,6 +80,8 @@ class Session:
         self.last_hook: HookReport | None = None
         self.killed_with = 0  # the signal a kill of every process sent, until the unit ends
         self.unit_result = ""  # systemd's Result for the scope, when it said one
+        self.pane_pid = 0  # the agent's process, followed while the session runs (ending.py)
+        self.unfollow: Callable[[], None] | None = None
         self.watch: PaneWatch | None = None
         self._owner: Owner | None = None
 

@@ -12,6 +12,7 @@ import logging
 import os
 import signal as signals
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,7 @@ class Started:
     leader_pid: int
     invocation_id: str
     started_at: int
+    pane_pid: int = 0  # the agent's process, as tmux started it
 
 
 def now_usec() -> int:
@@ -226,8 +228,10 @@ class Scopes:
             raise SpawnFailed(f"Failed to start tmux: {reason}")
         # tmux printed its server's pid; a server that is already gone (the agent exited at once)
         # fails the cgroup check, and reconcile sees the rest.
-        leader = int(out) if out.isdigit() and self.leader_alive_in(record.unit, int(out)) else 0
-        return Started(leader, invocation, now_usec())
+        server, _, pane = out.partition(" ")
+        leader = int(server) if server.isdigit() else 0
+        leader = leader if self.leader_alive_in(record.unit, leader) else 0
+        return Started(leader, invocation, now_usec(), int(pane) if pane.isdigit() else 0)
 
     async def _started_before(self, unit: str, pid: int) -> str:
         """The start was retried after systemd came back and found the unit: "done" when
@@ -291,3 +295,35 @@ class Scopes:
 
     def process(self, pid: int) -> Process | None:
         return process(pid)
+
+    # The agent's own end, seen without tmux: tmux 3.3 can miss a pane's SIGCHLD, leaving the
+    # pane's process a zombie it never reaps and its pane-died hook never run.
+
+    def follow_process(self, pid: int, on_exit: Callable[[], None]) -> Callable[[], None] | None:
+        """Call on_exit once when pid exits (a pidfd on the event loop); a function that stops
+        following, or None when pid is gone already."""
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            return None
+        loop = asyncio.get_running_loop()
+
+        def stop() -> None:
+            loop.remove_reader(fd)
+            os.close(fd)
+
+        def exited() -> None:
+            stop()
+            on_exit()
+
+        loop.add_reader(fd, exited)
+        return stop
+
+    def exit_status_of(self, pid: int) -> int | None:
+        """The wait status of pid when it is a zombie nobody reaped (/proc's exit_code)."""
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            return None
+        return int(fields[49]) if len(fields) > 49 and fields[0] == "Z" else None

@@ -54,7 +54,8 @@ def new_session_argv(
     output: Path | None = None,
     died: str | None = None,
 ) -> list[str]:
-    """Start the server with the session; it prints the server's pid. With output, the pane's
+    """Start the server with the session; it prints the server's pid and the pane's. With
+    output, the pane's
     output is copied into that FIFO from the start, in the same tmux call. With died (a tmux
     command), the pane stays when its program exits, and died runs then."""
     cmd = [
@@ -67,7 +68,7 @@ def new_session_argv(
         "-d",
         "-P",
         "-F",
-        "#{pid}",
+        "#{pid} #{pane_pid}",
         "-s",
         SESSION,
         "-x",

@@ -194,6 +194,12 @@ class FakeScopes:
         u = self.systemd.units.get(unit)
         return u is not None and u.leader_alive and u.leader == pid and pid > 0
 
+    def follow_process(self, pid: int, on_exit: Callable[[], None]) -> Callable[[], None] | None:
+        return lambda: None  # fake pids belong to nobody here
+
+    def exit_status_of(self, pid: int) -> int | None:
+        return None
+
     def process(self, pid: int) -> Process | None:
         """A unit's leader is a tmux server of the current user's."""
         unit = self.unit_of_pid(pid)
