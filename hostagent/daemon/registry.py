@@ -197,9 +197,17 @@ class Registry:
         self.sessions[record.name] = session
         return session
 
-    def announce_new(self, session: Session) -> None:
+    def _tell(self, what: str, session: Session) -> None:
+        """Every listener hears of the change, even when one of them fails over it: one
+        broken listener must not leave the bus showing something else than the record."""
         for listener in self.listeners:
-            listener.session_added(session)
+            try:
+                getattr(listener, what)(session)
+            except Exception:
+                log.exception("session '%s': a listener failed on %s", session.name, what)
+
+    def announce_new(self, session: Session) -> None:
+        self._tell("session_added", session)
 
     def commit(self, session: Session) -> None:
         """Persist the record, then tell every listener.
@@ -253,8 +261,7 @@ class Registry:
     def announce(self, session: Session) -> None:
         """Tell every listener that what the session shows changed (its activity), without
         writing anything."""
-        for listener in self.listeners:
-            listener.session_changed(session)
+        self._tell("session_changed", session)
 
     def forget(self, session: Session) -> None:
         """Drop the session and delete its record."""
@@ -262,8 +269,7 @@ class Registry:
         self.sessions.pop(session.name, None)
         self._unsaved.discard(session.name)
         self.store.delete(session.name)
-        for listener in self.listeners:
-            listener.session_removed(session)
+        self._tell("session_removed", session)
         log.info("session '%s': removed", session.name)
 
     @contextlib.contextmanager

@@ -307,10 +307,12 @@ class Scopes:
         except OSError:
             return None
         loop = asyncio.get_running_loop()
+        open_fd = [fd]  # closed once, however often stop is called
 
         def stop() -> None:
-            loop.remove_reader(fd)
-            os.close(fd)
+            if open_fd:
+                loop.remove_reader(open_fd[0])
+                os.close(open_fd.pop())
 
         def exited() -> None:
             stop()

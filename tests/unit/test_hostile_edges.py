@@ -190,3 +190,24 @@ def test_a_helper_whose_output_is_held_elsewhere_still_times_out() -> None:
         for pid in os.listdir("/proc"):
             if pid.isdigit() and _cmdline(pid) in ("sleep\x0031\x00", "sleep\x0032\x00"):
                 os.kill(int(pid), signal.SIGKILL)
+
+
+def test_following_a_process_tells_once_and_closes_its_pidfd_once() -> None:
+    from hostagent.daemon.scope import Scopes
+
+    async def body() -> None:
+        scopes = Scopes(None, None)  # type: ignore[arg-type]
+        proc = await asyncio.create_subprocess_exec("/bin/sleep", "30")
+        told = asyncio.Event()
+        stop = scopes.follow_process(proc.pid, told.set)
+        assert stop is not None
+        fds = len(os.listdir("/proc/self/fd"))
+        proc.kill()
+        await asyncio.wait_for(told.wait(), 5)
+        await proc.wait()
+        stop()
+        stop()  # a listener may stop it again: nothing else is closed
+        assert len(os.listdir("/proc/self/fd")) == fds - 1
+        assert scopes.follow_process(proc.pid, told.set) is None  # gone and reaped
+
+    asyncio.run(body())
