@@ -10,8 +10,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hostagent import yamlfile
+from hostagent import values, yamlfile
 from hostagent.session import Limits
+from hostagent.values import INFINITY
 
 # Inclusive bounds for each limit; zero is never accepted where a limit is given explicitly.
 LIMIT_BOUNDS: dict[str, tuple[int, int]] = {
@@ -50,6 +51,8 @@ def over_caps(asked: Limits, caps: Limits) -> str | None:
 
 
 def limit_problem(key: str, value: int) -> str | None:
+    if value == INFINITY and key != "cpu_weight":
+        return None  # systemd's infinity: no limit at all
     lo, hi = LIMIT_BOUNDS[key]
     if not lo <= value <= hi:
         return f"must be between {lo} and {hi}"
@@ -114,6 +117,29 @@ def _int(doc: yamlfile.Document, value: object, fld: str, lo: int, hi: int) -> i
     return value
 
 
+def _limit(doc: yamlfile.Document, key: str, value: object, fld: str) -> int:
+    """A limit as a number, or as systemd writes it: 4G, 50%, 1h, infinity."""
+    if isinstance(value, str):
+        try:
+            if key.startswith("memory_"):
+                physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+                number = values.parse_size(value, physical)
+            elif key == "runtime_max_sec":
+                number = values.parse_timespan(value)
+            elif value.strip().lower() == "infinity" and key != "cpu_weight":
+                number = values.INFINITY
+            else:
+                raise doc.error(fld, f"must be a whole number, not {value!r}")
+        except values.ValueProblem as e:
+            raise doc.error(fld, str(e)) from None
+        problem = limit_problem(key, number)
+        if problem:
+            raise doc.error(fld, problem)
+        return number
+    lo, hi = LIMIT_BOUNDS[key]
+    return _int(doc, value, fld, lo, hi)
+
+
 def parse_config(doc: yamlfile.Document) -> Config:
     data = yamlfile.expect_mapping(doc, doc.data, None)
     yamlfile.reject_unknown(
@@ -123,8 +149,7 @@ def parse_config(doc: yamlfile.Document) -> Config:
     limits = yamlfile.expect_mapping(doc, data.get("limits", {}), "limits")
     yamlfile.reject_unknown(doc, limits, set(LIMIT_BOUNDS), "limits")
     for key, value in limits.items():
-        lo, hi = LIMIT_BOUNDS[key]
-        setattr(cfg.limits, key, _int(doc, value, f"limits.{key}", lo, hi))
+        setattr(cfg.limits, key, _limit(doc, key, value, f"limits.{key}"))
     users = yamlfile.expect_mapping(doc, data.get("users", {}), "users")
     yamlfile.reject_unknown(doc, users, {"sessions", "admins_exceed", *USER_CAP_KEYS}, "users")
     cfg.users.sessions = _int(
@@ -132,9 +157,8 @@ def parse_config(doc: yamlfile.Document) -> Config:
     )
     for key in USER_CAP_KEYS:
         if key in users:  # 0 takes the cap away
-            lo, hi = LIMIT_BOUNDS[key]
             value = users[key]
-            value = 0 if value == 0 else _int(doc, value, f"users.{key}", lo, hi)
+            value = 0 if value == 0 else _limit(doc, key, value, f"users.{key}")
             setattr(cfg.users.limits, key, value)
     exceed = users.get("admins_exceed", False)
     if not isinstance(exceed, bool):

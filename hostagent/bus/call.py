@@ -21,6 +21,9 @@ PROPERTIES = "org.freedesktop.DBus.Properties"
 DEFAULT_TIMEOUT = 25.0
 
 
+TIMEOUT = "org.freedesktop.DBus.Error.Timeout"  # our own wait ran out (not the bus's NoReply)
+
+
 class CallError(Exception):
     """An error reply; ``name`` is the D-Bus error name."""
 
@@ -57,7 +60,11 @@ async def call(
 
         msg.flags = MessageFlag(int(msg.flags) | 0x4)  # ALLOW_INTERACTIVE_AUTHORIZATION
     coro = bus.call(msg)
-    reply = await (asyncio.wait_for(coro, timeout) if timeout else coro)
+    try:
+        reply = await (asyncio.wait_for(coro, timeout) if timeout else coro)
+    except TimeoutError:
+        # An error like any other reply's, so that no caller meets a bare TimeoutError.
+        raise CallError(TIMEOUT, f"{member} got no reply within {timeout:.0f}s") from None
     if reply is None:
         return []
     if reply.message_type == MessageType.ERROR:

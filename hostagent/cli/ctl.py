@@ -9,94 +9,84 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import fnmatch
 import json
 import os
-import re
 import shutil
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from dbus_fast import Variant
-
-from hostagent import UINT64_MAX, __version__
+from hostagent import UINT64_MAX, __version__, values
 from hostagent.cli.ctl_args import bare_json_is_short, parser
-from hostagent.cli.ctl_output import EXIT_FAILURE, daemon_named, fail, show_table
-from hostagent.client.library import Client, prefer_system
+from hostagent.cli.ctl_options import UsageError, build_options
+from hostagent.cli.ctl_output import (
+    EXIT_FAILURE,
+    daemon_named,
+    fail,
+    human_age,
+    human_bytes,
+    human_nsec,
+    listed,
+    show_table,
+)
+from hostagent.client.library import Client, SessionRow, prefer_system
 from hostagent.client.transport import ssh_argv
 from hostagent.errors import AlreadyRunning, HostAgentError, NoSuchSession, NotRunning
 
 EXIT_USAGE = 2
 LSB_NOT_RUNNING, LSB_UNKNOWN = 3, 4
 
-_PROPS = {  # -p NAME=VALUE -> option key, and whether the value is a size
-    "MemoryMax": ("memory_max", True),
-    "MemoryHigh": ("memory_high", True),
-    "CPUWeight": ("cpu_weight", False),
-    "TasksMax": ("tasks_max", False),
-    "RuntimeMaxSec": ("runtime_max_sec", False),
-}
-_SIZE_RE = re.compile(r"^(\d+)([KMGT]?)$")
-
-
-class UsageError(Exception):
-    pass
-
-
-def parse_size(text: str) -> int:
-    m = _SIZE_RE.match(text.strip().upper())
-    if not m:
-        raise UsageError(f"'{text}' is not a size (e.g. 512M, 2G)")
-    return int(m.group(1)) << (10 * " KMGT".index(m.group(2) or " "))
-
-
-def build_options(args: argparse.Namespace) -> dict[str, Variant]:
-    options: dict[str, Variant] = {}
-    env = {}
-    for item in args.env or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise UsageError(f"-e takes KEY=VALUE, not '{item}'")
-        env[key] = value
-    if env:
-        options["env"] = Variant("a{ss}", env)
-    for item in args.property or []:
-        key, sep, value = item.partition("=")
-        if not sep or key not in _PROPS:
-            raise UsageError(f"-p takes one of {', '.join(_PROPS)}=VALUE, not '{item}'")
-        opt, is_size = _PROPS[key]
-        try:
-            options[opt] = Variant("t", parse_size(value) if is_size else int(value))
-        except ValueError:
-            raise UsageError(f"-p {key} needs a number, not '{value}'") from None
-    argv = list(args.argv or [])
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    if argv:
-        options["command" if args.replace_command else "args"] = Variant("as", argv)
-    if args.agent_session:
-        options["agent_session"] = Variant("s", args.agent_session)
-    if args.worktree is not None:
-        options["worktree"] = Variant("s", args.worktree)
-    if args.base:
-        options["base"] = Variant("s", args.base)
-    if args.user_id is not None:
-        options["user"] = Variant("u", args.user_id)
-    return options
-
-
 # ---- verbs --------------------------------------------------------------------------------
 
 
+def _wanted(row: SessionRow, a: argparse.Namespace, owner: int | None) -> bool:
+    states = {s for s in (a.state or "").split(",") if s}
+    return (
+        (not states or row.state in states)
+        and (owner is None or row.owner == owner)
+        and (not a.patterns or any(fnmatch.fnmatchcase(row.name, p) for p in a.patterns))
+    )
+
+
 async def verb_list(c: Client, a: argparse.Namespace) -> int:
-    sessions = await c.list_sessions()
+    owner = None
+    if a.owner:
+        try:
+            owner = values.parse_user(a.owner)
+        except values.ValueProblem as e:
+            raise UsageError(f"--owner: {e}") from None
+    sessions = sorted(
+        (r for r in await c.list_sessions() if _wanted(r, a, owner)), key=lambda r: r.name
+    )
     branches = await c.branches()
-    rows = [[r.name, r.preset, r.state, r.activity, r.owner] for r in sessions]
-    header = ["Name", "Preset", "State", "Activity", "Owner"]
+    slots = asyncio.Semaphore(16)
+
+    async def details(row: SessionRow) -> dict[str, Any]:
+        async with slots:
+            try:
+                return await c.properties(row.name)
+            except HostAgentError:  # removed meanwhile
+                return {}
+
+    props = await asyncio.gather(*(details(r) for r in sessions))
+    local = not (a.host or a.machine or a.address)
+    items = [
+        listed(r, p, branches.get(r.name, ""), local) for r, p in zip(sessions, props, strict=True)
+    ]
+    if a.json:
+        print(json.dumps(items, indent=2 if a.json == "pretty" else None))
+        return 0
+    header = ["Name", "Preset", "State", "Activity", "User", "Age", "Memory", "CPU"]
+    rows = [
+        [i["name"], i["preset"], i["state"], i["activity"], i["user"], human_age(i["started_at"]),
+         human_bytes(i["memory"]), human_nsec(i["cpu_nsec"])]
+        for i in items
+    ]  # fmt: skip
     if branches:
         header.append("Branch")
-        rows = [[*row, branches.get(str(row[0]), "")] for row in rows]
-    show_table(a, header, sorted(rows), "session", daemon_named(a))
+        rows = [[*row, i.get("branch", "")] for row, i in zip(rows, items, strict=True)]
+    show_table(a, header, rows, "session", daemon_named(a))
     return 0
 
 
@@ -159,7 +149,8 @@ async def verb_explain(c: Client, a: argparse.Namespace) -> int:
 
 
 async def verb_new(c: Client, a: argparse.Namespace) -> int:
-    cwd = os.path.abspath(a.cwd) if a.cwd else os.getcwd()
+    # For another user, no --cwd means their home (the daemon's default), never ours.
+    cwd = os.path.abspath(a.cwd) if a.cwd else ("" if a.user_id is not None else os.getcwd())
     path = await c.create(a.name or "", a.preset, cwd, build_options(a))
     name = next((r.name for r in await c.list_sessions() if r.path == path), path)
     if not a.quiet:
@@ -211,7 +202,11 @@ async def verb_diff(c: Client, a: argparse.Namespace) -> int:
 
 
 async def verb_kill(c: Client, a: argparse.Namespace) -> int:
-    return await _each(a, "kill", lambda n: c.kill(n, a.whom, a.signal))
+    try:
+        number = values.parse_signal(a.signal)
+    except values.ValueProblem as e:
+        raise UsageError(f"-s: {e}") from None
+    return await _each(a, "kill", lambda n: c.kill(n, a.whom, number))
 
 
 async def verb_capture(c: Client, a: argparse.Namespace) -> int:
@@ -226,7 +221,10 @@ async def verb_send(c: Client, a: argparse.Namespace) -> int:
 
 async def verb_wait(c: Client, a: argparse.Namespace) -> int:
     activities = [x for x in a.activity.split(",") if x]
-    timeout = int(a.timeout * 1_000_000)
+    try:
+        timeout = int(values.parse_seconds(a.timeout) * 1_000_000)
+    except values.ValueProblem as e:
+        raise UsageError(f"--timeout: {e}") from None
     name, activity = await c.wait_any(a.names, activities, timeout)
     print(f"{name} {activity}" if len(a.names) > 1 else activity)
     return 0
@@ -361,8 +359,8 @@ async def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(bare_json_is_short(argv))
-    if not args.verb:
-        args.verb = "list"
+    if not args.verb:  # a bare hostagentctl lists, as a bare systemctl does
+        args = parser().parse_args(bare_json_is_short([*argv, "list"]))
     try:
         return asyncio.run(run(args))
     except KeyboardInterrupt:

@@ -6,7 +6,7 @@ Kept apart from the verbs themselves (ctl.py), so that the grammar reads in one 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, NoReturn
 
 from hostagent import __version__
 
@@ -30,14 +30,27 @@ def _global_options(p: argparse.ArgumentParser, after_verb: bool) -> None:
     p.add_argument("-q", "--quiet", action="store_true", **keep)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line and a pointer to --help, as systemctl prints it, not the
+    whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}; see 'hostagentctl --help'.\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hostagentctl", description="Drive hostagent sessions.")
+    p = _Parser(prog="hostagentctl", description="Drive hostagent sessions.")
     _global_options(p, after_verb=False)
     p.add_argument("--version", action="version", version=f"hostagentctl {__version__}")
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     _global_options(common, after_verb=True)
     sub = p.add_subparsers(dest="verb", metavar="VERB")
-    sub.add_parser("list", help="list sessions", parents=[common])
+    sp = sub.add_parser("list", help="list sessions", parents=[common])
+    sp.add_argument(
+        "patterns", nargs="*", metavar="PATTERN", help="names, or globs such as 'claude-*'"
+    )
+    sp.add_argument("--state", help="only these states, e.g. running,failed")
+    sp.add_argument("--owner", metavar="USER", help="only this user's sessions (a name or uid)")
     for verb in ("status", "capture", "attach", "explain", "diff"):
         sp = sub.add_parser(verb, help=f"{verb} a session", parents=[common])
         sp.add_argument("name")
@@ -50,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("names", nargs="+", metavar="NAME")
         if verb == "kill":
             sp.add_argument("--whom", choices=["agent", "all"], default="all")
-            sp.add_argument("-s", "--signal", type=int, default=15)
+            sp.add_argument("-s", "--signal", default="TERM", help="a name or number")
         if verb == "rm":
             sp.add_argument(
                 "--force", action="store_true", help="remove the worktree even with changes"
@@ -70,7 +83,9 @@ def parser() -> argparse.ArgumentParser:
         help="run in a git worktree of its own, on BRANCH (default hostagent/NAME)",
     )
     sp.add_argument("--base", metavar="REF", help="where the worktree's branch starts (HEAD)")
-    sp.add_argument("--uid", dest="user_id", type=int, help="owner (root only)")
+    sp.add_argument(
+        "--uid", dest="user_id", metavar="USER", help="owner, a name or uid (root only)"
+    )
     sp.add_argument(
         "--replace-command",
         action="store_true",
@@ -84,7 +99,7 @@ def parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("wait", help="wait until a session reaches an activity", parents=[common])
     sp.add_argument("names", nargs="+", metavar="NAME")
     sp.add_argument("--for", dest="activity", default="idle,blocked")
-    sp.add_argument("--timeout", type=float, default=0, help="seconds; 0 waits forever")
+    sp.add_argument("--timeout", default="0", help="seconds; 0 waits forever")
     sub.add_parser(
         "watch", help="a live table of sessions; keys attach, stop and resume", parents=[common]
     )
@@ -103,7 +118,7 @@ _TAKES_VALUE = frozenset(
         *("--address", "-H", "--host", "-M", "--machine"),
         *("--preset", "--name", "--cwd", "-e", "--env", "-p", "--property"),
         *("--agent-session", "--uid", "-n", "--lines", "--whom", "-s", "--signal"),
-        *("--for", "--timeout"),
+        *("--for", "--timeout", "--state", "--owner"),
     }
 )
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import pwd
 import sys
+import time
 from typing import Any
 
 from hostagent.errors import HostAgentError
 
 EXIT_FAILURE = 1
+UNKNOWN = (1 << 64) - 1  # what the daemon sends for a figure systemd does not have
 
 HINTS = {
     "NoSuchPreset": "'hostagentctl presets' lists the presets.",
@@ -48,14 +51,38 @@ def show_table(
 _VERB_WORDS = {"new": "create", "rm": "remove", "send": "send to", "status": "get status of"}
 
 
+# The daemon names its bus options; the user typed these.
+TYPED = {
+    "memory_max": "MemoryMax",
+    "memory_high": "MemoryHigh",
+    "cpu_weight": "CPUWeight",
+    "tasks_max": "TasksMax",
+    "runtime_max_sec": "RuntimeMaxSec",
+    "columns": "Columns",
+    "rows": "Rows",
+    "user": "--uid",
+    "env": "-e",
+    "agent_session": "--agent-session",
+    "worktree": "--worktree",
+    "base": "--base",
+}
+
+
+def in_their_words(message: str) -> str:
+    for key, typed in TYPED.items():
+        message = message.replace(f"Option '{key}'", typed)
+    return message
+
+
 def fail(verb: str, name: str | None, err: HostAgentError) -> int:
     short = err.dbus_name.rsplit(".", 1)[-1]
     verb = _VERB_WORDS.get(verb, verb)
     what = f"{verb} session '{name}'" if name else verb
     hint = HINTS.get(short)
     print(
-        f"Failed to {what}: {err.message}"
-        + (f" Hint: {hint}" if hint and hint not in err.message else ""),
+        f"Failed to {what}: {in_their_words(err.message)}"
+        # One pointer to what to do: the daemon's message usually has one already.
+        + (f" Hint: {hint}" if hint and "hostagentctl" not in err.message else ""),
         file=sys.stderr,
     )
     return EXIT_FAILURE
@@ -68,3 +95,71 @@ def daemon_named(a: argparse.Namespace) -> str:
     if a.system_bus:
         return "on the system daemon"
     return "on your own daemon (--user; --system lists the host's)"
+
+
+def listed(row: Any, props: dict[str, Any], branch: str, local: bool) -> dict[str, Any]:
+    """One session as list --json shows it: snake_case keys, null for what is not known."""
+    started = props.get("StartedAt") or None
+    running = row.state == "running"
+    item: dict[str, Any] = {
+        "name": row.name,
+        "preset": row.preset,
+        "state": row.state,
+        "activity": row.activity,
+        "owner": row.owner,
+        "user": user_name(row.owner) if local else str(row.owner),
+        "started_at": started if running else None,
+        "memory": _known(props.get("MemoryCurrent")) if running else None,
+        "cpu_nsec": _known(props.get("CPUUsageNSec")) if running else None,
+        "result": props.get("Result") or None,
+        "last_error": props.get("LastError") or None,
+    }
+    if branch:
+        item["branch"] = branch
+    return item
+
+
+def _known(value: Any) -> int | None:
+    return None if value is None or value == UNKNOWN else int(value)
+
+
+def user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def human_bytes(size: int | None) -> str:
+    """As systemctl status prints memory: 512.0K, 12.3M, 1.5G."""
+    if size is None:
+        return "-"
+    value = float(size)
+    for unit in ("B", "K", "M", "G", "T", "P"):
+        if value < 1024 or unit == "P":
+            return f"{int(value)}B" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return "-"
+
+
+def human_nsec(nsec: int | None) -> str:
+    if nsec is None:
+        return "-"
+    seconds = nsec / 1e9
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes}min {seconds}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60}min"
+
+
+def human_age(started_usec: int | None, now: float | None = None) -> str:
+    if not started_usec:
+        return "-"
+    age = max(0, int((time.time() if now is None else now) - started_usec / 1e6))
+    if age < 60:
+        return f"{age}s"
+    if age < 3600:
+        return f"{age // 60}min"
+    if age < 86400:
+        return f"{age // 3600}h {age % 3600 // 60}min"
+    return f"{age // 86400}d {age % 86400 // 3600}h"

@@ -203,6 +203,13 @@ def ctl_command(system: bool, host: str | None, machine: str | None) -> list[str
 
 
 async def watch(system: bool, address: str | None, host: str | None, machine: str | None) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print(
+            "hostagentctl watch needs a terminal; 'hostagentctl list' (or --json) prints once.",
+            file=sys.stderr,
+        )
+        return 1
+
     async def connect() -> Client:
         return await Client.connect(system, address, host, machine)
 

@@ -69,7 +69,8 @@ class Relay:
             return  # closed before anyone connected
         ssh_out = self.process.stdout.fileno()
         begun = False  # the client said BEGIN: past authentication
-        with conn, selectors.DefaultSelector() as sel:
+        with conn, selectors.DefaultSelector() as sel, contextlib.suppress(OSError, ValueError):
+            # (OSError, ValueError: the relay was closed under the pump, which ends it too.)
             sel.register(conn, selectors.EVENT_READ)
             sel.register(ssh_out, selectors.EVENT_READ)
             while True:
@@ -110,6 +111,10 @@ class Relay:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 

@@ -48,6 +48,7 @@ from hostagent.yamlfile import SettingsError
 
 log = logging.getLogger("hostagent")
 
+EX_CONFIG = 78  # sysexits.h: the unit's RestartPreventExitStatus=
 STATUS_INTERVAL = 0.5  # seconds between two STATUS= updates at most
 STOP_FLUSH_TIMEOUT = 5.0  # seconds a stop waits for the records' fsync
 STOP_TASKS_TIMEOUT = 2.0  # seconds a stop waits for its tasks to end once cancelled
@@ -119,8 +120,11 @@ class Daemon:
         try:
             config, presets = self.load_settings(strict=False)
         except SettingsError as e:
+            # The unit does not restart on this exit status: a broken file stays broken, and a
+            # restart loop would only keep clients waiting on activation.
             log.error("Failed to load configuration: %s", e)
-            return 1
+            self.notify(f"STATUS=Configuration error: {e}")
+            return EX_CONFIG
         bus_type = BusType.SYSTEM if self.system else BusType.SESSION
         bus = await MessageBus(bus_type=bus_type, negotiate_unix_fd=True).connect()
         if not pace_writes(bus):

@@ -83,7 +83,7 @@ def scope_properties(
     ):
         value = getattr(limits, key)
         if value:
-            props.append((prop, Variant("t", value * scale)))
+            props.append((prop, Variant("t", value if value == NO_LIMIT else value * scale)))
     return props
 
 

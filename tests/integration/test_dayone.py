@@ -3,6 +3,8 @@ and sessions that say why they ended, on the real systemd."""
 
 from __future__ import annotations
 
+import json
+
 from tests.integration.helpers import create, props, settled, unit_state
 from tests.sandbox import Sandbox
 
@@ -87,7 +89,7 @@ def test_systemd_and_signals_say_why_too(sb: Sandbox) -> None:
         p = ended(sb, timed)
         assert (p["State"], p["Result"]) == ("failed", "timeout"), p
         assert "RuntimeMaxSec=2s" in p["LastError"]
-        sb.ctl("kill", "--whom", "all", "-s", "9", killed, user="alice", system=True).check()
+        sb.ctl("kill", "--whom", "all", "-s", "KILL", killed, user="alice", system=True).check()
         p = ended(sb, killed)
         assert (p["State"], p["Result"]) == ("failed", "signal"), p
         assert p["LastError"] == "killed by SIGKILL ('hostagentctl kill')"
@@ -97,3 +99,69 @@ def test_systemd_and_signals_say_why_too(sb: Sandbox) -> None:
         assert p["LastError"] == "the agent was killed by SIGKILL"
     finally:
         sb.ctl("rm", timed, killed, shot)
+
+
+CONFIG = "/etc/hostagent/hostagent.yaml"
+RESTARTING = "/run/systemd/system/hostagent.service.d/zz-restart.conf"
+
+
+def test_a_broken_config_is_refused_by_reload_and_does_not_restart_loop(sb: Sandbox) -> None:
+    # The package's Restart=on-failure (the sandbox turns restarts off for other tests).
+    sb.sh(f"mkdir -p {RESTARTING.rsplit('/', 1)[0]} && printf '[Service]\\nRestart=on-failure\\n' > {RESTARTING}").check()  # fmt: skip
+    sb.run("systemctl", "daemon-reload").check()
+    try:
+        sb.sh(f"mkdir -p /etc/hostagent && echo 'limits: {{tasks_max: lots}}' > {CONFIG}").check()
+        reload = sb.run("systemctl", "reload", "hostagent")
+        assert reload.returncode != 0, "a refused file must fail the reload"
+        assert sb.run("systemctl", "is-active", "hostagent").stdout.strip() == "active"
+        sb.run("systemctl", "restart", "hostagent")  # fails: the file is broken
+        state = sb.run("systemctl", "show", "-P", "ActiveState,NRestarts", "hostagent")
+        assert state.stdout.split() == ["failed", "0"], state.stdout
+        assert "limits.tasks_max" in sb.journal(lines=20)
+        # A client is told at once that nothing answers, instead of waiting on activation.
+        listed = sb.run("hostagentctl", "--system", "list", user="alice", timeout=20)
+        assert listed.returncode == 1 and listed.stderr.count("\n") <= 2, listed.stderr
+        # memory sizes and time spans read as systemd writes them.
+        sb.sh(f"echo 'limits: {{memory_max: 4G, runtime_max_sec: 1h, tasks_max: infinity}}' > {CONFIG}").check()  # fmt: skip
+        sb.run("systemctl", "reset-failed", "hostagent").check()
+        sb.daemon_start()
+        name = create(sb, "shell", user="alice")
+        scope = f"hostagent-{name}.scope"
+        shown = sb.run("systemctl", "show", "-P", "MemoryMax,RuntimeMaxUSec,TasksMax", scope)
+        assert shown.stdout.split("\n")[:3] == [str(4 << 30), "1h", "infinity"], shown.stdout
+        sb.ctl("rm", name)
+    finally:
+        sb.run("rm", "-f", CONFIG, RESTARTING)
+        sb.run("systemctl", "daemon-reload")
+        sb.run("systemctl", "reset-failed", "hostagent")
+        if sb.run("systemctl", "is-active", "-q", "hostagent").returncode != 0:
+            sb.daemon_start()
+        sb.ctl("reload")
+
+
+def test_list_shows_whose_how_old_and_filters_and_new_takes_systemds_values(sb: Sandbox) -> None:
+    # root creates for alice by name, with no --cwd: her home, not root's.
+    made = sb.ctl("new", "--uid", "alice", "--preset", "shell", "-p", "RuntimeMaxSec=1h",
+                  "-p", "MemoryMax=infinity", "-q", system=True)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    name = [r["name"] for r in json.loads(sb.ctl("--json", "list", "--owner", "alice").stdout)
+            if r["state"] == "running" and r["preset"] == "shell"][-1]  # fmt: skip
+    try:
+        assert props(sb, name)["Cwd"] == "/home/alice"
+        out = sb.ctl("list", "--owner", "alice", name, user="alice", system=True).check().stdout
+        lines = out.splitlines()
+        assert lines[0].split()[:8] == [
+            "NAME", "PRESET", "STATE", "ACTIVITY", "USER", "AGE", "MEMORY", "CPU"
+        ]  # fmt: skip
+        row = lines[1].split()
+        assert row[0] == name and row[4] == "alice" and row[5].endswith(("s", "min"))
+        (item,) = json.loads(sb.ctl("--json", "list", name, system=True).stdout)
+        assert item["user"] == "alice" and item["started_at"] > 0
+        assert set(item) >= {"memory", "cpu_nsec", "result", "last_error"}
+        none = sb.ctl("list", "--state", "failed", name, system=True).check().stdout
+        assert none.startswith("No sessions")
+        usage = sb.ctl("kill", "-s", "NOPE", name, system=True)
+        assert usage.returncode == 2 and usage.stderr.count("\n") == 1
+        assert "'NOPE' is not a signal" in usage.stderr
+    finally:
+        sb.ctl("rm", name)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hostagent import errors
 from hostagent.bus import compat as dbuscompat
 from hostagent.bus.paths import label_decode, label_encode, path_decode, path_encode
-from hostagent.cli.ctl import UsageError, parse_size
+from hostagent.cli.ctl_options import UsageError, parse_size
 
 
 @pytest.mark.parametrize(
