@@ -153,6 +153,16 @@ def test_a_session_runs_unhardened_and_man_and_completion_work(installed: Sandbo
     assert {"list", "new", "resume", "attach"} <= complete()
     assert "pkg" in complete("--system", "stop")
     assert "pkg" in complete("stop", "--system")  # global options after the verb, too
+    # Only her own sessions to act on; everyone's to read. Values, not sessions, for options.
+    sb.ctl("new", "--preset", "shell", "--name", "roots", system=True).check()
+    try:
+        assert "roots" not in complete("--system", "stop")
+        assert "roots" in complete("--system", "status")
+        assert {"TERM", "KILL"} <= complete("--system", "kill", "pkg", "-s")
+        assert "MemoryMax=" in complete("new", "-p")
+        assert "alice" in complete("list", "--owner")
+    finally:
+        sb.ctl("rm", "roots", system=True)
 
 
 def test_remove_and_purge_leave_running_sessions_to_a_reinstall(
