@@ -1,10 +1,19 @@
-"""Logging for the journal: no timestamps (journald adds them), sd-daemon priority prefixes."""
+"""Logging for the journal: entries with fields of their own under systemd, where a session's
+lines carry ``HOSTAGENT_SESSION=`` (so ``journalctl HOSTAGENT_SESSION=x`` and ``hostagentctl
+logs x`` find them); ``LEVEL: message`` on a terminal.
+
+The native protocol (one datagram per entry to journald's socket) needs nothing beyond the
+standard library; where the socket cannot take an entry, it goes to stderr as before.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
+import struct
 import sys
+from collections.abc import Callable
 
 _PRIORITY = {
     logging.DEBUG: 7,
@@ -32,9 +41,77 @@ class JournalFormatter(logging.Formatter):
         return f"{record.levelname.lower()}: {text}"
 
 
+JOURNAL_SOCKET = "/run/systemd/journal/socket"
+IDENTIFIER = "hostagent"
+
+
+def _no_fields(name: str) -> dict[str, str]:
+    return {}
+
+
+# The fields of a session's lines beyond its name, from the daemon, which knows the owner and
+# the conversation id (set_session_fields).
+_session_fields: Callable[[str], dict[str, str]] = _no_fields
+
+
+def set_session_fields(fields: Callable[[str], dict[str, str]]) -> None:
+    global _session_fields
+    _session_fields = fields
+
+
+def fields_of(record: logging.LogRecord) -> dict[str, str]:
+    """HOSTAGENT_SESSION= and friends for a line about one session ("session '%s': ...")."""
+    msg = record.msg if isinstance(record.msg, str) else ""
+    if not msg.startswith("session '%s'") or not isinstance(record.args, tuple) or not record.args:
+        return {}
+    name = str(record.args[0])
+    return {"HOSTAGENT_SESSION": name, **_session_fields(name)}
+
+
+def entry(fields: dict[str, str]) -> bytes:
+    """The journal's native serialisation: KEY=value lines, and a length for multi-line values."""
+    out = bytearray()
+    for key, value in fields.items():
+        data = value.encode(errors="replace")
+        if b"\n" in data:
+            out += key.encode() + b"\n" + struct.pack("<Q", len(data)) + data + b"\n"
+        else:
+            out += key.encode() + b"=" + data + b"\n"
+    return bytes(out)
+
+
+class NativeJournalHandler(logging.Handler):
+    def __init__(self, fallback: logging.Handler) -> None:
+        super().__init__()
+        self.fallback = fallback
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.exc_info:
+            text += "\n" + logging.Formatter().formatException(record.exc_info)
+        fields = {
+            "MESSAGE": text,
+            "PRIORITY": str(_PRIORITY.get(record.levelno, 6)),
+            "SYSLOG_IDENTIFIER": IDENTIFIER,
+            "CODE_FILE": record.pathname,
+            "CODE_LINE": str(record.lineno),
+            "CODE_FUNC": record.funcName,
+            **fields_of(record),
+        }
+        try:
+            self.sock.sendto(entry(fields), JOURNAL_SOCKET)
+        except OSError:
+            self.fallback.emit(record)  # too large, or no journald: the stream still has it
+
+
 def setup(debug: bool) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JournalFormatter(bool(os.environ.get("JOURNAL_STREAM"))))
+    journal = bool(os.environ.get("JOURNAL_STREAM"))
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setFormatter(JournalFormatter(journal))
+    handler: logging.Handler = stream
+    if journal and os.path.exists(JOURNAL_SOCKET):
+        handler = NativeJournalHandler(stream)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if debug else logging.INFO)

@@ -326,6 +326,25 @@ VERBS: dict[str, Callable[[Client, argparse.Namespace], Awaitable[int]]] = {
 }
 
 
+def journal_argv(name: str, system: bool, lines: int, follow: bool) -> list[str]:
+    """journalctl for the daemon's lines about one session (they carry HOSTAGENT_SESSION=)."""
+    unit = ["-u", "hostagent.service"] if system else ["--user-unit", "hostagent.service"]
+    return ["journalctl", *unit, f"HOSTAGENT_SESSION={name}", "-n", str(max(lines, 0)),
+            *(["-f"] if follow else [])]  # fmt: skip
+
+
+def logs(a: argparse.Namespace) -> int:
+    if a.host or a.machine or a.address:
+        print("hostagentctl logs reads this host's journal; run it there.", file=sys.stderr)
+        return EXIT_USAGE
+    argv = journal_argv(a.name, a.system_bus, a.lines, a.follow)
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        print(f"Failed to run journalctl: {e.strerror}", file=sys.stderr)
+    return EXIT_FAILURE
+
+
 async def run(args: argparse.Namespace) -> int:
     remote = bool(args.host or args.machine)
     # Like systemctl: another machine's system bus unless --user says otherwise. Locally, the
@@ -334,6 +353,8 @@ async def run(args: argparse.Namespace) -> int:
     if system is None:
         system = remote or bool(args.address) or await prefer_system()
     args.system_bus = system
+    if args.verb == "logs":  # the journal's, not the bus's
+        return logs(args)
     if args.verb == "watch":  # keeps its own connection, and finds the bus again if it drops
         from hostagent.cli.watch import watch
 

@@ -100,6 +100,10 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("names", nargs="+", metavar="NAME")
     sp.add_argument("--for", dest="activity", default="idle,blocked")
     sp.add_argument("--timeout", default="0", help="seconds; 0 waits forever")
+    sp = sub.add_parser("logs", help="the daemon's journal lines about a session", parents=[common])
+    sp.add_argument("name")
+    sp.add_argument("-n", "--lines", type=int, default=50, help="how many lines (journalctl -n)")
+    sp.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     sub.add_parser(
         "watch", help="a live table of sessions; keys attach, stop and resume", parents=[common]
     )

@@ -36,7 +36,7 @@ from hostagent.daemon.bus.manager import BusFrontend
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.core import Core
 from hostagent.daemon.recover import resume_dormant
-from hostagent.daemon.registry import Session
+from hostagent.daemon.registry import Registry, Session
 from hostagent.daemon.scope import Scopes
 from hostagent.daemon.settings import Settings
 from hostagent.daemon.store import SidecarStore
@@ -142,6 +142,7 @@ class Daemon:
             boot_id=read_boot_id(),
         )
         core.registry.listeners.append(self.status)
+        logsetup.set_session_fields(lambda name: _journal_fields(core.registry, name))
         systemd.on_result = core.reconciler.on_result
         report = await core.recover()
         log.info("%s", report.summary(config.recovery_policy.value))
@@ -325,6 +326,16 @@ def _freeze_imports() -> None:
     which keeps its pause inside ListSessions' latency budget at 1000 sessions."""
     gc.collect()
     gc.freeze()
+
+
+def _journal_fields(registry: Registry, name: str) -> dict[str, str]:
+    session = registry.sessions.get(name)
+    if session is None:
+        return {}
+    fields = {"HOSTAGENT_OWNER_UID": str(session.record.owner)}
+    if session.record.agent_session:
+        fields["HOSTAGENT_AGENT_SESSION"] = session.record.agent_session
+    return fields
 
 
 def main(argv: list[str] | None = None) -> int:

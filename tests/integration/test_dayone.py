@@ -169,3 +169,18 @@ def test_list_shows_whose_how_old_and_filters_and_new_takes_systemds_values(sb: 
         assert "'NOPE' is not a signal" in usage.stderr
     finally:
         sb.ctl("rm", name)
+
+
+def test_a_sessions_journal_lines_are_findable_by_its_name(sb: Sandbox) -> None:
+    name = create(sb, "shell", "--", "-c", "exit 4", user="alice")
+    try:
+        ended(sb, name)
+        raw = sb.run("journalctl", "-u", "hostagent", f"HOSTAGENT_SESSION={name}", "-o", "json")
+        entries = [json.loads(line) for line in raw.stdout.splitlines()]
+        messages = [e["MESSAGE"] for e in entries]
+        assert any("created" in m for m in messages) and any("status 4" in m for m in messages)
+        assert {e.get("HOSTAGENT_OWNER_UID") for e in entries} == {str(sb.uid("alice"))}
+        shown = sb.ctl("logs", name, system=True).check().stdout
+        assert "the agent exited with status 4" in shown and "created" in shown
+    finally:
+        sb.ctl("rm", name)

@@ -1,0 +1,39 @@
+"""The daemon's journal entries (issue: day one for an admin): native fields, a session's lines
+findable by HOSTAGENT_SESSION=, and the command hostagentctl logs runs."""
+
+from __future__ import annotations
+
+import logging
+import struct
+
+from hostagent import log
+from hostagent.cli.ctl import journal_argv
+
+
+def record(msg: str, *args: object) -> logging.LogRecord:
+    return logging.LogRecord("x", logging.INFO, "f.py", 1, msg, args, None)
+
+
+def test_a_sessions_lines_carry_its_fields() -> None:
+    log.set_session_fields(lambda name: {"HOSTAGENT_OWNER_UID": "1001"})
+    try:
+        assert log.fields_of(record("session '%s': created", "a")) == {
+            "HOSTAGENT_SESSION": "a",
+            "HOSTAGENT_OWNER_UID": "1001",
+        }
+        assert log.fields_of(record("Recovery: %d adopted", 3)) == {}
+    finally:
+        log.set_session_fields(lambda name: {})
+
+
+def test_the_native_entry_format() -> None:
+    assert log.entry({"MESSAGE": "hi", "PRIORITY": "6"}) == b"MESSAGE=hi\nPRIORITY=6\n"
+    two = log.entry({"MESSAGE": "a\nb"})
+    assert two == b"MESSAGE\n" + struct.pack("<Q", 3) + b"a\nb\n"
+
+
+def test_logs_asks_journalctl_for_the_sessions_lines() -> None:
+    assert journal_argv("a", True, 20, False) == [
+        "journalctl", "-u", "hostagent.service", "HOSTAGENT_SESSION=a", "-n", "20"
+    ]  # fmt: skip
+    assert journal_argv("a", False, 5, True)[1:3] == ["--user-unit", "hostagent.service"]
