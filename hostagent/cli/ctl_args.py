@@ -38,6 +38,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}; see 'hostagentctl --help'.\n")
 
 
+_HELP = {
+    "status": "a session's state, and why it ended",
+    "capture": "print a session's screen",
+    "attach": "attach this terminal to a session",
+    "explain": "why a session's activity is what it is",
+    "diff": "what a session changed in its worktree",
+    "stop": "stop sessions (their records stay)",
+    "resume": "start sessions again, into the same conversation",
+    "rm": "stop and remove sessions",
+    "kill": "send a signal to sessions' agents or every process",
+    "presets": "list the presets",
+    "info": "the daemon's version, mode and boot id",
+    "doctor": "check this host's setup",
+    "reload": "reread the configuration and presets",
+}
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="hostagentctl", description="Drive hostagent sessions.")
     _global_options(p, after_verb=False)
@@ -52,14 +69,14 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--state", help="only these states, e.g. running,failed")
     sp.add_argument("--owner", metavar="USER", help="only this user's sessions (a name or uid)")
     for verb in ("status", "capture", "attach", "explain", "diff"):
-        sp = sub.add_parser(verb, help=f"{verb} a session", parents=[common])
+        sp = sub.add_parser(verb, help=_HELP[verb], parents=[common])
         sp.add_argument("name")
         if verb == "capture":
             sp.add_argument("-n", "--lines", type=int, default=0, help="scrollback lines")
         if verb == "diff":
             sp.add_argument("--stat", action="store_true", help="a summary, as git diff --stat")
     for verb in ("stop", "resume", "rm", "kill"):
-        sp = sub.add_parser(verb, help=f"{verb} sessions", parents=[common])
+        sp = sub.add_parser(verb, help=_HELP[verb], parents=[common])
         sp.add_argument("names", nargs="+", metavar="NAME")
         if verb == "kill":
             sp.add_argument("--whom", choices=["agent", "all"], default="all")
@@ -112,7 +129,7 @@ def parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("event")
     for verb in ("presets", "info", "doctor", "reload"):
-        sub.add_parser(verb, help=f"{verb}", parents=[common])
+        sub.add_parser(verb, help=_HELP[verb], parents=[common])
     return p
 
 

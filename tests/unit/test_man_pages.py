@@ -1,0 +1,49 @@
+"""The man pages (issue: day one for an admin): each renders with groff's warnings on and says
+nothing, and hostagentctl(1) names every verb and every option the command line has."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hostagent.cli.ctl_args import parser
+
+MAN = Path(__file__).resolve().parent.parent.parent / "man"
+PAGES = sorted(MAN.glob("*.[0-9]"))
+
+
+@pytest.mark.skipif(not shutil.which("groff"), reason="needs groff (apt install groff-base)")
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_each_page_renders_without_warnings(page: Path) -> None:
+    result = subprocess.run(
+        ["groff", "-man", "-Tutf8", "-ww", "-z", str(page)],
+        capture_output=True,
+        text=True,
+        env={"LC_ALL": "C.UTF-8", "PATH": "/usr/bin:/bin"},
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+def _text(page: str) -> str:
+    """The page's words, with font escapes and the escaped hyphens of roff undone."""
+    raw = (MAN / page).read_text()
+    return re.sub(r"\\f[BIRP]", "", raw).replace("\\-", "-")
+
+
+def test_hostagentctl_1_names_every_verb_and_option() -> None:
+    text = _text("hostagentctl.1")
+    p = parser()
+    (verbs,) = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = [v for v in verbs.choices if not re.search(rf"(^|\s){v}\b", text, re.M)]
+    assert missing == [], f"verbs missing from hostagentctl(1): {missing}"
+    options = {o for a in p._actions for o in a.option_strings if o.startswith("--")}
+    for sub in verbs.choices.values():
+        options |= {o for a in sub._actions for o in a.option_strings if o.startswith("--")}
+    options -= {"--help", "--version"}
+    absent = sorted(o for o in options if o not in text)
+    assert absent == [], f"options missing from hostagentctl(1): {absent}"
