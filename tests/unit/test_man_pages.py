@@ -47,3 +47,20 @@ def test_hostagentctl_1_names_every_verb_and_option() -> None:
     options -= {"--help", "--version"}
     absent = sorted(o for o in options if o not in text)
     assert absent == [], f"options missing from hostagentctl(1): {absent}"
+
+
+ROOT = MAN.parent
+
+
+def test_every_document_a_shipped_one_points_at_is_shipped_too() -> None:
+    debian = (ROOT / "packaging/debian/hostagent.docs").read_text().split()
+    rpm = next(
+        line.split()[1:]
+        for line in (ROOT / "packaging/rpm/hostagent.spec").read_text().splitlines()
+        if line.startswith("%doc")
+    )
+    assert sorted(debian) == sorted(rpm)
+    pointed = set()
+    for doc in debian:
+        pointed |= set(re.findall(r"docs/[a-z-]+\.md", (ROOT / doc).read_text()))
+    assert sorted(pointed - set(debian)) == []
