@@ -12,7 +12,6 @@ import contextlib
 import fnmatch
 import json
 import os
-import shutil
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -30,6 +29,7 @@ from hostagent.cli.ctl_output import (
     listed,
     show_table,
 )
+from hostagent.cli.doctor import verb_doctor
 from hostagent.client.library import Client, SessionRow, prefer_system
 from hostagent.client.transport import ssh_argv
 from hostagent.errors import AlreadyRunning, HostAgentError, NoSuchSession, NotRunning
@@ -263,23 +263,6 @@ async def verb_info(c: Client, a: argparse.Namespace) -> int:
 async def verb_reload(c: Client, a: argparse.Namespace) -> int:
     await c.reload()
     return 0
-
-
-async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
-    problems = []
-    if shutil.which("tmux") is None:
-        problems.append("tmux is not installed")
-    props = await c.manager_properties()
-    if props.get("Mode") == "user":
-        user = os.environ.get("USER") or str(os.getuid())
-        if not os.path.exists(f"/var/lib/systemd/linger/{user}"):
-            problems.append(
-                f"linger is off: sessions die at logout; run 'loginctl enable-linger {user}'"
-            )
-    for p in problems:
-        print(f"warning: {p}")
-    print("ok" if not problems else f"{len(problems)} problem(s) found")
-    return 0 if not problems else EXIT_FAILURE
 
 
 HOOK_FIELDS = ("session_id", "sessionId", "conversation_id", "source", "notification_type")

@@ -184,3 +184,12 @@ def test_a_sessions_journal_lines_are_findable_by_its_name(sb: Sandbox) -> None:
         assert "the agent exited with status 4" in shown and "created" in shown
     finally:
         sb.ctl("rm", name)
+
+
+def test_doctor_says_which_daemon_answers_and_which_presets_are_ready(sb: Sandbox) -> None:
+    out = sb.ctl("doctor", user="alice", system=True)
+    assert "system mode" in out.stdout and "presets ready here:" in out.stdout, out.stdout
+    ready = next(line for line in out.stdout.splitlines() if line.startswith("presets ready"))
+    assert "shell" in ready and "codex" not in ready
+    assert "codex" in out.stdout  # not installed here, and said so
+    assert out.returncode == 0, out.stdout
