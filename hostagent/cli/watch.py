@@ -22,7 +22,7 @@ from hostagent.errors import HostAgentError
 
 COUNTER_INTERVAL = 5.0  # seconds between reads of memory and CPU, which nothing signals
 HEADER = ("NAME", "OWNER", "PRESET", "STATE", "ACTIVITY", "MEMORY", "CPU", "AGE", "BRANCH")
-KEYS = "↑↓ select  a/⏎ attach  s stop  r resume  q quit"
+KEYS = "↑↓ select  a/⏎ attach  s stop (then y)  r resume  q quit"
 
 
 def human_bytes(n: int) -> str:
@@ -91,6 +91,7 @@ class Screen:
         self.ctl = ctl  # the hostagentctl command line that keys run, bus option included
         self.selected = 0
         self.message = ""
+        self.confirming: tuple[str, str] | None = None  # a stop waiting for its y
 
     def ordered(self) -> list[SessionView]:
         return sorted(self.f.sessions.values(), key=lambda s: s.name)
@@ -124,6 +125,15 @@ class Screen:
         """Act on a key; "quit", "attach NAME", or None."""
         sessions = self.ordered()
         current = sessions[self.selected].name if sessions else None
+        if self.confirming is not None:
+            # A stop ends an agent's work: it waits for a y, and any other key keeps it running.
+            verb, name = self.confirming
+            self.confirming = None
+            if ch in (ord("y"), ord("Y")):
+                self._run(verb, name)
+            else:
+                self.message = f"{verb} {name}: not done"
+            return None
         if ch in (ord("q"), 27):
             return "quit"
         if ch in (curses.KEY_UP, ord("k")):
@@ -132,13 +142,18 @@ class Screen:
             self.selected += 1
         elif current and ch in (ord("a"), 10, 13, curses.KEY_ENTER):
             return f"attach {current}"
-        elif current and ch in (ord("s"), ord("r")):
-            verb = "stop" if ch == ord("s") else "resume"
-            result = subprocess.run(
-                [*self.ctl, verb, current], capture_output=True, text=True, check=False
-            )
-            self.message = (result.stderr.strip() or f"{verb} {current}: done").splitlines()[-1]
+        elif current and ch == ord("s"):
+            self.confirming = ("stop", current)
+            self.message = f"stop {current}? (y/n)"
+        elif current and ch == ord("r"):
+            self._run("resume", current)
         return None
+
+    def _run(self, verb: str, name: str) -> None:
+        result = subprocess.run(
+            [*self.ctl, verb, name], capture_output=True, text=True, check=False
+        )
+        self.message = (result.stderr.strip() or f"{verb} {name}: done").splitlines()[-1]
 
 
 async def run(connect: Callable[[], Any], ctl: list[str]) -> int:

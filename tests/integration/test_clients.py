@@ -70,6 +70,12 @@ def test_watch_keys_stop_and_resume_the_selected_session(sb: Sandbox, watching: 
     for _ in range(rows.index(watching)):
         sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "Down", user="alice").check()
     sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "s", user="alice").check()
+    until_watch_shows(sb, f"stop {watching}? (y/n)")  # a stop is confirmed first
+    sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "n", user="alice").check()
+    until_watch_shows(sb, f"stop {watching}: not done")
+    assert settled(sb, watching)[0] == "running"
+    sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "s", user="alice").check()
+    sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "y", user="alice").check()
     until_watch_shows(sb, f"stop {watching}: done")
     assert settled(sb, watching)[0] == "stopped"
     sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "r", user="alice").check()
