@@ -30,6 +30,7 @@ from hostagent.cli.ctl_output import (
     show_table,
 )
 from hostagent.cli.doctor import verb_doctor
+from hostagent.cli.polkitagent import PolkitAgent, wanted
 from hostagent.client.library import Client, SessionRow, prefer_system
 from hostagent.client.transport import ssh_argv
 from hostagent.errors import AlreadyRunning, HostAgentError, NoSuchSession, NotRunning
@@ -328,6 +329,10 @@ def logs(a: argparse.Namespace) -> int:
     return EXIT_FAILURE
 
 
+# Verbs that act on a session, and so may need an administrator's password.
+ACTING = frozenset({"stop", "kill", "resume", "rm", "send", "capture", "attach", "diff"})
+
+
 async def run(args: argparse.Namespace) -> int:
     remote = bool(args.host or args.machine)
     # Like systemctl: another machine's system bus unless --user says otherwise. Locally, the
@@ -349,6 +354,9 @@ async def run(args: argparse.Namespace) -> int:
         reason = e.message if isinstance(e, HostAgentError) else e
         print(f"Failed to connect to {where}: {reason}", file=sys.stderr)
         return 0 if args.verb == "hook" else EXIT_FAILURE
+    agent = None
+    if args.verb in ACTING and wanted(system, not args.no_ask_password, remote):
+        agent = PolkitAgent.start()
     try:
         return await VERBS[args.verb](client, args)
     except HostAgentError as e:
@@ -357,6 +365,8 @@ async def run(args: argparse.Namespace) -> int:
         print(f"hostagentctl {args.verb}: {e}", file=sys.stderr)
         return EXIT_USAGE
     finally:
+        if agent is not None:
+            agent.stop()
         client.close()
 
 

@@ -28,6 +28,12 @@ def _global_options(p: argparse.ArgumentParser, after_verb: bool) -> None:
         "--no-pager", action="store_true", help="accepted; output is never paged", **keep
     )
     p.add_argument("-q", "--quiet", action="store_true", **keep)
+    p.add_argument(
+        "--no-ask-password",
+        action="store_true",
+        help="never prompt for a password (polkit) on this terminal",
+        **keep,
+    )
 
 
 class _Parser(argparse.ArgumentParser):

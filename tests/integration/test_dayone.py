@@ -4,6 +4,9 @@ and sessions that say why they ended, on the real systemd."""
 from __future__ import annotations
 
 import json
+import os
+import select
+import time
 
 from tests.integration.helpers import create, props, settled, unit_state
 from tests.sandbox import Sandbox
@@ -193,3 +196,57 @@ def test_doctor_says_which_daemon_answers_and_which_presets_are_ready(sb: Sandbo
     assert "shell" in ready and "codex" not in ready
     assert "codex" in out.stdout  # not installed here, and said so
     assert out.returncode == 0, out.stdout
+
+
+AUTH_RULE = """\
+polkit.addRule(function(action, subject) {
+    if (action.id == "org.hostagent.HostAgent1.manage-any" && subject.user == "carol") {
+        return polkit.Result.AUTH_SELF_KEEP;
+    }
+});
+"""
+AUTH_RULE_PATH = "/etc/polkit-1/rules.d/50-hostagent-auth-test.rules"
+
+
+def on_a_terminal(sb: Sandbox, user: str, command: str, password: str | None) -> tuple[str, int]:
+    """command run as user in a login session of theirs (su -l: polkit finds a terminal agent
+    through the session, as for someone who logged in) on a terminal (script(1) gives it one);
+    password typed when asked. Its output and exit status."""
+    proc = sb.popen("su", "-l", user, "-c", f"script -qefc '{command}' /dev/null")
+    assert proc.stdout is not None and proc.stdin is not None
+    seen = ""
+    deadline = time.monotonic() + 30
+    while proc.poll() is None and time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 1)
+        if not ready:
+            continue
+        chunk = os.read(proc.stdout.fileno(), 4096).decode(errors="replace")
+        if not chunk:
+            break
+        seen += chunk
+        if password is not None and "Password:" in seen:
+            proc.stdin.write(password + "\n")
+            proc.stdin.flush()
+            password = None
+    out, _ = proc.communicate(timeout=30)
+    return seen + out, proc.returncode
+
+
+def test_an_admin_is_asked_for_a_password_on_a_terminal(sb: Sandbox) -> None:
+    name = create(sb, "shell", user="alice")
+    sb.sh(f"cat > {AUTH_RULE_PATH}", input=AUTH_RULE).check()
+    sb.run("chpasswd", input="carol:s3cret\n").check()
+    sb.run("systemctl", "restart", "polkit").check()
+    try:
+        refused, code = on_a_terminal(
+            sb, "carol", f"hostagentctl --system --no-ask-password stop {name}", None
+        )
+        assert code != 0 and "Password:" not in refused
+        assert props(sb, name)["State"] == "running"
+        asked, code = on_a_terminal(sb, "carol", f"hostagentctl --system stop {name}", "s3cret")
+        assert "Password:" in asked and code == 0, asked
+        assert props(sb, name)["State"] == "stopped"
+    finally:
+        sb.run("rm", "-f", AUTH_RULE_PATH)
+        sb.run("systemctl", "restart", "polkit")
+        sb.ctl("rm", name)
