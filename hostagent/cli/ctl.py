@@ -21,7 +21,9 @@ from hostagent.cli.ctl_args import bare_json_is_short, parser
 from hostagent.cli.ctl_options import UsageError, build_options
 from hostagent.cli.ctl_output import (
     EXIT_FAILURE,
+    as_json,
     daemon_named,
+    emit_json,
     fail,
     human_age,
     human_bytes,
@@ -76,7 +78,7 @@ async def verb_list(c: Client, a: argparse.Namespace) -> int:
         listed(r, p, branches.get(r.name, ""), local) for r, p in zip(sessions, props, strict=True)
     ]
     if a.json:
-        print(json.dumps(items, indent=2 if a.json == "pretty" else None))
+        emit_json(a, items)
         return 0
     header = ["Name", "Preset", "State", "Activity", "User", "Age", "Memory", "CPU"]
     rows = [
@@ -101,7 +103,7 @@ async def verb_status(c: Client, a: argparse.Namespace) -> int:
         print(f"Session '{a.name}' not found: {e.message}", file=sys.stderr)
         return LSB_UNKNOWN
     if a.json:
-        print(json.dumps(props, indent=2 if a.json == "pretty" else None, default=str))
+        emit_json(a, as_json(props))
     else:
         for key in (
             "Name",
@@ -141,7 +143,7 @@ async def verb_explain(c: Client, a: argparse.Namespace) -> int:
     """Why the session has its activity: the rule, its source and the text it matched."""
     info = await c.explain(a.name)
     if a.json:
-        print(json.dumps(info, indent=2 if a.json == "pretty" else None))
+        emit_json(a, info)
     else:
         for key in ("activity", "source", "rule", "matched", "last_hook"):
             if info.get(key):
@@ -154,7 +156,9 @@ async def verb_new(c: Client, a: argparse.Namespace) -> int:
     cwd = os.path.abspath(a.cwd) if a.cwd else ("" if a.user_id is not None else os.getcwd())
     path = await c.create(a.name or "", a.preset, cwd, build_options(a))
     name = next((r.name for r in await c.list_sessions() if r.path == path), path)
-    if not a.quiet:
+    if a.json:
+        emit_json(a, {"name": name, "path": path})
+    elif not a.quiet:
         print(name)
     return 0
 
@@ -227,7 +231,10 @@ async def verb_wait(c: Client, a: argparse.Namespace) -> int:
     except values.ValueProblem as e:
         raise UsageError(f"--timeout: {e}") from None
     name, activity = await c.wait_any(a.names, activities, timeout)
-    print(f"{name} {activity}" if len(a.names) > 1 else activity)
+    if a.json:
+        emit_json(a, {"name": name, "activity": activity})
+    else:
+        print(f"{name} {activity}" if len(a.names) > 1 else activity)
     return 0
 
 
@@ -254,7 +261,7 @@ async def verb_info(c: Client, a: argparse.Namespace) -> int:
     rows = await c.list_sessions()
     info = {**props, "Sessions": len(rows), "ClientVersion": __version__}
     if a.json:
-        print(json.dumps(info, indent=2 if a.json == "pretty" else None))
+        emit_json(a, as_json(info))
     else:
         for k, v in info.items():
             print(f"{k:>13}: {v}")
@@ -375,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(bare_json_is_short(argv))
     if not args.verb:  # a bare hostagentctl lists, as a bare systemctl does
         args = parser().parse_args(bare_json_is_short([*argv, "list"]))
+    output = getattr(args, "output", None)
+    if output:  # -o json and friends are --json by systemctl's name
+        args.json = {"short": None, "json": "short", "json-pretty": "pretty"}[output]
     try:
         return asyncio.run(run(args))
     except KeyboardInterrupt:

@@ -23,6 +23,13 @@ def _global_options(p: argparse.ArgumentParser, after_verb: bool) -> None:
     p.add_argument("-H", "--host", help="operate on [USER@]HOST[:PORT] over ssh", **keep)
     p.add_argument("-M", "--machine", help="operate on a local container (machinectl list)", **keep)
     p.add_argument("--json", nargs="?", const="short", choices=["pretty", "short"], **keep)
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=["short", "json", "json-pretty"],
+        help="systemctl's spelling: json is --json, json-pretty is --json=pretty",
+        **keep,
+    )
     p.add_argument("--no-legend", action="store_true", **keep)
     p.add_argument(
         "--no-pager", action="store_true", help="accepted; output is never paged", **keep
@@ -142,7 +149,7 @@ def parser() -> argparse.ArgumentParser:
 # Options that take the next word as their value, wherever they stand.
 _TAKES_VALUE = frozenset(
     {
-        *("--address", "-H", "--host", "-M", "--machine"),
+        *("--address", "-H", "--host", "-M", "--machine", "-o", "--output"),
         *("--preset", "--name", "--cwd", "-e", "--env", "-p", "--property"),
         *("--agent-session", "--uid", "-n", "--lines", "--whom", "-s", "--signal"),
         *("--for", "--timeout", "--state", "--owner"),

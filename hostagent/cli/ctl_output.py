@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import pwd
+import re
 import sys
 import time
 from typing import Any
@@ -95,6 +96,25 @@ def daemon_named(a: argparse.Namespace) -> str:
     if a.system_bus:
         return "on the system daemon"
     return "on your own daemon (--user; --system lists the host's)"
+
+
+_SNAKE_EXCEPTIONS = {"CPUUsageNSec": "cpu_usage_nsec"}
+
+
+def snake(name: str) -> str:
+    """A bus property's name as the JSON output's key: StartedAt -> started_at."""
+    if name in _SNAKE_EXCEPTIONS:
+        return _SNAKE_EXCEPTIONS[name]
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def as_json(props: dict[str, Any]) -> dict[str, Any]:
+    """Properties in the one JSON shape every verb uses: snake_case keys, null for unknown."""
+    return {snake(k): (None if v == UNKNOWN else v) for k, v in props.items()}
+
+
+def emit_json(args: argparse.Namespace, value: Any) -> None:
+    print(json.dumps(value, indent=2 if args.json == "pretty" else None, default=str))
 
 
 def listed(row: Any, props: dict[str, Any], branch: str, local: bool) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import yaml
 
+from hostagent.cli.ctl_output import snake
+from hostagent.daemon.bus.session import SESSION
 from hostagent.daemon.store import checksum
 from tests.sandbox import Sandbox
 
@@ -35,8 +37,13 @@ def create(
     return name
 
 
+# status --json speaks snake_case; the tests speak the bus's property names.
+_BUS_NAMES = {snake(p.name): p.name for p in SESSION.properties}
+
+
 def props(sb: Sandbox, name: str, user: str | None = None) -> dict:
-    return json.loads(sb.ctl("--json", "status", name, user=user, system=True).stdout)
+    data = json.loads(sb.ctl("--json", "status", name, user=user, system=True).stdout)
+    return {_BUS_NAMES.get(k, k): v for k, v in data.items()}
 
 
 def wait_screen(sb: Sandbox, name: str, text: str) -> str:
@@ -74,7 +81,7 @@ def views(sb: Sandbox, name: str) -> tuple[str | None, str, str | None]:
     rec = record(sb, name)
     result = sb.ctl("--json", "status", name)
     # status exits 3 for a session that is not running, as systemctl status does.
-    bus = json.loads(result.stdout)["State"] if result.returncode in (0, 3) else None
+    bus = json.loads(result.stdout)["state"] if result.returncode in (0, 3) else None
     return (rec["state"] if rec else None, unit_state(sb, name), bus)
 
 

@@ -359,7 +359,7 @@ def test_user_mode_daemon_under_systemd_user(sb: Sandbox) -> None:
         ).stdout
         assert "hostagent.slice" in cgroup and f"hostagent-{name}.scope" in cgroup
         info = json.loads(sb.ctl("--json", "info", user="alice").check().stdout)
-        assert info["Mode"] == "user"
+        assert info["mode"] == "user"
         sb.ctl("rm", name, user="alice").check()
     finally:
         sb.daemon_stop(user="alice")

@@ -221,3 +221,22 @@ def test_watch_without_a_terminal_says_so_in_one_line(capsys: pytest.CaptureFixt
     assert ctl.main(["watch", "--address", "unix:path=/nonexistent/bus"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs a terminal" in err
+
+
+def test_one_json_shape_snake_case_and_null_for_unknown() -> None:
+    from hostagent.cli.ctl_output import as_json, snake
+
+    assert [snake(n) for n in ("StartedAt", "CPUUsageNSec", "BootID", "AgentSessionId")] == [
+        "started_at", "cpu_usage_nsec", "boot_id", "agent_session_id"
+    ]  # fmt: skip
+    assert as_json({"MemoryCurrent": (1 << 64) - 1, "State": "running"}) == {
+        "memory_current": None,
+        "state": "running",
+    }
+
+
+@pytest.mark.parametrize(("output", "json"), [("json", "short"), ("json-pretty", "pretty")])
+def test_o_json_is_systemctls_spelling_of_json(output: str, json: str) -> None:
+    from hostagent.cli.ctl_args import parser as p
+
+    assert p().parse_args(["-o", output, "list"]).output == output
