@@ -9,7 +9,7 @@ import select
 import time
 
 from tests.integration.helpers import create, props, settled, unit_state
-from tests.sandbox import Sandbox
+from tests.sandbox import REPO, Sandbox
 
 
 def test_every_user_looks_in_one_place(sb: Sandbox) -> None:
@@ -250,3 +250,9 @@ def test_an_admin_is_asked_for_a_password_on_a_terminal(sb: Sandbox) -> None:
         sb.run("rm", "-f", AUTH_RULE_PATH)
         sb.run("systemctl", "restart", "polkit")
         sb.ctl("rm", name)
+
+
+def test_the_admin_guides_day_one_block_runs_as_written(sb: Sandbox) -> None:
+    guide = (REPO / "docs" / "admin-guide.md").read_text()
+    block = guide.split("```sh day-one\n", 1)[1].split("```", 1)[0]
+    sb.sh("set -e\n" + block).check()
