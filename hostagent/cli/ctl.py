@@ -16,7 +16,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from hostagent import UINT64_MAX, __version__, values
+from hostagent import __version__, values
 from hostagent.cli.ctl_args import bare_json_is_short, parser
 from hostagent.cli.ctl_options import UsageError, build_options
 from hostagent.cli.ctl_output import (
@@ -30,6 +30,7 @@ from hostagent.cli.ctl_output import (
     human_nsec,
     listed,
     show_table,
+    status_lines,
 )
 from hostagent.cli.doctor import verb_doctor
 from hostagent.cli.polkitagent import PolkitAgent, wanted
@@ -93,9 +94,6 @@ async def verb_list(c: Client, a: argparse.Namespace) -> int:
     return 0
 
 
-_ZERO_IS_NONE = ("Leader", "ExitStatus", "ExitSignal")
-
-
 async def verb_status(c: Client, a: argparse.Namespace) -> int:
     try:
         props = await c.properties(a.name)
@@ -105,37 +103,8 @@ async def verb_status(c: Client, a: argparse.Namespace) -> int:
     if a.json:
         emit_json(a, as_json(props))
     else:
-        for key in (
-            "Name",
-            "State",
-            "Activity",
-            "Preset",
-            "Owner",
-            "Cwd",
-            "Worktree",
-            "Branch",
-            "BaseRef",
-            "Unit",
-            "Leader",
-            "AgentSessionId",
-            "DormantReason",
-            "LastError",
-            "Result",
-            "ExitStatus",
-            "ExitSignal",
-            "ResumeCount",
-            "Command",
-            "MemoryCurrent",
-            "CPUUsageNSec",
-        ):
-            value = props.get(key)
-            if value in ("", None, UINT64_MAX) or (key in _ZERO_IS_NONE and not value):
-                continue
-            if key == "Leader" and props.get("State") != "running":
-                continue  # the pid of a server that is gone is nobody's
-            if isinstance(value, list):
-                value = " ".join(value)
-            print(f"{key:>15}: {value}")
+        for line in status_lines(props):
+            print(line)
     return 0 if props.get("State") == "running" else LSB_NOT_RUNNING
 
 

@@ -183,3 +183,56 @@ def human_age(started_usec: int | None, now: float | None = None) -> str:
     if age < 86400:
         return f"{age // 3600}h {age % 3600 // 60}min"
     return f"{age // 86400}d {age % 86400 // 3600}h"
+
+
+_ZERO_IS_NONE = ("Leader", "ExitStatus", "ExitSignal")
+_TIMES = ("StartedAt", "StoppedAt")
+
+
+def _shown(key: str, value: Any) -> str:
+    """A property as status prints it: times local and with an age, sizes and CPU human."""
+    if key in _TIMES:
+        when = time.strftime("%a %Y-%m-%d %H:%M:%S %Z", time.localtime(value / 1e6))
+        return f"{when}; {human_age(value)} ago"
+    if key == "MemoryCurrent":
+        return human_bytes(value)
+    if key == "CPUUsageNSec":
+        return human_nsec(value)
+    return " ".join(value) if isinstance(value, list) else str(value)
+
+
+def status_lines(props: dict[str, Any]) -> list[str]:
+    """status's lines for a session's properties: the known ones, without empty or stale ones."""
+    lines = []
+    for key in (
+        "Name",
+        "State",
+        "Activity",
+        "Preset",
+        "Owner",
+        "Cwd",
+        "Worktree",
+        "Branch",
+        "BaseRef",
+        "Unit",
+        "Leader",
+        "AgentSessionId",
+        "DormantReason",
+        "LastError",
+        "Result",
+        "ExitStatus",
+        "ExitSignal",
+        "ResumeCount",
+        "Command",
+        "StartedAt",
+        "StoppedAt",
+        "MemoryCurrent",
+        "CPUUsageNSec",
+    ):
+        value = props.get(key)
+        if value in ("", None, UNKNOWN) or (key in _ZERO_IS_NONE + _TIMES and not value):
+            continue
+        if key == "Leader" and props.get("State") != "running":
+            continue  # the pid of a server that is gone is nobody's
+        lines.append(f"{key:>15}: {_shown(key, value)}")
+    return lines

@@ -240,3 +240,22 @@ def test_o_json_is_systemctls_spelling_of_json(output: str, json: str) -> None:
     from hostagent.cli.ctl_args import parser as p
 
     assert p().parse_args(["-o", output, "list"]).output == output
+
+
+def test_status_lines_are_human_and_never_stale() -> None:
+    import time as clock
+
+    from hostagent.cli.ctl_output import status_lines
+
+    now = int(clock.time() * 1e6)
+    lines = status_lines(
+        {"Name": "a", "State": "failed", "Leader": 42, "StartedAt": now - 90_000_000,
+         "StoppedAt": now, "MemoryCurrent": (1 << 64) - 1, "ExitStatus": 3, "ExitSignal": 0}
+    )  # fmt: skip
+    text = "\n".join(lines)
+    assert "Leader" not in text and "MemoryCurrent" not in text and "ExitSignal" not in text
+    assert "ExitStatus: 3" in text
+    started = next(line for line in lines if "StartedAt" in line)
+    assert started.endswith("1min ago")
+    running = "\n".join(status_lines({"State": "running", "Leader": 42, "MemoryCurrent": 3 << 20}))
+    assert "Leader: 42" in running and "MemoryCurrent: 3.0M" in running
