@@ -6,6 +6,7 @@ Apart from the verbs (ctl.py) so that every verb's output follows the same rules
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import pwd
 import re
@@ -143,6 +144,7 @@ def _known(value: Any) -> int | None:
     return None if value is None or value == UNKNOWN else int(value)
 
 
+@functools.lru_cache(maxsize=1024)
 def user_name(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
@@ -151,38 +153,36 @@ def user_name(uid: int) -> str:
 
 
 def human_bytes(size: int | None) -> str:
-    """As systemctl status prints memory: 512.0K, 12.3M, 1.5G."""
-    if size is None:
+    """As systemctl status prints memory: 512B, 12.3M, 1.5G; "-" when not known."""
+    if size is None or size == UNKNOWN:
         return "-"
     value = float(size)
-    for unit in ("B", "K", "M", "G", "T", "P"):
-        if value < 1024 or unit == "P":
-            return f"{int(value)}B" if unit == "B" else f"{value:.1f}{unit}"
+    for unit in ("B", "K", "M", "G", "T"):
+        if value < 1024:
+            return f"{value:.0f}{unit}" if unit == "B" else f"{value:.1f}{unit}"
         value /= 1024
-    return "-"
+    return f"{value:.1f}P"
+
+
+def human_span(seconds: float) -> str:
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
 def human_nsec(nsec: int | None) -> str:
-    if nsec is None:
-        return "-"
-    seconds = nsec / 1e9
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, seconds = divmod(int(seconds), 60)
-    return f"{minutes}min {seconds}s" if minutes < 60 else f"{minutes // 60}h {minutes % 60}min"
+    return "-" if nsec is None or nsec == UNKNOWN else human_span(nsec / 1e9)
 
 
 def human_age(started_usec: int | None, now: float | None = None) -> str:
     if not started_usec:
         return "-"
-    age = max(0, int((time.time() if now is None else now) - started_usec / 1e6))
-    if age < 60:
-        return f"{age}s"
-    if age < 3600:
-        return f"{age // 60}min"
-    if age < 86400:
-        return f"{age // 3600}h {age % 3600 // 60}min"
-    return f"{age // 86400}d {age % 86400 // 3600}h"
+    return human_span(max(0.0, (time.time() if now is None else now) - started_usec / 1e6))
 
 
 _ZERO_IS_NONE = ("Leader", "ExitStatus", "ExitSignal")

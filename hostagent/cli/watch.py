@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hostagent import UINT64_MAX
+from hostagent.cli.ctl_output import human_bytes, human_nsec, human_span, user_name
 from hostagent.client.follow import Follower, Link, SessionView
 from hostagent.client.library import Client
 from hostagent.errors import HostAgentError
@@ -25,49 +25,17 @@ HEADER = ("NAME", "OWNER", "PRESET", "STATE", "ACTIVITY", "MEMORY", "CPU", "AGE"
 KEYS = "↑↓ select  a/⏎ attach  s stop (then y)  r resume  q quit"
 
 
-def human_bytes(n: int) -> str:
-    if n == UINT64_MAX:
-        return "-"
-    for unit in ("B", "K", "M", "G", "T"):
-        if n < 1024:
-            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n:.1f}P"
-
-
-def human_seconds(s: float) -> str:
-    s = int(s)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
-def owner_name(uid: int, cache: dict[int, str] = {}) -> str:  # noqa: B006 - a deliberate cache
-    if uid not in cache:
-        import pwd
-
-        try:
-            cache[uid] = pwd.getpwuid(uid).pw_name
-        except KeyError:
-            cache[uid] = str(uid)
-    return cache[uid]
-
-
 def rows(sessions: list[SessionView], now: float) -> list[tuple[str, ...]]:
     return [
         (
             s.name,
-            owner_name(s.owner),
+            user_name(s.owner),
             s.preset,
             s.state,
             s.activity,
             human_bytes(s.memory),
-            "-" if s.cpu_nsec == UINT64_MAX else human_seconds(s.cpu_nsec / 1e9),
-            human_seconds(s.age(now)) if s.state == "running" else "-",
+            human_nsec(s.cpu_nsec),
+            human_span(s.age(now)) if s.state == "running" else "-",
             s.branch or "-",
         )
         for s in sessions

@@ -257,6 +257,6 @@ def test_status_lines_are_human_and_never_stale() -> None:
     assert "Leader" not in text and "MemoryCurrent" not in text and "ExitSignal" not in text
     assert "ExitStatus: 3" in text
     started = next(line for line in lines if "StartedAt" in line)
-    assert started.endswith("1min ago")
+    assert started.endswith("1m30s ago")
     running = "\n".join(status_lines({"State": "running", "Leader": 42, "MemoryCurrent": 3 << 20}))
     assert "Leader: 42" in running and "MemoryCurrent: 3.0M" in running
