@@ -2,7 +2,8 @@
 
 The rules come from the preset (hostagent-presets(5)), so an agent can be added or fixed
 without code. A rule looks at one thing: the last non-empty lines of the screen, the window
-title, the last OSC 9;4 progress state, or whether output is still flowing. The first rule
+title, the last OSC 9;4 progress state, the pane's foreground process (a shell's running
+command), or whether output is still flowing. The first rule
 that matches wins; when none does, a quiet screen is the preset's fallback (``idle``), never
 ``blocked``: blocked needs a matched question or approval screen.
 
@@ -36,6 +37,7 @@ class Rule:
     title: re.Pattern[str] | None = None
     progress: frozenset[int] = frozenset()
     output: bool = False  # matches while output is flowing
+    command: re.Pattern[str] | None = None  # the pane's foreground process (a shell's job)
     visible: bool = False  # plain on screen: beats a hook report
 
     @property
@@ -46,6 +48,8 @@ class Rule:
             return "title"
         if self.progress:
             return "progress"
+        if self.command is not None:
+            return "command"
         return "output"
 
 
@@ -64,6 +68,7 @@ class View:
     title: str = ""
     progress: int | None = None  # the last OSC 9;4 state, None if never seen
     output_flowing: bool = False
+    command: str = ""  # the name of the pane's foreground process, as tmux reports it
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,9 @@ def _match(rule: Rule, view: View) -> str | None:
         return m.group(0) if m else None
     if rule.progress:
         return f"OSC 9;4;{view.progress}" if view.progress in rule.progress else None
+    if rule.command is not None:
+        m = rule.command.search(view.command)
+        return f"foreground: {view.command}" if m else None
     return "output is flowing" if rule.output and view.output_flowing else None
 
 

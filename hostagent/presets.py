@@ -70,7 +70,7 @@ _DISCOVER_KNOWN = {"glob", "id", "cwd_field"}
 _RESUME_KNOWN = {"args", "conversation"}
 _HOOKS_KNOWN = {"format", "args", "env", "defaults", "activity"}
 _ACTIVITY_KNOWN = {"rules", "fallback"}
-_RULE_KNOWN = {"activity", "screen", "lines", "title", "progress", "output", "visible"}
+_RULE_KNOWN = {"activity", "screen", "lines", "title", "progress", "output", "command", "visible"}
 _RUNNING_ACTIVITIES = ("working", "blocked", "idle", "unknown")
 HOOK_FORMATS = ("claude", "gemini")
 
@@ -163,9 +163,9 @@ def _parse_activity(
         fld = f"activity.rules[{i}]"
         item = yamlfile.expect_mapping(doc, raw, fld)
         yamlfile.reject_unknown(doc, item, _RULE_KNOWN, fld)
-        kinds = [k for k in ("screen", "title", "progress", "output") if k in item]
+        kinds = [k for k in ("screen", "title", "progress", "output", "command") if k in item]
         if len(kinds) != 1:
-            raise doc.error(fld, "needs exactly one of screen, title, progress or output")
+            raise doc.error(fld, "needs exactly one of screen, title, progress, output or command")
         screen = item.get("screen", [])
         screens = [screen] if isinstance(screen, str) else screen
         if not isinstance(screens, list):
@@ -187,6 +187,9 @@ def _parse_activity(
                 title=_regex(doc, item["title"], f"{fld}.title") if "title" in item else None,
                 progress=frozenset(progress),
                 output=item.get("output") is True,
+                command=(
+                    _regex(doc, item["command"], f"{fld}.command") if "command" in item else None
+                ),
                 visible=item.get("visible") is True,
             )
         )

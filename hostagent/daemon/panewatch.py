@@ -216,7 +216,7 @@ class PaneWatch:
             self._allowed(now)
             self._tokens -= 1
             try:
-                screen, title = await self.tmux.screen_and_title(self.owner, self.sock)
+                screen, title, command = await self.tmux.screen_and_title(self.owner, self.sock)
             except tmux.TmuxError as e:
                 # A pane read before its server is up (a watch opens before the spawn) or
                 # while it goes away: look again shortly, a few times, then rely on output.
@@ -227,7 +227,7 @@ class PaneWatch:
                 return
             self._retries = 0
             flowing = self._loop.time() - self._last_output < SETTLE
-            view = View(screen, title, self.progress, flowing)
+            view = View(screen, title, self.progress, flowing, command)
             self.screen_verdict = activity.classify(self.rules, view)
             self._publish()
             if not self._again:

@@ -154,8 +154,9 @@ class Tmux:
         start = f"-{scrollback}" if scrollback > 0 else "0"
         return await self.run(owner, sock, "capture-pane", "-p", "-J", "-t", SESSION, "-S", start)
 
-    async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str]:
-        """The visible screen and the pane's title, in one tmux call."""
+    async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str, str]:
+        """The visible screen, the pane's title and its foreground command, in one tmux
+        call."""
         out = await self.run(
             owner,
             sock,
@@ -163,15 +164,16 @@ class Tmux:
             "-p",
             "-t",
             SESSION,
-            "#{pane_title}",
+            "#{pane_current_command}\t#{pane_title}",
             ";",
             "capture-pane",
             "-p",
             "-t",
             SESSION,
         )
-        title, _, screen = out.partition("\n")
-        return screen, title
+        head, _, screen = out.partition("\n")
+        command, _, title = head.partition("\t")
+        return screen, title, command
 
     async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> None:
         """Copy everything the pane prints into fifo (replacing an earlier pipe, if any)."""

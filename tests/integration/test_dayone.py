@@ -256,3 +256,16 @@ def test_the_admin_guides_day_one_block_runs_as_written(sb: Sandbox) -> None:
     guide = (REPO / "docs" / "admin-guide.md").read_text()
     block = guide.split("```sh day-one\n", 1)[1].split("```", 1)[0]
     sb.sh("set -e\n" + block).check()
+
+
+def test_a_shell_is_working_while_a_command_runs(sb: Sandbox) -> None:
+    name = create(sb, "shell", user="alice")
+    try:
+        sb.ctl("wait", "--for", "idle", "--timeout", "30", name).check()
+        sb.ctl("send", name, "sleep 600", user="alice", system=True).check()
+        assert sb.ctl("wait", "--for", "working", "--timeout", "30", name).check().stdout.strip() == "working"  # fmt: skip
+        sock = f"/run/hostagent/{sb.uid('alice')}/{name}.sock"
+        sb.run("tmux", "-S", sock, "send-keys", "-t", "main", "C-c", user="alice").check()
+        assert sb.ctl("wait", "--for", "idle", "--timeout", "30", name).check().stdout.strip() == "idle"  # fmt: skip
+    finally:
+        sb.ctl("rm", name)

@@ -404,7 +404,10 @@ def test_sigusr2_writes_the_stacks_to_the_journal_and_the_daemon_serves_on(
     sb.run("systemctl", "kill", "-s", "USR2", "hostagent").check()
     deadline = time.monotonic() + 10
     journal = ""
-    while "most recent call first" not in journal and time.monotonic() < deadline:
+    # The dump arrives in several writes: wait for all of what is looked for.
+    while not ("most recent call first" in journal and "daemon/main.py" in journal) and (
+        time.monotonic() < deadline
+    ):
         journal = sb.journal(lines=100)
         time.sleep(0.05)  # journald has no wait for a line; bounded by the deadline
     assert "most recent call first" in journal and "daemon/main.py" in journal

@@ -131,9 +131,10 @@ class FakeTmux:
         self._unit(sock)
         return self.screens.get(self._name(sock), ("", ""))[0]
 
-    async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str]:
+    async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str, str]:
         self._unit(sock)
-        return self.screens.get(self._name(sock), ("", ""))
+        screen, title = self.screens.get(self._name(sock), ("", ""))
+        return screen, title, ""
 
     async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> None:
         self._unit(sock)

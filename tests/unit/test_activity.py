@@ -112,3 +112,18 @@ def test_bottom_lines_skip_empty_ones() -> None:
 )
 def test_last_progress(chunk: bytes, state: int | None) -> None:
     assert last_progress(chunk) == state
+
+
+@pytest.mark.parametrize(
+    ("command", "activity"),
+    [("bash", "idle"), ("-bash", "idle"), ("zsh", "idle"), ("sh", "idle"), ("sleep", "working"),
+     ("make", "working"), ("bashful", "working"), ("", "idle")],
+)  # fmt: skip
+def test_a_shell_is_working_while_a_command_runs_in_its_foreground(
+    command: str, activity: str
+) -> None:
+    from hostagent.activity import View, classify
+    from hostagent.presets import BUILTIN_DIR, load_presets
+
+    shell = load_presets([BUILTIN_DIR], strict=True)["shell"]
+    assert classify(shell.activity, View("$ ", command=command)).activity.value == activity
