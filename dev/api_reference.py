@@ -97,6 +97,11 @@ DOCS: dict[str, tuple[str, str]] = {
         "How it last ended, in systemd's words: success, exit-code, signal, timeout, oom-kill "
         "or resources (a start that could not be set up); empty while it runs.",
     ),
+    "Limits": (
+        "",
+        "The limits its scope was given, by systemd's property names (TasksMax, MemoryMax, "
+        "MemoryHigh, CPUWeight, RuntimeMaxSec), those that are set; 2^64-1 is infinity.",
+    ),
     "ExitStatus": ("", "The agent's exit status when it last exited, else 0."),
     "ExitSignal": ("", "The signal that killed the agent, else 0."),
     "ResumeCount": ("", "Resumes so far."),

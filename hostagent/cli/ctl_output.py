@@ -185,7 +185,7 @@ def human_age(started_usec: int | None, now: float | None = None) -> str:
     return human_span(max(0.0, (time.time() if now is None else now) - started_usec / 1e6))
 
 
-_ZERO_IS_NONE = ("Leader", "ExitStatus", "ExitSignal")
+_ZERO_IS_NONE = ("Leader", "ExitStatus", "ExitSignal", "Limits")
 _TIMES = ("StartedAt", "StoppedAt")
 
 
@@ -196,9 +196,17 @@ def _shown(key: str, value: Any) -> str:
         return f"{when}; {human_age(value)} ago"
     if key == "MemoryCurrent":
         return human_bytes(value)
+    if key == "Limits":
+        return " ".join(f"{k}={_limit(k, v)}" for k, v in sorted(value.items()))
     if key == "CPUUsageNSec":
         return human_nsec(value)
     return " ".join(value) if isinstance(value, list) else str(value)
+
+
+def _limit(key: str, value: int) -> str:
+    if value == UNKNOWN:
+        return "infinity"
+    return human_bytes(value) if key.startswith("Memory") else str(value)
 
 
 def status_lines(props: dict[str, Any]) -> list[str]:
@@ -224,6 +232,7 @@ def status_lines(props: dict[str, Any]) -> list[str]:
         "ExitSignal",
         "ResumeCount",
         "Command",
+        "Limits",
         "StartedAt",
         "StoppedAt",
         "MemoryCurrent",

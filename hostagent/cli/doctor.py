@@ -14,7 +14,7 @@ import os
 import shutil
 
 from hostagent.bus.call import DBUS, CallError, call
-from hostagent.cli.ctl_output import EXIT_FAILURE
+from hostagent.cli.ctl_output import EXIT_FAILURE, emit_json
 from hostagent.client.library import Client
 
 POLKIT = "org.freedesktop.PolicyKit1"
@@ -24,8 +24,10 @@ async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
     problems: list[str] = []
     props = await c.manager_properties()
     mode = props.get("Mode", "?")
-    print(f"daemon: hostagent {props.get('Version', '?')}, {mode} mode, answering on the "
-          f"{'system' if mode == 'system' else 'session'} bus")  # fmt: skip
+    said = {"version": props.get("Version"), "mode": mode}
+    if not a.json:
+        print(f"daemon: hostagent {said['version']}, {mode} mode, answering on the "
+              f"{'system' if mode == 'system' else 'session'} bus")  # fmt: skip
     local = not (a.host or a.machine or a.address)
     if local and shutil.which("tmux") is None:
         problems.append("tmux is not installed: 'apt install tmux'")
@@ -35,8 +37,10 @@ async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
         for name, _, command in await c.presets():
             program = command[0] if command else ""
             (here if not program or shutil.which(program) else missing).append(name)
-        print(f"presets ready here: {', '.join(sorted(here)) or 'none'}")
-        if missing:
+        said |= {"presets_ready": sorted(here), "presets_not_installed": sorted(missing)}
+        if not a.json:
+            print(f"presets ready here: {', '.join(sorted(here)) or 'none'}")
+        if missing and not a.json:
             print(f"presets whose program is not installed for you: {', '.join(sorted(missing))}")
     if mode == "system":
         names: set[str] = set()
@@ -55,7 +59,10 @@ async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
             problems.append(
                 f"linger is off: sessions die at logout; run 'loginctl enable-linger {user}'"
             )
-    for p in problems:
-        print(f"warning: {p}")
-    print("ok" if not problems else f"{len(problems)} problem(s) found")
+    if a.json:
+        emit_json(a, {**said, "problems": problems})
+    else:
+        for p in problems:
+            print(f"warning: {p}")
+        print("ok" if not problems else f"{len(problems)} problem(s) found")
     return 0 if not problems else EXIT_FAILURE

@@ -155,6 +155,9 @@ def test_list_shows_whose_how_old_and_filters_and_new_takes_systemds_values(sb: 
     name = made.stdout.strip()
     try:
         assert props(sb, name)["Cwd"] == "/home/alice"
+        status = sb.ctl("status", name, system=True).stdout
+        assert "Limits: MemoryMax=infinity RuntimeMaxSec=3600 TasksMax=4096" in status, status
+        assert "StartedAt:" in status and " ago" in status
         out = sb.ctl("list", "--owner", "alice", name, user="alice", system=True).check().stdout
         lines = out.splitlines()
         assert lines[0].split()[:8] == [
@@ -196,6 +199,9 @@ def test_doctor_says_which_daemon_answers_and_which_presets_are_ready(sb: Sandbo
     assert "shell" in ready and "codex" not in ready
     assert "codex" in out.stdout  # not installed here, and said so
     assert out.returncode == 0, out.stdout
+    said = json.loads(sb.ctl("--json", "doctor", user="alice", system=True).stdout)
+    assert said["mode"] == "system" and "shell" in said["presets_ready"]
+    assert said["problems"] == []
 
 
 AUTH_RULE = """\

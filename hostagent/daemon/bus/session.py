@@ -13,6 +13,7 @@ from dbus_fast import Variant
 
 from hostagent import SESSION_INTERFACE, SESSION_PATH_PREFIX, UINT64_MAX
 from hostagent.bus.paths import path_encode
+from hostagent.config import LIMIT_PROPERTIES
 from hostagent.daemon.auth import require_inside
 from hostagent.daemon.bus.export import Call, Interface, Method, Property
 from hostagent.daemon.bus.services import Services
@@ -22,6 +23,7 @@ from hostagent.daemon.scope import check_signal
 from hostagent.daemon.systemd import SCOPE_IFACE
 from hostagent.daemon.terminal import check_activities, check_capture, check_text
 from hostagent.errors import InvalidArgs
+from hostagent.session import Limits
 
 REMOVE_FORCE = 1  # remove the session's worktree even when it has changes
 REMOVE_FLAGS = REMOVE_FORCE
@@ -76,6 +78,11 @@ class SessionObject:
         return UINT64_MAX if value is None else int(value)
 
 
+def _limits(limits: Limits) -> dict[str, int]:
+    """The session's limits by systemd's names, those that are set."""
+    return {LIMIT_PROPERTIES[k]: v for k, v in vars(limits).items() if v}
+
+
 def _r(field: str) -> Any:
     return lambda o: getattr(o.session.record, field)
 
@@ -93,6 +100,7 @@ _CONST = [
     Property("Worktree", "s", _r("worktree"), "const"),
     Property("Branch", "s", _r("branch"), "const"),
     Property("BaseRef", "s", _r("base_ref"), "const"),
+    Property("Limits", "a{st}", lambda o: _limits(o.session.record.limits), "const"),
 ]
 _CHANGING = [
     Property("State", "s", _enum("state")),
