@@ -73,6 +73,8 @@ class Endings:
         """(status, signal) of the agent once it has ended, else None. tmux says so for a
         pane it reaped; a zombie it never reaped says so itself."""
         owner, sock = session.owner, session.paths.socket
+        if not session.pane_pid:  # adopted: follow the agent from now on
+            self.follow(session, await self.scopes.tmux.pane_pid(owner, sock))
         dead, status, signal = await self.scopes.tmux.pane_end(owner, sock)
         if status is not None or signal is not None:
             return status, signal
@@ -81,11 +83,7 @@ class Endings:
             if os.WIFSIGNALED(code):
                 return None, os.WTERMSIG(code)
             return os.WEXITSTATUS(code), None
-        if dead:
-            return None, None
-        if not session.pane_pid:  # adopted: follow the agent from now on
-            self.follow(session, await self.scopes.tmux.pane_pid(owner, sock))
-        return None
+        return (None, None) if dead else None
 
     async def agent_exited(self, session: Session) -> None:
         """The pane-died hook fired, the agent's process exited, or recovery looks: if the
