@@ -85,6 +85,8 @@ class NativeJournalHandler(logging.Handler):
         super().__init__()
         self.fallback = fallback
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        # Never wait for journald on the event loop: a full queue sends the line to stderr.
+        self.sock.setblocking(False)
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()

@@ -22,7 +22,8 @@ from hostagent.session import SUCCESS, Event, State, agent_end, unit_end
 
 log = logging.getLogger(__name__)
 
-FINAL_LINES = 1000  # of scrollback kept with the final screen
+FINAL_LINES = 200  # of scrollback kept with the final screen
+FINAL_BYTES = 64 * 1024  # at most, from the end: the state directory holds one per session
 
 
 class Endings:
@@ -102,7 +103,8 @@ class Endings:
             except tmux.TmuxError:
                 return  # the server is gone already; the unit's end is reconciled
             status, signal = ended
-            self.registry.store.save_screen(session.name, screen.rstrip("\n") + "\n")
+            final = screen.rstrip("\n").encode()[-FINAL_BYTES:].decode(errors="ignore")
+            self.registry.store.save_screen(session.name, final + "\n")
             result, why = agent_end(status, signal)
             log.info("session '%s': %s", session.name, why or "the agent exited")
             session.stop_requested = True  # the scope's end is ours, not news
