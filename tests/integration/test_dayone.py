@@ -214,6 +214,16 @@ polkit.addRule(function(action, subject) {
 AUTH_RULE_PATH = "/etc/polkit-1/rules.d/50-hostagent-auth-test.rules"
 
 
+def echo_is_off(sb: Sandbox) -> bool:
+    """Whether pkttyagent has turned its terminal's echo off: it reads the password only then,
+    and flushes what was typed before."""
+    script = (
+        "for p in $(pgrep -x pkttyagent); do t=$(readlink /proc/$p/fd/0); "
+        'case $t in /dev/pts/*) stty -F "$t" -a | grep -qw -- -echo && exit 0;; esac; done; exit 1'
+    )
+    return sb.sh(script).returncode == 0
+
+
 def on_a_terminal(sb: Sandbox, user: str, command: str, password: str | None) -> tuple[str, int]:
     """command run as user in a login session of theirs (su -l: polkit finds a terminal agent
     through the session, as for someone who logged in) on a terminal (script(1) gives it one);
@@ -223,14 +233,13 @@ def on_a_terminal(sb: Sandbox, user: str, command: str, password: str | None) ->
     seen = ""
     deadline = time.monotonic() + 30
     while proc.poll() is None and time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 1)
-        if not ready:
-            continue
-        chunk = os.read(proc.stdout.fileno(), 4096).decode(errors="replace")
-        if not chunk:
-            break
-        seen += chunk
-        if password is not None and "Password:" in seen:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.1)
+        if ready:
+            chunk = os.read(proc.stdout.fileno(), 4096).decode(errors="replace")
+            if not chunk:
+                break
+            seen += chunk
+        if password is not None and "Password:" in seen and echo_is_off(sb):
             proc.stdin.write(password + "\n")
             proc.stdin.flush()
             password = None
