@@ -12,7 +12,9 @@ import pwd
 import re
 import signal
 
-INFINITY = (1 << 64) - 1  # systemd's "infinity": no limit, as opposed to 0, "not given"
+from hostagent import UINT64_MAX
+
+INFINITY = UINT64_MAX  # systemd's "infinity": no limit, as opposed to 0, "not given"
 
 _SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGTPE]?)(?:i?B)?", re.IGNORECASE)
 _SIZE_UNITS = " KMGTPE"

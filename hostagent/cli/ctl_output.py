@@ -14,10 +14,11 @@ import sys
 import time
 from typing import Any
 
+from hostagent import UINT64_MAX
 from hostagent.errors import HostAgentError
 
 EXIT_FAILURE = 1
-UNKNOWN = (1 << 64) - 1  # what the daemon sends for a figure systemd does not have
+UNKNOWN = UINT64_MAX  # what the daemon sends for a figure systemd does not have
 
 HINTS = {
     "NoSuchPreset": "'hostagentctl presets' lists the presets.",

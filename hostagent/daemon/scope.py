@@ -18,19 +18,21 @@ from pathlib import Path
 
 from dbus_fast import Variant
 
+from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
 from hostagent.daemon import checkpoint, hookpipe, tmux
 from hostagent.daemon.heldchild import HeldChild
 from hostagent.daemon.owner import DEFAULT_PATH, Owner, program_problem
 from hostagent.daemon.systemd import Systemd, SystemdError, UnitExists
 from hostagent.errors import InvalidArgs, NotRunning, SpawnFailed, StopFailed
 from hostagent.session import Limits, SessionRecord, name_from_unit
+from hostagent.values import INFINITY
 
 log = logging.getLogger(__name__)
 
 JOB_TIMEOUT = 60.0
 RELEASE_TIMEOUT = 30.0  # for tmux to start once let go; a stopped or stuck child is killed
 SLICE = "hostagent.slice"
-NO_LIMIT = (1 << 64) - 1  # systemd's "infinity" and "not set"
+NO_LIMIT = INFINITY  # systemd's "infinity" and "not set"
 
 
 def user_slice(uid: int) -> str:
@@ -43,12 +45,8 @@ def slice_properties(uid: int, caps: Limits) -> list[tuple[str, Variant]]:
     """A user slice's properties; an unset cap is written as infinity, so a cap the admin
     took away is lifted, not kept from before."""
     props = [("Description", Variant("s", f"hostagent sessions of user {uid}"))]
-    for key, prop in (
-        ("tasks_max", "TasksMax"),
-        ("memory_max", "MemoryMax"),
-        ("cpu_weight", "CPUWeight"),
-    ):
-        props.append((prop, Variant("t", getattr(caps, key) or NO_LIMIT)))
+    for key in USER_CAP_KEYS:
+        props.append((LIMIT_PROPERTIES[key], Variant("t", getattr(caps, key) or NO_LIMIT)))
     return props
 
 
@@ -74,16 +72,13 @@ def scope_properties(
         ("SendSIGHUP", Variant("b", True)),
         ("TimeoutStopUSec", Variant("t", stop_timeout * 1_000_000)),
     ]
-    for key, prop, scale in (
-        ("memory_max", "MemoryMax", 1),
-        ("memory_high", "MemoryHigh", 1),
-        ("cpu_weight", "CPUWeight", 1),
-        ("tasks_max", "TasksMax", 1),
-        ("runtime_max_sec", "RuntimeMaxUSec", 1_000_000),
-    ):
+    for key, prop in LIMIT_PROPERTIES.items():
         value = getattr(limits, key)
+        if value and key == "runtime_max_sec":
+            # systemd takes microseconds here; infinity stays infinity.
+            prop, value = "RuntimeMaxUSec", value if value == NO_LIMIT else value * 1_000_000
         if value:
-            props.append((prop, Variant("t", value if value == NO_LIMIT else value * scale)))
+            props.append((prop, Variant("t", value)))
     return props
 
 
