@@ -5,7 +5,9 @@ which writes one line into the owner's hooks FIFO. The daemon then reads the exi
 signal from tmux, keeps the final screen (``capture`` shows it until a resume or a remove),
 and stops the scope itself: the session is ``stopped`` after a clean exit and ``failed`` with
 the reason otherwise. A unit that ends without its pane reporting (RuntimeMaxSec, the OOM
-killer, a ``kill`` of every process) is explained from systemd's Result for the scope.
+killer, a ``kill`` of every process) is explained from systemd's Result for the scope. An end
+that comes with the machine's shutdown is not the session's: it is left for recovery, which
+makes the session dormant.
 """
 
 from __future__ import annotations
@@ -102,6 +104,8 @@ class Endings:
                 )
             except tmux.TmuxError:
                 return  # the server is gone already; the unit's end is reconciled
+            if await self.left_to_recovery(session):
+                return
             status, signal = ended
             final = screen.rstrip("\n").encode()[-FINAL_BYTES:].decode(errors="ignore")
             self.registry.store.save_screen(session.name, final + "\n")
@@ -112,6 +116,15 @@ class Endings:
             self.end(session, result, why, status or 0, signal or 0)
             tmux.remove_socket(session.paths.socket)
         await self.conversations.discover(session)
+
+    async def left_to_recovery(self, session: Session) -> bool:
+        """An end heard while the machine shuts down is the shutdown's: the record stays as it
+        is, and recovery at the next start makes the session dormant. (Scopes this daemon
+        started are stopped only after it; this covers those an older one started.)"""
+        if not await self.scopes.systemd.shutting_down():
+            return False
+        log.info("session '%s' ends with the system; left for recovery", session.name)
+        return True
 
     def unit_ended(self, session: Session, unit_result: str) -> None:
         """The unit went away while the session ran, without its pane reporting."""

@@ -111,6 +111,8 @@ class Reconciler:
                 record.stopped_at = now_usec()
                 session.apply(Event.UNIT_GONE)
                 self.registry.commit_or_retry(session)
+            elif await self.endings.left_to_recovery(session):
+                return
             else:
                 self.endings.unit_ended(
                     session, session.unit_result or ("failed" if state == "failed" else "")

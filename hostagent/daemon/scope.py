@@ -62,8 +62,23 @@ def now_usec() -> int:
     return time.time_ns() // 1000
 
 
+def own_unit(cgroup: str) -> str:
+    """The service this process runs in, from its /proc/self/cgroup text; "" outside one
+    (a daemon started by hand, or a test)."""
+    for line in cgroup.splitlines():
+        hierarchy, _, path = line.partition(":")[2].partition(":")
+        name = path.rpartition("/")[2]
+        if hierarchy in ("", "name=systemd") and name.endswith(".service"):
+            return name
+    return ""
+
+
 def scope_properties(
-    record: SessionRecord, limits: Limits, stop_timeout: int, slice_: str = SLICE
+    record: SessionRecord,
+    limits: Limits,
+    stop_timeout: int,
+    slice_: str = SLICE,
+    daemon_unit: str = "",
 ) -> list[tuple[str, Variant]]:
     props = [
         ("Description", Variant("s", f"hostagent session {record.name} ({record.preset})")),
@@ -72,6 +87,11 @@ def scope_properties(
         ("SendSIGHUP", Variant("b", True)),
         ("TimeoutStopUSec", Variant("t", stop_timeout * 1_000_000)),
     ]
+    if daemon_unit:
+        # When the machine shuts down (or a user manager ends), the daemon is stopped before
+        # any session, so it never hears a session end that is really the shutdown and never
+        # records it as stopped: after the reboot recovery finds it running and makes it dormant.
+        props.append(("Before", Variant("as", [daemon_unit])))
     for key, prop in LIMIT_PROPERTIES.items():
         value = getattr(limits, key)
         if value and key == "runtime_max_sec":
@@ -127,6 +147,7 @@ class Scopes:
         self.systemd = systemd
         self.tmux = tmux_client
         self._slices: dict[str, list[tuple[str, Variant]]] = {}  # what each slice was given
+        self.daemon_unit = own_unit(cgroup_of(os.getpid()))
 
     async def cap_slice(self, slice_: str, props: list[tuple[str, Variant]]) -> None:
         """Give a user's slice its caps (at runtime: they last until reboot), unless this daemon
@@ -174,7 +195,9 @@ class Scopes:
         try:
             try:
                 job = await self.systemd.start_scope(
-                    record.unit, child.pid, scope_properties(record, limits, stop_timeout, slice_)
+                    record.unit,
+                    child.pid,
+                    scope_properties(record, limits, stop_timeout, slice_, self.daemon_unit),
                 )
                 try:
                     result = await self.systemd.wait_job(job, JOB_TIMEOUT)

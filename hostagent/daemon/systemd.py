@@ -301,6 +301,17 @@ class Systemd:
             return None
         return value.value
 
+    async def shutting_down(self) -> bool:
+        """Whether the manager is going down (a shutdown, or a user manager's end): then every
+        session is about to end with it, and none of those ends is the session's own."""
+        try:
+            (value,) = await self._call(
+                SYSTEMD_PATH, PROPERTIES, "Get", "ss", [MANAGER_IFACE, "SystemState"]
+            )
+        except CallError:
+            return False
+        return str(value.value) == "stopping"
+
     async def invocation_id(self, unit: str) -> str:
         raw = await self.unit_property(unit, UNIT_IFACE, "InvocationID")
         return bytes(raw).hex() if raw else ""

@@ -125,3 +125,12 @@ def agent_process(sb: Sandbox, name: str, user: str = "alice") -> AgentProcess:
     env_items = sb.run("cat", f"/proc/{pid}/environ").check().stdout.split("\0")[:-1]
     cwd = sb.run("readlink", f"/proc/{pid}/cwd").check().stdout.strip()
     return AgentProcess(pid, argv, dict(e.split("=", 1) for e in env_items), cwd)
+
+
+def until(check: object, what: str, timeout: float = 20.0) -> None:
+    """Poll check (a real condition in the machine) until it holds; fail saying what never did."""
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never: {what}")
+        time.sleep(0.1)

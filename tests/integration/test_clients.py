@@ -13,7 +13,7 @@ import pytest
 
 from hostagent.client.follow import Follower, Link
 from hostagent.client.library import Client
-from tests.integration.helpers import create, settled
+from tests.integration.helpers import create, settled, until
 from tests.sandbox import Sandbox
 
 SOCK = "/tmp/watch.sock"
@@ -144,14 +144,6 @@ def upgrade(sb: Sandbox) -> None:
 
 def alice(sb: Sandbox, *argv: str) -> str:
     return sb.run(*argv, user="alice").check().stdout
-
-
-def until(check: object, what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never: {what}")
-        time.sleep(0.1)
 
 
 def displayed(sb: Sandbox) -> int:

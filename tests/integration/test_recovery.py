@@ -20,6 +20,7 @@ from tests.integration.helpers import (
     record,
     rewrite_record,
     settled,
+    until,
     wait_screen,
 )
 from tests.sandbox import Sandbox
@@ -27,6 +28,56 @@ from tests.sandbox import Sandbox
 
 def alice_ctl(sb: Sandbox, *args: str) -> None:
     sb.ctl(*args, user="alice", system=True).check()
+
+
+HOLD_UNIT = """[Unit]
+Description=holds the shutdown while the daemon still runs
+After=hostagent.service
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/mkfifo -m 0600 /run/release-shutdown
+ExecStop=/bin/sh -c 'read line < /run/release-shutdown'
+TimeoutStopSec=120
+"""
+
+
+def test_a_session_that_ends_with_the_shutdown_is_dormant_after_it(fresh_sandbox: Sandbox) -> None:
+    """The daemon is stopped before any session's scope, so a shutdown never reads as the
+    sessions' own end; and an end it does hear while the machine goes down (a scope an older
+    daemon started, without that order) is left for recovery. The shutdown is parked, with the
+    daemon still up, by a unit ordered to stop before it; then the agent is hung up on."""
+    sb = fresh_sandbox
+    sb.daemon_start()
+    create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="alice", name="held")
+    wait_screen(sb, "held", "> ")
+    before = sb.run("systemctl", "show", "-P", "Before", "hostagent-held.scope").check().stdout
+    assert "hostagent.service" in before.split()
+    sb.run("sh", "-c", f"cat > /run/systemd/system/hold.service <<'EOF'\n{HOLD_UNIT}EOF").check()
+    sb.run("systemctl", "daemon-reload").check()
+    sb.run("systemctl", "start", "hold.service").check()
+
+    sb.run("systemctl", "poweroff", "--no-block").check()
+    until(
+        lambda: sb.run("systemctl", "is-system-running").stdout.strip() == "stopping",
+        "the machine is shutting down",
+    )
+    assert sb.run("systemctl", "is-active", "hostagent").stdout.strip() == "active"
+    sb.run("systemctl", "kill", "--kill-whom=all", "--signal=SIGHUP", "hostagent-held.scope")
+    until(
+        lambda: (
+            "ends with the system"
+            in sb.run("journalctl", "-u", "hostagent", "-g", "held", "-o", "cat").stdout
+        ),
+        "the daemon hears the end and leaves it for recovery",
+    )
+    assert record(sb, "held")["state"] == "running"
+    sb.run("sh", "-c", "echo go > /run/release-shutdown").check()
+
+    sb.reboot()
+    sb.daemon_start()
+    p = props(sb, "held")
+    assert (p["State"], p["DormantReason"]) == ("dormant", "reboot")
 
 
 def test_reboot_with_five_sessions_resumes_each_conversation_as_it_was(

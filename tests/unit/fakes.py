@@ -54,6 +54,7 @@ class FakeSystemd:
         self.on_unit: Callable[[str, str], None] = lambda unit, state: None
         self.stopped: list[str] = []  # units the daemon asked to stop
         self.after_list: Callable[[], None] = lambda: None
+        self.stopping = False  # the manager is going down
 
     def end(self, unit: str, state: str = "") -> None:
         """The unit's processes are gone; systemd unloads it ("") or keeps it failed, and
@@ -93,6 +94,9 @@ class FakeSystemd:
 
     async def unit_property(self, unit: str, interface: str, name: str) -> Any:
         return 4096 if unit in self.units else None
+
+    async def shutting_down(self) -> bool:
+        return self.stopping
 
 
 class FakeTmux:

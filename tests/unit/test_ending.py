@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hostagent.daemon.scope import own_unit
 from hostagent.session import State, agent_end, unit_end
 from tests.unit.fakes import Host, run
 from tests.unit.test_lifecycle import create
@@ -87,3 +88,39 @@ def test_a_pane_that_is_alive_ends_nothing(tmp_path: Path) -> None:
         assert host.systemd.stopped == []
 
     run(body())
+
+
+def test_an_end_that_comes_with_the_shutdown_is_left_for_recovery(tmp_path: Path) -> None:
+    """The machine going down ends every agent (SIGHUP, or the unit stopped): neither is the
+    session's own end, so the record keeps saying running and the next start makes it dormant."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a")
+        await create(host, "b")
+        host.systemd.stopping = True
+        host.scopes.tmux.ended["a"] = (None, 1)
+        await host.core.endings.agent_exited(host.registry.get("a"))
+        host.systemd.end("hostagent-b.scope")
+        await host.settle()
+        for name in ("a", "b"):
+            assert host.registry.get(name).record.state is State.RUNNING, name
+            assert host.on_disk(name) == "running"
+        assert host.systemd.stopped == []
+
+    run(body())
+
+
+@pytest.mark.parametrize(
+    ("cgroup", "unit"),
+    [
+        ("0::/system.slice/hostagent.service\n", "hostagent.service"),
+        ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/hostagent.service\n",
+         "hostagent.service"),
+        ("12:pids:/\n1:name=systemd:/system.slice/hostagent.service\n0::/\n", "hostagent.service"),
+        ("0::/user.slice/user-1000.slice/session-3.scope\n", ""),  # started by hand
+        ("", ""),
+    ],
+)  # fmt: skip
+def test_scopes_are_ordered_before_the_daemons_own_service(cgroup: str, unit: str) -> None:
+    assert own_unit(cgroup) == unit
