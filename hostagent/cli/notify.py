@@ -33,6 +33,8 @@ NOTIFICATIONS = "org.freedesktop.Notifications"
 NOTIFICATIONS_PATH = "/org/freedesktop/Notifications"
 APP = "hostagent"
 ENDED = frozenset({"stopped", "dormant", "failed"})
+# A notification is worth little late; a server that hangs must not hold one for long.
+NOTIFY_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ class Notifier:
                 "Notify",
                 "susssasa{sv}i",
                 body,
+                timeout=NOTIFY_TIMEOUT,
             )
         except CallError as e:
             log.warning("No notification shown for %s: %s", alert.name, e.text)

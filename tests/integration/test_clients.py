@@ -173,6 +173,32 @@ def desktop(sb: Sandbox) -> Iterator[None]:
     sb.daemon_stop(user="alice")
 
 
+def test_notify_outlives_a_notification_server_that_hangs(sb: Sandbox, desktop: None) -> None:
+    sb.ctl("new", "--preset", "demo-agent", "--name", "hung-up", "--cwd", "/tmp",
+           "-e", "DEMO_AGENT_THINK=0", user="alice").check()  # fmt: skip
+    try:
+        sb.ctl("wait", "hung-up", "--for", "idle", "--timeout", "20", user="alice").check()
+        alice(sb, "systemd-run", "--user", "--unit=test-notify", "-p", "Type=notify",
+              "/usr/bin/hostagent-notify")  # fmt: skip
+        sb.run("systemctl", "--user", "kill", "--signal=SIGSTOP", "test-dunst",
+               user="alice").check()  # fmt: skip
+        sb.ctl("send", "hung-up", "/ask", user="alice").check()
+
+        def notifier_says(text: str) -> bool:
+            log = sb.run("journalctl", "_SYSTEMD_USER_UNIT=test-notify.service", "-o", "cat")
+            return text in log.stdout
+
+        until(lambda: notifier_says("No notification shown for hung-up: Notify got no reply"),
+              "the call to the hung server given up", timeout=30)  # fmt: skip
+        sb.run("systemctl", "--user", "kill", "--signal=SIGCONT", "test-dunst",
+               user="alice").check()  # fmt: skip
+        sb.ctl("kill", "--whom", "all", "hung-up", user="alice").check()
+        until(lambda: notifier_says("Notified: hung-up exited"), "the next notification shown")
+        assert alice(sb, "systemctl", "--user", "is-active", "test-notify").strip() == "active"
+    finally:
+        sb.ctl("rm", "hung-up", user="alice")
+
+
 def test_notify_raises_blocked_and_exited_and_attach_opens_a_terminal(
     sb: Sandbox, desktop: None
 ) -> None:

@@ -32,6 +32,14 @@ def test_stop_and_resume_are_idempotent_as_systemctl_is(sb: Sandbox) -> None:
             assert (result.returncode, result.stderr) == (0, ""), (verb, result)
         missing = sb.ctl("stop", "no-such-session", user="alice", system=True)
         assert missing.returncode == 1 and "No session 'no-such-session'" in missing.stderr
+        # One line, one pointer to what to do: the daemon's own, or a hint, never both.
+        unknown = sb.ctl("new", "--preset", "no-such-preset", user="alice", system=True)
+        assert unknown.returncode == 1 and unknown.stderr.count("\n") == 1, unknown.stderr
+        assert unknown.stderr.count("hostagentctl presets") == 1, unknown.stderr
+        assert "Hint:" not in unknown.stderr
+        denied = sb.ctl("stop", name, user="bob", system=True)
+        assert denied.returncode == 1 and denied.stderr.count("\n") == 1, denied.stderr
+        assert denied.stderr.count("Hint: only the session's owner") == 1, denied.stderr
     finally:
         sb.ctl("rm", name)
 
