@@ -1,10 +1,11 @@
 """A throwaway machine with a real systemd, system bus, polkit and tmux, for tests and the demo.
 
-This machine's PID 1 is not systemd, so the sandbox boots the host's own OS tree in
-systemd-nspawn, on an overlay whose upper dir keeps the container's writes (so /var/lib survives
-a reboot as on a disk). The checkout is bind-mounted read-only at /opt/hostagent and hostagent
-is "installed" into the overlay the way a package would: wrappers in /usr/bin, units, bus policy,
-activation files and the polkit policy. docs/architecture.md, "Tests", says why it is built this way.
+This machine's PID 1 is not systemd, so the sandbox boots an OS tree in systemd-nspawn: the
+host's own Debian 12, or a Debian 13 tree (tests/sandbox_roots.py), on an overlay whose upper
+dir keeps the container's writes (so /var/lib survives a reboot as on a disk), in the unified
+cgroup layout unless asked for hybrid. The checkout is bind-mounted read-only at /opt/hostagent
+and installed into the overlay the way a package would (tests/sandbox_provision.py).
+docs/architecture.md, "Tests", says why it is built this way.
 
 Cleanup is by pid and mount point, never by name: ``destroy`` ends nspawn and unmounts; a run
 that died leaves an owner pid behind, and the next ``Sandbox`` reaps whatever such a dead run
@@ -16,12 +17,11 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
-from tests.sandbox_daemon import CHECKPOINT_DIR, DaemonControl, Parked
+from tests.sandbox_daemon import DaemonControl, Parked
 from tests.sandbox_host import (
     LIMIT_CONTROLLERS,
     STATE_ROOT,
@@ -33,67 +33,47 @@ from tests.sandbox_host import (
     reap_stale,
     teardown,
 )
+from tests.sandbox_provision import GUEST_REPO, REPO, provision
+from tests.sandbox_roots import DEFAULT_SYSTEM, SYSTEMS, lower_dir
 
-REPO = Path(__file__).resolve().parent.parent
-GUEST_REPO = "/opt/hostagent"
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 USERS = ("alice", "bob", "carol")  # carol is the admin polkit trusts in tests
 BOOT_TIMEOUT = 90.0
-
-_WRAPPER = """#!/bin/sh
-# Installed by the hostagent test sandbox: runs the checkout at {repo}.
-# Bytecode is cached outside the read-only checkout, as a package's py3compile would leave it.
-export PYTHONPATH={repo} PYTHONPYCACHEPREFIX=/var/cache/hostagent-pycache
-exec /usr/bin/python3 -m {module} "$@"
-"""
-_SANDBOX_DROPIN = f"""[Service]
-# The sandbox's daemon stays down when a test kills it, so the test decides when it returns.
-Restart=no
-# Tests park the daemon at named points (hostagent/checkpoint.py).
-Environment=HOSTAGENT_CHECKPOINT_DIR={CHECKPOINT_DIR}
-"""
-_IDLE_SERVICES = (
-    "postgresql.service",
-    "postgresql@.service",
-    "redis-server.service",
-    "nginx.service",
-    "memcached.service",
-    "docker.service",
-    "docker.socket",
-    "containerd.service",
-    "packagekit.service",
-)
-_INSTALL = {  # file in units/ -> where a package puts it
-    "hostagent.service": "etc/systemd/system/hostagent.service",
-    "hostagent.slice": "etc/systemd/system/hostagent.slice",
-    "user/hostagent.service": "etc/systemd/user/hostagent.service",
-    "org.hostagent.HostAgent1.conf": "usr/share/dbus-1/system.d/org.hostagent.HostAgent1.conf",
-    "org.hostagent.HostAgent1.service": "usr/share/dbus-1/system-services/org.hostagent.HostAgent1.service",
-    "user/org.hostagent.HostAgent1.service": "usr/share/dbus-1/services/org.hostagent.HostAgent1.service",
-    "org.hostagent.HostAgent1.policy": "usr/share/polkit-1/actions/org.hostagent.HostAgent1.policy",
-    "hostagent.rules": "usr/share/polkit-1/rules.d/hostagent.rules",
-    "user/hostagent-notify.service": "etc/systemd/user/hostagent-notify.service",
-}
-_MODULES = {
-    "hostagent": "hostagent.daemon.main",
-    "hostagentctl": "hostagent.cli.ctl",
-    "hostagent-demo-agent": "hostagent.cli.demo_agent",
-    "hostagent-notify": "hostagent.cli.notify",
-}
+# The cgroup layout a sandbox boots with. "unified" (cgroup v2 alone) is what every current
+# distribution boots; "hybrid" is this build machine's own (v1 controllers beside a v2 tree),
+# where the memory and pids controllers can be lent to the container for limits to bite.
+LAYOUTS = ("unified", "hybrid")
+DEFAULT_LAYOUT = os.environ.get("HOSTAGENT_SANDBOX_LAYOUT", "unified")
 
 
 class Sandbox(DaemonControl):
     """One container: ``boot``, ``run``, ``reboot``, ``destroy``, and the daemon inside."""
 
     def __init__(
-        self, name: str | None = None, install: bool = True, netns: str | None = None
+        self,
+        name: str | None = None,
+        install: bool = True,
+        netns: str | None = None,
+        layout: str = DEFAULT_LAYOUT,
+        system: str = DEFAULT_SYSTEM,
     ) -> None:
         """install=False boots a machine without hostagent, for installing the package.
         netns names a network namespace (ip netns) to join instead of a private network, so
-        that several sandboxes can talk to each other on its loopback."""
+        that several sandboxes can talk to each other on its loopback. layout is one of
+        LAYOUTS, system one of tests/sandbox_roots.SYSTEMS."""
+        if layout not in LAYOUTS:
+            raise SandboxError(f"cgroup layout '{layout}' is not one of {', '.join(LAYOUTS)}")
+        if system not in SYSTEMS:
+            raise SandboxError(f"no sandbox system '{system}'; use one of {', '.join(SYSTEMS)}")
+        if layout == "hybrid" and SYSTEMS[system].suite:
+            # systemd 256 and later refuse to boot on cgroup v1 unless forced from the kernel's
+            # command line, which a container cannot set.
+            raise SandboxError(f"{SYSTEMS[system].title} boots only the unified cgroup layout")
+        self.system = system
         self.name = name or f"ha-{os.getpid()}-{secrets.token_hex(3)}"
         self.install = install
         self.netns = netns
+        self.layout = layout
         self.dir = STATE_ROOT / self.name
         self.upper, self.work, self.root = (self.dir / d for d in ("upper", "work", "root"))
         self.proc: subprocess.Popen[bytes] | None = None
@@ -104,6 +84,7 @@ class Sandbox(DaemonControl):
 
     def boot(self) -> None:
         reap_stale()
+        lower = lower_dir(self.system)
         for d in (self.upper, self.work, self.root):
             d.mkdir(parents=True, exist_ok=True)
         (self.dir / "owner.pid").write_text(str(os.getpid()))
@@ -115,13 +96,18 @@ class Sandbox(DaemonControl):
                     "overlay",
                     "overlay",
                     "-o",
-                    f"lowerdir=/,upperdir={self.upper},workdir={self.work}",
+                    f"lowerdir={lower},upperdir={self.upper},workdir={self.work}",
                     str(self.root),
                 ],
                 check=True,
             )
-        self._provision()
-        cgroups = limit_cgroups(self.name)
+        provision(self.root, self.upper, self.install)
+        cgroups = limit_cgroups(self.name) if self.layout == "hybrid" else []
+        nspawn_env = {**os.environ, "HOSTAGENT_CGROUPS": " ".join(map(str, cgroups))}
+        if self.layout == "unified":
+            nspawn_env["SYSTEMD_NSPAWN_UNIFIED_HIERARCHY"] = "1"
+        else:
+            nspawn_env.pop("SYSTEMD_NSPAWN_UNIFIED_HIERARCHY", None)
         console = open(self.dir / "console.log", "ab")  # noqa: SIM115 - lives as long as nspawn
         self.proc = subprocess.Popen(
             [
@@ -152,7 +138,7 @@ class Sandbox(DaemonControl):
             stdout=console,
             stderr=console,
             start_new_session=True,
-            env={**os.environ, "HOSTAGENT_CGROUPS": " ".join(map(str, cgroups))},
+            env=nspawn_env,
         )
         console.close()
         (self.dir / "nspawn.pid").write_text(str(self.proc.pid))
@@ -206,41 +192,6 @@ class Sandbox(DaemonControl):
                         return int(pids[0])
             time.sleep(0.05)
         raise SandboxError("container PID 1 did not appear")
-
-    def _provision(self) -> None:
-        r = self.root
-        machine_id = r / "etc" / "machine-id"
-        if not (self.upper / "etc" / "machine-id").exists():
-            machine_id.write_text(secrets.token_hex(16) + "\n")
-        # Services this machine's kind runs that a sandbox has no use for, and that would
-        # cost every sandbox a share of the two cores (PostgreSQL among them).
-        for unit in _IDLE_SERVICES:
-            mask = r / "etc/systemd/system" / unit
-            if not mask.is_symlink():
-                mask.parent.mkdir(parents=True, exist_ok=True)
-                mask.symlink_to("/dev/null")
-        # This machine's kind ships a policy-rc.d that forbids maintainer scripts to start or
-        # stop services, as build chroots do; a real Debian host has none.
-        (r / "usr/sbin/policy-rc.d").unlink(missing_ok=True)
-        # root's dotfiles are this machine's (pyenv's init runs `pyenv rehash` in every
-        # interactive shell); a sandbox's root gets Debian's own, as a fresh install has.
-        for dot in ("bashrc", "profile"):
-            skel = Path("/usr/share/base-files") / f"dot.{dot}"
-            if skel.exists():
-                shutil.copyfile(skel, r / "root" / f".{dot}")
-        if not self.install:
-            return
-        for command, module in _MODULES.items():
-            path = r / "usr" / "bin" / command
-            path.write_text(_WRAPPER.format(repo=GUEST_REPO, module=module))
-            path.chmod(0o755)
-        for src, dst in _INSTALL.items():
-            target = r / dst
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(REPO / "units" / src, target)
-        dropin = r / "etc/systemd/system/hostagent.service.d/sandbox.conf"
-        dropin.parent.mkdir(parents=True, exist_ok=True)
-        dropin.write_text(_SANDBOX_DROPIN)
 
     def _create_users(self) -> None:
         for user in USERS:
@@ -389,6 +340,21 @@ class Sandbox(DaemonControl):
 
     def boot_id(self) -> str:
         return self.run("cat", "/proc/sys/kernel/random/boot_id").check().stdout.strip()
+
+    def cgroup_file(self, cgroup: str, controller: str, name: str) -> str:
+        """The path inside the machine of a file of cgroup (systemd's ControlGroup, such as
+        /hostagent.slice) for controller: one tree in the unified layout, one per controller
+        in hybrid, where the name=systemd tree ("systemd") tracks processes."""
+        if self.layout == "unified":
+            return f"/sys/fs/cgroup{cgroup}/{name}"
+        return f"/sys/fs/cgroup/{controller}{cgroup}/{name}"
+
+    def controllers(self) -> set[str]:
+        """The controllers systemd can use in the machine: what limits can be enforced."""
+        if self.layout == "unified":
+            return set(self.run("cat", "/sys/fs/cgroup/cgroup.controllers").stdout.split())
+        listed = self.run("ls", "/sys/fs/cgroup").stdout.split()
+        return {c for c in listed if self.run("test", "-w", f"/sys/fs/cgroup/{c}").returncode == 0}
 
     @property
     def bus_address(self) -> str:

@@ -177,7 +177,10 @@ def human_span(seconds: float) -> str:
 
 
 def human_nsec(nsec: int | None) -> str:
-    return "-" if nsec is None or nsec == UNKNOWN else human_span(nsec / 1e9)
+    """CPU time as systemctl status prints it below a second (123ms), else as a span."""
+    if nsec is None or nsec == UNKNOWN:
+        return "-"
+    return f"{nsec // 1_000_000}ms" if nsec < 1_000_000_000 else human_span(nsec / 1e9)
 
 
 def human_age(started_usec: int | None, now: float | None = None) -> str:

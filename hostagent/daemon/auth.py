@@ -96,15 +96,22 @@ class Authorizer:
         return int(uid)
 
     async def caller_pid(self, sender: str) -> int:
-        (pid,) = await call(
-            self.bus,
-            "org.freedesktop.DBus",
-            "/org/freedesktop/DBus",
-            "org.freedesktop.DBus",
-            "GetConnectionUnixProcessID",
-            "s",
-            [sender],
-        )
+        """The pid of the process that opened sender's connection; 0 when the bus cannot say.
+        dbus-daemon 1.15 and later hold that process by a pidfd and refuse to name a pid once
+        it has exited, so a pid another process may have taken since is never reported."""
+        try:
+            (pid,) = await call(
+                self.bus,
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "GetConnectionUnixProcessID",
+                "s",
+                [sender],
+            )
+        except CallError as e:
+            log.debug("No pid for %s: %s", sender, e.text or e.name)
+            return 0
         return int(pid)
 
     async def require_owner_or_admin(

@@ -12,6 +12,7 @@ policy is the exception to "before READY": it can take minutes, so the daemon do
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import uuid
@@ -198,7 +199,11 @@ class Recovery:
             created_at=now_usec(),
             started_at=now_usec(),
         )
-        agent = next((p for p in processes if p.ppid == leader.pid), None)
+        # The pane's process, as tmux names it: the server has other children (the output pipe).
+        pane = 0
+        with contextlib.suppress(TmuxError):
+            pane = await self.scopes.tmux.pane_pid(owner, paths.socket)
+        agent = next((p for p in processes if p.pid == pane and p.ppid == leader.pid), None)
         if agent is not None:
             record.command = agent.cmdline
             record.argv = list(agent.cmdline)

@@ -187,11 +187,12 @@ class Scopes:
             slice_ = user_slice(owner.uid)
             await self.cap_slice(slice_, slice_properties(owner.uid, user_caps))
         died = tmux.died_hook(hookpipe.fifo_path(sock.parent), record.name, hookpipe.PANE_DIED)
+        server_env, pane_env = tmux.split_env(env)
         argv = tmux.new_session_argv(
-            sock, record.columns, record.rows, record.last_argv, output, died
+            sock, record.columns, record.rows, record.last_argv, output, died, pane_env
         )
         tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
-        child = await HeldChild.start(owner, record.cwd, env, argv)
+        child = await HeldChild.start(owner, record.cwd, server_env, argv)
         try:
             try:
                 job = await self.systemd.start_scope(

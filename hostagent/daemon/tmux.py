@@ -46,6 +46,19 @@ def died_hook(fifo: Path, name: str, event: str) -> str | None:
     return f"run-shell -b '{line}'"
 
 
+# tmux 3.4 and later, when built with systemd (Debian 13, Fedora, Arch), have each new pane ask
+# the user's own service manager for a scope of its own, over the user bus that these variables
+# name in the *server's* environment; the agent would leave the session's scope and its limits.
+# So the server runs without them, and the session's panes get them from tmux instead.
+PANE_ONLY_ENV = ("DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR")
+
+
+def split_env(env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(the tmux server's environment, what only the session's panes get)."""
+    server = {k: v for k, v in env.items() if k not in PANE_ONLY_ENV}
+    return server, {k: env[k] for k in PANE_ONLY_ENV if k in env}
+
+
 def new_session_argv(
     sock: Path,
     columns: int,
@@ -53,11 +66,12 @@ def new_session_argv(
     argv: list[str],
     output: Path | None = None,
     died: str | None = None,
+    pane_env: dict[str, str] | None = None,
 ) -> list[str]:
     """Start the server with the session; it prints the server's pid and the pane's. With
-    output, the pane's
-    output is copied into that FIFO from the start, in the same tmux call. With died (a tmux
-    command), the pane stays when its program exits, and died runs then."""
+    output, the pane's output is copied into that FIFO from the start, in the same tmux call.
+    With died (a tmux command), the pane stays when its program exits, and died runs then.
+    pane_env is set in the session's environment, which its panes get and the server lacks."""
     cmd = [
         tmux_binary(),
         "-S",
@@ -75,6 +89,7 @@ def new_session_argv(
         str(columns),
         "-y",
         str(rows),
+        *(f"-e{k}={v}" for k, v in (pane_env or {}).items()),
         "--",
         *argv,
     ]

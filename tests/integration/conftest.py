@@ -9,6 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.sandbox import Sandbox
+from tests.sandbox_host import SandboxError
+
+LIMIT_CONTROLLERS = {"pids", "memory"}  # what TasksMax= and MemoryMax= need
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -39,9 +42,29 @@ def fresh_sandbox() -> Iterator[Sandbox]:
         yield sb
 
 
+@pytest.fixture(scope="session")
+def limits_sandbox(sandbox: Sandbox) -> Iterator[Sandbox]:
+    """A machine where TasksMax= and MemoryMax= are enforced: the shared one when its cgroups
+    have the pids and memory controllers (a unified host that delegates them), else one in the
+    hybrid layout, where this build machine lends its cgroup v1 controllers."""
+    if sandbox.controllers() >= LIMIT_CONTROLLERS:
+        yield sandbox
+        return
+    try:
+        box = Sandbox(layout="hybrid", system=sandbox.system)
+    except SandboxError as e:
+        pytest.skip(f"no pids and memory controllers in unified cgroups on this host, and {e}")
+    with box:
+        box.daemon_start()
+        yield box
+
+
 @pytest.fixture
-def sb(sandbox: Sandbox) -> Sandbox:
-    """The shared sandbox with the system daemon running (restarted if a test stopped it)."""
-    if sandbox.run("systemctl", "is-active", "-q", "hostagent").returncode != 0:
-        sandbox.daemon_start()
-    return sandbox
+def sb(request: pytest.FixtureRequest) -> Sandbox:
+    """The shared sandbox with the system daemon running (restarted if a test stopped it);
+    for a test marked needs_limits, one where cgroup limits are enforced."""
+    wanted = "limits_sandbox" if request.node.get_closest_marker("needs_limits") else "sandbox"
+    box: Sandbox = request.getfixturevalue(wanted)
+    if box.run("systemctl", "is-active", "-q", "hostagent").returncode != 0:
+        box.daemon_start()
+    return box

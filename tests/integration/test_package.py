@@ -13,6 +13,7 @@ import pytest
 
 from tests.integration.helpers import agent_process
 from tests.sandbox import REPO, Sandbox
+from tests.sandbox_roots import DEFAULT_SYSTEM
 
 CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
 pytestmark = pytest.mark.skipif(
@@ -26,23 +27,39 @@ def host(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
     return subprocess.run(argv, cwd=cwd, env=CLEAN_ENV, capture_output=True, text=True, timeout=600)
 
 
-@pytest.fixture(scope="module")
-def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The .deb built with dpkg-buildpackage from a copy of the tree, debian/ in place."""
-    build = tmp_path_factory.mktemp("deb")
-    tree = build / "hostagent"
+def copy_tree(to: Path) -> None:
+    """The checkout's files as git sees them, with debian/ in place, into to."""
     files = host("git", "ls-files", "-co", "--exclude-standard", cwd=REPO).stdout.split()
     for f in files:
         if (REPO / f).is_file():
-            (tree / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / f, tree / f)
-    shutil.copytree(REPO / "packaging" / "debian", tree / "debian")
-    result = host("dpkg-buildpackage", "-us", "-uc", "-b", cwd=tree)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+            (to / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, to / f)
+    shutil.copytree(REPO / "packaging" / "debian", to / "debian")
+
+
+@pytest.fixture(scope="module")
+def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The .deb built with dpkg-buildpackage from a copy of the tree: on this machine for
+    Debian 12, inside a Debian 13 machine (its own debhelper and python3) for Debian 13."""
+    build = tmp_path_factory.mktemp("deb")
+    if DEFAULT_SYSTEM == "debian12":
+        copy_tree(build / "hostagent")
+        result = host("dpkg-buildpackage", "-us", "-uc", "-b", cwd=build / "hostagent")
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    else:
+        with Sandbox(install=False) as sb:
+            inside = sb.root / "var/tmp/build"
+            copy_tree(inside / "hostagent")
+            result = sb.run("dpkg-buildpackage", "-us", "-uc", "-b", cwd="/var/tmp/build/hostagent",
+                            timeout=600)  # fmt: skip
+            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+            for built in inside.glob("hostagent_*"):
+                shutil.copy2(built, build / built.name)
     (package,) = build.glob("hostagent_*_all.deb")
     return package
 
 
+@pytest.mark.skipif(DEFAULT_SYSTEM != "debian12", reason="lintian runs on this machine's Debian 12")
 def test_lintian_reports_no_errors(deb: Path) -> None:
     (changes,) = deb.parent.glob("hostagent_*.changes")
     result = host("lintian", "--fail-on", "error", str(changes))

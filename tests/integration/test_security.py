@@ -224,14 +224,15 @@ def scope_value(sb: Sandbox, name: str, prop: str) -> str:
     return sb.run("systemctl", "show", "-P", prop, f"hostagent-{name}.scope").stdout.strip()
 
 
+@pytest.mark.needs_limits
 def test_a_fork_bomb_and_a_memory_hog_are_contained_by_their_scopes(sb: Sandbox) -> None:
     bystander = create(sb, "demo-agent", user="alice")
     bomb = create(sb, "shell", "-p", "TasksMax=40", "--", "-c", "sleep 600", user="alice")
     hog = create(sb, "shell", "-p", "MemoryMax=64M", "--", "-c", "sleep 600", user="alice")
     try:
         # The limits are real cgroup limits before anything hostile runs.
-        slice_ = f"hostagent.slice/hostagent-u{sb.uid('alice')}.slice"
-        pids = sb.sh(f"cat /sys/fs/cgroup/pids/{slice_}/hostagent-{bomb}.scope/pids.max")
+        scope = f"/hostagent.slice/hostagent-u{sb.uid('alice')}.slice/hostagent-{bomb}.scope"
+        pids = sb.run("cat", sb.cgroup_file(scope, "pids", "pids.max"))
         assert pids.stdout.strip() == "40", "TasksMax is not enforced here; refusing to fork-bomb"
         assert scope_value(sb, hog, "MemoryMax") == str(64 << 20)
         sock = f"/run/hostagent/{sb.uid('alice')}"

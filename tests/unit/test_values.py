@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from hostagent import values
 from hostagent.cli import ctl, ctl_options
 from hostagent.cli.ctl_args import bare_json_is_short, parser
+from hostagent.cli.ctl_output import human_nsec
 from hostagent.values import INFINITY, ValueProblem
 
 G = 1 << 30
@@ -260,3 +261,11 @@ def test_status_lines_are_human_and_never_stale() -> None:
     assert started.endswith("1m30s ago")
     running = "\n".join(status_lines({"State": "running", "Leader": 42, "MemoryCurrent": 3 << 20}))
     assert "Leader: 42" in running and "MemoryCurrent: 3.0M" in running
+
+
+@pytest.mark.parametrize(
+    ("nsec", "shown"),
+    [(None, "-"), (INFINITY, "-"), (0, "0ms"), (23_456_789, "23ms"), (61_000_000_000, "1m01s")],
+)
+def test_cpu_time_reads_as_systemctl_status_shows_it(nsec: int | None, shown: str) -> None:
+    assert human_nsec(nsec) == shown

@@ -1,0 +1,100 @@
+"""Where users run hostagent (issue: cgroup v2 unified, and Debian 13 beside Debian 12): the
+cgroup layout the machine booted, the accounting it gives, and the dbus-fast shim that only
+the old dbus-fast needs. The suite runs on Debian 12 and 13 (HOSTAGENT_SANDBOX_OS)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.integration.helpers import create, props, wait_screen
+from tests.sandbox import GUEST_REPO, Sandbox
+
+UINT64_MAX = 2**64 - 1
+
+
+def test_the_machine_boots_the_layout_asked_for(sb: Sandbox) -> None:
+    fs = sb.run("stat", "-fc", "%T", "/sys/fs/cgroup").check().stdout.strip()
+    assert fs == ("cgroup2fs" if sb.layout == "unified" else "tmpfs")
+    version = sb.run("systemctl", "--version").check().stdout.split()[1]
+    assert int(version) >= 252
+
+
+def test_cpu_time_is_accounted_and_list_shows_it(sb: Sandbox) -> None:
+    name = create(sb, "shell", "--", "-c",
+                  "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo counted; sleep 600",
+                  user="alice")  # fmt: skip
+    try:
+        wait_screen(sb, name, "counted")
+        cpu = props(sb, name)["CPUUsageNSec"]
+        if sb.layout == "hybrid" and cpu == UINT64_MAX:
+            pytest.skip("hybrid layout: systemd 252 reads CPU time from the cpuacct controller, "
+                        "which this host does not lend")  # fmt: skip
+        assert 0 < cpu < UINT64_MAX
+        (row,) = sb.ctl("list", name, user="alice", system=True).check().stdout.splitlines()[1:2]
+        assert re.fullmatch(r"\d+(ms|s|m\d\ds)", row.split()[7]), row
+    finally:
+        sb.ctl("rm", name)
+
+
+def test_memory_is_accounted_where_the_controller_is(sb: Sandbox) -> None:
+    if "memory" not in sb.controllers():
+        pytest.skip(f"{sb.layout} layout: this host binds the memory controller to cgroup v1, "
+                    "so the machine's cgroups have none")  # fmt: skip
+    name = create(sb, "demo-agent", user="alice")
+    try:
+        wait_screen(sb, name, "> ")
+        memory = props(sb, name)["MemoryCurrent"]
+        assert 0 < memory < UINT64_MAX
+        (row,) = sb.ctl("list", name, user="alice", system=True).check().stdout.splitlines()[1:2]
+        assert row.split()[6] != "-", row
+    finally:
+        sb.ctl("rm", name)
+
+
+def test_the_string_length_shim_is_on_only_for_the_dbus_fast_that_needs_it(sb: Sandbox) -> None:
+    probe = sb.run("python3", "-c", "import dbus_fast.__version__ as v; "
+                   "from hostagent.bus import compat; print(v.__version__, compat.BROKEN)",
+                   env={"PYTHONPATH": GUEST_REPO}).check().stdout.split()  # fmt: skip
+    # Debian 12's 1.84 measures strings in characters (fixed upstream in October 2023);
+    # Debian 13's 2.44 measures bytes, and the shim leaves its bodies alone.
+    expected = {"debian12": ("1.84", "True"), "debian13": ("2.44", "False")}[sb.system]
+    assert (probe[0].rpartition(".")[0], probe[1]) == expected, probe
+    # Either way a reply full of non-ASCII reaches the caller whole.
+    name = create(sb, "shell", user="alice")
+    try:
+        text = "héllo · ❯ 世界"
+        sb.ctl("send", name, f"echo '{text}'", user="alice", system=True).check()
+        wait_screen(sb, name, text)
+    finally:
+        sb.ctl("rm", name)
+
+
+@pytest.mark.parametrize("daemon", ["system", "user"])
+def test_every_pane_stays_in_the_sessions_scope(sb: Sandbox, daemon: str) -> None:
+    """tmux 3.4+ built with systemd (Debian 13's) moves each new pane into a scope of the
+    user's own manager when its server can reach the user bus; the agent, and a pane a user
+    splits off later, must stay in the session's scope and under its limits."""
+    system = daemon == "system"
+    if not system:
+        sb.daemon_start(user="alice")
+    try:
+        made = sb.ctl("new", "--preset", "shell", user="alice", system=system).check()
+        name = made.stdout.strip()
+        sock = f"/run/hostagent/{sb.uid('alice')}/{name}.sock"
+        if not system:
+            sock = f"/run/user/{sb.uid('alice')}/hostagent/{name}.sock"
+        sb.run("tmux", "-S", sock, "split-window", "-t", "main", user="alice").check()
+        panes = sb.run("tmux", "-S", sock, "list-panes", "-s", "-F", "#{pane_pid}",
+                       user="alice").check().stdout.split()  # fmt: skip
+        assert len(panes) == 2
+        for pid in panes:
+            cgroup = sb.run("cat", f"/proc/{pid}/cgroup").check().stdout
+            assert f"/hostagent-{name}.scope" in cgroup, cgroup
+        env = sb.run("cat", f"/proc/{panes[0]}/environ").check().stdout.split("\0")
+        assert f"XDG_RUNTIME_DIR=/run/user/{sb.uid('alice')}" in env
+        sb.ctl("rm", name, user="alice", system=system).check()
+    finally:
+        if not system:
+            sb.daemon_stop(user="alice")

@@ -1,0 +1,93 @@
+"""What a sandbox's tree gets before it boots: a machine identity of its own, no idle services,
+Debian's dotfiles for root, and hostagent "installed" from the read-only checkout the way its
+package would install it (wrappers in /usr/bin, units, bus policy, activation files, polkit).
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+from pathlib import Path
+
+from tests.sandbox_daemon import CHECKPOINT_DIR
+
+REPO = Path(__file__).resolve().parent.parent
+GUEST_REPO = "/opt/hostagent"
+
+_WRAPPER = """#!/bin/sh
+# Installed by the hostagent test sandbox: runs the checkout at {repo}.
+# Bytecode is cached outside the read-only checkout, as a package's py3compile would leave it.
+export PYTHONPATH={repo} PYTHONPYCACHEPREFIX=/var/cache/hostagent-pycache
+exec /usr/bin/python3 -m {module} "$@"
+"""
+_SANDBOX_DROPIN = f"""[Service]
+# The sandbox's daemon stays down when a test kills it, so the test decides when it returns.
+Restart=no
+# Tests park the daemon at named points (hostagent/checkpoint.py).
+Environment=HOSTAGENT_CHECKPOINT_DIR={CHECKPOINT_DIR}
+"""
+_IDLE_SERVICES = (
+    "postgresql.service",
+    "postgresql@.service",
+    "redis-server.service",
+    "nginx.service",
+    "memcached.service",
+    "docker.service",
+    "docker.socket",
+    "containerd.service",
+    "packagekit.service",
+)
+_INSTALL = {  # file in units/ -> where a package puts it
+    "hostagent.service": "etc/systemd/system/hostagent.service",
+    "hostagent.slice": "etc/systemd/system/hostagent.slice",
+    "user/hostagent.service": "etc/systemd/user/hostagent.service",
+    "org.hostagent.HostAgent1.conf": "usr/share/dbus-1/system.d/org.hostagent.HostAgent1.conf",
+    "org.hostagent.HostAgent1.service": "usr/share/dbus-1/system-services/org.hostagent.HostAgent1.service",
+    "user/org.hostagent.HostAgent1.service": "usr/share/dbus-1/services/org.hostagent.HostAgent1.service",
+    "org.hostagent.HostAgent1.policy": "usr/share/polkit-1/actions/org.hostagent.HostAgent1.policy",
+    "hostagent.rules": "usr/share/polkit-1/rules.d/hostagent.rules",
+    "user/hostagent-notify.service": "etc/systemd/user/hostagent-notify.service",
+}
+_MODULES = {
+    "hostagent": "hostagent.daemon.main",
+    "hostagentctl": "hostagent.cli.ctl",
+    "hostagent-demo-agent": "hostagent.cli.demo_agent",
+    "hostagent-notify": "hostagent.cli.notify",
+}
+
+
+def provision(r: Path, upper: Path, install: bool) -> None:
+    """Make the overlay at r a machine for tests: an identity of its own, no idle services,
+    and (with install) hostagent set up the way its package would."""
+    machine_id = r / "etc" / "machine-id"
+    if not (upper / "etc" / "machine-id").exists():
+        machine_id.write_text(secrets.token_hex(16) + "\n")
+    # Services this machine's kind runs that a sandbox has no use for, and that would
+    # cost every sandbox a share of the two cores (PostgreSQL among them).
+    for unit in _IDLE_SERVICES:
+        mask = r / "etc/systemd/system" / unit
+        if not mask.is_symlink():
+            mask.parent.mkdir(parents=True, exist_ok=True)
+            mask.symlink_to("/dev/null")
+    # This machine's kind ships a policy-rc.d that forbids maintainer scripts to start or
+    # stop services, as build chroots do; a real Debian host has none.
+    (r / "usr/sbin/policy-rc.d").unlink(missing_ok=True)
+    # root's dotfiles are this machine's (pyenv's init runs `pyenv rehash` in every
+    # interactive shell); a sandbox's root gets Debian's own, as a fresh install has.
+    for dot in ("bashrc", "profile"):
+        skel = r / "usr/share/base-files" / f"dot.{dot}"
+        if skel.exists():
+            shutil.copyfile(skel, r / "root" / f".{dot}")
+    if not install:
+        return
+    for command, module in _MODULES.items():
+        path = r / "usr" / "bin" / command
+        path.write_text(_WRAPPER.format(repo=GUEST_REPO, module=module))
+        path.chmod(0o755)
+    for src, dst in _INSTALL.items():
+        target = r / dst
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / "units" / src, target)
+    dropin = r / "etc/systemd/system/hostagent.service.d/sandbox.conf"
+    dropin.parent.mkdir(parents=True, exist_ok=True)
+    dropin.write_text(_SANDBOX_DROPIN)
