@@ -54,9 +54,13 @@ def main() -> None:
         sb.ctl("send", "fix-login", "/ask", user="alice", system=True)
         sb.ctl("stop", "docs-pass", user="bob", system=True)
         sb.run("tmux", "-S", "/tmp/w.sock", "-f", "/dev/null", "new-session", "-d", "-x", "100",
-               "-y", "14", "hostagentctl --system watch", user="alice").check()  # fmt: skip
+               "-y", "24", "hostagentctl --system watch", user="alice").check()  # fmt: skip
         wait_for(lambda: "working" in sb.run("tmux", "-S", "/tmp/w.sock", "capture-pane", "-p",
                                              user="alice").stdout)  # fmt: skip
+        # alice's blocked agent, selected: its screen fills the preview.
+        sb.run("tmux", "-S", "/tmp/w.sock", "send-keys", "Down", user="alice").check()
+        wait_for(lambda: "Do you want" in sb.run("tmux", "-S", "/tmp/w.sock", "capture-pane",
+                                                 "-p", user="alice").stdout)  # fmt: skip
         time.sleep(1)  # let the first counters arrive; a picture, not a test
         screen = sb.run("tmux", "-S", "/tmp/w.sock", "capture-pane", "-p", user="alice").stdout
         text_png(screen, DOCS / "watch.png")

@@ -1,7 +1,8 @@
 """``hostagentctl watch``: a live full-screen table of sessions, redrawn when the bus says
-something changed (``follow.Follower``), with keys to attach to, stop or resume the selected
-one. Its status line tells whether the daemon is there, being read again, or came back as a
-new version."""
+something changed (``follow.Follower``), with the selected session's screen below it, each
+activity in a colour of its own (none with NO_COLOR), and keys (``watch_keys``) to attach,
+create, type, filter, stop, kill, remove or resume. Its status line tells whether the daemon is
+there, being read again, or came back as a new version."""
 
 from __future__ import annotations
 
@@ -15,31 +16,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hostagent.cli.ctl_output import human_bytes, human_nsec, human_span, user_name
+from hostagent.cli.watch_keys import (
+    ACTIVITY_COLOURS,
+    ACTIVITY_COLUMN,
+    HEADER,
+    KEYS,
+    Key,
+    Keys,
+    matches,
+    rows,
+)
 from hostagent.client.follow import Follower, Link, SessionView
 from hostagent.client.library import Client
 from hostagent.errors import HostAgentError
 
 COUNTER_INTERVAL = 5.0  # seconds between reads of memory and CPU, which nothing signals
-HEADER = ("NAME", "OWNER", "PRESET", "STATE", "ACTIVITY", "MEMORY", "CPU", "AGE", "BRANCH")
-KEYS = "↑↓ select  a/⏎ attach  s stop (then y)  r resume  q quit"
-
-
-def rows(sessions: list[SessionView], now: float) -> list[tuple[str, ...]]:
-    return [
-        (
-            s.name,
-            user_name(s.owner),
-            s.preset,
-            s.state,
-            s.activity,
-            human_bytes(s.memory),
-            human_nsec(s.cpu_nsec),
-            human_span(s.age(now)) if s.state == "running" else "-",
-            s.branch or "-",
-        )
-        for s in sessions
-    ]
+PREVIEW_LINES = 200  # of the selected session's screen asked for; the pane shows what fits
 
 
 def status_line(f: Follower) -> str:
@@ -52,76 +44,92 @@ def status_line(f: Follower) -> str:
     return f"connected · hostagent {f.version}"
 
 
+def wants_colour(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
+    """Colour unless NO_COLOR is set to anything (no-color.org); the terminal must have it too."""
+    return not environ.get("NO_COLOR")
+
+
 class Screen:
-    def __init__(self, win: Any, follower: Follower, ctl: list[str]) -> None:
+    def __init__(self, win: Any, follower: Follower, ctl: list[str], colour: bool) -> None:
         self.win = win
         self.f = follower
         self.ctl = ctl  # the hostagentctl command line that keys run, bus option included
-        self.selected = 0
-        self.message = ""
-        self.confirming: tuple[str, str] | None = None  # a stop waiting for its y
+        self.keys = Keys(cwd=os.getcwd())
+        self.colours: dict[str, int] = {}
+        if colour:
+            with contextlib.suppress(curses.error):
+                curses.start_color()
+                curses.use_default_colors()
+                for i, (activity, colour_number) in enumerate(ACTIVITY_COLOURS.items(), 1):
+                    curses.init_pair(i, colour_number, -1)
+                    self.colours[activity] = curses.color_pair(i) | curses.A_BOLD
+        self.preview: tuple[str, str] = ("", "")  # (session, its screen)
 
-    def ordered(self) -> list[SessionView]:
-        return sorted(self.f.sessions.values(), key=lambda s: s.name)
+    def shown(self) -> list[SessionView]:
+        ordered = sorted(self.f.sessions.values(), key=lambda s: s.name)
+        return [s for s in ordered if matches(s, self.keys.filter)]
+
+    def selected(self) -> SessionView | None:
+        sessions = self.shown()
+        if not sessions:
+            return None
+        return sessions[max(0, min(self.keys.selected, len(sessions) - 1))]
 
     def draw(self) -> None:
         win = self.win
         win.erase()
         height, width = win.getmaxyx()
-        sessions = self.ordered()
-        self.selected = max(0, min(self.selected, len(sessions) - 1))
+        sessions = self.shown()
+        self.keys.selected = max(0, min(self.keys.selected, len(sessions) - 1))
         table = [HEADER, *rows(sessions, time.time())]
         widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
+        activity_at = sum(w + 2 for w in widths[:ACTIVITY_COLUMN])
 
         def line(cells: tuple[str, ...]) -> str:
             return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True))[: width - 1]
 
-        title = f"hostagent · {len(sessions)} session{'s' if len(sessions) != 1 else ''}"
-        win.addnstr(0, 0, title, width - 1, curses.A_BOLD)
-        win.addnstr(2, 0, line(HEADER), width - 1, curses.A_UNDERLINE)
-        for i, cells in enumerate(table[1:]):
-            if 3 + i >= height - 2:
-                break
-            attr = curses.A_REVERSE if i == self.selected else curses.A_NORMAL
-            win.addnstr(3 + i, 0, line(cells), width - 1, attr)
-        status = status_line(self.f) + (f" · {self.message}" if self.message else "")
-        win.addnstr(height - 2, 0, status, width - 1, curses.A_BOLD)
-        win.addnstr(height - 1, 0, KEYS, width - 1)
+        def put(y: int, x: int, text: str, attr: int = curses.A_NORMAL) -> None:
+            if 0 <= y < height and x < width - 1:
+                with contextlib.suppress(curses.error):
+                    win.addnstr(y, x, text, width - 1 - x, attr)
+
+        listed = f"{len(sessions)} session{'s' if len(sessions) != 1 else ''}"
+        where = f" matching '{self.keys.filter}'" if self.keys.filter else ""
+        put(0, 0, f"hostagent · {listed}{where}", curses.A_BOLD)
+        put(2, 0, line(HEADER), curses.A_UNDERLINE)
+        # The table takes what it needs, up to half the screen; the preview has the rest.
+        table_rows = max(1, min(len(sessions), (height - 6) // 2))
+        first = max(0, self.keys.selected - table_rows + 1)
+        for y, i in enumerate(range(first, min(len(sessions), first + table_rows)), 3):
+            cells = table[1 + i]
+            put(y, 0, line(cells), curses.A_REVERSE if i == self.keys.selected else 0)
+            colour = self.colours.get(sessions[i].activity)
+            if colour is not None:
+                put(y, activity_at, cells[ACTIVITY_COLUMN], colour)
+        self._draw_preview(put, 4 + table_rows, height - 3, width)
+        status = status_line(self.f) + (f" · {self.keys.message}" if self.keys.message else "")
+        put(height - 2, 0, status, curses.A_BOLD)
+        put(height - 1, 0, self.keys.prompt_line() or KEYS)
         win.refresh()
 
-    def key(self, ch: int) -> str | None:
-        """Act on a key; "quit", "attach NAME", or None."""
-        sessions = self.ordered()
-        current = sessions[self.selected].name if sessions else None
-        if self.confirming is not None:
-            # A stop ends an agent's work: it waits for a y, and any other key keeps it running.
-            verb, name = self.confirming
-            self.confirming = None
-            if ch in (ord("y"), ord("Y")):
-                self._run(verb, name)
-            else:
-                self.message = f"{verb} {name}: not done"
-            return None
-        if ch in (ord("q"), 27):
-            return "quit"
-        if ch in (curses.KEY_UP, ord("k")):
-            self.selected -= 1
-        elif ch in (curses.KEY_DOWN, ord("j")):
-            self.selected += 1
-        elif current and ch in (ord("a"), 10, 13, curses.KEY_ENTER):
-            return f"attach {current}"
-        elif current and ch == ord("s"):
-            self.confirming = ("stop", current)
-            self.message = f"stop {current}? (y/n)"
-        elif current and ch == ord("r"):
-            self._run("resume", current)
-        return None
+    def _draw_preview(self, put: Callable[..., None], top: int, bottom: int, width: int) -> None:
+        current = self.selected()
+        if current is None or bottom - top < 2:
+            return
+        put(top, 0, f"── {current.name} " + "─" * max(0, width - len(current.name) - 5))
+        name, screen = self.preview
+        lines = screen.rstrip("\n").splitlines() if name == current.name else []
+        room = bottom - top - 1
+        for y, text in enumerate(lines[-room:], top + 1):
+            put(y, 0, text)
 
-    def _run(self, verb: str, name: str) -> None:
-        result = subprocess.run(
-            [*self.ctl, verb, name], capture_output=True, text=True, check=False
-        )
-        self.message = (result.stderr.strip() or f"{verb} {name}: done").splitlines()[-1]
+    def run_ctl(self, args: tuple[str, ...]) -> None:
+        result = subprocess.run([*self.ctl, *args], capture_output=True, text=True, check=False)
+        what = {
+            "new": f"new {result.stdout.strip()}",
+            "send": f"typed into {args[1]}",
+        }.get(args[0], f"{args[0]} {args[-1]}")
+        self.keys.message = (result.stderr.strip() or f"{what}: done").splitlines()[-1]
 
 
 async def run(connect: Callable[[], Any], ctl: list[str]) -> int:
@@ -136,39 +144,69 @@ async def run(connect: Callable[[], Any], ctl: list[str]) -> int:
     loop = asyncio.get_running_loop()
     redraw = asyncio.Event()
     follower = Follower(connect, redraw.set)
-    screen = Screen(win, follower, ctl)
-    keys: asyncio.Queue[int] = asyncio.Queue()
+    screen = Screen(win, follower, ctl, wants_colour() and curses.has_colors())
+    keys: asyncio.Queue[Key] = asyncio.Queue()
 
     def on_input() -> None:
-        while (ch := win.getch()) != -1:
-            keys.put_nowait(ch)
+        while True:
+            try:
+                keys.put_nowait(win.get_wch())
+            except curses.error:  # no more input
+                return
+
+    async def fetch_preview(name: str) -> None:
+        client = follower.client
+        if client is None:
+            return
+        try:
+            screen.preview = (name, await client.capture(name, PREVIEW_LINES))
+        except HostAgentError as e:
+            screen.preview = (name, f"({e.message})")
+        redraw.set()
 
     loop.add_reader(sys.stdin.fileno(), on_input)
     try:
         await follower.start()
         next_counters = 0.0
         counters: asyncio.Task[None] | None = None
+        previewed: tuple[str, str, str] | None = None
+        preview: asyncio.Task[None] | None = None
         while True:
             screen.draw()
             redraw.clear()
-            if loop.time() >= next_counters:
+            current = screen.selected()
+            # The preview is read again when the selection or its activity changes, and with
+            # the counters: a working agent's screen moves without saying so.
+            tick = loop.time() >= next_counters
+            if tick:
                 next_counters = loop.time() + COUNTER_INTERVAL
                 if counters is None or counters.done():
                     counters = loop.create_task(follower.refresh_counters())
+            if current is not None:
+                look = (current.name, current.state, current.activity)
+                if (look != previewed or tick) and (preview is None or preview.done()):
+                    previewed = look
+                    preview = loop.create_task(fetch_preview(current.name))
             waiters = [asyncio.ensure_future(redraw.wait()), asyncio.ensure_future(keys.get())]
             done, pending = await asyncio.wait(
                 waiters, timeout=COUNTER_INTERVAL, return_when=asyncio.FIRST_COMPLETED
             )
             for p in pending:
                 p.cancel()
-            if waiters[1] in done:
-                action = screen.key(waiters[1].result())
-                if action == "quit":
-                    return 0
-                if action and action.startswith("attach "):
-                    curses.endwin()
-                    subprocess.run([*ctl, "attach", action.split(" ", 1)[1]], check=False)
-                    win.refresh()
+            if waiters[1] not in done:
+                continue
+            names = [s.name for s in screen.shown()]
+            command = screen.keys.key(waiters[1].result(), names)
+            if command is None:
+                continue
+            if command.kind == "quit":
+                return 0
+            if command.kind == "attach":
+                curses.endwin()
+                subprocess.run([*ctl, "attach", *command.args], check=False)
+                win.refresh()
+            else:
+                screen.run_ctl(command.args)
     except HostAgentError as e:
         curses.endwin()
         print(f"hostagentctl watch: {e.message}", file=sys.stderr)

@@ -350,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.system and os.geteuid() != 0:
         log.error("--system needs root; use --user to serve your own session bus")
         return 2
-    # `systemctl kill -s USR2 hostagent` writes every thread's stack to the journal: the
-    # first thing to look at when the daemon hangs.
+    # `systemctl kill --kill-whom=main -s USR2 hostagent` writes every thread's stack to the
+    # journal: the first thing to look at when the daemon hangs.
     faulthandler.register(signal.SIGUSR2, all_threads=True)
     try:
         _watch_children_with_pidfds()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -81,6 +82,83 @@ def test_watch_keys_stop_and_resume_the_selected_session(sb: Sandbox, watching: 
     sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "r", user="alice").check()
     until_watch_shows(sb, f"resume {watching}: done")
     assert settled(sb, watching)[0] == "running"
+
+
+def keys(sb: Sandbox, *keys: str, sock: str = SOCK) -> None:
+    sb.run("tmux", "-S", sock, "send-keys", "-t", "watch", *keys, user="alice").check()
+
+
+def coloured(sb: Sandbox, word: str, sock: str = SOCK) -> set[str]:
+    """The SGR parameters in force where word is drawn on the watch's screen, read from tmux's
+    own record of each cell (capture-pane -e)."""
+    screen = sb.run("tmux", "-S", sock, "capture-pane", "-e", "-p", "-t", "watch",
+                    user="alice").stdout  # fmt: skip
+    found: set[str] = set()
+    for match in re.finditer(r"((?:\x1b\[[\d;]*m)+)" + re.escape(word), screen):
+        for params in re.findall(r"\x1b\[([\d;]*)m", match.group(1)):
+            found |= set(params.split(";"))
+    return found
+
+
+def test_watch_previews_colours_and_its_keys_create_type_filter_kill_and_remove(
+    sb: Sandbox, watching: str
+) -> None:
+    until_watch_shows(sb, watching)
+    rows = [line.split()[0] for line in watch_screen(sb).splitlines()[3:] if line.strip()]
+    for _ in range(rows.index(watching)):
+        keys(sb, "Down")
+    until_watch_shows(sb, f"── {watching} ")  # the preview follows the selection
+    keys(sb, "t")
+    until_watch_shows(sb, f"type into {watching}:")
+    keys(sb, "-l", "hello from watch")
+    keys(sb, "Enter")
+    screen = until_watch_shows(sb, "You said: hello from watch")  # in the preview
+    assert f"typed into {watching}: done" in screen
+    assert "36" in coloured(sb, "idle")  # cyan
+    sb.ctl("send", watching, "/ask").check()
+    until_watch_shows(sb, "blocked")
+    assert "31" in coloured(sb, "blocked")  # red
+    # n: a new session, made where watch runs, as the user who runs it.
+    keys(sb, "n")
+    keys(sb, "-l", "shell made-in-watch")
+    keys(sb, "Enter")
+    until_watch_shows(sb, "new made-in-watch: done")
+    assert settled(sb, "made-in-watch")[0] == "running"
+    try:
+        keys(sb, "/")
+        keys(sb, "-l", "made-in")
+        keys(sb, "Enter")
+        screen = until_watch_shows(sb, "1 session matching 'made-in'")
+        assert watching not in screen.split("── ")[0]
+        keys(sb, "x")
+        until_watch_shows(sb, "kill made-in-watch? (y/n)")
+        keys(sb, "y")
+        until_watch_shows(sb, "kill made-in-watch: done")
+        assert settled(sb, "made-in-watch")[0] in ("stopped", "failed")
+        keys(sb, "d")
+        keys(sb, "y")
+        until_watch_shows(sb, "rm made-in-watch: done")
+        assert sb.ctl("status", "made-in-watch", system=True).returncode == 4
+    finally:
+        sb.ctl("rm", "made-in-watch")
+
+
+def test_watch_has_no_colour_with_no_color(sb: Sandbox) -> None:
+    name = create(sb, "demo-agent", user="alice")
+    sock = "/tmp/plain.sock"
+    try:
+        sb.run("tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "watch",
+               "-x", "140", "-y", "30", "NO_COLOR=1 hostagentctl --system watch",
+               user="alice").check()  # fmt: skip
+        deadline = time.monotonic() + 20
+        while "idle" not in sb.run("tmux", "-S", sock, "capture-pane", "-p", "-t", "watch",
+                                   user="alice").stdout:  # fmt: skip
+            assert time.monotonic() < deadline, "the plain watch never showed the idle agent"
+            time.sleep(0.1)
+        assert not {"31", "32", "36", "33"} & coloured(sb, "idle", sock)
+    finally:
+        sb.run("tmux", "-S", sock, "kill-server", user="alice")
+        sb.ctl("rm", name)
 
 
 def test_the_client_library_reports_gone_back_and_a_new_version(sb: Sandbox) -> None:

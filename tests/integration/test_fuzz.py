@@ -166,10 +166,16 @@ async def run_batch(address: str, batch: list[Call]) -> list[tuple[Call, str]]:
                     client.bus, BUS, path, interface, member, signature, body, timeout=30
                 )
                 outcomes.append(((path, member, signature, body), "ok"))
-                if member == "CreateSession":
-                    await call(client.bus, BUS, reply[0], SESSION_INTERFACE, "Remove", timeout=60)
             except CallError as e:
                 outcomes.append(((path, member, signature, body), f"{e.name}: {e.text}"))
+                continue
+            if member == "CreateSession":
+                try:
+                    await call(client.bus, BUS, reply[0], SESSION_INTERFACE, "Remove", timeout=60)
+                except CallError as e:  # a session the fuzz made must go again, and says why not
+                    outcomes.append(
+                        ((reply[0], "Remove", "", []), f"not removed: {e.name}: {e.text}")
+                    )
     finally:
         client.close()
     return outcomes
