@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.integration.debs import build_debs
 from tests.sandbox import Sandbox
 from tests.sandbox_host import SandboxError
 
@@ -40,6 +42,14 @@ def fresh_sandbox() -> Iterator[Sandbox]:
     """A container of one's own, for tests that reboot or break things."""
     with Sandbox() as sb:
         yield sb
+
+
+@pytest.fixture(scope="session")
+def debs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with the .debs built from this tree (tests/integration/debs.py)."""
+    into = tmp_path_factory.mktemp("debs")
+    build_debs(into)
+    return into
 
 
 @pytest.fixture(scope="session")

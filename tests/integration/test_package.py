@@ -5,57 +5,25 @@ The RPM spec and the PKGBUILD get the checks that run here."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.integration.debs import host
 from tests.integration.helpers import agent_process
 from tests.sandbox import REPO, Sandbox
 from tests.sandbox_roots import DEFAULT_SYSTEM
 
-CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
 pytestmark = pytest.mark.skipif(
     not shutil.which("dpkg-buildpackage") or not Path("/usr/share/perl5/Debian/Debhelper").is_dir(),
     reason="needs dpkg-buildpackage and debhelper (./dev/setup installs them)",
 )
 
 
-def host(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    # Debian's own python3 and tools, whatever venv or pyenv the test runs under.
-    return subprocess.run(argv, cwd=cwd, env=CLEAN_ENV, capture_output=True, text=True, timeout=600)
-
-
-def copy_tree(to: Path) -> None:
-    """The checkout's files as git sees them, with debian/ in place, into to."""
-    files = host("git", "ls-files", "-co", "--exclude-standard", cwd=REPO).stdout.split()
-    for f in files:
-        if (REPO / f).is_file():
-            (to / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / f, to / f)
-    shutil.copytree(REPO / "packaging" / "debian", to / "debian")
-
-
 @pytest.fixture(scope="module")
-def deb(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The .deb built with dpkg-buildpackage from a copy of the tree: on this machine for
-    Debian 12, inside a Debian 13 machine (its own debhelper and python3) for Debian 13."""
-    build = tmp_path_factory.mktemp("deb")
-    if DEFAULT_SYSTEM == "debian12":
-        copy_tree(build / "hostagent")
-        result = host("dpkg-buildpackage", "-us", "-uc", "-b", cwd=build / "hostagent")
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    else:
-        with Sandbox(install=False) as sb:
-            inside = sb.root / "var/tmp/build"
-            copy_tree(inside / "hostagent")
-            result = sb.run("dpkg-buildpackage", "-us", "-uc", "-b", cwd="/var/tmp/build/hostagent",
-                            timeout=600)  # fmt: skip
-            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-            for built in inside.glob("hostagent_*"):
-                shutil.copy2(built, build / built.name)
-    (package,) = build.glob("hostagent_*_all.deb")
+def deb(debs: Path) -> Path:
+    (package,) = debs.glob("hostagent_*_all.deb")
     return package
 
 
@@ -100,10 +68,21 @@ def test_the_rpm_spec_parses_and_lints() -> None:
 def test_the_pkgbuild_parses_and_installs_what_the_deb_does() -> None:
     pkgbuild = REPO / "packaging" / "arch" / "PKGBUILD"
     assert host("bash", "-n", str(pkgbuild)).returncode == 0
-    out = host("bash", "-c", f'source "{pkgbuild}"; echo "$pkgname $pkgver"; declare -f package')
-    assert out.stdout.startswith("hostagent 0.1.0")
-    for unit in ("hostagent.service", "sysusers.d/hostagent.conf", "hostagent.rules"):
+    out = host("bash", "-c", f'source "{pkgbuild}"; echo "${{pkgname[*]}} $pkgver";'
+               " declare -f package_hostagent package_hostagent-cockpit")  # fmt: skip
+    assert out.stdout.startswith("hostagent hostagent-cockpit 0.1.0")
+    for unit in ("hostagent.service", "sysusers.d/hostagent.conf", "hostagent.rules",
+                 "usr/share/cockpit/hostagent"):  # fmt: skip
         assert unit in out.stdout
+
+
+def test_the_cockpit_package_carries_the_page_and_xterms_licence(debs: Path) -> None:
+    (page,) = debs.glob("hostagent-cockpit_*_all.deb")
+    contents = host("dpkg-deb", "-c", str(page)).stdout
+    for name in ("manifest.json", "index.html", "hostagent.js", "xterm.js", "xterm.LICENSE"):
+        assert f"usr/share/cockpit/hostagent/{name}" in contents, name
+    depends = host("dpkg-deb", "-f", str(page), "Depends").stdout
+    assert "cockpit-bridge" in depends and "hostagent (= 0.1.0)" in depends
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,347 @@
+/*
+ * hostagent's Cockpit page. It talks to the daemon's D-Bus API (org.hostagent.HostAgent1 on the
+ * system bus) through Cockpit's bridge, as the logged-in user: the daemon and polkit decide what
+ * that user may do, exactly as for hostagentctl, and an admin with Cockpit's administrative
+ * access on acts as root. The list follows SessionNew, SessionRemoved and PropertiesChanged;
+ * memory is read every few seconds, since systemd does not signal it.
+ */
+"use strict";
+
+const BUS = "org.hostagent.HostAgent1";
+const ROOT = "/org/hostagent/HostAgent1";
+const MANAGER = BUS + ".Manager";
+const SESSION = BUS + ".Session";
+const PROPERTIES = "org.freedesktop.DBus.Properties";
+// systemd's "not known" is 2^64-1, which the bridge's JSON carries as -1.
+const unknown = value => value === undefined || value === null || value < 0 || value >= 2 ** 63;
+const COUNTERS_MS = 5000;
+
+const client = cockpit.dbus(BUS, { bus: "system", superuser: "try" });
+const sessions = new Map(); // name -> properties
+const users = new Map(); // uid -> user name
+let terminal = null; // { term, channel, name } while a session's screen is shown
+
+const $ = id => document.getElementById(id);
+
+function unwrap(variants) {
+    const out = {};
+    for (const [key, variant] of Object.entries(variants))
+        out[key] = variant.v;
+    return out;
+}
+
+function showError(ex) {
+    $("alert-text").textContent = ex.message || String(ex);
+    $("alert").hidden = false;
+}
+
+function human(value, kind) {
+    if (unknown(value))
+        return "-";
+    if (kind === "bytes")
+        return cockpit.format_bytes(value);
+    const s = Math.floor(value);
+    if (s < 60) return s + "s";
+    if (s < 3600) return Math.floor(s / 60) + "m";
+    if (s < 86400) return Math.floor(s / 3600) + "h" + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m";
+    return Math.floor(s / 86400) + "d";
+}
+
+function age(props) {
+    if (props.State !== "running" || !props.StartedAt)
+        return "-";
+    return human(Date.now() / 1000 - props.StartedAt / 1e6);
+}
+
+async function readSession(name, path) {
+    const [props] = await client.call(path, PROPERTIES, "GetAll", [SESSION]);
+    sessions.set(name, { ...unwrap(props), path });
+}
+
+async function loadUsers() {
+    const passwd = await cockpit.file("/etc/passwd").read();
+    for (const line of (passwd || "").split("\n")) {
+        const fields = line.split(":");
+        if (fields.length > 2)
+            users.set(Number(fields[2]), fields[0]);
+    }
+}
+
+async function loadAll() {
+    const [rows] = await client.call(ROOT, MANAGER, "ListSessions", []);
+    sessions.clear();
+    await Promise.all(rows.map(([name, , , , , path]) => readSession(name, path)));
+    const [version] = await client.call(ROOT, PROPERTIES, "Get", [MANAGER, "Version"]);
+    $("daemon").textContent = "hostagent " + version.v;
+    render();
+}
+
+function render() {
+    const body = $("sessions").tBodies[0];
+    body.replaceChildren();
+    const names = [...sessions.keys()].sort();
+    for (const name of names) {
+        const p = sessions.get(name);
+        const row = body.insertRow();
+        row.dataset.name = name;
+        row.className = "activity-" + p.Activity;
+        const cells = [name, users.get(p.Owner) || String(p.Owner), p.Preset, p.State, p.Activity,
+            age(p), human(p.MemoryCurrent, "bytes"), p.Branch || "-"];
+        for (const text of cells)
+            row.insertCell().textContent = text;
+        row.addEventListener("click", () => cockpit.location.go(["session", name]));
+    }
+    $("empty").hidden = names.length > 0;
+    const shown = cockpit.location.path[0] === "session" && sessions.get(cockpit.location.path[1]);
+    if (shown)
+        renderSession(cockpit.location.path[1]);
+}
+
+/* ---- one session ------------------------------------------------------------------------ */
+
+function renderSession(name) {
+    const p = sessions.get(name);
+    if (!p)
+        return;
+    $("session-name").textContent = name;
+    $("session-state").textContent = p.State + " · " + p.Activity;
+    $("session-state").className = "badge activity-" + p.Activity;
+    const shown = {
+        Owner: users.get(p.Owner) || p.Owner, Agent: p.Preset, Directory: p.Cwd,
+        Worktree: p.Worktree || "-", Branch: p.Branch || "-", Unit: p.Unit,
+        Command: (p.Command || []).join(" "), Conversation: p.AgentSessionId || "-",
+        Age: age(p), Memory: human(p.MemoryCurrent, "bytes"),
+        "CPU time": unknown(p.CPUUsageNSec) ? "-" : human(p.CPUUsageNSec / 1e9),
+        Resumes: p.ResumeCount, Result: p.Result || "-", "Last error": p.LastError || "-",
+    };
+    const list = $("props");
+    list.replaceChildren();
+    for (const [key, value] of Object.entries(shown)) {
+        list.append(Object.assign(document.createElement("dt"), { textContent: key }));
+        list.append(Object.assign(document.createElement("dd"), { textContent: String(value) }));
+    }
+    $("stop").disabled = p.State !== "running";
+    $("resume").disabled = p.State === "running";
+}
+
+async function showSession(name) {
+    const p = sessions.get(name);
+    $("list-view").hidden = true;
+    $("session-view").hidden = false;
+    $("confirm").hidden = true;
+    if (!p) {
+        $("session-name").textContent = name;
+        $("session-state").textContent = "no such session";
+        return;
+    }
+    renderSession(name);
+    explain(name);
+    cockpit.spawn(["journalctl", "--no-pager", "-o", "short-iso", "-n", "50", "-u", "hostagent",
+        "HOSTAGENT_SESSION=" + name], { superuser: "try", err: "message" })
+        .then(out => {
+            $("journal").textContent = out.startsWith("-- No entries")
+                ? "No journal lines about this session that you may read (the system journal " +
+                  "needs the adm or systemd-journal group, or administrative access)."
+                : out;
+        })
+        .catch(ex => { $("journal").textContent = "The journal cannot be read: " + ex.message });
+    if (!terminal || terminal.name !== name)
+        openTerminal(name, p.path);
+}
+
+function explain(name) {
+    const p = sessions.get(name);
+    client.call(p.path, SESSION, "ExplainActivity", []).then(([why]) => {
+        const list = $("explain");
+        list.replaceChildren();
+        for (const [key, value] of Object.entries(why)) {
+            list.append(Object.assign(document.createElement("dt"), { textContent: key }));
+            list.append(Object.assign(document.createElement("dd"), { textContent: value }));
+        }
+    }, showError);
+}
+
+function closeTerminal() {
+    if (terminal) {
+        terminal.channel?.close();
+        terminal.term.dispose();
+        terminal = null;
+    }
+}
+
+async function openTerminal(name, path) {
+    closeTerminal();
+    const term = new Terminal({ cols: 120, rows: 30, convertEol: false, fontSize: 13 });
+    terminal = { term, channel: null, name };
+    $("terminal").replaceChildren();
+    term.open($("terminal"));
+    $("terminal-note").hidden = true;
+    let argv;
+    try {
+        [argv] = await client.call(path, SESSION, "GetAttachCommand", []);
+    } catch (ex) {
+        $("terminal-note").textContent = "The live screen is not available: " + ex.message;
+        $("terminal-note").hidden = false;
+        return;
+    }
+    if (!terminal || terminal.term !== term)
+        return; // another session was opened meanwhile
+    const channel = cockpit.channel({
+        payload: "stream", spawn: argv, pty: true, environ: ["TERM=xterm-256color"],
+        window: { rows: term.rows, cols: term.cols },
+    });
+    terminal.channel = channel;
+    channel.addEventListener("message", (event, data) => term.write(data));
+    channel.addEventListener("close", (event, options) => {
+        if (options.problem)
+            term.write("\r\n[" + options.problem + "]\r\n");
+    });
+    term.onData(data => channel.send(data));
+}
+
+function act(method, args) {
+    const name = cockpit.location.path[1];
+    const p = sessions.get(name);
+    if (!p)
+        return;
+    client.call(p.path, SESSION, method, args || []).then(() => {
+        if (method === "Remove")
+            cockpit.location.go([]);
+        else if (method === "Resume")
+            openTerminal(name, p.path);
+    }, showError);
+}
+
+function confirmThen(button, method, args) {
+    const name = cockpit.location.path[1];
+    $("confirm-text").textContent = button.dataset.confirm + " session " + name + "?";
+    $("confirm-yes").textContent = button.dataset.confirm;
+    $("confirm-yes").onclick = () => { $("confirm").hidden = true; act(method, args) };
+    $("confirm").hidden = false;
+}
+
+/* ---- a new session ------------------------------------------------------------------------ */
+
+function bytes(text) {
+    const m = /^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$/i.exec(text);
+    if (!m)
+        throw new Error("'" + text + "' is not a size; use a number with K, M, G or T.");
+    return Math.round(Number(m[1]) * 1024 ** " KMGT".indexOf((m[2] || " ").toUpperCase()));
+}
+
+async function openNewForm() {
+    const [presets] = await client.call(ROOT, MANAGER, "ListPresets", []);
+    // Only agents whose program this user can run: the others would fail at once. An empty
+    // command is the user's login shell.
+    const installed = await Promise.all(presets.map(([name, , command]) => command.length === 0
+        ? name
+        : cockpit.spawn(["sh", "-c", 'command -v "$1"', "-", command[0]], { err: "ignore" })
+            .then(() => name, () => null)));
+    const select = $("new-preset");
+    select.replaceChildren();
+    for (const name of installed.filter(Boolean))
+        select.append(new Option(name, name, name === "shell", name === "shell"));
+    $("new-form").hidden = false;
+}
+
+async function createSession(event) {
+    event.preventDefault();
+    const options = {};
+    try {
+        if ($("new-memory").value)
+            options.memory_max = { t: "t", v: bytes($("new-memory").value) };
+        if ($("new-tasks").value)
+            options.tasks_max = { t: "t", v: Number($("new-tasks").value) };
+        if ($("new-runtime").value)
+            options.runtime_max_sec = { t: "t", v: Number($("new-runtime").value) };
+        if ($("new-worktree").checked)
+            options.worktree = { t: "s", v: "" };
+        const cwd = $("new-cwd").value || (await cockpit.user()).home;
+        const [path] = await client.call(ROOT, MANAGER, "CreateSession",
+            [$("new-name").value, $("new-preset").value, cwd, options]);
+        $("new-form").hidden = true;
+        $("new-form").reset();
+        const [name] = await client.call(path, PROPERTIES, "Get", [SESSION, "Name"]);
+        cockpit.location.go(["session", name.v]);
+    } catch (ex) {
+        showError(ex);
+    }
+}
+
+/* ---- wiring ------------------------------------------------------------------------------ */
+
+function navigate() {
+    const path = cockpit.location.path;
+    if (path[0] === "session" && path[1]) {
+        showSession(path[1]);
+    } else {
+        closeTerminal();
+        $("session-view").hidden = true;
+        $("list-view").hidden = false;
+    }
+}
+
+function followBus() {
+    client.subscribe({ interface: MANAGER, path: ROOT }, (path, iface, signal, args) => {
+        const [name, object] = args;
+        if (signal === "SessionNew")
+            readSession(name, object).then(render, showError);
+        else if (signal === "SessionRemoved") {
+            sessions.delete(name);
+            render();
+        }
+    });
+    client.subscribe({ interface: PROPERTIES, member: "PropertiesChanged", path_namespace: ROOT },
+        (path, iface, signal, [changedIface, changed]) => {
+            if (changedIface !== SESSION)
+                return;
+            for (const [name, p] of sessions) {
+                if (p.path !== path)
+                    continue;
+                Object.assign(p, unwrap(changed));
+                // The reasons change with the activity: read them again for the session shown.
+                if ("Activity" in changed && cockpit.location.path[1] === name)
+                    explain(name);
+            }
+            render();
+        });
+    // A daemon that restarts or is upgraded comes back under a new owner: read it all again.
+    client.addEventListener("owner", (event, owner) => {
+        if (owner)
+            loadAll().catch(showError);
+        else
+            $("daemon").textContent = "hostagent is not running";
+    });
+}
+
+function refreshCounters() {
+    const reads = [];
+    for (const p of sessions.values())
+        if (p.State === "running")
+            for (const counter of ["MemoryCurrent", "CPUUsageNSec"])
+                reads.push(client.call(p.path, PROPERTIES, "Get", [SESSION, counter])
+                    .then(([value]) => { p[counter] = value.v }, () => {}));
+    Promise.all(reads).then(render);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+    $("alert-close").addEventListener("click", () => { $("alert").hidden = true });
+    $("new-button").addEventListener("click", () => openNewForm().catch(showError));
+    $("new-cancel").addEventListener("click", () => { $("new-form").hidden = true });
+    $("new-form").addEventListener("submit", createSession);
+    $("stop").addEventListener("click", event => confirmThen(event.target, "Stop"));
+    $("kill").addEventListener("click", event => confirmThen(event.target, "Kill", ["all", 15]));
+    $("remove").addEventListener("click", event => confirmThen(event.target, "Remove"));
+    $("resume").addEventListener("click", () => act("Resume"));
+    $("confirm-no").addEventListener("click", () => { $("confirm").hidden = true });
+    $("send-form").addEventListener("submit", event => {
+        event.preventDefault();
+        act("SendText", [$("send-text").value, true]);
+        $("send-text").value = "";
+    });
+    cockpit.addEventListener("locationchanged", navigate);
+    followBus();
+    loadUsers().catch(() => {}).then(loadAll).then(navigate).catch(showError)
+        .finally(() => { document.body.dataset.ready = "yes" });
+    window.setInterval(refreshCounters, COUNTERS_MS);
+});

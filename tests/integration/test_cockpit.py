@@ -1,0 +1,139 @@
+"""The Cockpit page (issue: a Cockpit page and a richer watch): Debian's cockpit-ws and
+cockpit-bridge with the .deb's hostagent-cockpit, in a fresh machine, driven by headless
+Chromium logged in as alice on loopback. The pictures in docs/ are taken by this test."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.browser import Browser
+from tests.integration.helpers import props, until
+from tests.sandbox import REPO, Sandbox
+
+PASSWORD = "correct horse battery staple"
+PAGE = "http://127.0.0.1:9090/cockpit/@localhost/hostagent/index.html"
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("chromium") and Path("/usr/lib/cockpit/cockpit-ws").exists()
+         and shutil.which("cockpit-bridge")),
+    reason="needs chromium, cockpit-ws and cockpit-bridge (./dev/setup installs them)",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def console(debs: Path) -> Iterator[Sandbox]:
+    """A machine with both packages installed by apt, Cockpit listening on loopback, and a
+    password for alice."""
+    with Sandbox(install=False) as sb:
+        for deb in debs.glob("hostagent*_all.deb"):
+            shutil.copy2(deb, sb.root / "var" / "tmp" / deb.name)
+        names = [f"/var/tmp/{d.name}" for d in debs.glob("hostagent*_all.deb")]
+        result = sb.run("apt-get", "install", "-y", *names,
+                        env={"DEBIAN_FRONTEND": "noninteractive"}, timeout=300)  # fmt: skip
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+        sb.run("systemctl", "enable", "--now", "hostagent", "cockpit.socket").check()
+        sb.run("chpasswd", input=f"alice:{PASSWORD}\n").check()
+        yield sb
+
+
+@pytest.fixture
+def browser(console: Sandbox) -> Iterator[Browser]:
+    chromium = Browser(console)
+    try:
+        # Cockpit's own login, by HTTP Basic on its login URL, which sets the session cookie.
+        chromium.open("about:blank")
+        basic = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+        chromium.send("Network.enable")
+        chromium.send(
+            "Network.setExtraHTTPHeaders", {"headers": {"Authorization": f"Basic {basic}"}}
+        )
+        chromium.go("http://127.0.0.1:9090/cockpit/login")
+        chromium.until("document.body && document.body.innerText.includes('csrf-token')",
+                       "the login accepted")  # fmt: skip
+        chromium.send("Network.setExtraHTTPHeaders", {"headers": {}})
+        chromium.go(PAGE)
+        chromium.until("document.body && document.body.dataset.ready === 'yes'", "the page")
+        yield chromium
+    finally:
+        chromium.close()
+
+
+def rows(browser: Browser) -> dict[str, str]:
+    """Each listed session's name and its row's class (activity-...)."""
+    return dict(browser.js(
+        "[...document.querySelectorAll('#sessions tbody tr')].map(r => [r.dataset.name, r.className])"
+    ))  # fmt: skip
+
+
+def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: Browser) -> None:
+    sb = console
+    sb.ctl("new", "--preset", "shell", "--name", "roots-one", system=True).check()
+    browser.until("document.querySelector('#sessions tr[data-name=\"roots-one\"]')", "roots-one")
+    # Created elsewhere, shown without a reload: the page follows SessionNew.
+    sb.ctl("new", "--preset", "demo-agent", "--name", "alices", "--cwd", "/home/alice",
+           "-e", "DEMO_AGENT_THINK=0", user="alice", system=True).check()  # fmt: skip
+    shown_after = time.monotonic()
+    browser.until("document.querySelector('#sessions tr[data-name=\"alices\"]')", "alices")
+    print(f"a new session was on the page {time.monotonic() - shown_after:.3f}s after its create")
+    listed = browser.js("document.querySelector('#sessions tr[data-name=\"roots-one\"]').innerText")
+    assert "root" in listed and "shell" in listed and "running" in listed
+    sb.ctl("wait", "alices", "--for", "idle", "--timeout", "30", system=True).check()
+    sb.ctl("send", "alices", "/ask", user="alice", system=True).check()
+    browser.until("document.querySelector('tr[data-name=\"alices\"].activity-blocked')",
+                  "alices marked blocked")  # fmt: skip
+    browser.screenshot(REPO / "docs" / "cockpit-list.png")
+
+    # Her session's page: its screen live, and typing into it reaches the agent.
+    browser.js("location.hash = '#/session/alices'")
+    browser.until("document.querySelector('#terminal .xterm-rows')?.innerText.includes('proceed')",
+                  "the live screen")  # fmt: skip
+    sb.ctl("send", "alices", "y", user="alice", system=True).check()
+    browser.until("document.querySelector('#terminal .xterm-rows').innerText.includes('> ')",
+                  "the agent back at its prompt")  # fmt: skip
+    browser.js("document.querySelector('#terminal .xterm-helper-textarea').focus()")
+    browser.type("typed in cockpit")
+    until(lambda: "You said: typed in cockpit" in sb.ctl("capture", "alices", system=True).stdout,
+          "the line typed in the browser reached the agent")  # fmt: skip
+    browser.until("document.getElementById('explain').innerText.includes('rule')", "why")
+    browser.screenshot(REPO / "docs" / "cockpit-session.png")
+
+    # Stop (confirmed) and resume her own.
+    browser.js("document.getElementById('stop').click()")
+    browser.until("!document.getElementById('confirm').hidden", "the confirmation")
+    browser.js("document.getElementById('confirm-yes').click()")
+    until(lambda: props(sb, "alices")["State"] == "stopped", "alices stopped from the page")
+    browser.until("document.getElementById('session-state').innerText.startsWith('stopped')",
+                  "the page saying stopped")  # fmt: skip
+    browser.js("document.getElementById('resume').click()")
+    until(lambda: props(sb, "alices")["State"] == "running", "alices resumed from the page")
+
+    # root's session: the daemon refuses her, and the page says so as Cockpit shows errors.
+    browser.js("location.hash = '#/session/roots-one'")
+    browser.until("document.getElementById('session-name').innerText === 'roots-one'", "roots")
+    browser.js("document.getElementById('stop').click(); "
+               "document.getElementById('confirm-yes').click()")  # fmt: skip
+    alert = browser.until("!document.getElementById('alert').hidden && "
+                          "document.getElementById('alert-text').innerText", "the refusal")  # fmt: skip
+    assert "belongs to another user" in alert, alert
+    assert props(sb, "roots-one")["State"] == "running"
+
+    # New session, from the form: only installed agents are offered.
+    browser.js("location.hash = '#/'")
+    browser.js("document.getElementById('new-button').click()")
+    offered = browser.until("[...document.getElementById('new-preset').options].map(o => o.value)"
+                            ".join(' ')", "the agents offered")  # fmt: skip
+    assert "shell" in offered and "demo-agent" in offered and "claude" not in offered
+    browser.js("""(() => {
+        document.getElementById('new-preset').value = 'shell';
+        document.getElementById('new-name').value = 'from-cockpit';
+        document.getElementById('new-create').click(); })()""")
+    until(
+        lambda: sb.ctl("status", "from-cockpit", system=True).returncode == 0,
+        "the session made there",
+    )
+    assert props(sb, "from-cockpit")["Owner"] == sb.uid("alice")
