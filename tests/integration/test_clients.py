@@ -108,6 +108,10 @@ def test_watch_previews_colours_and_its_keys_create_type_filter_kill_and_remove(
     for _ in range(rows.index(watching)):
         keys(sb, "Down")
     until_watch_shows(sb, f"── {watching} ")  # the preview follows the selection
+    keys(sb, "Enter")  # attach: the session's own tmux, in watch's terminal
+    until_watch_shows(sb, "[main] 0:")
+    keys(sb, "C-b", "d")  # its tmux's detach: back in watch
+    until_watch_shows(sb, "connected ·")
     keys(sb, "t")
     until_watch_shows(sb, f"type into {watching}:")
     keys(sb, "-l", "hello from watch")

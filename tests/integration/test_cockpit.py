@@ -137,3 +137,20 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
         "the session made there",
     )
     assert props(sb, "from-cockpit")["Owner"] == sb.uid("alice")
+    browser.until("document.getElementById('session-name').innerText === 'from-cockpit'",
+                  "its page")  # fmt: skip
+    # A line sent from the form, then Kill and Remove, each confirmed.
+    browser.js("""(() => {
+        document.getElementById('send-text').value = 'echo sent-$((20 + 22))';
+        document.querySelector('#send-form button').click(); })()""")
+    until(lambda: "sent-42" in sb.ctl("capture", "from-cockpit", system=True).stdout,
+          "the line sent from the form ran")  # fmt: skip
+    for button in ("kill", "remove"):
+        browser.js(f"document.getElementById('{button}').click()")
+        browser.until("!document.getElementById('confirm').hidden", f"{button} confirmed first")
+        browser.js("document.getElementById('confirm-yes').click()")
+        if button == "kill":
+            until(lambda: props(sb, "from-cockpit")["State"] != "running", "killed from the page")
+    until(lambda: sb.ctl("status", "from-cockpit", system=True).returncode == 4,
+          "removed from the page")  # fmt: skip
+    browser.until("location.hash === '#/' || location.hash === ''", "back at the list")
