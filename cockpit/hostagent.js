@@ -15,6 +15,9 @@ const PROPERTIES = "org.freedesktop.DBus.Properties";
 // systemd's "not known" is 2^64-1, which the bridge's JSON carries as -1.
 const unknown = value => value === undefined || value === null || value < 0 || value >= 2 ** 63;
 const COUNTERS_MS = 5000;
+// Calls that act on a session may ask polkit, which may ask the user: Cockpit's session
+// answers polkit's questions with the login's own credentials.
+const INTERACTIVE = { flags: "i" };
 
 const client = cockpit.dbus(BUS, { bus: "system", superuser: "try" });
 const sessions = new Map(); // name -> properties
@@ -204,7 +207,7 @@ function act(method, args) {
     const p = sessions.get(name);
     if (!p)
         return;
-    client.call(p.path, SESSION, method, args || []).then(() => {
+    client.call(p.path, SESSION, method, args || [], INTERACTIVE).then(() => {
         if (method === "Remove")
             cockpit.location.go([]);
         else if (method === "Resume")
@@ -258,7 +261,7 @@ async function createSession(event) {
             options.worktree = { t: "s", v: "" };
         const cwd = $("new-cwd").value || (await cockpit.user()).home;
         const [path] = await client.call(ROOT, MANAGER, "CreateSession",
-            [$("new-name").value, $("new-preset").value, cwd, options]);
+            [$("new-name").value, $("new-preset").value, cwd, options], INTERACTIVE);
         $("new-form").hidden = true;
         $("new-form").reset();
         const [name] = await client.call(path, PROPERTIES, "Get", [SESSION, "Name"]);

@@ -37,17 +37,17 @@ def console(debs: Path) -> Iterator[Sandbox]:
                         env={"DEBIAN_FRONTEND": "noninteractive"}, timeout=300)  # fmt: skip
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
         sb.run("systemctl", "enable", "--now", "hostagent", "cockpit.socket").check()
-        sb.run("chpasswd", input=f"alice:{PASSWORD}\n").check()
+        sb.run("chpasswd", input=f"alice:{PASSWORD}\ncarol:{PASSWORD}\n").check()
         yield sb
 
 
-@pytest.fixture
-def browser(console: Sandbox) -> Iterator[Browser]:
-    chromium = Browser(console)
+def logged_in(sb: Sandbox, user: str) -> Browser:
+    """Chromium on the page, logged in to Cockpit as user (by HTTP Basic on Cockpit's login
+    URL, which sets the session cookie as the login form does)."""
+    chromium = Browser(sb)
     try:
-        # Cockpit's own login, by HTTP Basic on its login URL, which sets the session cookie.
         chromium.open("about:blank")
-        basic = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+        basic = base64.b64encode(f"{user}:{PASSWORD}".encode()).decode()
         chromium.send("Network.enable")
         chromium.send(
             "Network.setExtraHTTPHeaders", {"headers": {"Authorization": f"Basic {basic}"}}
@@ -58,9 +58,17 @@ def browser(console: Sandbox) -> Iterator[Browser]:
         chromium.send("Network.setExtraHTTPHeaders", {"headers": {}})
         chromium.go(PAGE)
         chromium.until("document.body && document.body.dataset.ready === 'yes'", "the page")
-        yield chromium
-    finally:
+    except BaseException:
         chromium.close()
+        raise
+    return chromium
+
+
+@pytest.fixture
+def browser(console: Sandbox) -> Iterator[Browser]:
+    chromium = logged_in(console, "alice")
+    yield chromium
+    chromium.close()
 
 
 def rows(browser: Browser) -> dict[str, str]:
@@ -154,3 +162,36 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     until(lambda: sb.ctl("status", "from-cockpit", system=True).returncode == 4,
           "removed from the page")  # fmt: skip
     browser.until("location.hash === '#/' || location.hash === ''", "back at the list")
+
+
+def test_an_admin_with_administrative_access_acts_as_root(console: Sandbox) -> None:
+    """carol may use sudo. Without Cockpit's administrative access the page acts as carol, and
+    the daemon refuses her; once she turns it on (what Cockpit's "Limited access" button does),
+    the page's calls go through Cockpit's root bridge and the stop is done."""
+    sb = console
+    sb.sh("echo 'carol ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/carol").check()
+    sb.ctl("new", "--preset", "shell", "--name", "alices-own", user="alice", system=True).check()
+    carol = logged_in(sb, "carol")
+    try:
+
+        def stop_from_the_page() -> str:
+            carol.js("location.hash = '#/session/alices-own'")
+            carol.until("document.getElementById('session-name').innerText === 'alices-own'",
+                        "its page")  # fmt: skip
+            carol.js("document.getElementById('stop').click(); "
+                     "document.getElementById('confirm-yes').click()")  # fmt: skip
+            until(lambda: props(sb, "alices-own")["State"] == "stopped"
+                  or not carol.js("document.getElementById('alert').hidden"),
+                  "the stop done, or refused")  # fmt: skip
+            return str(carol.js("document.getElementById('alert-text').innerText"))
+
+        assert "belongs to another user" in stop_from_the_page()
+        carol.js("cockpit.dbus(null, {bus: 'internal'})"
+                 ".call('/superuser', 'cockpit.Superuser', 'Start', ['sudo'])")  # fmt: skip
+        carol.go(PAGE)
+        carol.until("document.body && document.body.dataset.ready === 'yes'", "the page again")
+        assert stop_from_the_page() == ""
+        assert props(sb, "alices-own")["State"] == "stopped"
+    finally:
+        carol.close()
+        sb.ctl("rm", "alices-own", system=True)
