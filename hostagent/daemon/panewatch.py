@@ -49,6 +49,7 @@ WORKING_INTERVAL = 1.0
 READ_SIZE = 65536
 RETRIES = 5
 RETRY_DELAY = 0.5
+RETRY_MAX = 30.0  # the slowest a never-read pane is looked at again
 
 
 def fifo_path(runtime_dir: Path, name: str) -> Path:
@@ -218,12 +219,18 @@ class PaneWatch:
             try:
                 screen, title, command = await self.tmux.screen_and_title(self.owner, self.sock)
             except tmux.TmuxError as e:
-                # A pane read before its server is up (a watch opens before the spawn) or
-                # while it goes away: look again shortly, a few times, then rely on output.
+                # A pane read before its server is up (a watch opens before the spawn), while
+                # it goes away, or while the daemon's helpers are all busy (a burst of starts):
+                # look again shortly, a few times. Then rely on output, unless the pane was never
+                # read: a prompt that is drawn once must not leave the session unknown for ever,
+                # so it is looked at again, less and less often.
                 log.debug("session '%s': no screen to classify: %s", self.name, e)
-                if self._again or self._retries < RETRIES:
-                    self._retries += 1
+                self._retries += 1
+                if self._again or self._retries <= RETRIES:
                     self._loop.call_later(RETRY_DELAY, self._request)
+                elif self.screen_verdict is None:
+                    backoff = RETRY_DELAY * 2 ** min(self._retries - RETRIES, 8)
+                    self._loop.call_later(min(RETRY_MAX, backoff), self._request)
                 return
             self._retries = 0
             flowing = self._loop.time() - self._last_output < SETTLE
