@@ -7,6 +7,8 @@ main hands in the real ones and the fast tests hand in fakes.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,12 +17,14 @@ from hostagent.daemon.ending import Endings
 from hostagent.daemon.lifecycle import Lifecycle
 from hostagent.daemon.reconcile import Reconciler
 from hostagent.daemon.recover import Recovery, RecoveryReport
-from hostagent.daemon.registry import Registry
+from hostagent.daemon.registry import Registry, Session
 from hostagent.daemon.scope import Scopes
 from hostagent.daemon.settings import Settings
 from hostagent.daemon.store import SidecarStore
 from hostagent.daemon.terminal import Terminal
 from hostagent.session import State
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -63,8 +67,20 @@ class Core:
         report = await Recovery(self.lifecycle).run()
         self.reconciler.recovered()
         self.conversations.open_pipes()
-        # A pane that died while the daemon was away reported to nobody: look once.
-        for session in list(self.registry.sessions.values()):
-            if session.record.state is State.RUNNING:
-                self.endings.agent_exited_soon(session)
         return report
+
+    async def look_for_ended(self, parallel: int = 8) -> None:
+        """A pane that died while the daemon was away reported to nobody: look at each running
+        session once, a few at a time. The daemon does this after READY, so that a thousand
+        live sessions (two tmux calls each) do not hold up its start."""
+        slots = asyncio.Semaphore(parallel)
+
+        async def one(session: Session) -> None:
+            async with slots:
+                try:
+                    await self.endings.agent_exited(session)
+                except Exception:
+                    log.exception("session '%s': failed to look at its agent", session.name)
+
+        running = [s for s in self.registry.sessions.values() if s.record.state is State.RUNNING]
+        await asyncio.gather(*(one(s) for s in running))

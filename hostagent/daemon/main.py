@@ -183,6 +183,7 @@ class Daemon:
         if watchdog and os.environ.get("WATCHDOG_PID", str(os.getpid())) == str(os.getpid()):
             tasks.append(loop.create_task(self._watchdog(watchdog / 2e6)))
         tasks.append(loop.create_task(core.terminal.watch_all()))
+        tasks.append(loop.create_task(core.look_for_ended()))
         if self.to_resume:
             cfg = core.settings.config
             tasks.append(

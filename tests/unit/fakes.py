@@ -253,6 +253,7 @@ class Host:
         """A daemon that has recovered (from an empty store) and follows unit signals."""
         host = cls(tmp, config, system=system)
         await host.core.recover()
+        await host.core.look_for_ended()
         return host
 
     def restart(self, boot_id: str = "boot1") -> Host:
