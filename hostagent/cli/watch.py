@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hostagent.cli.watch_keys import (
@@ -44,7 +44,7 @@ def status_line(f: Follower) -> str:
     return f"connected · hostagent {f.version}"
 
 
-def wants_colour(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
+def wants_colour(environ: Mapping[str, str] = os.environ) -> bool:
     """Colour unless NO_COLOR is set to anything (no-color.org); the terminal must have it too."""
     return not environ.get("NO_COLOR")
 
@@ -71,16 +71,15 @@ class Screen:
 
     def selected(self) -> SessionView | None:
         sessions = self.shown()
-        if not sessions:
-            return None
-        return sessions[max(0, min(self.keys.selected, len(sessions) - 1))]
+        at = self.keys.clamp(len(sessions))
+        return sessions[at] if at is not None else None
 
     def draw(self) -> None:
         win = self.win
         win.erase()
         height, width = win.getmaxyx()
         sessions = self.shown()
-        self.keys.selected = max(0, min(self.keys.selected, len(sessions) - 1))
+        self.keys.clamp(len(sessions))
         table = [HEADER, *rows(sessions, time.time())]
         widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
         activity_at = sum(w + 2 for w in widths[:ACTIVITY_COLUMN])

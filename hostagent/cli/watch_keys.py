@@ -12,7 +12,7 @@ from __future__ import annotations
 import curses
 import enum
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from hostagent.cli.ctl_output import human_bytes, human_nsec, human_span, user_name
 from hostagent.client.follow import SessionView
@@ -90,7 +90,7 @@ class Keys:
     prompt: Prompt | None = None
     typed: str = ""  # the prompt's text so far
     target: str = ""  # the session a TYPE prompt types into
-    cwd: str = field(default=".")  # where "new" creates a session
+    cwd: str = "."  # where "new" creates a session
 
     def prompt_line(self) -> str:
         """The bottom line while a prompt or a confirmation is open, else ""."""
@@ -101,10 +101,15 @@ class Keys:
             return f"{verb} {name}? (y/n)"
         return ""
 
+    def clamp(self, shown: int) -> int | None:
+        """Keep the selection inside a table of shown rows; its index, None when empty."""
+        self.selected = max(0, min(self.selected, shown - 1))
+        return self.selected if shown else None
+
     def key(self, ch: Key, names: list[str]) -> Command | None:
         """Act on one key; names are the sessions shown, in order."""
-        self.selected = max(0, min(self.selected, len(names) - 1))
-        current = names[self.selected] if names else None
+        at = self.clamp(len(names))
+        current = names[at] if at is not None else None
         if self.prompt is not None:
             return self._prompt_key(ch)
         if self.confirming is not None:

@@ -7,7 +7,6 @@ main hands in the real ones and the fast tests hand in fakes.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,6 @@ from hostagent.daemon.scope import Scopes
 from hostagent.daemon.settings import Settings
 from hostagent.daemon.store import SidecarStore
 from hostagent.daemon.terminal import Terminal
-from hostagent.session import State
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +71,11 @@ class Core:
         """A pane that died while the daemon was away reported to nobody: look at each running
         session once, a few at a time. The daemon does this after READY, so that a thousand
         live sessions (two tmux calls each) do not hold up its start."""
-        slots = asyncio.Semaphore(parallel)
 
-        async def one(session: Session) -> None:
-            async with slots:
-                try:
-                    await self.endings.agent_exited(session)
-                except Exception:
-                    log.exception("session '%s': failed to look at its agent", session.name)
+        async def look(session: Session) -> None:
+            try:
+                await self.endings.agent_exited(session)
+            except Exception:
+                log.exception("session '%s': failed to look at its agent", session.name)
 
-        running = [s for s in self.registry.sessions.values() if s.record.state is State.RUNNING]
-        await asyncio.gather(*(one(s) for s in running))
+        await self.registry.for_each_running(look, parallel)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -176,6 +176,20 @@ class Registry:
 
     def taken(self) -> set[str]:
         return set(self.sessions) | set(self.reserved)
+
+    async def for_each_running(
+        self, act: Callable[[Session], Awaitable[None]], parallel: int = 8
+    ) -> None:
+        """act on every running session, at most parallel at a time: each costs tmux calls,
+        and a thousand at once would queue behind the owners' helper slots."""
+        slots = asyncio.Semaphore(parallel)
+
+        async def one(session: Session) -> None:
+            async with slots:
+                await act(session)
+
+        running = [s for s in self.sessions.values() if s.record.state is State.RUNNING]
+        await asyncio.gather(*(one(s) for s in running))
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -120,14 +120,7 @@ class Terminal:
 
     async def watch_all(self, parallel: int = 8) -> None:
         """Follow every running session, a few tmux calls at a time (after recovery)."""
-        slots = asyncio.Semaphore(parallel)
-
-        async def one(session: Session) -> None:
-            async with slots:
-                await self.watch(session)
-
-        running = [s for s in self.registry.sessions.values() if s.record.state is State.RUNNING]
-        await asyncio.gather(*(one(s) for s in running))
+        await self.registry.for_each_running(self.watch, parallel)
 
     def wake(self, session: Session) -> None:
         """Answer the waits whose activity the session has reached (or that it exited)."""
