@@ -1,8 +1,11 @@
 """The labelled screen corpus (tests/data/screens/): every preset's rules against real screens
-of the agent CLIs and of the stand-in agent, scored per label (issue: activity).
+of the agent CLIs, scored per label and per CLI.
 
-A screen file is a header of ``key: value`` lines (label, preset, title as a JSON string,
-source), a line ``---``, then the screen as ``tmux capture-pane -p`` printed it.
+Every screen is a capture of a real CLI, run offline against the stand-in model API
+(tests/modelapi.py) and saved with dev/capture-screen; none is written by hand. A file is named
+VERSION-SITUATION.screen under its preset's directory, and holds a header of ``key: value``
+lines (label, preset, title as a JSON string, source), a line ``---``, then the screen as
+``tmux capture-pane -p`` printed it.
 """
 
 from __future__ import annotations
@@ -49,9 +52,45 @@ def verdict_of(screen: Screen) -> str:
     return classify(PRESETS[screen.preset].activity, view).activity.value
 
 
-def test_the_corpus_covers_every_label_and_four_real_clis() -> None:
+INSTALLABLE = {"claude", "codex", "gemini", "qwen", "opencode", "copilot", "aider"}
+# Text the user typed or an answer's prose: never a dialog, whatever it says.
+NOT_A_DIALOG = ("typing", "question-in-answer", "prose")
+
+
+def version_of(screen: Screen) -> str:
+    return screen.path.name.split("-", 1)[0]
+
+
+def test_every_screen_is_a_capture_of_a_real_cli() -> None:
+    invented = [s.path.name for s in SCREENS if not s.path.read_text().count("source: captured")]
+    assert invented == []
+    assert all(version_of(s)[0].isdigit() for s in SCREENS)
+
+
+def test_the_corpus_covers_every_label_every_installable_cli_and_two_claudes() -> None:
     assert {s.label for s in SCREENS} == set(LABELS)
-    assert {"claude", "codex", "gemini", "opencode", "demo-agent"} <= {s.preset for s in SCREENS}
+    assert {s.preset for s in SCREENS} >= INSTALLABLE
+    assert len({version_of(s) for s in SCREENS if s.preset == "claude"}) >= 2
+    for cli in INSTALLABLE:
+        assert {s.label for s in SCREENS if s.preset == cli} == set(LABELS), cli
+
+
+def report() -> str:
+    """Accuracy per CLI and label, as a table (shown with pytest -rA)."""
+    rows = []
+    for cli in sorted({s.preset for s in SCREENS}):
+        cells = []
+        for label in LABELS:
+            mine = [s for s in SCREENS if s.preset == cli and s.label == label]
+            right = sum(verdict_of(s) == label for s in mine)
+            cells.append(f"{label} {right}/{len(mine)}")
+        rows.append(f"{cli:10} " + "  ".join(cells))
+    return "\n".join(rows)
+
+
+def test_accuracy_per_cli_is_reported() -> None:
+    print(report())
+    assert report()
 
 
 @pytest.mark.parametrize("label", LABELS)
@@ -66,7 +105,7 @@ def test_accuracy_per_label_is_at_least_95_percent(label: str) -> None:
     assert accuracy >= 0.95, f"{label}: {accuracy:.0%} of {len(screens)}; wrong: {sorted(wrong)}"
 
 
-def test_prose_that_mentions_approval_is_never_blocked() -> None:
-    prose = [s for s in SCREENS if "prose" in s.path.name or "typing" in s.path.name]
-    assert len(prose) >= 4
-    assert [s.path.name for s in prose if verdict_of(s) == "blocked"] == []
+def test_prose_and_typed_text_never_read_blocked() -> None:
+    prose = [s for s in SCREENS if any(k in s.path.name for k in NOT_A_DIALOG)]
+    assert len(prose) >= 14
+    assert [f"{s.preset}/{s.path.name}" for s in prose if verdict_of(s) == "blocked"] == []
