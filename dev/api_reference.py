@@ -27,9 +27,11 @@ DOCS: dict[str, tuple[str, str]] = {
     "CreateSession": (
         "anyone, for themselves; `user` is root's",
         "Create and start a session; replies once its scope runs. Options: `command` as, "
-        "`args` as, `env` a{ss}, `agent_session` s, `memory_max` t, `memory_high` t, "
-        "`cpu_weight` t, `tasks_max` t, `runtime_max_sec` t, `columns` q, `rows` q, `user` u. "
-        "An unknown option is InvalidArgs.",
+        "`args` as, `prompt` s, `env` a{ss}, `agent_session` s, `memory_max` t, "
+        "`memory_high` t, `cpu_weight` t, `tasks_max` t, `runtime_max_sec` t, `columns` q, "
+        "`rows` q, `user` u. An unknown option is InvalidArgs. `args` go with every start; "
+        "`prompt` only with the first. The program is looked up by the owner's login shell; "
+        "AgentNotFound names the PATH searched.",
     ),
     "ResumeSession": (ACTS, "Start a stopped, dormant or failed session again; AlreadyRunning."),
     "StopSession": (ACTS, "Stop gracefully, SIGKILL after the stop timeout; the record stays."),
@@ -45,6 +47,11 @@ DOCS: dict[str, tuple[str, str]] = {
     ),
     "ListWorktrees": (OPEN, "Each session with a worktree of its own: name, path, branch."),
     "ListPresets": (OPEN, "Every preset: name, description, command."),
+    "ListAgents": (
+        "anyone, for themselves",
+        "Each preset with a program, as the caller's login shell finds it: name, absolute "
+        'path ("" if not found), the first line of its `--version`, and what is wrong.',
+    ),
     "WaitAny": (
         OPEN,
         "The first of the sessions to reach one of the activities, or `exited`; a timeout "

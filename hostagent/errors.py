@@ -75,6 +75,12 @@ class SpawnFailed(HostAgentError):
     dbus_name = _own("SpawnFailed")
 
 
+class AgentNotFound(HostAgentError):
+    """The preset's program is not where its owner would find it (the login PATH)."""
+
+    dbus_name = _own("AgentNotFound")
+
+
 class ResumeFailed(HostAgentError):
     dbus_name = _own("ResumeFailed")
 
@@ -129,6 +135,7 @@ ALL_ERRORS: tuple[type[HostAgentError], ...] = (
     NotRunning,
     Busy,
     SpawnFailed,
+    AgentNotFound,
     ResumeFailed,
     Timeout,
     LimitsExceeded,

@@ -25,6 +25,7 @@ MAX_ARGV_BYTES = 128 * 1024
 OPTION_TYPES: dict[str, str] = {
     "command": "as",
     "args": "as",
+    "prompt": "s",  # the first message, given on the first launch only (never on a resume)
     "env": "a{ss}",
     "agent_session": "s",
     "user": "u",
@@ -41,6 +42,7 @@ BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 class CreateRequest:
     command: list[str] | None = None
     args: list[str] = field(default_factory=list)
+    prompt: str = ""
     env: dict[str, str] = field(default_factory=dict)
     agent_session: str = ""
     user: int | None = None
@@ -79,6 +81,10 @@ def _apply(req: CreateRequest, key: str, value: Any) -> None:
         if len(value) > MAX_ARGV_ENTRIES:
             raise InvalidArgs(f"Option 'args' may hold at most {MAX_ARGV_ENTRIES} arguments.")
         req.args = list(value)
+    elif key == "prompt":
+        if "\0" in value:
+            raise InvalidArgs("Option 'prompt' must not contain NUL.")
+        req.prompt = value
     elif key == "env":
         # Counted before each entry is looked at: a huge dict is refused at once.
         if len(value) > MAX_ENV_ENTRIES:

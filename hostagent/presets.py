@@ -34,11 +34,15 @@ class IdSource(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Discovery:
-    """Where a CLI keeps its conversations on disk, for finding the id of a session's."""
+    """Where a CLI keeps its conversations, for finding the id of a session's: files on disk
+    (glob), or the CLI's own listing (command) printing a JSON list of objects."""
 
-    glob: str  # with {home} and {cwd_dashed}; ** matches any depth
-    id_pattern: str  # a regular expression over the path; group 1 is the id
-    cwd_field: str = ""  # dotted JSON field of the file's first line that holds the cwd
+    glob: str = ""  # with {home} and {cwd_dashed}; ** matches any depth
+    id_pattern: str = ""  # a regular expression over the path; group 1 is the id
+    cwd_field: str = ""  # dotted JSON field (of a file's first line, or a listed object)
+    command: tuple[str, ...] = ()  # run as the owner in the session's cwd
+    id_field: str = ""  # a listed object's id
+    time_field: str = ""  # a listed object's creation time, in seconds or milliseconds
 
 
 @dataclass
@@ -50,7 +54,10 @@ class Preset:
     id_source: IdSource = IdSource.NONE
     assign_args: list[str] = field(default_factory=list)
     resume_args: list[str] = field(default_factory=list)
-    conversation: str = ""
+    conversation: str = ""  # a path or glob of the conversation's file (launch.conversation_glob)
+    resume_turn: str = ""  # a regex the file holds once a turn was taken (else not resumable)
+    resume_list: list[str] = field(default_factory=list)  # prints every resumable id
+    prompt_args: list[str] = field(default_factory=lambda: ["{prompt}"])  # first launch only
     discover: Discovery | None = None
     hooks_format: str = ""  # "" (no hooks) or a format of hooks.FORMATS
     hooks_args: list[str] = field(default_factory=list)  # with {hooks_file}
@@ -63,16 +70,16 @@ class Preset:
 
 _KNOWN = {
     "name", "description", "command", "env", "agent_id", "resume", "hooks", "activity",
-    "worktree_setup",
+    "worktree_setup", "prompt_args",
 }  # fmt: skip
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
-_DISCOVER_KNOWN = {"glob", "id", "cwd_field"}
-_RESUME_KNOWN = {"args", "conversation"}
+_DISCOVER_KNOWN = {"glob", "id", "cwd_field", "command", "id_field", "time_field"}
+_RESUME_KNOWN = {"args", "conversation", "turn", "list"}
 _HOOKS_KNOWN = {"format", "args", "env", "defaults", "activity"}
 _ACTIVITY_KNOWN = {"rules", "fallback"}
 _RULE_KNOWN = {"activity", "screen", "lines", "title", "progress", "output", "command", "visible"}
 _RUNNING_ACTIVITIES = ("working", "blocked", "idle", "unknown")
-HOOK_FORMATS = ("claude", "gemini")
+HOOK_FORMATS = ("claude", "gemini", "qwen")
 
 
 def parse_preset(doc: yamlfile.Document) -> Preset:
@@ -108,6 +115,13 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
     if not isinstance(conv, str):
         raise doc.error("resume.conversation", "must be a path template string")
     preset.conversation = conv
+    turn = resume.get("turn", "")
+    preset.resume_turn = _regex(doc, turn, "resume.turn").pattern if turn else ""
+    preset.resume_list = yamlfile.expect_str_list(doc, resume.get("list", []), "resume.list")
+    if "prompt_args" in data:
+        preset.prompt_args = yamlfile.expect_str_list(doc, data["prompt_args"], "prompt_args")
+        if preset.prompt_args and not any("{prompt}" in a for a in preset.prompt_args):
+            raise doc.error("prompt_args", "must pass the prompt as {prompt}")
     hooks = yamlfile.expect_mapping(doc, data.get("hooks", {}), "hooks")
     yamlfile.reject_unknown(doc, hooks, _HOOKS_KNOWN, "hooks")
     if hooks:
@@ -200,6 +214,8 @@ def _parse_activity(
 def _parse_discovery(doc: yamlfile.Document, value: object) -> Discovery:
     rule = yamlfile.expect_mapping(doc, value, "agent_id.discover")
     yamlfile.reject_unknown(doc, rule, _DISCOVER_KNOWN, "agent_id.discover")
+    if "command" in rule:
+        return _parse_listing(doc, rule)
     glob, pattern, cwd_field = (rule.get(k, "") for k in ("glob", "id", "cwd_field"))
     if not isinstance(glob, str) or not glob.startswith("{home}/"):
         raise doc.error("agent_id.discover.glob", "must be a glob that starts with {home}/")
@@ -213,6 +229,22 @@ def _parse_discovery(doc: yamlfile.Document, value: object) -> Discovery:
     if not isinstance(cwd_field, str):
         raise doc.error("agent_id.discover.cwd_field", "must be a dotted field name")
     return Discovery(glob, pattern, cwd_field)
+
+
+def _parse_listing(doc: yamlfile.Document, rule: dict[str, object]) -> Discovery:
+    fld = "agent_id.discover"
+    command = yamlfile.expect_str_list(doc, rule["command"], f"{fld}.command")
+    if not command:
+        raise doc.error(f"{fld}.command", "must name the CLI's listing command")
+    fields = {}
+    for key in ("id_field", "cwd_field", "time_field"):
+        value = rule.get(key, "")
+        if not isinstance(value, str) or not value:
+            raise doc.error(f"{fld}.{key}", "must name a field of the listed objects")
+        fields[key] = value
+    if "glob" in rule or "id" in rule:
+        raise doc.error(fld, "takes either a command or a glob, not both")
+    return Discovery(command=tuple(command), **fields)
 
 
 def preset_dirs(system: bool) -> list[Path]:

@@ -220,8 +220,16 @@ async def verb_attach(c: Client, a: argparse.Namespace) -> int:
 
 
 async def verb_presets(c: Client, a: argparse.Namespace) -> int:
-    rows = [[n, " ".join(cmd) or "(login shell)", d] for n, d, cmd in await c.presets()]
-    show_table(a, ["Preset", "Command", "Description"], rows, "preset")
+    """Every preset, and whether its agent is installed for the caller (and which version)."""
+    found = await c.agents()
+    rows = []
+    for name, description, cmd in await c.presets():
+        program, version, problem = found.get(name, ("", "", ""))
+        installed = version or (program and "yes") or ("-" if cmd else "(login shell)")
+        rows.append(
+            [name, " ".join(cmd) or "(login shell)", installed, program or problem, description]
+        )
+    show_table(a, ["Preset", "Command", "Installed", "Path", "Description"], rows, "preset")
     return 0
 
 

@@ -106,6 +106,9 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("-p", "--property", action="append", metavar="PROP=VALUE")
     sp.add_argument("--agent-session", help="resume this existing agent conversation id")
     sp.add_argument(
+        "--prompt", help="a first message for the agent, given once (a resume never repeats it)"
+    )
+    sp.add_argument(
         "--worktree",
         nargs="?",
         const="",

@@ -89,6 +89,8 @@ def build_options(args: argparse.Namespace) -> dict[str, Variant]:
         options["command" if args.replace_command else "args"] = Variant("as", argv)
     if args.agent_session:
         options["agent_session"] = Variant("s", args.agent_session)
+    if args.prompt:
+        options["prompt"] = Variant("s", args.prompt)
     if args.worktree is not None:
         options["worktree"] = Variant("s", args.worktree)
     if args.base:

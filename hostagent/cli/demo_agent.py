@@ -168,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--resume", help="continue the conversation with this id")
     p.add_argument("--model", default="demo-1", help="accepted and shown, like a real CLI")
     p.add_argument("--settings", help="a JSON settings file with Claude-format hooks")
+    p.add_argument("prompt", nargs="?", help="a first message, answered before the prompt")
     args = p.parse_args(argv)
     hooks = load_hooks(args.settings) if args.settings else {}
     if args.resume:
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  [{turn['role']}] {turn['text']}")
         print("● Resumed the conversation.")
     agent.hook("SessionStart", source="resume" if args.resume else "startup")
+    if args.prompt:
+        agent.answer(args.prompt, float(os.environ.get("DEMO_AGENT_THINK", "0.5")))
     try:
         return agent.loop()
     except KeyboardInterrupt:

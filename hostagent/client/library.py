@@ -187,6 +187,11 @@ class Client:
         (rows,) = await self._manager("ListPresets")
         return [(r[0], r[1], list(r[2])) for r in rows]
 
+    async def agents(self) -> dict[str, tuple[str, str, str]]:
+        """For the caller: preset -> (program found, version, problem)."""
+        (rows,) = await self._manager("ListAgents")
+        return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
     async def wait_any(
         self, names: list[str], activities: list[str], timeout_usec: int
     ) -> tuple[str, str]:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import secrets
 import uuid
+from collections.abc import Awaitable, Callable
 
 from hostagent import launch
 from hostagent.config import Config, over_caps
+from hostagent.daemon import agents
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.owner import Owner, check_cwd
 from hostagent.daemon.registry import Registry, SessionPaths
@@ -36,6 +38,7 @@ async def first_record(
     config: Config,
     paths: SessionPaths,
     boot_id: str,
+    find_program: Callable[[Owner, str], Awaitable[agents.Found]],
 ) -> tuple[SessionRecord, Owner]:
     """The record of a new session, state starting, and its owner; a named error for the
     first thing wrong with the request."""
@@ -51,12 +54,25 @@ async def first_record(
     problem = await check_cwd(owner, cwd)
     if problem:
         raise InvalidCwd(f"Working directory {quote(cwd)} {problem}.")
+    if req.prompt and not preset.prompt_args:
+        raise InvalidArgs(
+            f"Preset '{preset.name}' takes no first prompt; type it into the session instead."
+        )
     command = req.command if req.command is not None else (preset.command or [owner.shell])
+    # The program as the owner's own terminal finds it; its PATH goes with the session, so
+    # an npm CLI's "#!/usr/bin/env node" finds the owner's node (nvm, a user prefix) too.
+    found = await find_program(owner, command[0])
+    command = [found.program, *command[1:]]
+    env = dict(req.env) if "PATH" in req.env else {**req.env, "PATH": found.path}
     agent_id = req.agent_session or launch.new_agent_id(preset)
     first = launch.first_launch(
-        preset, Conversations.command_with_hooks(preset, command, paths), req.args, agent_id
+        preset,
+        Conversations.command_with_hooks(preset, command, paths),
+        req.args,
+        agent_id,
+        req.prompt,
     )
-    problem = size_problem(first.argv, {**preset.env, **req.env})
+    problem = size_problem(first.argv, {**preset.env, **env})
     if problem:
         raise InvalidArgs(f"Session '{name}': {problem}.")
     record = SessionRecord(
@@ -69,7 +85,7 @@ async def first_record(
         args=list(req.args),
         argv=first.argv,
         last_argv=first.argv,
-        env=dict(req.env),
+        env=env,
         limits=req.limits.merged_over(config.limits),
         columns=req.columns or config.columns,
         rows=req.rows or config.rows,

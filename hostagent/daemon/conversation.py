@@ -10,13 +10,17 @@ last saw.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 from hostagent import activity
-from hostagent.daemon import discovery, hookpipe, hooks
+from hostagent.daemon import discovery, hookpipe, hooks, transcript
 from hostagent.daemon.auth import TOKEN_ENV, token_matches
+from hostagent.daemon.owner import build_env
 from hostagent.daemon.registry import Registry, Session, SessionPaths
 from hostagent.daemon.settings import Settings
 from hostagent.presets import Preset
@@ -42,27 +46,46 @@ class Conversations:
         path = str(paths.hooks_file)
         return list(command) + [a.replace("{hooks_file}", path) for a in preset.hooks_args]
 
-    @staticmethod
-    def hook_env(preset: Preset | None, session: Session) -> dict[str, str]:
+    def hooks_path(self, preset: Preset, session: Session) -> Path | None:
+        """Where the session's hooks file goes; None when the CLI would not read it.
+
+        Gemini CLI reads a system-defaults file only when it and every directory above it
+        belong to root and nobody else may write them, so its file goes to a root-owned
+        directory of the system daemon's; a user's daemon cannot make one, and Gemini's
+        sessions there are read from the screen alone."""
+        if preset.hooks_format not in hooks.ROOT_OWNED_FORMATS:
+            return session.paths.hooks_file
+        if not self.registry.system or os.geteuid() != 0:
+            return None
+        return hooks.root_hooks_file(self.registry.runtime_root, session.name)
+
+    def hook_env(self, preset: Preset | None, session: Session) -> dict[str, str]:
         """Environment that points the CLI at the session's hooks file (Gemini, Qwen), and
         the secret its hooks' reports carry (tmux's pane-died hook carries it too)."""
-        if preset is None or not preset.hooks_format:
+        path = preset and preset.hooks_format and self.hooks_path(preset, session)
+        if preset is None or not path:
             return {TOKEN_ENV: session.record.hook_token}
-        path = str(session.paths.hooks_file)
-        env = {k: v.replace("{hooks_file}", path) for k, v in preset.hooks_env.items()}
+        env = {k: v.replace("{hooks_file}", str(path)) for k, v in preset.hooks_env.items()}
         return {**env, TOKEN_ENV: session.record.hook_token}
 
     def write_hooks(self, session: Session, preset: Preset | None) -> None:
         """(Re)write the session's hooks file before each start; /run does not survive a boot.
         The owner's FIFO is read for every session: tmux reports a pane's end through it."""
         self.open_pipe(session)
-        if preset is None or not preset.hooks_format:
+        path = preset and preset.hooks_format and self.hooks_path(preset, session)
+        if preset is None or not path:
             return
         command = hookpipe.hook_command(session.paths.runtime_dir, session.name)
         hooks.write_settings(
-            session.paths.hooks_file,
+            path,
             hooks.settings(preset.hooks_format, command, _admin_defaults(preset.hooks_defaults)),
         )
+
+    def remove_hooks(self, session: Session) -> None:
+        root_owned = hooks.ROOT_HOOKS_DIR + "/" + session.name + ".json"
+        for path in (session.paths.hooks_file, self.registry.runtime_root / root_owned):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
     # ---- the hooks FIFO -----------------------------------------------------------------
 
@@ -158,13 +181,19 @@ class Conversations:
             for s in self.registry.sessions.values()
             if s is not session and s.record.agent_session
         }
-        found = await discovery.discover(
-            preset.discover,
-            session.owner,
-            record.cwd,
-            record.started_at,
-            claimed,
-        )
+        if preset.discover.command:
+            env = build_env(session.owner, preset.env, record.env, self.registry.system)
+            command = transcript.with_program(
+                list(preset.discover.command), preset, record.command[0]
+            )
+            found = await discovery.discover_listed(
+                preset.discover, session.owner, record.cwd, record.started_at, claimed, env,
+                command,
+            )  # fmt: skip
+        else:
+            found = await discovery.discover(
+                preset.discover, session.owner, record.cwd, record.started_at, claimed
+            )
         if found:
             self.set_id(session, found, "discovered", "")
 

@@ -6,14 +6,19 @@ is ever opened as root. It picks the newest file that matches the preset's glob,
 since the session's last start, is not claimed by another session, and (where the preset says
 which JSON field of its first line holds the working directory) belongs to the session's cwd.
 Newest wins, so a rotation that starts a new file is followed too.
+
+A CLI that keeps its conversations in a database (OpenCode's SQLite) is asked instead: its own
+listing (``discover.command``), run as the owner in the session's cwd, prints a JSON list, and
+the same choice is made among the objects it lists.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 
-from hostagent.daemon.owner import Owner, run_as_owner
+from hostagent.daemon.owner import Owner, exec_as_owner, run_as_owner
 from hostagent.launch import cwd_dashed
 from hostagent.presets import Discovery
 
@@ -54,6 +59,52 @@ if best:
 
 def render_glob(template: str, home: str, cwd: str) -> str:
     return template.replace("{home}", home).replace("{cwd_dashed}", cwd_dashed(cwd))
+
+
+LIST_TIMEOUT = 30.0
+_IN_DIR = 'cd -- "$1" || exit 125; shift; exec "$@"'
+
+
+def pick_listed(listing: object, rule: Discovery, cwd: str, since: float, claimed: set[str]) -> str:
+    """The newest listed conversation of cwd created since `since` (seconds) and unclaimed."""
+    best: tuple[float, str] | None = None
+    for item in listing if isinstance(listing, list) else []:
+        if not isinstance(item, dict):
+            continue
+        agent_id, where, when = (
+            item.get(f) for f in (rule.id_field, rule.cwd_field, rule.time_field)
+        )
+        if not isinstance(agent_id, str) or not agent_id or agent_id in claimed or where != cwd:
+            continue
+        if not isinstance(when, (int, float)) or isinstance(when, bool):
+            continue
+        seconds = when / 1000 if when > 1e11 else float(when)  # milliseconds, by magnitude
+        if seconds >= since and (best is None or seconds > best[0]):
+            best = (seconds, agent_id)
+    return best[1] if best else ""
+
+
+async def discover_listed(
+    rule: Discovery,
+    owner: Owner,
+    cwd: str,
+    since_usec: int,
+    claimed: set[str],
+    env: dict[str, str],
+    command: list[str],
+) -> str:
+    """The conversation id the CLI's own listing names, or ""."""
+    argv = ["/bin/sh", "-c", _IN_DIR, "sh", cwd, *command]
+    result = await exec_as_owner(owner, argv, LIST_TIMEOUT, env=env)
+    if result is None or result[0] != 0:
+        log.warning("Failed to list conversations with '%s'", " ".join(rule.command))
+        return ""
+    try:
+        listing = json.loads(result[1])
+    except ValueError:
+        log.warning("'%s' did not print a JSON list", " ".join(rule.command))
+        return ""
+    return pick_listed(listing, rule, cwd, since_usec / 1e6 - 1, claimed)
 
 
 async def discover(

@@ -37,6 +37,15 @@ FORMAT_EVENTS = {
     ),
     "gemini": ("SessionStart", "BeforeAgent", "AfterAgent", "Notification", "SessionEnd"),
 }
+# Qwen Code took Claude's event names (permission_prompt, idle_prompt), not Gemini's.
+FORMAT_EVENTS["qwen"] = FORMAT_EVENTS["claude"]
+# A hook's timeout: Claude reads seconds; Gemini CLI and Qwen Code 0.15 read milliseconds, so
+# 10 there killed every hook at once. Qwen Code 0.24 reads seconds again: 10000 is then only
+# a generous ceiling for a hook that returns at once.
+HOOK_TIMEOUT = {"claude": 10, "gemini": 10_000, "qwen": 10_000}
+# Formats whose file the CLI reads only when root owns it and every directory above it.
+ROOT_OWNED_FORMATS = ("gemini",)
+ROOT_HOOKS_DIR = "hooks"
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _ID_KEYS = ("session_id", "sessionId", "conversation_id")
@@ -47,12 +56,30 @@ def hooks_file(runtime_dir: Path, name: str) -> Path:
     return runtime_dir / f"{name}.hooks.json"
 
 
+def root_hooks_file(runtime_root: Path, name: str) -> Path:
+    """A hooks file in the system daemon's own root-owned directory (0755)."""
+    directory = runtime_root / ROOT_HOOKS_DIR
+    directory.mkdir(mode=0o755, exist_ok=True)
+    os.chmod(directory, 0o755)
+    return directory / f"{name}.json"
+
+
 def settings(fmt: str, hook_command: list[str], base: dict[str, object]) -> dict[str, object]:
     """A settings file of format fmt with one command hook per event, over base (an admin's
     defaults file, kept because ours takes its place)."""
     command = " ".join(_sh_quote(a) for a in hook_command)
     ours = {
-        event: [{"hooks": [{"type": "command", "command": f"{command} {event}", "timeout": 10}]}]
+        event: [
+            {
+                "hooks": [
+                    {
+                        "type": "command",
+                        "command": f"{command} {event}",
+                        "timeout": HOOK_TIMEOUT[fmt],
+                    }
+                ]
+            }
+        ]
         for event in FORMAT_EVENTS[fmt]
     }
     theirs = base.get("hooks")

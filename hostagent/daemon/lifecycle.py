@@ -11,16 +11,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 import secrets
 from collections.abc import AsyncIterator
 from typing import Any, NoReturn
 
-from hostagent import launch
-from hostagent.daemon import checkpoint, worktree
+from hostagent.daemon import checkpoint, resumeplan, worktree
 from hostagent.daemon.admission import check_free, first_record, quota_problem
 from hostagent.daemon.conversation import Conversations
-from hostagent.daemon.owner import build_env, check_cwd, exists_as_owner
+from hostagent.daemon.owner import build_env, check_cwd
 from hostagent.daemon.reconcile import GONE_STATES, Reconciler
 from hostagent.daemon.registry import Registry, Session
 from hostagent.daemon.runtimedir import prepare_runtime_dir
@@ -132,6 +130,7 @@ class Lifecycle:
                 record, owner = await first_record(
                     owner_uid, name, preset, cwd, req, self.settings.config,
                     self.registry.paths(owner_uid, name), self.boot_id,
+                    self.scopes.find_program,
                 )  # fmt: skip
                 new_branch = False
                 if req.worktree is not None:
@@ -319,16 +318,7 @@ class Lifecycle:
         record = session.record
         preset = self.settings.preset(record.preset) or Preset(name=record.preset)
         owner = session.owner
-        await self.conversations.discover(session)
-        path = launch.conversation_path(preset, record.agent_session, owner.home, record.cwd)
-        exists = bool(record.agent_session) and (path is None or await exists_as_owner(owner, path))
-        plan = launch.resume_launch(
-            preset,
-            self.conversations.command_with_hooks(preset, record.command, session.paths),
-            record.args,
-            record.agent_session,
-            exists,
-        )
+        plan = await resumeplan.plan(session, preset, self.conversations, self.scopes.find_program)
         log.info(
             "session '%s': resuming (%s)",
             session.name,
@@ -376,8 +366,7 @@ class Lifecycle:
             self.registry.forget(session)
             self.registry.store.delete_screen(session.name)
             remove_socket(session.paths.socket)
-            with contextlib.suppress(OSError):
-                os.unlink(session.paths.hooks_file)
+            self.conversations.remove_hooks(session)
             note = await worktree.remove_of(session.owner, session.record, force)
             if note:
                 log.info("session '%s': %s", session.name, note)

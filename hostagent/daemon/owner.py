@@ -115,16 +115,20 @@ class OutputTooLarge(Exception):
 
 
 async def exec_as_owner(
-    owner: Owner, argv: list[str], timeout: float = 10.0, stdin: bytes | None = None
+    owner: Owner,
+    argv: list[str],
+    timeout: float = 10.0,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, bytes, bytes] | None:
     """Exit code, stdout and stderr of argv run as owner with a fixed environment (nothing of
-    the daemon's, no caller's PATH), fed stdin; None when it did not finish within timeout,
-    waiting for a free helper slot included (then it is killed). OutputTooLarge past
-    MAX_OUTPUT bytes of output."""
+    the daemon's, no caller's PATH; or env, a session's own), fed stdin; None when it did not
+    finish within timeout, waiting for a free helper slot included (then it is killed).
+    OutputTooLarge past MAX_OUTPUT bytes of output."""
     slots = _slots()
     try:
         async with asyncio.timeout(timeout), slots.of(owner.uid), slots.total:
-            return await _run_helper(owner, argv, stdin)
+            return await _run_helper(owner, argv, stdin, env)
     except TimeoutError:
         return None
 
@@ -161,7 +165,7 @@ class _Helper(asyncio.SubprocessProtocol):
 
 
 async def _run_helper(
-    owner: Owner, argv: list[str], stdin: bytes | None
+    owner: Owner, argv: list[str], stdin: bytes | None, env: dict[str, str] | None = None
 ) -> tuple[int, bytes, bytes]:
     """Run argv, feed it stdin, and wait until it has exited and closed its output.
 
@@ -175,7 +179,7 @@ async def _run_helper(
         lambda: _Helper(MAX_OUTPUT),
         *argv,
         cwd="/",
-        env={"PATH": DEFAULT_PATH, "HOME": owner.home, "LANG": "C.UTF-8"},
+        env=env or {"PATH": DEFAULT_PATH, "HOME": owner.home, "LANG": "C.UTF-8"},
         stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -19,7 +19,7 @@ from pathlib import Path
 from dbus_fast import Variant
 
 from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
-from hostagent.daemon import checkpoint, hookpipe, tmux
+from hostagent.daemon import agents, checkpoint, hookpipe, tmux
 from hostagent.daemon.heldchild import HeldChild
 from hostagent.daemon.owner import DEFAULT_PATH, Owner, program_problem
 from hostagent.daemon.systemd import Systemd, SystemdError, UnitExists
@@ -160,6 +160,11 @@ class Scopes:
         except SystemdError as e:
             raise SpawnFailed(f"Failed to set the limits of {slice_}: {e}") from None
         self._slices[slice_] = props
+
+    @staticmethod
+    async def find_program(owner: Owner, program: str) -> agents.Found:
+        """Where owner's login shell finds program (AgentNotFound if nowhere)."""
+        return await agents.resolve(owner, program)
 
     async def start(
         self,

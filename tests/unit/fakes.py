@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from hostagent.config import Config
+from hostagent.daemon import agents
 from hostagent.daemon.core import Core
-from hostagent.daemon.owner import Owner
+from hostagent.daemon.owner import DEFAULT_PATH, Owner
 from hostagent.daemon.registry import Session
 from hostagent.daemon.scope import Process, Started, now_usec
 from hostagent.daemon.settings import Settings
@@ -158,6 +159,11 @@ class FakeScopes:
         self.fail_with = ""  # the next start fails with this message
         self.gate: asyncio.Event | None = None  # when set up, starts wait for it
         self.parked = asyncio.Event()  # set while a start waits at the gate
+
+    @staticmethod
+    async def find_program(owner: Owner, program: str) -> agents.Found:
+        """Found at once: a unit test's programs need not exist."""
+        return agents.Found(program, DEFAULT_PATH)
 
     async def start(
         self,

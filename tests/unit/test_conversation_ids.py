@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from hostagent.daemon import hooks
-from hostagent.daemon.discovery import discover
+from hostagent.daemon.discovery import discover, pick_listed
 from hostagent.daemon.owner import Owner
+from hostagent.daemon.transcript import conversation_state
+from hostagent.launch import Conversation
 from hostagent.presets import BUILTIN_DIR, Discovery, load_presets
 
 ID_A = "0b9c2a3e-1111-4222-8333-444455556666"
@@ -115,3 +117,85 @@ def test_gemini_settings_keep_the_admin_defaults_and_their_hooks() -> None:
         "hostagentctl --user hook SessionStart",
     ]
     assert "AfterAgent" in settings["hooks"]  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("fmt", "timeout"), [("claude", 10), ("gemini", 10_000), ("qwen", 10_000)])
+def test_hook_timeouts_are_in_each_clis_unit(fmt: str, timeout: int) -> None:
+    """Gemini and Qwen 0.15 read milliseconds: 10 there killed every hook before it ran."""
+    settings = hooks.settings(fmt, ["hostagentctl", "hook"], {})
+    groups = settings["hooks"]["SessionStart"]  # type: ignore[index]
+    assert groups[0]["hooks"][0]["timeout"] == timeout
+
+
+def test_qwen_hooks_use_claudes_event_names() -> None:
+    settings = hooks.settings("qwen", ["hostagentctl", "hook"], {})
+    assert {"Notification", "PermissionRequest", "Stop"} <= set(settings["hooks"])  # type: ignore[arg-type]
+    assert "BeforeAgent" not in settings["hooks"]  # type: ignore[operator]
+
+
+LISTED = Discovery(command=("opencode", "session", "list"), id_field="id",
+                   cwd_field="directory", time_field="created")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("listing", "claimed", "found"),
+    [
+        ([{"id": "ses_a", "directory": "/p", "created": 2_000_000_000_000}], set(), "ses_a"),
+        (
+            [
+                {"id": "ses_old", "directory": "/p", "created": 1_500},  # seconds, too early
+                {"id": "ses_a", "directory": "/p", "created": 2_000_000_000_000},
+                {"id": "ses_b", "directory": "/p", "created": 2_000_000_001_000},
+                {"id": "ses_c", "directory": "/elsewhere", "created": 2_000_000_002_000},
+            ],
+            set(),
+            "ses_b",
+        ),
+        ([{"id": "ses_a", "directory": "/p", "created": 2_000_000_000_000}], {"ses_a"}, ""),
+        ([{"id": 7, "directory": "/p", "created": True}, "junk"], set(), ""),
+        ({"not": "a list"}, set(), ""),
+    ],
+)
+def test_a_listed_conversation_is_the_newest_of_the_cwd(
+    listing: object, claimed: set[str], found: str
+) -> None:
+    assert pick_listed(listing, LISTED, "/p", 1_999_999_999.0, claimed) == found
+
+
+def _transcript(home: Path, rel: str, text: str) -> None:
+    path = home / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.mark.parametrize(
+    ("preset", "files", "state"),
+    [
+        # Claude filed it under a project name we could not have computed (a symlinked cwd).
+        ("claude", {f".claude/projects/-real-path/{ID_A}.jsonl": "{}"}, Conversation.RESUMABLE),
+        ("claude", {}, Conversation.ABSENT),
+        # Gemini writes the file at start; only an answer makes it resumable.
+        ("gemini", {"g": '{"type":"user"}'}, Conversation.UNUSABLE),
+        ("gemini", {"g": '{"type":"user"}\n{"type":"gemini"}'}, Conversation.RESUMABLE),
+        ("qwen", {f".qwen/projects/-x/chats/{ID_A}.runtime.json": "{}"}, Conversation.ABSENT),
+        ("copilot", {}, Conversation.UNKNOWN),
+    ],
+)
+def test_the_conversation_state_is_read_as_the_owner(
+    tmp_path: Path, preset: str, files: dict[str, str], state: Conversation
+) -> None:
+    for rel, text in files.items():
+        if rel == "g":
+            rel = f".gemini/tmp/proj/chats/session-2026-12-01T13-29-{ID_A[:8]}.jsonl"
+        _transcript(tmp_path, rel, text)
+    p = load_presets([BUILTIN_DIR], strict=True)[preset]
+    got = asyncio.run(conversation_state(p, _me(tmp_path), "/x", {}, "prog", ID_A))
+    assert got is state
+
+
+def test_claude_config_dir_is_where_the_transcript_is_looked_for(tmp_path: Path) -> None:
+    _transcript(tmp_path, f"elsewhere/projects/p/{ID_A}.jsonl", "{}")
+    p = load_presets([BUILTIN_DIR], strict=True)["claude"]
+    env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "elsewhere")}
+    got = asyncio.run(conversation_state(p, _me(tmp_path), "/x", env, "claude", ID_A))
+    assert got is Conversation.RESUMABLE

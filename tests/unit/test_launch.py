@@ -22,47 +22,79 @@ AIDER = Preset("aider", command=["aider"], resume_args=["--restore-chat-history"
 SHELL = Preset("shell")
 
 
-def test_first_launch_assigns_the_id() -> None:
-    first = launch.first_launch(CLAUDE, ["claude"], ["--model", "x"], "ID")
-    assert first.argv == ["claude", "--session-id", "ID", "--model", "x"]
+R, A, U, K = (
+    launch.Conversation.RESUMABLE,
+    launch.Conversation.ABSENT,
+    launch.Conversation.UNUSABLE,
+    launch.Conversation.UNKNOWN,
+)
+
+
+def test_first_launch_assigns_the_id_and_gives_the_prompt_once() -> None:
+    first = launch.first_launch(CLAUDE, ["claude"], ["--model", "x"], "ID", "fix the bug")
+    assert first.argv == ["claude", "--session-id", "ID", "--model", "x", "fix the bug"]
+    qwen = Preset("qwen", command=["qwen"], prompt_args=["-i", "{prompt}"])
+    assert launch.first_launch(qwen, ["qwen"], [], "", "hi").argv == ["qwen", "-i", "hi"]
+    assert launch.first_launch(qwen, ["qwen"], [], "", "").argv == ["qwen"]
 
 
 @pytest.mark.parametrize(
-    ("preset", "agent_id", "exists", "argv", "fresh"),
+    ("preset", "agent_id", "state", "argv", "fresh"),
     [
+        pytest.param(CLAUDE, "ID", R, ["claude", "--resume", "ID", "-v"], False, id="resume"),
+        pytest.param(CLAUDE, "ID", K, ["claude", "--resume", "ID", "-v"], False, id="unknowable"),
         pytest.param(
-            CLAUDE, "ID", True, ["claude", "--resume", "ID", "-v"], False, id="claude-resume"
+            CLAUDE, "ID", A, ["claude", "--session-id", "ID", "-v"], True, id="absent-same-id"
         ),
         pytest.param(
-            CLAUDE,
-            "ID",
-            False,
-            ["claude", "--session-id", "ID", "-v"],
-            True,
-            id="claude-no-conversation-same-id",
+            CLAUDE, "ID", U, ["claude", "--session-id", "NEW", "-v"], True, id="unusable-new-id"
         ),
-        pytest.param(CODEX, "R", True, ["codex", "resume", "R", "-v"], False, id="codex-resume"),
-        pytest.param(CODEX, "R", False, ["codex", "-v"], True, id="codex-fresh"),
-        pytest.param(CODEX, "", False, ["codex", "-v"], True, id="codex-unknown-id"),
+        pytest.param(CODEX, "R", R, ["codex", "resume", "R", "-v"], False, id="codex-resume"),
+        pytest.param(CODEX, "R", A, ["codex", "-v"], True, id="codex-fresh"),
+        pytest.param(CODEX, "R", U, ["codex", "-v"], True, id="codex-unusable-fresh"),
+        pytest.param(CODEX, "", A, ["codex", "-v"], True, id="codex-unknown-id"),
         pytest.param(
-            AIDER, "", False, ["aider", "--restore-chat-history", "-v"], False, id="aider-history"
+            AIDER, "", A, ["aider", "--restore-chat-history", "-v"], False, id="aider-history"
         ),
-        pytest.param(SHELL, "", False, ["bash", "-v"], True, id="relaunch"),
+        pytest.param(SHELL, "", A, ["bash", "-v"], True, id="relaunch"),
     ],
 )
 def test_resume_table(
-    preset: Preset, agent_id: str, exists: bool, argv: list[str], fresh: bool
+    preset: Preset, agent_id: str, state: launch.Conversation, argv: list[str], fresh: bool
 ) -> None:
     command = preset.command or ["bash"]
-    plan = launch.resume_launch(preset, command, ["-v"], agent_id, exists)
+    plan = launch.resume_launch(preset, command, ["-v"], agent_id, state, new_id="NEW")
     assert plan.argv == argv
     assert plan.fresh is fresh
+    assert "prompt" not in plan.argv
 
 
-def test_conversation_path() -> None:
-    path = launch.conversation_path(CLAUDE, "ID", "/home/a", "/home/a/my_proj")
-    assert path == "/home/a/.claude/projects/-home-a-my-proj/ID.jsonl"
-    assert launch.conversation_path(CODEX, "ID", "/h", "/") is None
+@pytest.mark.parametrize(
+    ("template", "env", "path"),
+    [
+        ("{home}/.claude/projects/*/{id}.jsonl", {}, "/home/a/.claude/projects/*/0123456789.jsonl"),
+        (
+            "{$CLAUDE_CONFIG_DIR:-{home}/.claude}/projects/*/{id}.jsonl",
+            {"CLAUDE_CONFIG_DIR": "/srv/c"},
+            "/srv/c/projects/*/0123456789.jsonl",
+        ),
+        (
+            "{$CLAUDE_CONFIG_DIR:-{home}/.claude}/projects/*/{id}.jsonl",
+            {},
+            "/home/a/.claude/projects/*/0123456789.jsonl",
+        ),
+        (
+            "{home}/.gemini/tmp/*/chats/session-*-{id8}.jsonl",
+            {},
+            "/home/a/.gemini/tmp/*/chats/session-*-01234567.jsonl",
+        ),
+        ("{home}/.qwen/projects/{cwd_dashed}/x", {}, "/home/a/.qwen/projects/-home-a-my-proj/x"),
+    ],
+)
+def test_conversation_glob(template: str, env: dict[str, str], path: str) -> None:
+    assert (
+        launch.conversation_glob(template, "0123456789", "/home/a", "/home/a/my_proj", env) == path
+    )
 
 
 def test_builtin_presets_cover_the_agents() -> None:

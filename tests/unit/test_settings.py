@@ -82,6 +82,16 @@ def test_assigned_id_needs_a_placeholder(tmp_path: Path) -> None:
         ("agent_id:\n  discover:\n    glob: /etc/*\n    id: '(x)'\n", "agent_id.discover.glob"),
         ("agent_id:\n  discover:\n    glob: '{home}/*'\n    id: 'x'\n", "agent_id.discover.id"),
         ("agent_id:\n  discover:\n    glob: '{home}/*'\n    id: '(x'\n", "agent_id.discover.id"),
+        ("agent_id:\n  discover:\n    command: []\n", "agent_id.discover.command"),
+        ("agent_id:\n  discover:\n    command: [x]\n    id_field: id\n", "discover.cwd_field"),
+        (
+            "agent_id:\n  discover:\n    command: [x]\n    id_field: i\n    cwd_field: c\n"
+            "    time_field: t\n    glob: '{home}/*'\n",
+            "not both",
+        ),
+        ("prompt_args: [-i]\n", "prompt_args"),
+        ("resume:\n  turn: '(x'\n", "resume.turn"),
+        ("resume:\n  list: ls\n", "resume.list"),
     ],
 )
 def test_hook_and_discovery_rules_are_checked(tmp_path: Path, text: str, field: str) -> None:

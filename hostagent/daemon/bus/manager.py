@@ -14,15 +14,17 @@ from dbus_fast import Variant
 
 from hostagent import MANAGER_INTERFACE, MANAGER_PATH, __version__
 from hostagent.bus.compat import fix_value
+from hostagent.daemon import agents
 from hostagent.daemon.admission import quota_problem
 from hostagent.daemon.auth import create_owner, require_reload
 from hostagent.daemon.bus import session as bus_session
 from hostagent.daemon.bus.export import Call, Interface, Method, Prepared, Property, Signal
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SESSION, SessionObject, session_path
+from hostagent.daemon.owner import Owner, build_env
 from hostagent.daemon.registry import Session
 from hostagent.daemon.terminal import check_activities
-from hostagent.errors import NoSessionForPID
+from hostagent.errors import AccessDenied, NoSessionForPID
 from hostagent.options import parse_options
 
 
@@ -159,6 +161,19 @@ def _presets(f: BusFrontend, call: Call) -> list[list[Any]]:
     ]
 
 
+async def _agents(f: BusFrontend, call: Call) -> list[list[str]]:
+    """For the caller: each preset's program as their login shell finds it, and its version."""
+    s = f.services
+    try:
+        owner = Owner.from_uid(await s.auth.caller_uid(call.sender))
+    except KeyError:
+        raise AccessDenied("Your user id has no account on this host.") from None
+    presets = sorted(s.settings.presets.values(), key=lambda p: p.name)
+    programs = {p.name: p.command[0] for p in presets if p.command}
+    found = await agents.installed(owner, programs, build_env(owner, {}, {}, s.system))
+    return [[name, *found[name]] for name in programs]
+
+
 async def _wait_any(
     f: BusFrontend, call: Call, names: list[str], activities: list[str], timeout: int
 ) -> tuple[str, str]:
@@ -196,6 +211,7 @@ MANAGER = Interface(
         ),
         Method("ListWorktrees", [], [("worktrees", "a(sss)")], _worktrees),
         Method("ListPresets", [], [("presets", "a(ssas)")], _presets),
+        Method("ListAgents", [], [("agents", "a(ssss)")], _agents),
         Method(
             "WaitAny",
             [("names", "as"), ("activities", "as"), ("timeout_usec", "t")],

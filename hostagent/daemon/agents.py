@@ -1,0 +1,132 @@
+"""Finding an agent's program as its owner would, and which agents the owner has installed.
+
+Agent CLIs install where their users put them: Claude's native installer in ~/.local/bin, npm
+under a user prefix or nvm, Cursor's ``agent``, Grok in ~/.grok/bin. A fixed PATH finds none of
+those, so the program is looked up the way the owner's own terminal would: by the owner's login
+shell (interactive for bash and zsh, where nvm and friends set PATH), run as the owner. The
+absolute path and that PATH are recorded with the session, so every resume runs the same
+program in the same environment, and a program that is missing fails the create in words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from hostagent.daemon.owner import DEFAULT_PATH, Owner, exec_as_owner
+from hostagent.errors import AgentNotFound
+
+log = logging.getLogger(__name__)
+
+LOGIN_TIMEOUT = 10.0  # a login shell that takes longer is broken; the session is not started
+VERSION_TIMEOUT = 20.0
+CACHE_SEC = 30.0  # a burst of creates pays for one login shell per owner
+_MARK_PATH, _MARK_PROGRAM = "__hostagent_path=", "__hostagent_program="
+# Markers, because a profile may print anything (a motd, nvm's notices) around what we ask.
+_PROBE = (
+    f'printf "\\n%s%s\\n" "{_MARK_PATH}" "$PATH"; '
+    f'p=$(command -v -- "$1") && printf "%s%s\\n" "{_MARK_PROGRAM}" "$p"; exit 0'
+)
+_INTERACTIVE = {"bash", "zsh"}
+_POSIX = {"bash", "zsh", "sh", "dash", "ksh", "mksh", "yash"}
+
+
+@dataclass(frozen=True)
+class Found:
+    program: str  # absolute, or "" when not found
+    path: str  # the PATH it was looked up in
+
+
+_cache: dict[tuple[int, str], tuple[float, Found]] = {}
+
+
+def login_argv(shell: str, program: str) -> list[str]:
+    """How to ask the owner's login shell; a shell that is not POSIX (fish) or not a shell
+    at all (nologin) is replaced by /bin/sh, which still reads /etc/profile and ~/.profile."""
+    name = os.path.basename(shell)
+    if name not in _POSIX:
+        shell, name = "/bin/sh", "sh"
+    flags = "-lic" if name in _INTERACTIVE else "-lc"
+    return [shell, flags, _PROBE, "hostagent", program]
+
+
+def parse_probe(output: str) -> Found:
+    path, program = DEFAULT_PATH, ""
+    for line in output.splitlines():
+        if line.startswith(_MARK_PATH):
+            path = line[len(_MARK_PATH) :] or DEFAULT_PATH
+        elif line.startswith(_MARK_PROGRAM):
+            program = line[len(_MARK_PROGRAM) :]
+    if not os.path.isabs(program):
+        program = ""  # an alias or a shell function: not something we can exec
+    return Found(program, path)
+
+
+async def look_up(owner: Owner, program: str) -> Found:
+    """Where the owner's login shell finds program (absolute programs are taken as they are)."""
+    key = (owner.uid, program)
+    cached = _cache.get(key)
+    if cached and time.monotonic() - cached[0] < CACHE_SEC:
+        return cached[1]
+    env = {
+        "HOME": owner.home,
+        "USER": owner.name,
+        "LOGNAME": owner.name,
+        "SHELL": owner.shell,
+        "PATH": DEFAULT_PATH,
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+    }
+    result = await exec_as_owner(owner, login_argv(owner.shell, program), LOGIN_TIMEOUT, env=env)
+    if result is None:
+        log.warning("%s's login shell did not answer within %.0f s", owner.name, LOGIN_TIMEOUT)
+        return Found("", DEFAULT_PATH)
+    found = parse_probe(result[1].decode(errors="replace"))
+    if found.program and os.path.isabs(program):
+        found = Found(program, found.path)
+    if found.program:
+        _cache[key] = (time.monotonic(), found)
+    return found
+
+
+async def resolve(owner: Owner, program: str) -> Found:
+    """The program's absolute path and the login PATH, or AgentNotFound in words."""
+    found = await look_up(owner, program)
+    if not found.program:
+        raise AgentNotFound(
+            f"Agent program '{program}' is not installed for {owner.name}: not found in "
+            f"{owner.name}'s login PATH ({found.path}); install it, or change the preset's "
+            "command."
+        )
+    return found
+
+
+async def version(owner: Owner, program: str, env: dict[str, str]) -> str:
+    """The first line the program's --version prints, run as the owner; "" if none."""
+    result = await exec_as_owner(owner, [program, "--version"], VERSION_TIMEOUT, env=env)
+    if result is None or result[0] != 0:
+        return ""
+    lines = [line.strip() for line in result[1].decode(errors="replace").splitlines()]
+    return next((line for line in lines if line), "")[:80]
+
+
+async def installed(
+    owner: Owner, programs: dict[str, str], env: dict[str, str]
+) -> dict[str, tuple[str, str, str]]:
+    """For each preset name -> program: (absolute path, version, problem), as the owner."""
+    limit = asyncio.Semaphore(4)
+
+    async def one(program: str) -> tuple[str, str, str]:
+        async with limit:
+            found = await look_up(owner, program)
+            if not found.program:
+                return "", "", f"not found in the login PATH ({found.path})"
+            ver = await version(owner, found.program, {**env, "PATH": found.path})
+            return found.program, ver, "" if ver else "installed; --version printed nothing"
+
+    names = list(programs)
+    results = await asyncio.gather(*(one(programs[n]) for n in names))
+    return dict(zip(names, results, strict=True))

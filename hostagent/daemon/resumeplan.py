@@ -1,0 +1,66 @@
+"""What a resume runs: the program found again if it moved, the conversation's state found as
+the owner, then launch's pure decision (launch.resume_launch has the table)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+
+from hostagent import launch
+from hostagent.daemon import agents, transcript
+from hostagent.daemon.conversation import Conversations
+from hostagent.daemon.owner import Owner, build_env
+from hostagent.daemon.registry import Session
+from hostagent.errors import AgentNotFound
+from hostagent.presets import Preset
+
+log = logging.getLogger(__name__)
+
+
+FindProgram = Callable[[Owner, str], Awaitable[agents.Found]]
+
+
+async def plan(
+    session: Session, preset: Preset, conversations: Conversations, find: FindProgram
+) -> launch.Launch:
+    """The resume's command line; the caller holds the session's lock. An assigned id the CLI
+    will not take again is replaced here (the old one kept in the record's history)."""
+    record = session.record
+    owner = session.owner
+    await conversations.discover(session)
+    command = await program_again(session, find)
+    env = build_env(owner, preset.env, record.env, conversations.registry.system)
+    state = await transcript.conversation_state(
+        preset, owner, record.cwd, env, command[0], record.agent_session
+    )
+    result = launch.resume_launch(
+        preset,
+        conversations.command_with_hooks(preset, command, session.paths),
+        record.args,
+        record.agent_session,
+        state,
+    )
+    if result.agent_session and result.agent_session != record.agent_session:
+        conversations.set_id(
+            session, result.agent_session, "assigned", f"the old one is {state.value}"
+        )
+    return result
+
+
+async def program_again(session: Session, find: FindProgram) -> list[str]:
+    """The recorded command, with its program looked up again when it is gone from where it
+    was found (an nvm or npm upgrade moves it); unchanged when it is not found at all, so the
+    start fails in words."""
+    command = list(session.record.command)
+    if not command or os.access(command[0], os.X_OK):
+        return command
+    try:
+        found = await find(session.owner, os.path.basename(command[0]))
+    except AgentNotFound:
+        return command
+    if found.program:
+        log.info("session '%s': %s is now %s", session.name, command[0], found.program)
+        command[0] = found.program
+        session.record.command = command
+    return command

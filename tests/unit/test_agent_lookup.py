@@ -1,0 +1,69 @@
+"""Finding an agent's program as its owner would: what the login shell is asked, and how its
+answer is read through whatever a profile prints around it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from hostagent.daemon import agents
+from hostagent.daemon.owner import DEFAULT_PATH, Owner
+
+
+@pytest.mark.parametrize(
+    ("shell", "first", "flags"),
+    [
+        ("/bin/bash", "/bin/bash", "-lic"),  # interactive too: nvm sets PATH in ~/.bashrc
+        ("/usr/bin/zsh", "/usr/bin/zsh", "-lic"),
+        ("/bin/dash", "/bin/dash", "-lc"),
+        ("/usr/bin/fish", "/bin/sh", "-lc"),  # not POSIX: its -c would not run our probe
+        ("/usr/sbin/nologin", "/bin/sh", "-lc"),
+    ],
+)
+def test_the_login_shell_asked(shell: str, first: str, flags: str) -> None:
+    argv = agents.login_argv(shell, "claude")
+    assert argv[:2] == [first, flags]
+    assert argv[-1] == "claude"
+
+
+@pytest.mark.parametrize(
+    ("output", "program", "path"),
+    [
+        (
+            "Welcome!\n__hostagent_path=/home/a/.local/bin:/usr/bin\n"
+            "__hostagent_program=/home/a/.local/bin/claude\nnvm: using 22\n",
+            "/home/a/.local/bin/claude",
+            "/home/a/.local/bin:/usr/bin",
+        ),
+        ("__hostagent_path=/usr/bin\n", "", "/usr/bin"),
+        ("__hostagent_path=/usr/bin\n__hostagent_program=claude\n", "", "/usr/bin"),  # an alias
+        ("garbage only", "", DEFAULT_PATH),
+    ],
+)
+def test_the_answer_is_read_between_markers(output: str, program: str, path: str) -> None:
+    assert agents.parse_probe(output) == agents.Found(program, path)
+
+
+def test_a_program_in_the_owners_local_bin_is_found_and_a_missing_one_named(
+    tmp_path: Path,
+) -> None:
+    """The real login shell, as this user, with a HOME whose ~/.profile adds ~/.local/bin."""
+    bin_dir = tmp_path / ".local" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "my-agent").write_text("#!/bin/sh\necho 'my-agent 1.2.3'\n")
+    (bin_dir / "my-agent").chmod(0o755)
+    (tmp_path / ".profile").write_text(f'echo hello from profile\nPATH="{bin_dir}:$PATH"\n')
+    me = Owner.from_uid(os.getuid())
+    owner = Owner(me.uid, me.gid, me.name, str(tmp_path), "/bin/sh", me.groups)
+    found = asyncio.run(agents.resolve(owner, "my-agent"))
+    assert found.program == str(bin_dir / "my-agent")
+    assert found.path.startswith(str(bin_dir))
+    ver = asyncio.run(agents.version(owner, found.program, {"PATH": found.path}))
+    assert ver == "my-agent 1.2.3"
+    with pytest.raises(
+        agents.AgentNotFound, match=r"'no-such-agent' .* login PATH \(.*\.local/bin"
+    ):
+        asyncio.run(agents.resolve(owner, "no-such-agent"))
