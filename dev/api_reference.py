@@ -93,6 +93,11 @@ DOCS: dict[str, tuple[str, str]] = {
     "State": ("", "starting, running, stopping, stopped, dormant or failed."),
     "Activity": ("", "working, blocked, idle or unknown while running; exited otherwise."),
     "AgentSessionId": ("", "The agent's conversation id, kept current (assigned, hook, disk)."),
+    "Containment": (
+        "",
+        "Empty, or what left the scope since this start: processes of the agent's in another "
+        "cgroup, or processes still there after the agent exited (the journal has a line too).",
+    ),
     "Unit": ("", "The scope's unit name."),
     "Leader": ("", "The tmux server's pid (stale once the session no longer runs)."),
     "StartedAt": ("", "µs since the epoch."),

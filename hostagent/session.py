@@ -213,3 +213,4 @@ class SessionRecord:
     result: str = ""  # how it last ended, in systemd's words: success, exit-code, signal, ...
     exit_status: int = 0  # the agent's exit status, when it exited
     exit_signal: int = 0  # the signal that killed the agent, when one did
+    containment: str = ""  # processes that left the scope or outlived the agent (this start)

@@ -11,7 +11,8 @@ tool call, so the CLI draws its own approval dialog), and finish:
 
 What the model does is scripted by the last user message, so a test drives it by what it types:
 
-- a tool result in the request: the turn ends with "Done: the command ran.";
+- a tool result in the request: the turn ends with "Done: the command ran." (held as below
+  when the user's text said ``slow``);
 - ``run`` anywhere: a call to the CLI's shell tool, whose arguments are filled from the tool's
   own JSON schema (every CLI names and shapes its shell tool differently);
 - ``slow``: the reply holds after its first words until ``POST /control/release`` (or 120 s), so
@@ -47,17 +48,17 @@ release = threading.Event()
 
 def decide(last_user: str, tool_result: bool) -> tuple[str, str]:
     """(kind, text): kind is "tool", "text" or "slow"."""
-    if tool_result:
-        return "text", "Done: the command ran."
     # The first line is what the user typed; CLIs such as Aider append their own rules after it.
     last_user = (last_user.strip().splitlines() or [""])[0]
     lowered = last_user.lower()
+    if tool_result:
+        return ("slow" if "slow" in lowered else "text"), "Done: the command ran."
     if "overloaded" in lowered:
         return "error", "The stand-in model is overloaded; try again later."
-    if "slow" in lowered:
-        return "slow", "Thinking about it slowly. Finished now."
     if "run" in lowered.split() or "run " in lowered:
         return "tool", "I will run a command."
+    if "slow" in lowered:
+        return "slow", "Thinking about it slowly. Finished now."
     if "write" in lowered.split():
         path = next((w for w in last_user.split() if w.startswith("/")), "notes.txt")
         return "edit", f"I will write {path} for you."
@@ -159,11 +160,7 @@ def last_user_text(body: dict[str, Any]) -> str:
             texts = [t for t in texts if t and not t.lstrip().startswith("<")]
             if texts:
                 return " ".join(texts)
-            if any(
-                isinstance(p, dict) and ("functionResponse" in p or p.get("type") == "tool_result")
-                for p in content
-            ):
-                return ""
+            # Tool results only: what the user typed is further back.
     return ""
 
 
@@ -172,14 +169,7 @@ def anthropic(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     last = users[-1] if users else {}
     parts = last.get("content") if isinstance(last.get("content"), list) else []
     result = any(isinstance(p, dict) and p.get("type") == "tool_result" for p in parts)
-    user = " ".join(
-        p.get("text", "")
-        for p in (parts or [{"text": text_of(last.get("content"))}])
-        if isinstance(p, dict)
-        and p.get("type", "text") == "text"
-        and not p.get("text", "").lstrip().startswith("<system-reminder>")
-    )
-    kind, text = decide(user, result)
+    kind, text = decide(last_user_text(body), result)
     tools = [(t["name"], t.get("input_schema", {})) for t in body.get("tools", []) if "name" in t]
     usage = {"input_tokens": 12, "output_tokens": 1}
     message = {"id": f"msg_{time.time_ns()}", "type": "message", "role": "assistant",
@@ -351,7 +341,6 @@ def gemini(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     last = contents[-1] if contents else {}
     parts = last.get("parts", [])
     result = any("functionResponse" in p for p in parts)
-    user = " ".join(p.get("text", "") for p in parts if "text" in p)
     config = body.get("generationConfig", {})
     schema = config.get("responseJsonSchema") or config.get("responseSchema")
     usage = {"promptTokenCount": 12, "candidatesTokenCount": 20, "totalTokenCount": 32}
@@ -365,7 +354,7 @@ def gemini(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     if schema:  # the CLI's own side questions (next speaker, routing) want JSON
         yield chunk([{"text": json.dumps(fill(schema))}], "STOP")
         return
-    kind, text = decide(user, result)
+    kind, text = decide(last_user_text(body), result)
     tools = [
         (d["name"], d.get("parametersJsonSchema") or d.get("parameters") or {})
         for t in body.get("tools", [])

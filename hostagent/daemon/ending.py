@@ -16,7 +16,7 @@ import asyncio
 import logging
 import os
 
-from hostagent.daemon import tmux
+from hostagent.daemon import containment, tmux
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.registry import Registry, Session
 from hostagent.daemon.scope import JOB_TIMEOUT, Scopes, now_usec
@@ -33,6 +33,7 @@ class Endings:
         self.registry = registry
         self.scopes = scopes
         self.conversations = conversations
+        self.guard = containment.Guard(registry, scopes.systemd)
         self._tasks: set[asyncio.Task[None]] = set()
         conversations.on_pane_died = self.agent_exited_soon
         registry.listeners.append(self)
@@ -111,6 +112,7 @@ class Endings:
             self.registry.store.save_screen(session.name, final + "\n")
             result, why = agent_end(status, signal)
             log.info("session '%s': %s", session.name, why or "the agent exited")
+            await self.guard.after_exit(session)
             session.stop_requested = True  # the scope's end is ours, not news
             await self.scopes.stop(record.unit, JOB_TIMEOUT)
             self.end(session, result, why, status or 0, signal or 0)

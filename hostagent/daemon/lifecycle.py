@@ -166,6 +166,7 @@ class Lifecycle:
         record = session.record
         preset = self.settings.preset(record.preset)
         session.stop_requested, session.killed_with, session.unit_result = False, 0, ""
+        record.containment = ""
         self.registry.store.delete_screen(session.name)
         try:
             owner = session.owner

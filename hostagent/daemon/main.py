@@ -184,6 +184,7 @@ class Daemon:
             tasks.append(loop.create_task(self._watchdog(watchdog / 2e6)))
         tasks.append(loop.create_task(core.terminal.watch_all()))
         tasks.append(loop.create_task(core.look_for_ended()))
+        tasks.append(loop.create_task(core.endings.guard.run()))
         if self.to_resume:
             cfg = core.settings.config
             tasks.append(

@@ -36,8 +36,22 @@ async def wait_for_state(
     client: Client, name: str, state: str, action: Callable[[], Any], timeout: float
 ) -> list[str]:
     """Run action, then wait for PropertiesChanged carrying State == state; the states seen."""
+    return await wait_for_property(client, name, "State", lambda v: v == state, action, timeout)
+
+
+async def wait_for_property(
+    client: Client,
+    name: str,
+    prop: str,
+    wanted: Callable[[Any], bool],
+    action: Callable[[], Any],
+    timeout: float,
+    already: bool = False,
+) -> list[Any]:
+    """Run action, then wait for PropertiesChanged carrying a value of prop that is wanted;
+    the values seen. already: a wanted value the property holds after action counts too."""
     path = client.session_path(name)
-    seen: list[str] = []
+    seen: list[Any] = []
     done = asyncio.get_running_loop().create_future()
 
     def on_message(msg: Message) -> None:
@@ -47,10 +61,10 @@ async def wait_for_state(
             and msg.member == "PropertiesChanged"
             and msg.body[0] == SESSION_INTERFACE
         ):
-            value = msg.body[1].get("State")
+            value = msg.body[1].get(prop)
             if value is not None:
                 seen.append(value.value)
-                if value.value == state and not done.done():
+                if wanted(value.value) and not done.done():
                     done.set_result(None)
 
     client.bus.add_message_handler(on_message)
@@ -62,5 +76,10 @@ async def wait_for_state(
     # A blocking action (a command in the container) runs beside the loop, which keeps
     # reading the bus meanwhile.
     await asyncio.get_running_loop().run_in_executor(None, action)
+    # Reached before the match was in place: the property says so now.
+    current = (await client.properties(name)).get(prop) if already else None
+    if already and wanted(current) and not done.done():
+        seen.append(current)
+        done.set_result(None)
     await asyncio.wait_for(done, timeout)
     return seen

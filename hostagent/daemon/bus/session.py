@@ -106,6 +106,7 @@ _CHANGING = [
     Property("State", "s", _enum("state")),
     Property("Activity", "s", lambda o: o.session.activity.value),
     Property("AgentSessionId", "s", _r("agent_session")),
+    Property("Containment", "s", _r("containment")),
     Property("Unit", "s", _r("unit")),
     Property("Leader", "u", _r("leader_pid")),
     Property("BootID", "s", _r("boot_id")),

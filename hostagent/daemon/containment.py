@@ -1,0 +1,159 @@
+"""Whether a session's processes stay in its scope, and go when its agent does.
+
+The scope is what makes a session's limits and accounting true. Two ways out are known from
+real CLIs: a process of the agent's that moves itself into another cgroup (``systemd-run
+--scope``, a tmux built with systemd that files panes under the user's manager), and a server
+the agent starts and leaves behind when it exits (Codex's shared ``app-server``, which then
+keeps the scope from ever emptying and serves later sessions' work from inside it). Neither is
+stopped here, only seen: the session's ``Containment`` property says what was found, and the
+journal has a line. The scope's stop ends what was left behind.
+
+Reading /proc is all this needs: a process's parent and cgroup are readable by anyone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from hostagent.daemon.registry import Registry, Session
+from hostagent.daemon.systemd import Systemd
+from hostagent.session import State
+
+log = logging.getLogger(__name__)
+
+LEFTOVER_GRACE_SEC = 2.0  # what an exiting agent's own children (a SessionEnd hook) may take
+CHECK_INTERVAL_SEC = 30.0  # how often running sessions are looked at for escaped processes
+TMUX_SERVER = "tmux: server"
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    comm: str
+    cgroup: str  # the unified hierarchy's path (or name=systemd's, in the hybrid layout)
+    zombie: bool
+
+
+def read_proc(pid: int) -> Proc | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+            stat = f.read()
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as f:
+            cgroups = f.read().splitlines()
+    except OSError:
+        return None
+    # comm is in parentheses and may itself hold spaces and parentheses.
+    comm = stat[stat.find("(") + 1 : stat.rfind(")")]
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return Proc(pid, int(fields[1]), comm, cgroup_of(cgroups), fields[0] == "Z")
+
+
+def cgroup_of(lines: Iterable[str]) -> str:
+    """The systemd cgroup path from /proc/PID/cgroup lines (unified "0::", else name=systemd)."""
+    found = ""
+    for line in lines:
+        hierarchy, _, path = line.partition(":")
+        controllers, _, path = path.partition(":")
+        if hierarchy == "0" and not controllers:
+            found = found or path
+        if controllers == "name=systemd":
+            found = path
+    return found
+
+
+def all_procs() -> dict[int, Proc]:
+    procs = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            proc = read_proc(int(entry))
+            if proc is not None:
+                procs[proc.pid] = proc
+    return procs
+
+
+def descendants(procs: dict[int, Proc], root: int) -> list[Proc]:
+    children: dict[int, list[Proc]] = {}
+    for proc in procs.values():
+        children.setdefault(proc.ppid, []).append(proc)
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child.pid)
+    return found
+
+
+def escaped(procs: dict[int, Proc], agent_pid: int) -> list[Proc]:
+    """The agent's living descendants that are not in the agent's own cgroup."""
+    agent = procs.get(agent_pid)
+    if agent is None or not agent.cgroup:
+        return []
+    return [p for p in descendants(procs, agent_pid) if p.cgroup != agent.cgroup and not p.zombie]
+
+
+def left_behind(procs: Iterable[Proc | None]) -> list[Proc]:
+    """What still lives in a scope whose agent has exited, but for its tmux server."""
+    return [p for p in procs if p is not None and not p.zombie and p.comm != TMUX_SERVER]
+
+
+def describe(procs: list[Proc], what: str) -> str:
+    names = ", ".join(f"{p.comm} ({p.pid})" for p in procs[:5])
+    more = f" and {len(procs) - 5} more" if len(procs) > 5 else ""
+    return f"{len(procs)} process{'es' if len(procs) != 1 else ''} {what}: {names}{more}"
+
+
+async def leftovers(pids_of_scope: list[int]) -> list[Proc]:
+    """Processes the exited agent left in its scope, once its own exiting children had
+    LEFTOVER_GRACE_SEC to go; read from /proc, rechecked by pid."""
+    deadline = asyncio.get_running_loop().time() + LEFTOVER_GRACE_SEC
+    while True:
+        found = left_behind(read_proc(pid) for pid in pids_of_scope)
+        if not found or asyncio.get_running_loop().time() >= deadline:
+            return found
+        await asyncio.sleep(0.1)
+        pids_of_scope = [p.pid for p in found]
+
+
+class Guard:
+    """Looks at every running session now and then for processes that left its scope, and
+    flags a session whose agent exits leaving processes behind (Endings calls ``after_exit``)."""
+
+    def __init__(self, registry: Registry, systemd: Systemd) -> None:
+        self.registry = registry
+        self.systemd = systemd
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(CHECK_INTERVAL_SEC)
+            try:
+                await self.check()
+            except OSError as e:
+                log.warning("Failed to look for processes outside their scopes: %s", e)
+
+    async def check(self) -> None:
+        procs = await asyncio.to_thread(all_procs)
+        for session in list(self.registry.sessions.values()):
+            if session.record.state is State.RUNNING and session.pane_pid:
+                out = escaped(procs, session.pane_pid)
+                if out:
+                    where = ", ".join(sorted({p.cgroup for p in out}))
+                    self.flag(session, describe(out, f"of the agent left its scope for {where}"))
+
+    async def after_exit(self, session: Session) -> None:
+        """The agent has exited; the caller holds the lock and stops the scope next."""
+        pids = await self.systemd.unit_pids(session.record.unit)
+        left = await leftovers([p for p in pids if p != session.pane_pid])
+        if left:
+            self.flag(session, describe(left, "left behind by the agent"))
+
+    def flag(self, session: Session, note: str) -> None:
+        if note == session.record.containment:
+            return
+        log.warning("session '%s': %s", session.name, note)
+        session.record.containment = note
+        self.registry.commit_or_retry(session)

@@ -1,0 +1,210 @@
+"""The real agent CLIs in the sandbox: what dev/agents installed, how each is set up in a user's
+home the way its own documentation says (pointed at the stand-in model API on loopback), and
+what its first-run dialogs want typed.
+
+The CLIs are linked into the user's ~/.local/bin, with the Node 22 they need, as a user's own
+install would put them: the daemon must find them through the user's login PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.sandbox import Sandbox
+
+AGENTS_CACHE = Path("/var/cache/hostagent-agents")
+API_PORT = 8400
+API = f"http://127.0.0.1:{API_PORT}"
+API_LOG = "/var/log/hostagent-modelapi.jsonl"
+ENTER, DOWN, UP = "\r", "\x1b[B", "\x1b[A"
+
+
+@dataclass(frozen=True)
+class RealAgent:
+    """One CLI as a test drives it."""
+
+    key: str  # its line in dev/agents' manifest
+    preset: str
+    user: str
+    env: dict[str, str] = field(default_factory=dict)
+    args: tuple[str, ...] = ()
+    # First-run dialogs in order: (text the dialog shows, what answers it).
+    first_run: tuple[tuple[str, str], ...] = ()
+    ready: str = ""  # text of the idle screen once the dialogs are answered
+    approve: str = ENTER
+    git_project: bool = False  # Codex asks its trust question only in a repository
+    hooks: bool = False  # reports through hooks (shown by ExplainActivity at idle)
+
+
+ANTHROPIC = {
+    "ANTHROPIC_BASE_URL": API,
+    "ANTHROPIC_API_KEY": "sk-ant-standin-0123456789",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_AUTOUPDATER": "1",
+}
+AGENTS = (
+    RealAgent(
+        "claude", "claude", "alice", ANTHROPIC,
+        first_run=(("Yes, I trust this folder", DOWN + ENTER),
+                   ("Do you want to use this API key?", UP + ENTER),
+                   ("Make auto mode your default permission mode?", DOWN + ENTER)),
+        ready="? for shortcuts", hooks=True,
+    ),
+    RealAgent(
+        "claude-old", "claude", "bob", ANTHROPIC,
+        first_run=(("Yes, I trust this folder", ENTER),
+                   ("Do you want to use this API key?", UP + ENTER)),
+        ready="? for shortcuts", hooks=True,
+    ),
+    RealAgent(
+        "codex", "codex", "alice", {"OPENAI_API_KEY": "sk-standin"},
+        first_run=(("Trust this folder?", ENTER),), ready="Ask Codex to do anything",
+        git_project=True,
+    ),
+    RealAgent(
+        "gemini", "gemini", "alice",
+        {"GEMINI_API_KEY": "standin", "GOOGLE_GEMINI_BASE_URL": API},
+        first_run=(("Do you trust the files in this folder?", ENTER),
+                   ("How would you like to authenticate", ENTER),
+                   ("Enter Gemini API Key", ENTER)),
+        ready="Type your message", hooks=True,
+    ),
+    RealAgent(
+        "qwen", "qwen", "alice",
+        {"OPENAI_API_KEY": "sk-standin", "OPENAI_BASE_URL": f"{API}/v1", "OPENAI_MODEL": "stand-in"},
+        args=("--auth-type", "openai", "--approval-mode", "default"),
+        ready="Type your message", hooks=True,
+    ),
+    RealAgent(
+        "qwen-old", "qwen", "bob",
+        {"OPENAI_API_KEY": "sk-standin", "OPENAI_BASE_URL": f"{API}/v1", "OPENAI_MODEL": "stand-in"},
+        args=("--auth-type", "openai", "--approval-mode", "default"),
+        ready="Type your message", hooks=True,
+    ),
+    RealAgent("opencode", "opencode", "alice", ready="ctrl+p commands"),
+    RealAgent(
+        "copilot", "copilot", "alice",
+        {"COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_BASE_URL": f"{API}/v1",
+         "COPILOT_PROVIDER_API_KEY": "sk-standin", "COPILOT_MODEL": "gpt-4o",
+         "COPILOT_AUTO_UPDATE": "false"},
+        first_run=(("Do you trust the files in this folder?", ENTER),),
+        ready="/ commands",
+    ),
+    RealAgent(
+        "aider", "aider", "alice", {"OPENAI_API_KEY": "sk-standin"},
+        args=("--model", "openai/stand-in", "--openai-api-base", f"{API}/v1",
+              "--no-check-update", "--no-show-release-notes", "--analytics-disable",
+              "--edit-format", "diff", "--no-show-model-warnings"),
+        first_run=(("No git repo found, create one", "y" + ENTER),),
+        ready="diff>", approve="y" + ENTER,
+    ),
+)  # fmt: skip
+
+
+def installed() -> dict[str, tuple[str, str]]:
+    """key -> (version, program) of what dev/agents installed on this machine."""
+    manifest = AGENTS_CACHE / "installed"
+    if not manifest.exists():
+        return {}
+    rows = (line.split() for line in manifest.read_text().splitlines())
+    return {r[0]: (r[1], r[2]) for r in rows if len(r) == 3}
+
+
+# What each CLI reads from its user's home, as its documentation says to write it.
+_CODEX_CONFIG = f"""model = "stand-in"
+model_provider = "standin"
+
+[model_providers.standin]
+name = "Stand-in"
+base_url = "{API}/v1"
+env_key = "OPENAI_API_KEY"
+wire_api = "responses"
+"""
+_OPENCODE_CONFIG = {
+    "$schema": "https://opencode.ai/config.json",
+    "provider": {
+        "standin": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Stand-in",
+            "options": {"baseURL": f"{API}/v1", "apiKey": "sk-standin"},
+            "models": {"stand-in": {"name": "Stand-in model"}},
+        }
+    },
+    "model": "standin/stand-in",
+    "permission": {"bash": "ask", "edit": "ask"},
+    "autoupdate": False,
+    "share": "disabled",
+}
+
+
+def home_files(agent: RealAgent) -> dict[str, str]:
+    if agent.preset == "claude":
+        # Onboarding checks that api.anthropic.com answers before it asks anything; a user
+        # with a key in the environment has been through it, as this says.
+        return {
+            ".claude.json": json.dumps({"hasCompletedOnboarding": True, "theme": "dark"}),
+            # Claude's auto mode would ask the model to judge each tool call: the user here
+            # answers approvals themselves.
+            ".claude/settings.json": json.dumps({"permissions": {"defaultMode": "default"}}),
+        }
+    if agent.preset == "codex":
+        return {".codex/config.toml": _CODEX_CONFIG}
+    if agent.preset == "opencode":
+        return {".config/opencode/opencode.json": json.dumps(_OPENCODE_CONFIG)}
+    return {}
+
+
+def set_up_user(sb: Sandbox, agent: RealAgent, program: str, node: str) -> str:
+    """Link the CLI and Node 22 into the user's ~/.local/bin, write its settings; the
+    project directory the session runs in."""
+    home = f"/home/{agent.user}"
+    name = {"claude-old": "claude", "qwen-old": "qwen"}.get(agent.key, agent.key)
+    script = [f"mkdir -p {home}/.local/bin", f"ln -sfn {node} {home}/.local/bin/node",
+              f"ln -sfn {program} {home}/.local/bin/{name}"]  # fmt: skip
+    for rel, text in home_files(agent).items():
+        path = f"{home}/{rel}"
+        script.append(f"mkdir -p $(dirname {path}) && cat > {path} <<'EOF'\n{text}\nEOF")
+    project = f"{home}/proj-{agent.key}"
+    script.append(f"rm -rf {project} && mkdir -p {project}")
+    if agent.git_project:
+        script.append(f"git -C {project} init -q")
+    sb.sh(" && ".join(script[:3]) + "\n" + "\n".join(script[3:]), user=agent.user).check()
+    return project
+
+
+def start_model_api(sb: Sandbox) -> None:
+    """The stand-in model API as a transient service of the machine (gone after a reboot)."""
+    sb.run("systemctl", "stop", "hostagent-modelapi.service")
+    sb.run("systemctl", "reset-failed", "hostagent-modelapi.service")
+    sb.run(
+        "systemd-run", "--unit=hostagent-modelapi", "--property=Restart=no",
+        "/usr/bin/python3", "/opt/hostagent/tests/modelapi.py", str(API_PORT), API_LOG,
+    ).check()  # fmt: skip
+    deadline = time.monotonic() + 30
+    while control(sb, "hold") != 0:
+        if time.monotonic() > deadline:
+            raise AssertionError("the stand-in model API never answered")
+        time.sleep(0.1)
+
+
+def control(sb: Sandbox, what: str) -> int:
+    """Hold or release the model's slow replies; the exit code of the request."""
+    script = (
+        "import sys, urllib.request as u; "
+        f"u.urlopen(u.Request('{API}/control/{what}', data=b'{{}}'), timeout=5)"
+    )
+    return sb.run("/usr/bin/python3", "-c", script).returncode
+
+
+def requests_since(sb: Sandbox, offset: int) -> list[dict]:
+    """The model API's requests logged after byte offset of its log."""
+    out = sb.sh(f"tail -c +{offset + 1} {API_LOG} 2>/dev/null").stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def log_size(sb: Sandbox) -> int:
+    out = sb.sh(f"stat -c %s {API_LOG} 2>/dev/null || echo 0").stdout.strip()
+    return int(out or 0)

@@ -1,0 +1,61 @@
+"""A session whose processes leave its scope, or outlive its agent (as Codex's shared server
+did), is flagged: the Containment property says what, and the journal has a line."""
+
+from __future__ import annotations
+
+from tests.integration.busclient import wait_for_property, with_client
+from tests.integration.helpers import new_name, props
+from tests.sandbox import Sandbox
+
+# The guard looks at running sessions every 30 s; an agent's exit is looked at at once.
+GUARD_WAIT = 90.0
+
+
+def test_processes_left_behind_by_the_agent_are_flagged_and_stopped(sandbox: Sandbox) -> None:
+    sb = sandbox
+    name = new_name()
+    # A server started in the background and left running, then the agent exits.
+    agent = "setsid sleep 600 & echo $! > /tmp/$0.server; echo ready; read line"
+    sb.ctl("new", "--name", name, "--replace-command", "--", "sh", "-c", agent, name).check()
+    assert sb.screen_showing(name, "ready")
+    server = int(sb.run("cat", f"/tmp/{name}.server").check().stdout)
+
+    async def run(client):  # type: ignore[no-untyped-def]
+        return await wait_for_property(
+            client, name, "Containment", bool,
+            lambda: sb.ctl("send", name, "bye").check(), GUARD_WAIT,
+        )  # fmt: skip
+
+    seen = with_client(sb, run)
+    assert "1 process left behind by the agent: sleep" in seen[-1]
+    after = props(sb, name)
+    assert after["State"] == "stopped"
+    assert after["Containment"] == seen[-1]
+    assert f"session '{name}': 1 process left behind by the agent" in sb.journal()
+    # The scope's stop ended it.
+    assert sb.run("kill", "-0", str(server)).returncode != 0
+    sb.ctl("rm", name).check()
+
+
+def test_a_process_that_moves_to_another_cgroup_is_flagged(sandbox: Sandbox) -> None:
+    sb = sandbox
+    name = new_name()
+    escapee = f"escapee-{name}.scope"
+    agent = f"systemd-run --quiet --scope --unit={escapee} sleep 600 & echo ready; exec sleep 600"
+    sb.ctl("new", "--name", name, "--replace-command", "--", "sh", "-c", agent).check()
+    try:
+        assert sb.screen_showing(name, "ready")
+        sb.wait_unit_state(escapee, ("active",))
+
+        async def run(client):  # type: ignore[no-untyped-def]
+            return await wait_for_property(
+                client, name, "Containment", bool, lambda: None, GUARD_WAIT, already=True
+            )
+
+        seen = with_client(sb, run)
+        assert "of the agent left its scope for /system.slice/" in seen[-1], seen
+        assert escapee in seen[-1]
+        assert f"session '{name}': 1 process of the agent left its scope" in sb.journal()
+    finally:
+        sb.run("systemctl", "stop", escapee)
+        sb.ctl("rm", name)
