@@ -13,7 +13,7 @@ import asyncio
 import datetime
 from pathlib import Path
 
-from bench import activity, create, plot, scale
+from bench import activity, create, plot, realcli, scale
 from bench.report import BENCHMARKS_MD, machine, table
 from tests.sandbox import Sandbox
 
@@ -97,6 +97,7 @@ def main() -> None:
         sb.daemon_start()
         create_text, create_figures = create.run(sb, args.quick)
         activity_text, activity_figures = asyncio.run(activity.run(sb, args.quick))
+        real = asyncio.run(realcli.measure(sb, 3 if args.quick else 20))
         sc = scale.run(sb, args.quick)
     pngs = plot.draw(sc, out / "bench")
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -107,6 +108,10 @@ def main() -> None:
             create_text,
             scale_section(sc, pngs, out),
             activity_text,
+            "## A real CLI's approval dialog\n\n"
+            + (realcli.__doc__ or "").split("\n\n")[0]
+            + "\n\n"
+            + realcli.report(real),
             NOTES.read_text() if NOTES.exists() else "",
         ]
     )

@@ -2,8 +2,8 @@
 to do about each.
 
 It asks the daemon that answers (which one, its mode and version), then looks around as the
-caller: tmux, each preset's program in the caller's PATH, polkit on the system bus, linger for
-a user's own daemon.
+caller: tmux, each preset's program as the caller's login shell finds it (the daemon looks, as
+the caller: ListAgents), polkit on the system bus, linger for a user's own daemon.
 """
 
 from __future__ import annotations
@@ -31,17 +31,16 @@ async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
     local = not (a.host or a.machine or a.address)
     if local and shutil.which("tmux") is None:
         problems.append("tmux is not installed: 'apt install tmux'")
-    if local:
-        here: list[str] = []
-        missing: list[str] = []
-        for name, _, command in await c.presets():
-            program = command[0] if command else ""
-            (here if not program or shutil.which(program) else missing).append(name)
-        said |= {"presets_ready": sorted(here), "presets_not_installed": sorted(missing)}
-        if not a.json:
-            print(f"presets ready here: {', '.join(sorted(here)) or 'none'}")
-        if missing and not a.json:
-            print(f"presets whose program is not installed for you: {', '.join(sorted(missing))}")
+    found = await c.agents()
+    here: list[str] = []
+    missing: list[str] = []
+    for name, _, command in await c.presets():
+        (here if not command or found.get(name, ("",))[0] else missing).append(name)
+    said |= {"presets_ready": sorted(here), "presets_not_installed": sorted(missing)}
+    if not a.json:
+        print(f"presets ready here: {', '.join(sorted(here)) or 'none'}")
+    if missing and not a.json:
+        print(f"presets whose program is not installed for you: {', '.join(sorted(missing))}")
     if mode == "system":
         names: set[str] = set()
         for member in ("ListNames", "ListActivatableNames"):  # polkitd starts on demand

@@ -34,6 +34,7 @@ class RealAgent:
     # First-run dialogs in order: (text the dialog shows, what answers it).
     first_run: tuple[tuple[str, str], ...] = ()
     ready: str = ""  # text of the idle screen once the dialogs are answered
+    approval: str = ""  # text of its approval dialog, waited for before it is answered
     approve: str = ENTER
     git_project: bool = False  # Codex asks its trust question only in a repository
     hooks: bool = False  # reports through hooks (shown by ExplainActivity at idle)
@@ -47,14 +48,14 @@ ANTHROPIC = {
 }
 AGENTS = (
     RealAgent(
-        "claude", "claude", "alice", ANTHROPIC,
+        "claude", "claude", "alice", ANTHROPIC, approval="Do you want to proceed?",
         first_run=(("Yes, I trust this folder", DOWN + ENTER),
                    ("Do you want to use this API key?", UP + ENTER),
                    ("Make auto mode your default permission mode?", DOWN + ENTER)),
         ready="? for shortcuts", hooks=True,
     ),
     RealAgent(
-        "claude-old", "claude", "bob", ANTHROPIC,
+        "claude-old", "claude", "bob", ANTHROPIC, approval="Do you want to proceed?",
         first_run=(("Yes, I trust this folder", ENTER),
                    ("Do you want to use this API key?", UP + ENTER)),
         ready="? for shortcuts", hooks=True,
@@ -62,6 +63,7 @@ AGENTS = (
     RealAgent(
         "codex", "codex", "alice", {"OPENAI_API_KEY": "sk-standin"},
         first_run=(("Trust this folder?", ENTER),), ready="Ask Codex to do anything",
+        approval="Would you like to run the following command?",
         git_project=True,
     ),
     RealAgent(
@@ -70,28 +72,30 @@ AGENTS = (
         first_run=(("Do you trust the files in this folder?", ENTER),
                    ("How would you like to authenticate", ENTER),
                    ("Enter Gemini API Key", ENTER)),
-        ready="Type your message", hooks=True,
+        ready="Type your message", hooks=True, approval="Allow execution of",
     ),
     RealAgent(
         "qwen", "qwen", "alice",
         {"OPENAI_API_KEY": "sk-standin", "OPENAI_BASE_URL": f"{API}/v1", "OPENAI_MODEL": "stand-in"},
         args=("--auth-type", "openai", "--approval-mode", "default"),
-        ready="Type your message", hooks=True,
+        ready="Type your message", hooks=True, approval="Allow execution of",
     ),
     RealAgent(
         "qwen-old", "qwen", "bob",
         {"OPENAI_API_KEY": "sk-standin", "OPENAI_BASE_URL": f"{API}/v1", "OPENAI_MODEL": "stand-in"},
         args=("--auth-type", "openai", "--approval-mode", "default"),
-        ready="Type your message", hooks=True,
+        ready="Type your message", hooks=True, approval="Allow execution of",
     ),
-    RealAgent("opencode", "opencode", "alice", ready="ctrl+p commands"),
+    RealAgent(
+        "opencode", "opencode", "alice", ready="ctrl+p commands", approval="Permission required"
+    ),
     RealAgent(
         "copilot", "copilot", "alice",
         {"COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_BASE_URL": f"{API}/v1",
          "COPILOT_PROVIDER_API_KEY": "sk-standin", "COPILOT_MODEL": "gpt-4o",
          "COPILOT_AUTO_UPDATE": "false"},
         first_run=(("Do you trust the files in this folder?", ENTER),),
-        ready="/ commands",
+        ready="/ commands", approval="Do you want to run this command?",
     ),
     RealAgent(
         "aider", "aider", "alice", {"OPENAI_API_KEY": "sk-standin"},
@@ -99,7 +103,7 @@ AGENTS = (
               "--no-check-update", "--no-show-release-notes", "--analytics-disable",
               "--edit-format", "diff", "--no-show-model-warnings"),
         first_run=(("No git repo found, create one", "y" + ENTER),),
-        ready="diff>", approve="y" + ENTER,
+        ready="diff>", approval="Run shell command?", approve="y" + ENTER,
     ),
 )  # fmt: skip
 

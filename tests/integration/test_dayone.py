@@ -51,17 +51,16 @@ def ended(sb: Sandbox, name: str) -> dict:
     return props(sb, name)
 
 
-def test_a_missing_program_fails_the_create_and_says_so(sb: Sandbox) -> None:
+def test_a_missing_program_fails_the_create_and_says_where_it_was_looked_for(sb: Sandbox) -> None:
     result = sb.ctl("new", "--preset", "codex", "--name", "no-codex", user="alice", system=True)
-    try:
-        assert result.returncode == 1
-        assert "program 'codex' is not installed" in result.stderr, result.stderr
-        p = props(sb, "no-codex")
-        assert (p["State"], p["Result"]) == ("failed", "resources")
-        assert "program 'codex' is not installed" in p["LastError"]
-        assert unit_state(sb, "no-codex") == ""  # nothing was started
-    finally:
-        sb.ctl("rm", "no-codex")
+    assert result.returncode == 1
+    # One line: which program, for whom, and the PATH of alice's login shell it was not in.
+    line = result.stderr.strip()
+    assert "\n" not in line, result.stderr
+    assert "Agent program 'codex' is not installed for alice" in line, line
+    assert "alice's login PATH (" in line and "/usr/bin" in line, line
+    assert sb.ctl("status", "no-codex").returncode == 4  # nothing was made
+    assert unit_state(sb, "no-codex") == ""
 
 
 def test_an_agent_that_exits_badly_leaves_failed_its_status_and_last_screen(sb: Sandbox) -> None:

@@ -47,11 +47,13 @@ def agents(sandbox: Sandbox) -> Iterator[dict[str, tuple[str, str]]]:
     for name in CREATED:
         sandbox.ctl("rm", name, system=True)
     sandbox.run("systemctl", "stop", "hostagent-modelapi.service")
+    # Later tests expect these users to have no agent CLIs of their own.
+    sandbox.sh("rm -rf /home/alice/.local/bin /home/bob/.local/bin")
 
 
 def wait(sb: Sandbox, agent: RealAgent, name: str, activities: str) -> str:
     result = sb.ctl("wait", name, "--for", activities, "--timeout", WAIT, user=agent.user,
-                    system=True)  # fmt: skip
+                    system=True, timeout=float(WAIT) + 30)  # fmt: skip
     assert result.returncode == 0, f"{name} never reached {activities}: {result.stderr}"
     return result.stdout.strip()
 
@@ -82,11 +84,13 @@ def type_line(sb: Sandbox, agent: RealAgent, name: str, text: str) -> None:
 
 
 def blocked_by_rule(sb: Sandbox, agent: RealAgent, name: str) -> dict:
-    """Blocked, and ExplainActivity names the preset's rule that saw the dialog."""
+    """Blocked, and ExplainActivity names what said so: the preset's screen rule that saw the
+    dialog, or (a CLI with hooks, which may report before the dialog is drawn) its hook."""
     assert wait(sb, agent, name, "blocked") == "blocked"
     why = explain(sb, agent, name)
     assert why["activity"] == "blocked"
-    assert why["rule"].startswith(f"{agent.preset} rule"), why
+    by_hook = agent.hooks and why["source"] == "hook"
+    assert by_hook or why["rule"].startswith(f"{agent.preset} rule"), why
     return why
 
 
@@ -153,6 +157,7 @@ def test_a_real_cli_from_first_run_to_resume(
     # The CLI's own approval dialog; approving runs the command, then the held answer works.
     control(sb, "hold")
     type_line(sb, agent, name, "please run it slowly")
+    screen(sb, agent, name, agent.approval)
     blocked_by_rule(sb, agent, name)
     keys(sb, agent, name, agent.approve)
     assert wait(sb, agent, name, "working") == "working"
@@ -219,3 +224,21 @@ def test_after_a_reboot_every_real_cli_is_dormant_and_resumes_its_conversation(
         screen(sb, agent, name, agent.ready)
         assert wait(sb, agent, name, "idle") == "idle"
         conversation_continues(sb, agent, name, "please run it slowly")
+
+
+def test_presets_say_which_agents_each_user_has_installed(
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]]
+) -> None:
+    """ListAgents answers for the caller: alice's ~/.local/bin has Claude, carol has none."""
+    sb = sandbox
+    if "claude" not in SET_UP:
+        pytest.skip("Claude's first-run test did not set up alice's home")
+    mine = json.loads(sb.ctl("--json", "presets", user="alice", system=True).check().stdout)
+    claude = next(row for row in mine if row["preset"] == "claude")
+    assert claude["path"] == "/home/alice/.local/bin/claude"
+    assert claude["installed"].startswith(agents["claude"][0]), claude
+    theirs = json.loads(sb.ctl("--json", "presets", user="carol", system=True).check().stdout)
+    claude = next(row for row in theirs if row["preset"] == "claude")
+    assert claude["installed"] == "-" and "not found in the login PATH" in claude["path"]
+    shell = next(row for row in theirs if row["preset"] == "shell")
+    assert shell["installed"] == "(login shell)"

@@ -1,0 +1,120 @@
+"""Activity latency on a real agent CLI: from Claude Code drawing its approval dialog to the bus
+announcing ``blocked`` (PropertiesChanged), with its hooks as the preset sets them up.
+
+The moment the dialog is drawn is taken inside the machine by a watcher that reads the pane
+(tmux capture-pane, as root) every 2 ms; the announcement by a bus client that stamps each
+PropertiesChanged on arrival. Both clocks are the machine's. A negative figure means the hook
+(PermissionRequest) said blocked before the dialog was on the screen.
+
+    sudo .venv/bin/python -m bench.realcli [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+from dbus_fast import Variant
+
+from bench.activity import WAIT, subscribe
+from bench.report import percentile, table
+from hostagent.client.library import Client
+from tests.integration.real_agents import (
+    AGENTS,
+    ENTER,
+    control,
+    installed,
+    set_up_user,
+    start_model_api,
+)
+from tests.sandbox import Sandbox
+
+CLI = "claude"
+DIALOG = "Do you want to proceed?"
+# Prints the time the text first shows in the pane, polling every 2 ms for up to 60 s.
+_WATCH = r"""
+import subprocess, sys, time
+sock, text = sys.argv[1:3]
+end = time.time() + 60
+while time.time() < end:
+    out = subprocess.run(["tmux", "-S", sock, "capture-pane", "-p", "-t", "main"],
+                         capture_output=True, text=True).stdout
+    if text in out:
+        print(time.time())
+        break
+    time.sleep(0.002)
+"""
+
+
+async def _type(client: Client, name: str, text: str) -> None:
+    await client.send_text(name, text, False)
+    await client.send_text(name, ENTER, False)
+
+
+async def measure(sb: Sandbox, rounds: int) -> dict[str, list[float]] | None:
+    found = installed()
+    agent = next(a for a in AGENTS if a.key == CLI)
+    if CLI not in found or "node22" not in found:
+        return None
+    project = set_up_user(sb, agent, found[CLI][1], found["node22"][1])
+    start_model_api(sb)
+    control(sb, "release")
+    client = await Client.connect(True, sb.bus_address)
+    name = "bench-realcli"
+    try:
+        uid = int(sb.run("id", "-u", agent.user).stdout)
+        # Created by root for the user, as an admin would: their login PATH finds their Claude.
+        options = {"env": Variant("a{ss}", dict(agent.env)), "user": Variant("u", uid)}
+        path = await client.create(name, agent.preset, project, options)
+        for text, answer in agent.first_run:
+            while text not in await client.capture(name, 0):
+                await asyncio.sleep(0.05)
+            await client.send_text(name, answer, False)
+        while agent.ready not in await client.capture(name, 0):
+            await asyncio.sleep(0.05)
+        signals = await subscribe(client)
+        sock = f"/run/hostagent/{uid}/{name}.sock"
+        result: dict[str, list[float]] = {"blocked": []}
+        for _ in range(rounds):
+            await client.wait(name, ["idle"], WAIT)
+            watcher = sb.popen("/usr/bin/python3", "-c", _WATCH, sock, DIALOG)
+            start = time.time()
+            await _type(client, name, "please run the build")
+            await client.wait(name, ["blocked"], WAIT)
+            drawn_at = await asyncio.get_running_loop().run_in_executor(None, watcher.communicate)
+            announced = signals.first(path, "blocked", start)
+            if drawn_at[0].strip() and announced is not None:
+                result["blocked"].append((announced - float(drawn_at[0])) * 1000)
+            while DIALOG not in await client.capture(name, 0):
+                await asyncio.sleep(0.05)
+            await client.send_text(name, ENTER, False)
+            await client.wait(name, ["idle"], WAIT)
+        return result
+    finally:
+        try:
+            await client.remove(name)
+        finally:
+            client.close()
+
+
+def report(lat: dict[str, list[float]] | None) -> str:
+    if lat is None:
+        return f"No real {CLI} installed (run dev/agents): not measured.\n"
+    values = lat["blocked"]
+    rows = [[f"{CLI} {installed()[CLI][0]}", str(len(values)),
+             f"{percentile(values, 50):.0f}", f"{percentile(values, 95):.0f}"]]  # fmt: skip
+    return table(["CLI", "rounds", "p50 ms", "p95 ms"], rows)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args()
+    with Sandbox() as sb:
+        lat = asyncio.run(measure(sb, 3 if args.quick else 20))
+    print(report(lat))
+
+
+if __name__ == "__main__":
+    main()

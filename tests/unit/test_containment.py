@@ -1,0 +1,67 @@
+"""Containment, pure parts: which cgroup a process is in, which of an agent's processes left
+its scope, and what an exited agent left behind."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from hostagent.daemon.containment import (
+    Proc,
+    cgroup_of,
+    describe,
+    escaped,
+    left_behind,
+    read_proc,
+)
+
+SCOPE = "/hostagent.slice/hostagent-a.scope"
+
+
+@pytest.mark.parametrize(
+    ("lines", "path"),
+    [
+        (["0::/hostagent.slice/hostagent-a.scope"], SCOPE),  # unified
+        (["12:pids:/x", "1:name=systemd:/system.slice/y.scope", "0::/"], "/system.slice/y.scope"),
+        ([], ""),
+    ],
+)
+def test_the_cgroup_systemd_tracks(lines: list[str], path: str) -> None:
+    assert cgroup_of(lines) == path
+
+
+def test_only_the_agents_descendants_outside_its_cgroup_have_escaped() -> None:
+    procs = {
+        1: Proc(1, 0, "systemd", "/init.scope", False),
+        10: Proc(10, 1, "tmux: server", SCOPE, False),
+        11: Proc(11, 10, "codex", SCOPE, False),  # the agent
+        12: Proc(12, 11, "node", SCOPE, False),
+        13: Proc(13, 12, "sleep", "/system.slice/run-u7.scope", False),  # moved out
+        14: Proc(14, 11, "sh", "/system.slice/x.scope", True),  # a zombie: gone already
+        20: Proc(20, 1, "sleep", "/system.slice/other.scope", False),  # not the agent's
+    }
+    assert [p.pid for p in escaped(procs, 11)] == [13]
+    assert escaped(procs, 99) == []
+
+
+def test_what_an_exited_agent_left_behind_is_everything_but_tmux_and_zombies() -> None:
+    found = left_behind(
+        [
+            Proc(10, 1, "tmux: server", SCOPE, False),
+            Proc(30, 1, "codex", SCOPE, False),
+            Proc(31, 10, "node", SCOPE, True),
+            None,  # exited meanwhile
+        ]
+    )
+    assert [p.comm for p in found] == ["codex"]
+    assert describe(found, "left behind by the agent") == (
+        "1 process left behind by the agent: codex (30)"
+    )
+    many = [Proc(i, 1, "w", SCOPE, False) for i in range(7)]
+    assert describe(many, "x").endswith("w (4) and 2 more")
+
+
+def test_this_process_reads_as_itself() -> None:
+    me = read_proc(os.getpid())
+    assert me is not None and me.ppid == os.getppid() and not me.zombie
