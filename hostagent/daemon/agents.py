@@ -16,7 +16,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from hostagent.daemon.owner import DEFAULT_PATH, Owner, exec_as_owner
+from hostagent.daemon.owner import DEFAULT_PATH, Owner, exec_as_owner, passwd_env
 from hostagent.errors import AgentNotFound
 
 log = logging.getLogger(__name__)
@@ -71,15 +71,7 @@ async def look_up(owner: Owner, program: str) -> Found:
     cached = _cache.get(key)
     if cached and time.monotonic() - cached[0] < CACHE_SEC:
         return cached[1]
-    env = {
-        "HOME": owner.home,
-        "USER": owner.name,
-        "LOGNAME": owner.name,
-        "SHELL": owner.shell,
-        "PATH": DEFAULT_PATH,
-        "LANG": "C.UTF-8",
-        "TERM": "dumb",
-    }
+    env = {**passwd_env(owner), "TERM": "dumb"}
     result = await exec_as_owner(owner, login_argv(owner.shell, program), LOGIN_TIMEOUT, env=env)
     if result is None:
         log.warning("%s's login shell did not answer within %.0f s", owner.name, LOGIN_TIMEOUT)

@@ -43,6 +43,18 @@ class Owner:
         return cls(uid, pw.pw_gid, pw.pw_name, pw.pw_dir, pw.pw_shell or "/bin/sh", groups)
 
 
+def passwd_env(owner: Owner) -> dict[str, str]:
+    """What a login gets from passwd, and a fixed PATH and LANG."""
+    return {
+        "HOME": owner.home,
+        "USER": owner.name,
+        "LOGNAME": owner.name,
+        "SHELL": owner.shell,
+        "PATH": DEFAULT_PATH,
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+    }
+
+
 def build_env(
     owner: Owner, preset_env: dict[str, str], caller_env: dict[str, str], system: bool
 ) -> dict[str, str]:
@@ -51,15 +63,7 @@ def build_env(
     runtime_dir = f"/run/user/{owner.uid}" if system else os.environ.get("XDG_RUNTIME_DIR")
     if runtime_dir and not os.path.isdir(runtime_dir):
         runtime_dir = None
-    env = {
-        "HOME": owner.home,
-        "USER": owner.name,
-        "LOGNAME": owner.name,
-        "SHELL": owner.shell,
-        "PATH": DEFAULT_PATH,
-        "LANG": os.environ.get("LANG", "C.UTF-8"),
-        "TERM": "tmux-256color",
-    }
+    env = {**passwd_env(owner), "TERM": "tmux-256color"}
     if runtime_dir:
         env["XDG_RUNTIME_DIR"] = runtime_dir
     env.update(preset_env)

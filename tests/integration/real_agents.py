@@ -31,7 +31,8 @@ class RealAgent:
     user: str
     env: dict[str, str] = field(default_factory=dict)
     args: tuple[str, ...] = ()
-    # First-run dialogs in order: (text the dialog shows, what answers it).
+    # First-run dialogs, step by step: (text on the screen, the key that answers it). A
+    # cursor move and its Enter are two steps: sent together, some CLIs drop the move.
     first_run: tuple[tuple[str, str], ...] = ()
     ready: str = ""  # text of the idle screen once the dialogs are answered
     approval: str = ""  # text of its approval dialog, waited for before it is answered
@@ -49,15 +50,16 @@ ANTHROPIC = {
 AGENTS = (
     RealAgent(
         "claude", "claude", "alice", ANTHROPIC, approval="Do you want to proceed?",
-        first_run=(("Yes, I trust this folder", DOWN + ENTER),
-                   ("Do you want to use this API key?", UP + ENTER),
-                   ("Make auto mode your default permission mode?", DOWN + ENTER)),
+        first_run=(("Yes, I trust this folder", DOWN), ("❯ Yes, I trust this folder", ENTER),
+                   ("Do you want to use this API key?", UP), ("❯ Yes", ENTER),
+                   ("Make auto mode your default permission mode?", DOWN),
+                   ("❯ No, keep manual mode", ENTER)),
         ready="? for shortcuts", hooks=True,
     ),
     RealAgent(
         "claude-old", "claude", "bob", ANTHROPIC, approval="Do you want to proceed?",
         first_run=(("Yes, I trust this folder", ENTER),
-                   ("Do you want to use this API key?", UP + ENTER)),
+                   ("Do you want to use this API key?", UP), ("❯ 1. Yes", ENTER)),
         ready="? for shortcuts", hooks=True,
     ),
     RealAgent(
