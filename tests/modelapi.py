@@ -29,6 +29,7 @@ line (path and body), which is how a test shows which API a CLI spoke.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -41,6 +42,7 @@ SHELL_TOOLS = ("Bash", "bash", "run_shell_command", "shell", "exec_command", "sh
 EDIT_TOOLS = ("Write", "write_file", "write", "create", "str_replace_based_edit_tool", "edit")
 HOLD_LIMIT = 120.0
 release = threading.Event()
+_CONTEXT = re.compile(r"^\s*(<([\w:-]+)[^>]*>.*?</\2>\s*)+", re.S)
 
 
 # --- the script -------------------------------------------------------------------------------
@@ -48,7 +50,9 @@ release = threading.Event()
 
 def decide(last_user: str, tool_result: bool) -> tuple[str, str]:
     """(kind, text): kind is "tool", "text" or "slow"."""
-    # The first line is what the user typed; CLIs such as Aider append their own rules after it.
+    # What the user typed, without the context some CLIs put before it in the same text
+    # (Copilot's <current_datetime>), and only its first line: Aider appends its rules after.
+    last_user = _CONTEXT.sub("", last_user)
     last_user = (last_user.strip().splitlines() or [""])[0]
     lowered = last_user.lower()
     if tool_result:

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 LEFTOVER_GRACE_SEC = 2.0  # what an exiting agent's own children (a SessionEnd hook) may take
 CHECK_INTERVAL_SEC = 30.0  # how often running sessions are looked at for escaped processes
 TMUX_SERVER = "tmux: server"
+PIPE = "cat"  # the pane's output, copied by tmux's pipe-pane for the daemon
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,14 @@ def escaped(procs: dict[int, Proc], agent_pid: int) -> list[Proc]:
 
 
 def left_behind(procs: Iterable[Proc | None]) -> list[Proc]:
-    """What still lives in a scope whose agent has exited, but for its tmux server."""
-    return [p for p in procs if p is not None and not p.zombie and p.comm != TMUX_SERVER]
+    """What still lives in a scope whose agent has exited, but for its tmux server and the
+    server's own output pipe (pipe-pane's cat)."""
+    alive = [p for p in procs if p is not None and not p.zombie]
+    servers = {p.pid for p in alive if p.comm == TMUX_SERVER}
+    return [
+        p for p in alive
+        if p.pid not in servers and not (p.ppid in servers and p.comm == PIPE)
+    ]  # fmt: skip
 
 
 def describe(procs: list[Proc], what: str) -> str:

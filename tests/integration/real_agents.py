@@ -96,7 +96,9 @@ AGENTS = (
         {"COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_BASE_URL": f"{API}/v1",
          "COPILOT_PROVIDER_API_KEY": "sk-standin", "COPILOT_MODEL": "gpt-4o",
          "COPILOT_AUTO_UPDATE": "false"},
-        first_run=(("Do you trust the files in this folder?", ENTER),),
+        # "Yes" trusts the folder for this session only: the next session would ask again.
+        first_run=(("Do you trust the files in this folder?", DOWN),
+                   ("❯ 2. Yes, and remember", ENTER)),
         ready="/ commands", approval="Do you want to run this command?",
     ),
     RealAgent(

@@ -54,7 +54,10 @@ def agents(sandbox: Sandbox) -> Iterator[dict[str, tuple[str, str]]]:
 def wait(sb: Sandbox, agent: RealAgent, name: str, activities: str) -> str:
     result = sb.ctl("wait", name, "--for", activities, "--timeout", WAIT, user=agent.user,
                     system=True, timeout=float(WAIT) + 30)  # fmt: skip
-    assert result.returncode == 0, f"{name} never reached {activities}: {result.stderr}"
+    if result.returncode != 0:
+        why = sb.ctl("explain", name, user=agent.user, system=True).stdout
+        shown = sb.ctl("capture", name, user=agent.user, system=True).stdout
+        raise AssertionError(f"{agent.key} never reached {activities}:\n{why}\n{shown}")
     return result.stdout.strip()
 
 
@@ -214,6 +217,7 @@ def test_after_a_reboot_every_real_cli_is_dormant_and_resumes_its_conversation(
     if not STARTED:
         pytest.skip("no real CLI session got as far as its first turn")
     sb.reboot()
+    sb.daemon_start()
     start_model_api(sb)
     for agent, name in STARTED.values():
         before = props(sb, name, agent.user)

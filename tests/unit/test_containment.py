@@ -51,12 +51,14 @@ def test_what_an_exited_agent_left_behind_is_everything_but_tmux_and_zombies() -
             Proc(10, 1, "tmux: server", SCOPE, False),
             Proc(30, 1, "codex", SCOPE, False),
             Proc(31, 10, "node", SCOPE, True),
+            Proc(32, 10, "cat", SCOPE, False),  # tmux's pipe-pane
+            Proc(33, 1, "cat", SCOPE, False),  # a cat of the agent's, reparented: left
             None,  # exited meanwhile
         ]
     )
-    assert [p.comm for p in found] == ["codex"]
+    assert [p.comm for p in found] == ["codex", "cat"]
     assert describe(found, "left behind by the agent") == (
-        "1 process left behind by the agent: codex (30)"
+        "2 processes left behind by the agent: codex (30), cat (33)"
     )
     many = [Proc(i, 1, "w", SCOPE, False) for i in range(7)]
     assert describe(many, "x").endswith("w (4) and 2 more")
