@@ -80,10 +80,14 @@ def keys(sb: Sandbox, agent: RealAgent, name: str, text: str) -> None:
 
 def type_line(sb: Sandbox, agent: RealAgent, name: str, text: str) -> None:
     """Type text, see it drawn, then press Enter: a CLI that takes a burst of input for a paste
-    (Codex) would make the Enter a newline of the prompt."""
-    keys(sb, agent, name, text)
+    (Codex) would make the Enter a newline of the prompt. A CLI still settling after a start
+    (Gemini loading a resumed session) can drop what is typed: then it is typed again."""
+    for _ in range(3):
+        keys(sb, agent, name, text)
+        if sb.screen_showing(name, text, user=agent.user, timeout=15):
+            keys(sb, agent, name, ENTER)
+            return
     screen(sb, agent, name, text)
-    keys(sb, agent, name, ENTER)
 
 
 def blocked_by_rule(sb: Sandbox, agent: RealAgent, name: str) -> dict:
