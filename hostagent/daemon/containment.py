@@ -51,20 +51,24 @@ def read_proc(pid: int) -> Proc | None:
     # comm is in parentheses and may itself hold spaces and parentheses.
     comm = stat[stat.find("(") + 1 : stat.rfind(")")]
     fields = stat[stat.rfind(")") + 2 :].split()
+    if len(fields) < 2 or not fields[1].isdigit():
+        return None
     return Proc(pid, int(fields[1]), comm, cgroup_of(cgroups), fields[0] == "Z")
 
 
 def cgroup_of(lines: Iterable[str]) -> str:
-    """The systemd cgroup path from /proc/PID/cgroup lines (unified "0::", else name=systemd)."""
-    found = ""
+    """The cgroup systemd tracks the process in: the unified hierarchy's ("0::"), which systemd
+    keeps in the unified and hybrid layouts alike (a container may also list the host's v1
+    hierarchies, all at "/"); name=systemd's in the legacy layout, which has no "0::"."""
+    unified = legacy = ""
     for line in lines:
-        hierarchy, _, path = line.partition(":")
-        controllers, _, path = path.partition(":")
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
         if hierarchy == "0" and not controllers:
-            found = found or path
-        if controllers == "name=systemd":
-            found = path
-    return found
+            unified = path
+        elif controllers == "name=systemd":
+            legacy = path
+    return unified or legacy
 
 
 def all_procs() -> dict[int, Proc]:
@@ -139,8 +143,8 @@ class Guard:
             await asyncio.sleep(CHECK_INTERVAL_SEC)
             try:
                 await self.check()
-            except OSError as e:
-                log.warning("Failed to look for processes outside their scopes: %s", e)
+            except Exception:
+                log.exception("Failed to look for processes outside their scopes")
 
     async def check(self) -> None:
         procs = await asyncio.to_thread(all_procs)

@@ -28,7 +28,10 @@ async def plan(
     will not take again is replaced here (the old one kept in the record's history)."""
     record = session.record
     owner = session.owner
-    await conversations.discover(session)
+    if not record.agent_session:
+        # Only an id never learned is looked for here: a newer conversation in the same cwd
+        # may be another session's (the end of each run follows this one's rotations).
+        await conversations.discover(session)
     command = await program_again(session, find)
     env = build_env(owner, preset.env, record.env, conversations.registry.system)
     state = await transcript.conversation_state(

@@ -37,6 +37,7 @@ class RealAgent:
     ready: str = ""  # text of the idle screen once the dialogs are answered
     approval: str = ""  # text of its approval dialog, waited for before it is answered
     approve: str = ENTER
+    answers_after_tool: bool = True  # Aider runs the command and is done: no second answer
     git_project: bool = False  # Codex asks its trust question only in a repository
     hooks: bool = False  # reports through hooks (shown by ExplainActivity at idle)
 
@@ -108,6 +109,7 @@ AGENTS = (
               "--edit-format", "diff", "--no-show-model-warnings"),
         first_run=(("No git repo found, create one", "y" + ENTER),),
         ready="diff>", approval="Run shell command?", approve="y" + ENTER,
+        answers_after_tool=False,
     ),
 )  # fmt: skip
 

@@ -167,9 +167,13 @@ def test_a_real_cli_from_first_run_to_resume(
     screen(sb, agent, name, agent.approval)
     blocked_by_rule(sb, agent, name)
     keys(sb, agent, name, agent.approve)
-    assert wait(sb, agent, name, "working") == "working"
-    control(sb, "release")
-    screen(sb, agent, name, "Done: the command ran.")
+    if agent.answers_after_tool:
+        assert wait(sb, agent, name, "working") == "working"
+        control(sb, "release")
+        screen(sb, agent, name, "Done: the command ran.")
+    else:
+        control(sb, "release")
+        screen(sb, agent, name, "Running touch approved-by-user.txt")
     assert wait(sb, agent, name, "idle") == "idle"
     assert sb.run("test", "-e", f"{project}/approved-by-user.txt").returncode == 0
     if agent.hooks:
@@ -250,3 +254,37 @@ def test_presets_say_which_agents_each_user_has_installed(
     assert claude["installed"] == "-" and "not found in the login PATH" in claude["path"]
     shell = next(row for row in theirs if row["preset"] == "shell")
     assert shell["installed"] == "(login shell)"
+
+
+# A CLI met without a key or provider: its sign-in or provider screen reads blocked.
+SIGN_IN = [
+    ("codex", {}, (), "Sign in with ChatGPT"),
+    ("qwen", {}, (), "Connect a Provider"),
+    ("qwen-old", {}, (), "Select Authentication Method"),
+]
+
+
+@pytest.mark.parametrize(("key", "env", "args", "text"), SIGN_IN, ids=[c[0] for c in SIGN_IN])
+def test_a_real_cli_without_a_key_asks_to_sign_in_and_reads_blocked(
+    sandbox: Sandbox,
+    agents: dict[str, tuple[str, str]],
+    key: str,
+    env: dict[str, str],
+    args: tuple[str, ...],
+    text: str,
+) -> None:
+    sb = sandbox
+    agent = next(a for a in AGENTS if a.key == key)
+    if key not in SET_UP:
+        pytest.skip(f"{key}'s first-run test did not get far enough to set it up")
+    # Another user, so nothing the first-run test saved (a key, a trusted folder) applies.
+    fresh = RealAgent(key, agent.preset, "carol", env, args)
+    project = set_up_user(sb, fresh, agents[key][1], agents["node22"][1])
+    name = create(sb, fresh.preset, user="carol", cwd=project)
+    CREATED.append(name)
+    try:
+        screen(sb, fresh, name, text)
+        blocked_by_rule(sb, fresh, name)
+    finally:
+        sb.ctl("rm", name, system=True)
+        sb.sh("rm -rf /home/carol/.local/bin /home/carol/.codex /home/carol/.qwen")

@@ -23,7 +23,9 @@ SCOPE = "/hostagent.slice/hostagent-a.scope"
     ("lines", "path"),
     [
         (["0::/hostagent.slice/hostagent-a.scope"], SCOPE),  # unified
-        (["12:pids:/x", "1:name=systemd:/system.slice/y.scope", "0::/"], "/system.slice/y.scope"),
+        # A unified container on a hybrid host also lists the host's v1 hierarchies at "/".
+        (["9:name=systemd:/", "4:memory:/", "0::/system.slice/y.scope"], "/system.slice/y.scope"),
+        (["12:pids:/x", "1:name=systemd:/system.slice/y.scope"], "/system.slice/y.scope"),
         ([], ""),
     ],
 )
