@@ -40,6 +40,7 @@ class RealAgent:
     answers_after_tool: bool = True  # Aider runs the command and is done: no second answer
     git_project: bool = False  # Codex asks its trust question only in a repository
     hooks: bool = False  # reports through hooks (shown by ExplainActivity at idle)
+    configured: bool = True  # its settings written to the user's home (home_files)
 
 
 ANTHROPIC = {
@@ -174,7 +175,7 @@ def set_up_user(sb: Sandbox, agent: RealAgent, program: str, node: str) -> str:
     name = {"claude-old": "claude", "qwen-old": "qwen"}.get(agent.key, agent.key)
     script = [f"mkdir -p {home}/.local/bin", f"ln -sfn {node} {home}/.local/bin/node",
               f"ln -sfn {program} {home}/.local/bin/{name}"]  # fmt: skip
-    for rel, text in home_files(agent).items():
+    for rel, text in (home_files(agent) if agent.configured else {}).items():
         path = f"{home}/{rel}"
         script.append(f"mkdir -p $(dirname {path}) && cat > {path} <<'EOF'\n{text}\nEOF")
     project = f"{home}/proj-{agent.key}"

@@ -12,6 +12,7 @@ with the reason, never passed.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterator
 
 import pytest
@@ -32,23 +33,25 @@ from tests.sandbox import Sandbox
 
 WAIT = "120"  # seconds, a bound for each wait on an event: a Node CLI starts in a few
 SCREEN_WAIT = 120.0
-CREATED: list[str] = []
 SET_UP: set[str] = set()  # CLIs whose first run was answered: their homes are set up
 STARTED: dict[str, tuple[RealAgent, str]] = {}  # key -> (agent, session) that went through
 
 
 @pytest.fixture(scope="module")
-def agents(sandbox: Sandbox) -> Iterator[dict[str, tuple[str, str]]]:
+def sandbox() -> Iterator[Sandbox]:
+    """A machine of this module's own: its tests reboot it, and give its users agent CLIs."""
+    with Sandbox() as sb:
+        sb.daemon_start()
+        yield sb
+
+
+@pytest.fixture(scope="module")
+def agents(sandbox: Sandbox) -> dict[str, tuple[str, str]]:
     found = installed()
     if not found:
         pytest.skip("no real agent CLI is installed: run dev/agents (CI does)")
     start_model_api(sandbox)
-    yield found
-    for name in CREATED:
-        sandbox.ctl("rm", name, system=True)
-    sandbox.run("systemctl", "stop", "hostagent-modelapi.service")
-    # Later tests expect these users to have no agent CLIs of their own.
-    sandbox.sh("rm -rf /home/alice/.local/bin /home/bob/.local/bin")
+    return found
 
 
 def wait(sb: Sandbox, agent: RealAgent, name: str, activities: str) -> str:
@@ -122,15 +125,19 @@ def conversation_continues(sb: Sandbox, agent: RealAgent, name: str, earlier: st
     """A new prompt reaches the model together with the turn from before (the CLI replayed
     its own transcript of the conversation)."""
     offset = log_size(sb)
-    type_line(sb, agent, name, "hello again")
-    screen(sb, agent, name, "You said: hello again")
+    hello = f"hello again {secrets.token_hex(3)}"  # never on the screen before: a new answer
+    type_line(sb, agent, name, hello)
+    screen(sb, agent, name, f"You said: {hello}")
     assert wait(sb, agent, name, "idle") == "idle"
-    sent = [
-        json.dumps(r["body"])
-        for r in requests_since(sb, offset)
-        if "hello again" in json.dumps(r["body"])
-    ]
-    assert any(earlier in body for body in sent), f"{agent.key} started a new conversation"
+    sent = [json.dumps(r["body"]) for r in requests_since(sb, offset)]
+    sent = [body for body in sent if hello in body]
+    if not any(earlier in body for body in sent):
+        lines = [x for x in sb.journal(lines=400).splitlines() if f"'{name}'" in x]
+        asked = [f"{r['path']} {len(r['body'].get('messages', []))} {json.dumps(r['body'])[-300:]}"
+                 for r in requests_since(sb, offset)]  # fmt: skip
+        raise AssertionError(
+            f"{agent.key} started a new conversation:\n" + "\n".join(lines + asked)
+        )
 
 
 @pytest.mark.parametrize("agent", AGENTS, ids=[a.key for a in AGENTS])
@@ -143,7 +150,6 @@ def test_a_real_cli_from_first_run_to_resume(
     env = [x for k, v in agent.env.items() for x in ("-e", f"{k}={v}")]
     extra = [*env, *(("--", *agent.args) if agent.args else ())]
     name = create(sb, agent.preset, *extra, user=agent.user, cwd=project)
-    CREATED.append(name)
     # Found as the user's own terminal finds it: in ~/.local/bin, through the login PATH.
     assert (
         props(sb, name, agent.user)["Command"][0] == f"/home/{agent.user}/.local/bin/{agent.preset}"
@@ -278,10 +284,9 @@ def test_a_real_cli_without_a_key_asks_to_sign_in_and_reads_blocked(
     if key not in SET_UP:
         pytest.skip(f"{key}'s first-run test did not get far enough to set it up")
     # Another user, so nothing the first-run test saved (a key, a trusted folder) applies.
-    fresh = RealAgent(key, agent.preset, "carol", env, args)
+    fresh = RealAgent(key, agent.preset, "carol", env, args, configured=False)
     project = set_up_user(sb, fresh, agents[key][1], agents["node22"][1])
     name = create(sb, fresh.preset, user="carol", cwd=project)
-    CREATED.append(name)
     try:
         screen(sb, fresh, name, text)
         blocked_by_rule(sb, fresh, name)
