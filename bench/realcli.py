@@ -129,7 +129,7 @@ async def measure(sb: Sandbox, rounds: int) -> dict[str, list[float]] | None:
 
 def report(lat: dict[str, list[float]] | None) -> str:
     if lat is None:
-        return f"No real {CLI} installed (run dev/agents): not measured.\n"
+        return f"Not measured: no real {CLI} installed (dev/agents), or it failed (see stderr).\n"
     values = lat["blocked"]
     rows = [[f"{CLI} {installed()[CLI][0]}", str(len(values)),
              f"{percentile(values, 50):.0f}", f"{percentile(values, 95):.0f}"]]  # fmt: skip
