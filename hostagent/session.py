@@ -214,3 +214,8 @@ class SessionRecord:
     exit_status: int = 0  # the agent's exit status, when it exited
     exit_signal: int = 0  # the signal that killed the agent, when one did
     containment: str = ""  # processes that left the scope or outlived the agent (this start)
+    path: str = ""  # the owner's login PATH the program was found in, used by every launch
+
+    def launch_env(self) -> dict[str, str]:
+        """The caller's environment over the login PATH found at creation."""
+        return {**({"PATH": self.path} if self.path else {}), **self.env}

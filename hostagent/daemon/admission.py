@@ -63,7 +63,6 @@ async def first_record(
     # an npm CLI's "#!/usr/bin/env node" finds the owner's node (nvm, a user prefix) too.
     found = await find_program(owner, command[0])
     command = [found.program, *command[1:]]
-    env = dict(req.env) if "PATH" in req.env else {**req.env, "PATH": found.path}
     agent_id = req.agent_session or launch.new_agent_id(preset)
     first = launch.first_launch(
         preset,
@@ -72,7 +71,7 @@ async def first_record(
         agent_id,
         req.prompt,
     )
-    problem = size_problem(first.argv, {**preset.env, **env})
+    problem = size_problem(first.argv, {**preset.env, "PATH": found.path, **req.env})
     if problem:
         raise InvalidArgs(f"Session '{name}': {problem}.")
     record = SessionRecord(
@@ -85,7 +84,8 @@ async def first_record(
         args=list(req.args),
         argv=first.argv,
         last_argv=first.argv,
-        env=env,
+        env=dict(req.env),
+        path=found.path,
         limits=req.limits.merged_over(config.limits),
         columns=req.columns or config.columns,
         rows=req.rows or config.rows,

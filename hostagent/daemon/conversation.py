@@ -182,7 +182,7 @@ class Conversations:
             if s is not session and s.record.agent_session
         }
         if preset.discover.command:
-            env = build_env(session.owner, preset.env, record.env, self.registry.system)
+            env = build_env(session.owner, preset.env, record.launch_env(), self.registry.system)
             command = transcript.with_program(
                 list(preset.discover.command), preset, record.command[0]
             )

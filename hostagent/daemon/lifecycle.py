@@ -178,7 +178,7 @@ class Lifecycle:
                     **(preset.env if preset else {}),
                     **self.conversations.hook_env(preset, session),
                 },
-                record.env,
+                record.launch_env(),
                 self.registry.system,
             )
             # On the system daemon each user's sessions share a slice carrying their caps.

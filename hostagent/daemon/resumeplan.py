@@ -33,7 +33,7 @@ async def plan(
         # may be another session's (the end of each run follows this one's rotations).
         await conversations.discover(session)
     command = await program_again(session, find)
-    env = build_env(owner, preset.env, record.env, conversations.registry.system)
+    env = build_env(owner, preset.env, record.launch_env(), conversations.registry.system)
     state = await transcript.conversation_state(
         preset, owner, record.cwd, env, command[0], record.agent_session
     )

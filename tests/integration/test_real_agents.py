@@ -135,8 +135,10 @@ def conversation_continues(sb: Sandbox, agent: RealAgent, name: str, earlier: st
         lines = [x for x in sb.journal(lines=400).splitlines() if f"'{name}'" in x]
         asked = [f"{r['path']} {len(r['body'].get('messages', []))} {json.dumps(r['body'])[-300:]}"
                  for r in requests_since(sb, offset)]  # fmt: skip
+        files = sb.sh(f"ls -la --time-style=+%T /home/{agent.user}/.gemini/tmp/*/chats/ "
+                      f"2>&1 | tail -20", user=agent.user).stdout  # fmt: skip
         raise AssertionError(
-            f"{agent.key} started a new conversation:\n" + "\n".join(lines + asked)
+            f"{agent.key} started a new conversation:\n" + "\n".join([*lines, *asked, files])
         )
 
 
@@ -266,7 +268,6 @@ def test_presets_say_which_agents_each_user_has_installed(
 SIGN_IN = [
     ("codex", {}, (), "Sign in with ChatGPT"),
     ("qwen", {}, (), "Connect a Provider"),
-    ("qwen-old", {}, (), "Select Authentication Method"),
 ]
 
 
