@@ -82,12 +82,24 @@ def settings(fmt: str, hook_command: list[str], base: dict[str, object]) -> dict
         ]
         for event in FORMAT_EVENTS[fmt]
     }
+    if fmt == "gemini":
+        base = _keep_sessions(base)
     theirs = base.get("hooks")
     merged = dict(theirs) if isinstance(theirs, dict) else {}
     for event, groups in ours.items():
         earlier = merged.get(event)
         merged[event] = [*(earlier if isinstance(earlier, list) else []), *groups]
     return {**base, "hooks": merged}
+
+
+def _keep_sessions(base: dict[str, object]) -> dict[str, object]:
+    """Gemini's session cleanup, unless the admin's defaults say otherwise, is off: a Gemini
+    starting in a project deletes the transcript of another one resumed there (seen with
+    0.61), and a session the daemon will resume must keep its conversation."""
+    general = base.get("general")
+    general = dict(general) if isinstance(general, dict) else {}
+    general.setdefault("sessionRetention", {"enabled": False})
+    return {**base, "general": general}
 
 
 def _sh_quote(arg: str) -> str:

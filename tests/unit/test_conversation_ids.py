@@ -117,6 +117,11 @@ def test_gemini_settings_keep_the_admin_defaults_and_their_hooks() -> None:
         "hostagentctl --user hook SessionStart",
     ]
     assert "AfterAgent" in settings["hooks"]  # type: ignore[operator]
+    # Gemini's own cleanup would delete a resumed session's transcript: off, unless the
+    # admin's defaults choose.
+    assert settings["general"] == {"sessionRetention": {"enabled": False}}
+    kept = hooks.settings("gemini", ["h"], {"general": {"sessionRetention": {"maxAge": "7d"}}})
+    assert kept["general"] == {"sessionRetention": {"maxAge": "7d"}}
 
 
 @pytest.mark.parametrize(("fmt", "timeout"), [("claude", 10), ("gemini", 10_000), ("qwen", 10_000)])
