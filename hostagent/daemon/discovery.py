@@ -61,8 +61,20 @@ def render_glob(template: str, home: str, cwd: str) -> str:
     return template.replace("{home}", home).replace("{cwd_dashed}", cwd_dashed(cwd))
 
 
-LIST_TIMEOUT = 30.0
+LIST_TIMEOUT = 30.0  # a CLI's own listing starts a Node program: seconds, not milliseconds
+# Run argv in a directory, as sh would: a CLI's listing answers for its cwd.
 _IN_DIR = 'cd -- "$1" || exit 125; shift; exec "$@"'
+
+
+async def run_listing(
+    owner: Owner, cwd: str, command: list[str], env: dict[str, str]
+) -> str | None:
+    """What the CLI's listing command prints, run as the owner in cwd; None if it failed."""
+    argv = ["/bin/sh", "-c", _IN_DIR, "sh", cwd, *command]
+    result = await exec_as_owner(owner, argv, LIST_TIMEOUT, env=env)
+    if result is None or result[0] != 0:
+        return None
+    return result[1].decode(errors="replace")
 
 
 def pick_listed(listing: object, rule: Discovery, cwd: str, since: float, claimed: set[str]) -> str:
@@ -94,13 +106,12 @@ async def discover_listed(
     command: list[str],
 ) -> str:
     """The conversation id the CLI's own listing names, or ""."""
-    argv = ["/bin/sh", "-c", _IN_DIR, "sh", cwd, *command]
-    result = await exec_as_owner(owner, argv, LIST_TIMEOUT, env=env)
-    if result is None or result[0] != 0:
+    out = await run_listing(owner, cwd, command, env)
+    if out is None:
         log.warning("Failed to list conversations with '%s'", " ".join(rule.command))
         return ""
     try:
-        listing = json.loads(result[1])
+        listing = json.loads(out)
     except ValueError:
         log.warning("'%s' did not print a JSON list", " ".join(rule.command))
         return ""

@@ -239,12 +239,6 @@ async def check_cwd(owner: Owner, cwd: str) -> str | None:
     return None if code == 0 else CWD_PROBLEMS.get(code, f"cannot be checked (exit {code})")
 
 
-async def exists_as_owner(owner: Owner, path: str) -> bool:
-    if os.geteuid() == owner.uid:
-        return os.path.exists(path)
-    return await sh_as_owner(owner, '[ -e "$1" ]', path) == 0
-
-
 _FIND_PROGRAM = 'PATH="$2"; command -v -- "$1" >/dev/null 2>&1 && [ ! -d "$(command -v -- "$1")" ]'
 
 

@@ -19,13 +19,13 @@ import logging
 import sys
 
 from hostagent import launch
+from hostagent.daemon import discovery
 from hostagent.daemon.owner import Owner, exec_as_owner
 from hostagent.launch import Conversation
 from hostagent.presets import Preset
 
 log = logging.getLogger(__name__)
 
-LIST_TIMEOUT = 30.0  # a CLI's own listing starts a Node program: seconds, not milliseconds
 
 # Exit 0: a file with a turn; 1: a file without; 2: no file.
 _LOOK = r"""
@@ -46,9 +46,6 @@ for path in glob.glob(pattern, recursive=True):
 sys.exit(1 if found else 2)
 """
 _LOOK_CODES = {0: Conversation.RESUMABLE, 1: Conversation.UNUSABLE, 2: Conversation.ABSENT}
-
-# Run argv in a directory, as sh would: the listing is the CLI's, and answers for its cwd.
-_IN_DIR = 'cd -- "$1" || exit 125; shift; exec "$@"'
 
 
 def with_program(argv: list[str], preset: Preset, program: str) -> list[str]:
@@ -72,21 +69,10 @@ async def conversation_state(
         log.warning("Failed to look for conversation %s at %s", agent_id, pattern)
         return Conversation.UNKNOWN
     if preset.resume_list:
-        argv = [
-            "/bin/sh",
-            "-c",
-            _IN_DIR,
-            "sh",
-            cwd,
-            *with_program(preset.resume_list, preset, program),
-        ]
-        result = await exec_as_owner(owner, argv, LIST_TIMEOUT, env=env)
-        if result is None or result[0] != 0:
+        command = with_program(preset.resume_list, preset, program)
+        out = await discovery.run_listing(owner, cwd, command, env)
+        if out is None:
             log.warning("'%s' failed; resuming %s blindly", " ".join(preset.resume_list), agent_id)
             return Conversation.UNKNOWN
-        return (
-            Conversation.RESUMABLE
-            if agent_id in result[1].decode(errors="replace")
-            else Conversation.UNUSABLE
-        )
+        return Conversation.RESUMABLE if agent_id in out else Conversation.UNUSABLE
     return Conversation.UNKNOWN
