@@ -179,16 +179,27 @@ async def _run_helper(
     socket, so the pipes would never report their end (and asyncio's wait() waits for them).
     """
     loop = asyncio.get_running_loop()
-    transport, helper = await loop.subprocess_exec(
-        lambda: _Helper(MAX_OUTPUT),
-        *argv,
-        cwd="/",
-        env=env or {"PATH": DEFAULT_PATH, "HOME": owner.home, "LANG": "C.UTF-8"},
-        stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        **as_owner(owner),  # type: ignore[arg-type]
+    starting = loop.create_task(
+        loop.subprocess_exec(
+            lambda: _Helper(MAX_OUTPUT),
+            *argv,
+            cwd="/",
+            env=env or {"PATH": DEFAULT_PATH, "HOME": owner.home, "LANG": "C.UTF-8"},
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            **as_owner(owner),  # type: ignore[arg-type]
+        )
     )
+    try:
+        # Never cut short half-way: cancelled while it connects the pipes, asyncio closes the
+        # transport before they exist, then waits for pipes it has opened since to end, which
+        # they never do while a stopped tmux server holds the helper's stdio.
+        transport, helper = await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await _end_helper(*await starting)
+        raise
     try:
         pipe = transport.get_pipe_transport(0)
         if stdin is not None and isinstance(pipe, asyncio.WriteTransport):
@@ -196,14 +207,19 @@ async def _run_helper(
             pipe.write_eof()  # closes once written
         await helper.done
     finally:
-        transport.close()
-        if not helper.exited.done():
-            # Killed just now: reap it (briefly) so no zombie or stray Popen is left.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(helper.exited), 2)
+        await _end_helper(transport, helper)
     if helper.too_large:
         raise OutputTooLarge(f"more than {MAX_OUTPUT} bytes")
     return transport.get_returncode() or 0, bytes(helper.output[1]), bytes(helper.output[2])
+
+
+async def _end_helper(transport: asyncio.SubprocessTransport, helper: _Helper) -> None:
+    """Kill the helper if it still runs and close our ends of its pipes; reap it (briefly)
+    so no zombie or stray Popen is left."""
+    transport.close()
+    if not helper.exited.done():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(helper.exited), 2)
 
 
 async def run_as_owner(owner: Owner, argv: list[str], timeout: float = 10.0) -> tuple[int, str]:

@@ -192,6 +192,43 @@ def test_a_helper_whose_output_is_held_elsewhere_still_times_out() -> None:
                 os.kill(int(pid), signal.SIGKILL)
 
 
+def test_a_helper_cut_short_while_it_starts_still_ends(tmp_path: Path) -> None:
+    """The timeout lands while asyncio connects the helper's pipes (a helper that got its
+    slot just as its time ran out), and the helper's stdout is held elsewhere, as a stopped
+    tmux server holds its client's. The call must end all the same: asyncio, cancelled there,
+    would wait for pipes that never end. The pipes' connection is parked to land it there."""
+    me_owner = Owner.from_uid(me())
+    holder = tmp_path / "holder"
+
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        connect, gate = loop.connect_read_pipe, asyncio.Event()
+
+        async def parked(*args: object, **kwargs: object) -> object:
+            await gate.wait()
+            return await connect(*args, **kwargs)  # type: ignore[arg-type]
+
+        loop.connect_read_pipe = parked  # type: ignore[method-assign]
+        script = f"sleep 33 & echo $! > {holder}; exec sleep 34"
+        call = asyncio.ensure_future(exec_as_owner(me_owner, ["/bin/sh", "-c", script], 30))
+        deadline = time.monotonic() + 5
+        while not holder.exists() or not holder.read_text().strip():
+            assert time.monotonic() < deadline, "the helper never started"
+            await asyncio.sleep(0.01)
+        call.cancel()  # what the timeout does, while the pipes are still being connected
+        gate.set()
+        done, _ = await asyncio.wait({call}, timeout=5)
+        assert call in done, "the helper's call never ended"
+        assert call.cancelled()
+
+    try:
+        asyncio.run(body())
+    finally:
+        for pid in os.listdir("/proc"):
+            if pid.isdigit() and _cmdline(pid) in ("sleep\x0033\x00", "sleep\x0034\x00"):
+                os.kill(int(pid), signal.SIGKILL)
+
+
 def test_following_a_process_tells_once_and_closes_its_pidfd_once() -> None:
     from hostagent.daemon.scope import Scopes
 
