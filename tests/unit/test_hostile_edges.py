@@ -143,6 +143,13 @@ def _ppid(pid: str) -> int:
         return 0
 
 
+def _kill_sleeps(*seconds: str) -> None:
+    """The sleeps a test left holding a helper's output."""
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and _cmdline(pid) in {f"sleep\x00{s}\x00" for s in seconds}:
+            os.kill(int(pid), signal.SIGKILL)
+
+
 def test_a_held_child_that_was_stopped_is_given_up_on(tmp_path: Path) -> None:
     """The owner SIGSTOPs the shim before it may run: release() times out instead of holding
     the create (and its operation slot) for ever."""
@@ -187,9 +194,7 @@ def test_a_helper_whose_output_is_held_elsewhere_still_times_out() -> None:
     try:
         asyncio.run(body())
     finally:
-        for pid in os.listdir("/proc"):
-            if pid.isdigit() and _cmdline(pid) in ("sleep\x0031\x00", "sleep\x0032\x00"):
-                os.kill(int(pid), signal.SIGKILL)
+        _kill_sleeps("31", "32")
 
 
 def test_a_helper_cut_short_while_it_starts_still_ends(tmp_path: Path) -> None:
@@ -224,9 +229,7 @@ def test_a_helper_cut_short_while_it_starts_still_ends(tmp_path: Path) -> None:
     try:
         asyncio.run(body())
     finally:
-        for pid in os.listdir("/proc"):
-            if pid.isdigit() and _cmdline(pid) in ("sleep\x0033\x00", "sleep\x0034\x00"):
-                os.kill(int(pid), signal.SIGKILL)
+        _kill_sleeps("33", "34")
 
 
 def test_following_a_process_tells_once_and_closes_its_pidfd_once() -> None:
