@@ -65,11 +65,12 @@ def parse_probe(output: str) -> Found:
     return Found(program, path)
 
 
-async def look_up(owner: Owner, program: str) -> Found:
-    """Where the owner's login shell finds program (absolute programs are taken as they are)."""
+async def look_up(owner: Owner, program: str, fresh: bool = False) -> Found:
+    """Where the owner's login shell finds program (absolute programs are taken as they are).
+    fresh: ask the shell even when a recent answer is cached, and cache the new one."""
     key = (owner.uid, program)
     cached = _cache.get(key)
-    if cached and time.monotonic() - cached[0] < CACHE_SEC:
+    if cached and not fresh and time.monotonic() - cached[0] < CACHE_SEC:
         return cached[1]
     env = {**passwd_env(owner), "TERM": "dumb"}
     result = await exec_as_owner(owner, login_argv(owner.shell, program), LOGIN_TIMEOUT, env=env)
@@ -108,12 +109,14 @@ async def version(owner: Owner, program: str, env: dict[str, str]) -> str:
 async def installed(
     owner: Owner, programs: dict[str, str], env: dict[str, str]
 ) -> dict[str, tuple[str, str, str]]:
-    """For each preset name -> program: (absolute path, version, problem), as the owner."""
+    """For each preset name -> program: (absolute path, version, problem), as the owner.
+    Always asked afresh: a user who has just installed an agent looks here, and the creates
+    that follow then find it too."""
     limit = asyncio.Semaphore(4)
 
     async def one(program: str) -> tuple[str, str, str]:
         async with limit:
-            found = await look_up(owner, program)
+            found = await look_up(owner, program, fresh=True)
             if not found.program:
                 return "", "", f"not found in the login PATH ({found.path})"
             ver = await version(owner, found.program, {**env, "PATH": found.path})

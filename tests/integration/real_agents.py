@@ -168,11 +168,24 @@ def home_files(agent: RealAgent) -> dict[str, str]:
     return {}
 
 
+def program_name(agent: RealAgent) -> str:
+    return {"claude-old": "claude", "qwen-old": "qwen"}.get(agent.key, agent.key)
+
+
+def hide_machine_installs(sb: Sandbox) -> None:
+    """The machine is an overlay of the build host's root: a CLI the host installed system-wide
+    (npm -g puts qwen in /usr/bin) would be every user's, and a user without the test's links
+    would find it. Removed in the overlay; the host keeps its own."""
+    names = sorted({program_name(a) for a in AGENTS})
+    paths = [f"{d}/{n}" for d in ("/usr/local/bin", "/usr/bin") for n in names]
+    sb.run("rm", "-f", *paths).check()
+
+
 def set_up_user(sb: Sandbox, agent: RealAgent, program: str, node: str) -> str:
     """Link the CLI and Node 22 into the user's ~/.local/bin, write its settings; the
     project directory the session runs in."""
     home = f"/home/{agent.user}"
-    name = {"claude-old": "claude", "qwen-old": "qwen"}.get(agent.key, agent.key)
+    name = program_name(agent)
     script = [f"mkdir -p {home}/.local/bin", f"ln -sfn {node} {home}/.local/bin/node",
               f"ln -sfn {program} {home}/.local/bin/{name}"]  # fmt: skip
     for rel, text in (home_files(agent) if agent.configured else {}).items():

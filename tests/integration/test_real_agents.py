@@ -23,6 +23,7 @@ from tests.integration.real_agents import (
     ENTER,
     RealAgent,
     control,
+    hide_machine_installs,
     installed,
     log_size,
     requests_since,
@@ -41,6 +42,7 @@ STARTED: dict[str, tuple[RealAgent, str]] = {}  # key -> (agent, session) that w
 def sandbox() -> Iterator[Sandbox]:
     """A machine of this module's own: its tests reboot it, and give its users agent CLIs."""
     with Sandbox() as sb:
+        hide_machine_installs(sb)
         sb.daemon_start()
         yield sb
 
@@ -268,6 +270,7 @@ def test_presets_say_which_agents_each_user_has_installed(
 SIGN_IN = [
     ("codex", {}, (), "Sign in with ChatGPT"),
     ("qwen", {}, (), "Connect a Provider"),
+    ("qwen-old", {}, (), "Select Authentication Method"),
 ]
 
 

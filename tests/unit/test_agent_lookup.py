@@ -67,3 +67,27 @@ def test_a_program_in_the_owners_local_bin_is_found_and_a_missing_one_named(
         agents.AgentNotFound, match=r"'no-such-agent' .* login PATH \(.*\.local/bin"
     ):
         asyncio.run(agents.resolve(owner, "no-such-agent"))
+
+
+def test_listing_the_agents_asks_afresh_and_creates_then_find_the_new_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create within the cache's time keeps the answer it had; the user's own copy installed
+    ahead of it is found once ListAgents has looked, as the user does after an install."""
+    monkeypatch.setattr(agents, "_cache", {})
+    system, own = tmp_path / "system", tmp_path / ".local" / "bin"
+    for directory in (system, own):
+        directory.mkdir(parents=True)
+    (system / "an-agent").write_text("#!/bin/sh\necho 'an-agent 1.0'\n")
+    (system / "an-agent").chmod(0o755)
+    (tmp_path / ".profile").write_text(f'PATH="{own}:{system}:$PATH"\n')
+    me = Owner.from_uid(os.getuid())
+    owner = Owner(me.uid, me.gid, me.name, str(tmp_path), "/bin/sh", me.groups)
+
+    assert asyncio.run(agents.resolve(owner, "an-agent")).program == str(system / "an-agent")
+    (own / "an-agent").write_text("#!/bin/sh\necho 'an-agent 2.0'\n")
+    (own / "an-agent").chmod(0o755)
+    assert asyncio.run(agents.resolve(owner, "an-agent")).program == str(system / "an-agent")
+    listed = asyncio.run(agents.installed(owner, {"mine": "an-agent"}, {}))
+    assert listed["mine"] == (str(own / "an-agent"), "an-agent 2.0", "")
+    assert asyncio.run(agents.resolve(owner, "an-agent")).program == str(own / "an-agent")
