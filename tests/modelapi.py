@@ -116,6 +116,15 @@ def pick_tool(
                     elif key in ("content", "contents", "file_text", "new_str"):
                         args[key] = "written by the stand-in model\n"
                 return name, args
+        if "exec_command" in by_name:
+            # Codex offers no file tool to a model it does not know: edits go through its shell
+            # tool as an apply_patch command, which Codex shows as an edit to approve.
+            path = next((w for w in text.split() if w.startswith("/")), "notes.txt")
+            patch = (
+                f"apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {path}\n"
+                "+written by the stand-in model\n*** End Patch\nEOF\n"
+            )
+            return "exec_command", {**fill(by_name["exec_command"]), "cmd": patch}
     for name in SHELL_TOOLS:
         if name in by_name:
             args = fill(by_name[name])
