@@ -47,17 +47,27 @@ def test_the_answer_is_read_between_markers(output: str, program: str, path: str
     assert agents.parse_probe(output) == agents.Found(program, path)
 
 
+def install(program: Path, version: str) -> None:
+    """A stand-in agent program that prints version."""
+    program.parent.mkdir(parents=True, exist_ok=True)
+    program.write_text(f"#!/bin/sh\necho '{version}'\n")
+    program.chmod(0o755)
+
+
+def me_at_home(home: Path) -> Owner:
+    """This user, with home as HOME and /bin/sh as login shell."""
+    me = Owner.from_uid(os.getuid())
+    return Owner(me.uid, me.gid, me.name, str(home), "/bin/sh", me.groups)
+
+
 def test_a_program_in_the_owners_local_bin_is_found_and_a_missing_one_named(
     tmp_path: Path,
 ) -> None:
     """The real login shell, as this user, with a HOME whose ~/.profile adds ~/.local/bin."""
     bin_dir = tmp_path / ".local" / "bin"
-    bin_dir.mkdir(parents=True)
-    (bin_dir / "my-agent").write_text("#!/bin/sh\necho 'my-agent 1.2.3'\n")
-    (bin_dir / "my-agent").chmod(0o755)
+    install(bin_dir / "my-agent", "my-agent 1.2.3")
     (tmp_path / ".profile").write_text(f'echo hello from profile\nPATH="{bin_dir}:$PATH"\n')
-    me = Owner.from_uid(os.getuid())
-    owner = Owner(me.uid, me.gid, me.name, str(tmp_path), "/bin/sh", me.groups)
+    owner = me_at_home(tmp_path)
     found = asyncio.run(agents.resolve(owner, "my-agent"))
     assert found.program == str(bin_dir / "my-agent")
     assert found.path.startswith(str(bin_dir))
@@ -76,17 +86,12 @@ def test_listing_the_agents_asks_afresh_and_creates_then_find_the_new_copy(
     ahead of it is found once ListAgents has looked, as the user does after an install."""
     monkeypatch.setattr(agents, "_cache", {})
     system, own = tmp_path / "system", tmp_path / ".local" / "bin"
-    for directory in (system, own):
-        directory.mkdir(parents=True)
-    (system / "an-agent").write_text("#!/bin/sh\necho 'an-agent 1.0'\n")
-    (system / "an-agent").chmod(0o755)
+    install(system / "an-agent", "an-agent 1.0")
     (tmp_path / ".profile").write_text(f'PATH="{own}:{system}:$PATH"\n')
-    me = Owner.from_uid(os.getuid())
-    owner = Owner(me.uid, me.gid, me.name, str(tmp_path), "/bin/sh", me.groups)
+    owner = me_at_home(tmp_path)
 
     assert asyncio.run(agents.resolve(owner, "an-agent")).program == str(system / "an-agent")
-    (own / "an-agent").write_text("#!/bin/sh\necho 'an-agent 2.0'\n")
-    (own / "an-agent").chmod(0o755)
+    install(own / "an-agent", "an-agent 2.0")
     assert asyncio.run(agents.resolve(owner, "an-agent")).program == str(system / "an-agent")
     listed = asyncio.run(agents.installed(owner, {"mine": "an-agent"}, {}))
     assert listed["mine"] == (str(own / "an-agent"), "an-agent 2.0", "")
