@@ -71,9 +71,6 @@ async def first_record(
         agent_id,
         req.prompt,
     )
-    problem = size_problem(first.argv, {**preset.env, "PATH": found.path, **req.env})
-    if problem:
-        raise InvalidArgs(f"Session '{name}': {problem}.")
     record = SessionRecord(
         name=name,
         uuid=str(uuid.uuid4()),
@@ -97,6 +94,9 @@ async def first_record(
         state=State.STARTING,
         hook_token=secrets.token_hex(16),
     )
+    problem = size_problem(first.argv, {**preset.env, **record.launch_env()})
+    if problem:
+        raise InvalidArgs(f"Session '{name}': {problem}.")
     return record, owner
 
 
