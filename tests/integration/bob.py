@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import socket
 import sys
 import time
@@ -208,6 +207,68 @@ def _raw_message(msg: Message) -> bytes:
     return bytes(msg._marshall(False))
 
 
+class RawReader:
+    """Splits what the bus sends on a raw socket into whole messages. The bus may send the
+    Hello reply and its NameAcquired signal in one read or two, so reads are not messages."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    def next_reply(self) -> dict[int, Any]:
+        """The header fields of the next method return or error (code -> value, plus 0 ->
+        the message type); signals are passed over."""
+        while True:
+            message = self._next()
+            if message[1] in (2, 3):  # METHOD_RETURN, ERROR; 4 is a signal
+                return {0: message[1], **_header_fields(message)}
+
+    def _next(self) -> bytes:
+        while (size := self._size()) is None or len(self.buffer) < size:
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("the bus closed the connection")
+            self.buffer += data
+        message, self.buffer = self.buffer[:size], self.buffer[size:]
+        return message
+
+    def _size(self) -> int | None:
+        if len(self.buffer) < 16:
+            return None
+        order: Any = "little" if self.buffer[:1] == b"l" else "big"
+        body = int.from_bytes(self.buffer[4:8], order)
+        fields = int.from_bytes(self.buffer[12:16], order)
+        return 16 + (fields + 7) // 8 * 8 + body
+
+
+def _header_fields(message: bytes) -> dict[int, Any]:
+    """The header fields of one whole message: strings, object paths and signatures as str,
+    the reply serial as int. Each field is a struct, so each starts on an 8-byte boundary."""
+    order: Any = "little" if message[:1] == b"l" else "big"
+    end = 16 + int.from_bytes(message[12:16], order)
+    fields: dict[int, Any] = {}
+    at = 16
+    while at < end:
+        at = (at + 7) // 8 * 8
+        code, sig_len = message[at], message[at + 1]
+        kind = message[at + 2 : at + 2 + sig_len].decode()
+        at += 3 + sig_len
+        if kind == "g":
+            size = message[at]
+            fields[code] = message[at + 1 : at + 1 + size].decode()
+            at += 2 + size
+        else:  # "s", "o" and "u" all start with a 4-byte-aligned uint32
+            at = (at + 3) // 4 * 4
+            value = int.from_bytes(message[at : at + 4], order)
+            if kind == "u":
+                fields[code] = value
+                at += 4
+            else:
+                fields[code] = message[at + 4 : at + 4 + value].decode()
+                at += 5 + value
+    return fields
+
+
 def hook_with_stale_pid() -> None:
     """Connect, then leave the connection to a child and exit: the bus keeps this process's
     pid for the connection. Print it; on a line 'go PATH' from stdin, report a hook for NAME
@@ -220,11 +281,12 @@ def hook_with_stale_pid() -> None:
     hello = Message(destination="org.freedesktop.DBus", path="/org/freedesktop/DBus",
                     interface="org.freedesktop.DBus", member="Hello", serial=1)  # fmt: skip
     sock.sendall(_raw_message(hello))
-    unique = re.search(rb":1\.\d+", sock.recv(4096))
+    reader = RawReader(sock)
+    unique = reader.next_reply().get(6, "")  # DESTINATION: the name the bus gave us
     connected_pid = os.getpid()
     if os.fork():
         os._exit(0)  # the pid the bus knows this connection by is free from now on
-    print(json.dumps({"pid": connected_pid, "name": unique.group().decode() if unique else ""}), flush=True)  # fmt: skip
+    print(json.dumps({"pid": connected_pid, "name": unique}), flush=True)
     line = sys.stdin.readline().split()
     if line[:1] != ["go"]:
         return
@@ -234,9 +296,10 @@ def hook_with_stale_pid() -> None:
                      serial=2)  # fmt: skip
     sock.sendall(_raw_message(report))
     sock.settimeout(30)
-    reply = sock.recv(65536)
-    found = re.search(rb"org\.[A-Za-z0-9_.]+\.(Error\.)?[A-Za-z]+", reply[12:])
-    print(json.dumps({"reply": found.group().decode() if found else reply.hex()}), flush=True)
+    reply = reader.next_reply()
+    assert reply.get(5) == 2, reply  # REPLY_SERIAL: the bus answers Hello first, then this
+    # ERROR_NAME, or "ok" when the hook was taken; SENDER says whether the bus or the daemon
+    print(json.dumps({"reply": reply.get(4, "ok"), "sender": reply.get(7)}), flush=True)
 
 
 ATTACKS = {
