@@ -170,8 +170,9 @@ class Conversations:
         record.agent_session_source = how
         self.registry.commit_or_retry(session)
 
-    async def discover(self, session: Session) -> None:
-        """Look on disk for the conversation of a preset whose CLI cannot be told an id."""
+    async def discover(self, session: Session, until_usec: int = 0) -> None:
+        """Look on disk for the conversation of a preset whose CLI cannot be told an id: the
+        newest written since the session's last start, and not after until_usec if set."""
         record = session.record
         preset = self.settings.preset(record.preset)
         if preset is None or preset.discover is None:
@@ -188,11 +189,11 @@ class Conversations:
             )
             found = await discovery.discover_listed(
                 preset.discover, session.owner, record.cwd, record.started_at, claimed, env,
-                command,
+                command, until_usec,
             )  # fmt: skip
         else:
             found = await discovery.discover(
-                preset.discover, session.owner, record.cwd, record.started_at, claimed
+                preset.discover, session.owner, record.cwd, record.started_at, claimed, until_usec
             )
         if found:
             self.set_id(session, found, "discovered", "")

@@ -3,7 +3,8 @@ rollout files, for example).
 
 The look is done by a small program run as the session's owner, so nothing under a user's home
 is ever opened as root. It picks the newest file that matches the preset's glob, was written
-since the session's last start, is not claimed by another session, and (where the preset says
+since the session's last start (and, for a run that a reboot ended, before this boot), is not
+claimed by another session, and (where the preset says
 which JSON field of its first line holds the working directory) belongs to the session's cwd.
 Newest wins, so a rotation that starts a new file is followed too.
 
@@ -26,8 +27,8 @@ log = logging.getLogger(__name__)
 
 _FIND = r"""
 import glob, json, os, re, sys
-pattern, id_re, field, cwd, since = sys.argv[1:6]
-claimed = set(sys.argv[6:])
+pattern, id_re, field, cwd, since, until = sys.argv[1:7]
+claimed = set(sys.argv[7:])
 rx = re.compile(id_re)
 best = None
 for path in glob.glob(pattern, recursive=True):
@@ -38,7 +39,7 @@ for path in glob.glob(pattern, recursive=True):
         mtime = os.stat(path).st_mtime
     except OSError:
         continue
-    if mtime < float(since):
+    if mtime < float(since) or (float(until) and mtime > float(until)):
         continue
     if field:
         try:
@@ -77,8 +78,11 @@ async def run_listing(
     return result[1].decode(errors="replace")
 
 
-def pick_listed(listing: object, rule: Discovery, cwd: str, since: float, claimed: set[str]) -> str:
-    """The newest listed conversation of cwd created since `since` (seconds) and unclaimed."""
+def pick_listed(
+    listing: object, rule: Discovery, cwd: str, since: float, claimed: set[str], until: float = 0
+) -> str:
+    """The newest listed conversation of cwd created since `since` (seconds), and not after
+    `until` when that is set, and unclaimed."""
     best: tuple[float, str] | None = None
     for item in listing if isinstance(listing, list) else []:
         if not isinstance(item, dict):
@@ -91,7 +95,9 @@ def pick_listed(listing: object, rule: Discovery, cwd: str, since: float, claime
         if not isinstance(when, (int, float)) or isinstance(when, bool):
             continue
         seconds = when / 1000 if when > 1e11 else float(when)  # milliseconds, by magnitude
-        if seconds >= since and (best is None or seconds > best[0]):
+        if seconds < since or (until and seconds > until):
+            continue
+        if best is None or seconds > best[0]:
             best = (seconds, agent_id)
     return best[1] if best else ""
 
@@ -104,6 +110,7 @@ async def discover_listed(
     claimed: set[str],
     env: dict[str, str],
     command: list[str],
+    until_usec: int = 0,
 ) -> str:
     """The conversation id the CLI's own listing names, or ""."""
     out = await run_listing(owner, cwd, command, env)
@@ -115,13 +122,13 @@ async def discover_listed(
     except ValueError:
         log.warning("'%s' did not print a JSON list", " ".join(rule.command))
         return ""
-    return pick_listed(listing, rule, cwd, since_usec / 1e6 - 1, claimed)
+    return pick_listed(listing, rule, cwd, since_usec / 1e6 - 1, claimed, until_usec / 1e6)
 
 
 async def discover(
-    rule: Discovery, owner: Owner, cwd: str, since_usec: int, claimed: set[str]
+    rule: Discovery, owner: Owner, cwd: str, since_usec: int, claimed: set[str], until_usec: int = 0
 ) -> str:
-    """The conversation id found on disk, or ""."""
+    """The conversation id found on disk, or "". An until_usec of 0 sets no upper bound."""
     argv = [
         sys.executable,
         "-I",
@@ -133,6 +140,7 @@ async def discover(
         rule.cwd_field,
         cwd,
         str(since_usec / 1e6 - 1),  # file times can trail the clock we stamped by a little
+        str(until_usec / 1e6),
         *sorted(claimed),
     ]
     code, out = await run_as_owner(owner, argv)

@@ -319,7 +319,13 @@ class Lifecycle:
         record = session.record
         preset = self.settings.preset(record.preset) or Preset(name=record.preset)
         owner = session.owner
-        plan = await resumeplan.plan(session, preset, self.conversations, self.scopes.find_program)
+        plan = await resumeplan.plan(
+            session,
+            preset,
+            self.conversations,
+            self.scopes.find_program,
+            self.scopes.systemd.started_usec,
+        )
         log.info(
             "session '%s': resuming (%s)",
             session.name,

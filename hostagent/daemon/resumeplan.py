@@ -14,23 +14,33 @@ from hostagent.daemon.owner import Owner, build_env
 from hostagent.daemon.registry import Session
 from hostagent.errors import AgentNotFound
 from hostagent.presets import Preset
+from hostagent.session import DormantReason
 
 log = logging.getLogger(__name__)
 
 
 FindProgram = Callable[[Owner, str], Awaitable[agents.Found]]
+ManagerStarted = Callable[[], Awaitable[int]]
 
 
 async def plan(
-    session: Session, preset: Preset, conversations: Conversations, find: FindProgram
+    session: Session,
+    preset: Preset,
+    conversations: Conversations,
+    find: FindProgram,
+    manager_started: ManagerStarted,
 ) -> launch.Launch:
     """The resume's command line; the caller holds the session's lock. An assigned id the CLI
     will not take again is replaced here (the old one kept in the record's history)."""
     record = session.record
     owner = session.owner
-    if not record.agent_session:
-        # Only an id never learned is looked for here: a newer conversation in the same cwd
-        # may be another session's (the end of each run follows this one's rotations).
+    if record.dormant_reason is DormantReason.REBOOT:
+        # The end of each run follows its rotations; a run a reboot ended had no end. Its last
+        # conversation is the newest it wrote before this boot: what came after is not its.
+        await conversations.discover(session, await manager_started())
+    elif not record.agent_session:
+        # Otherwise only an id never learned is looked for: a newer conversation in the same
+        # cwd may be another session's.
         await conversations.discover(session)
     command = await program_again(session, find)
     env = build_env(owner, preset.env, record.launch_env(), conversations.registry.system)

@@ -312,6 +312,18 @@ class Systemd:
             return False
         return str(value.value) == "stopping"
 
+    async def started_usec(self) -> int:
+        """When this manager started (CLOCK_REALTIME, µs): for the system manager, this boot's
+        userspace start, which a container's reboot moves too (the kernel's boot time does
+        not). 0 when systemd cannot say."""
+        try:
+            (value,) = await self._call(
+                SYSTEMD_PATH, PROPERTIES, "Get", "ss", [MANAGER_IFACE, "UserspaceTimestamp"]
+            )
+        except CallError:
+            return 0
+        return int(value.value)
+
     async def invocation_id(self, unit: str) -> str:
         raw = await self.unit_property(unit, UNIT_IFACE, "InvocationID")
         return bytes(raw).hex() if raw else ""

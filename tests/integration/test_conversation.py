@@ -120,12 +120,16 @@ def test_a_report_from_inside_the_scope_needs_the_sessions_token(sb: Sandbox) ->
         sb.ctl("rm", name)
 
 
-def test_an_id_the_cli_chose_is_discovered_on_disk_and_resumed(sb: Sandbox) -> None:
+def install_discovered_preset(sb: Sandbox) -> None:
     sb.sh(
         "mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/demo-found.yaml",
         input=DISCOVERED_PRESET,
     ).check()
     sb.ctl("reload").check()
+
+
+def test_an_id_the_cli_chose_is_discovered_on_disk_and_resumed(sb: Sandbox) -> None:
+    install_discovered_preset(sb)
     name = create(sb, "demo-found", "-e", "DEMO_AGENT_THINK=0", user="alice")
     try:
         assert props(sb, name)["AgentSessionId"] == ""
@@ -143,3 +147,38 @@ def test_an_id_the_cli_chose_is_discovered_on_disk_and_resumed(sb: Sandbox) -> N
         sb.ctl("rm", name)
         sb.run("rm", "-f", "/etc/hostagent/presets.d/demo-found.yaml")
         sb.ctl("reload")
+
+
+def test_a_rotation_in_a_run_a_reboot_ended_is_found_at_resume(fresh_sandbox: Sandbox) -> None:
+    """A discovered id is followed at the end of each run; a reboot ends a run with no end, so
+    the resume looks for the run's last conversation, among what it wrote before the boot."""
+    sb = fresh_sandbox
+    sb.daemon_start()
+    install_discovered_preset(sb)
+    name = create(sb, "demo-found", "-e", "DEMO_AGENT_THINK=0", user="alice")
+    wait_screen(sb, name, "> ")
+    alice(sb, "send", name, "before the clear")
+    wait_screen(sb, name, "You said: before the clear")
+    alice(sb, "stop", name)
+    first = props(sb, name)["AgentSessionId"]
+    assert first
+    alice(sb, "resume", name)
+    wait_screen(sb, name, "[user] before the clear")
+    alice(sb, "send", name, "/clear")
+    rotated = re.search(r"new conversation: ([0-9a-f-]{36})", wait_screen(sb, name, "new conv"))
+    assert rotated and rotated.group(1) != first
+    alice(sb, "send", name, "after the clear")
+    wait_screen(sb, name, "You said: after the clear")
+    sb.reboot()
+    sb.daemon_start()
+    p = props(sb, name)
+    assert (p["State"], p["DormantReason"], p["AgentSessionId"]) == ("dormant", "reboot", first)
+    # After the boot, before the resume: a conversation the run did not write.
+    planted = f"/home/alice/.demo-agent/sessions/{'0' * 8}{first[8:]}.jsonl"
+    sb.run("sh", "-c", f"echo '{{}}' > {planted}", user="alice").check()
+    alice(sb, "resume", name)
+    p = props(sb, name)
+    assert p["AgentSessionId"] == rotated.group(1), sb.journal(lines=20)
+    assert p["Command"][-2:] == ["--resume", rotated.group(1)]
+    screen = wait_screen(sb, name, "[user] after the clear")
+    assert "before the clear" not in screen

@@ -56,6 +56,7 @@ class FakeSystemd:
         self.stopped: list[str] = []  # units the daemon asked to stop
         self.after_list: Callable[[], None] = lambda: None
         self.stopping = False  # the manager is going down
+        self.started = 0  # the manager's start (µs); 0 as when systemd cannot say
 
     def end(self, unit: str, state: str = "") -> None:
         """The unit's processes are gone; systemd unloads it ("") or keeps it failed, and
@@ -98,6 +99,9 @@ class FakeSystemd:
 
     async def shutting_down(self) -> bool:
         return self.stopping
+
+    async def started_usec(self) -> int:
+        return self.started
 
 
 class FakeTmux:

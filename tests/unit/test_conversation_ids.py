@@ -93,6 +93,9 @@ def test_codex_rollouts_are_found_by_cwd_newest_first(tmp_path: Path) -> None:
     # Written before this run started: not this run's conversation.
     late = int(time.time() * 1e6)
     assert asyncio.run(discover(rule, owner, "/srv/app", late, set())) == ""
+    # A run that a reboot ended: what was written after the boot (30 s ago) is not its.
+    booted = int((time.time() - 30) * 1e6)
+    assert asyncio.run(discover(rule, owner, "/srv/app", since, set(), booted)) == ID_A
 
 
 def test_discovery_without_cwd_field_and_nothing_there(tmp_path: Path) -> None:
@@ -142,29 +145,31 @@ LISTED = Discovery(command=("opencode", "session", "list"), id_field="id",
                    cwd_field="directory", time_field="created")  # fmt: skip
 
 
+FOUR = [
+    {"id": "ses_old", "directory": "/p", "created": 1_500},  # seconds, too early
+    {"id": "ses_a", "directory": "/p", "created": 2_000_000_000_000},
+    {"id": "ses_b", "directory": "/p", "created": 2_000_000_001_000},
+    {"id": "ses_c", "directory": "/elsewhere", "created": 2_000_000_002_000},
+]
+
+
 @pytest.mark.parametrize(
-    ("listing", "claimed", "found"),
+    ("listing", "claimed", "until", "found"),
     [
-        ([{"id": "ses_a", "directory": "/p", "created": 2_000_000_000_000}], set(), "ses_a"),
-        (
-            [
-                {"id": "ses_old", "directory": "/p", "created": 1_500},  # seconds, too early
-                {"id": "ses_a", "directory": "/p", "created": 2_000_000_000_000},
-                {"id": "ses_b", "directory": "/p", "created": 2_000_000_001_000},
-                {"id": "ses_c", "directory": "/elsewhere", "created": 2_000_000_002_000},
-            ],
-            set(),
-            "ses_b",
-        ),
-        ([{"id": "ses_a", "directory": "/p", "created": 2_000_000_000_000}], {"ses_a"}, ""),
-        ([{"id": 7, "directory": "/p", "created": True}, "junk"], set(), ""),
-        ({"not": "a list"}, set(), ""),
+        ([{"id": "ses_a", "directory": "/p", "created": 2_000_000_000_000}], set(), 0, "ses_a"),
+        (FOUR, set(), 0, "ses_b"),
+        # A run that a reboot ended: ses_b came after the boot, so it is not this run's.
+        (FOUR, set(), 2_000_000_000.5, "ses_a"),
+        (FOUR, set(), 1_999_999_999.5, ""),
+        ([{"id": "ses_a", "directory": "/p", "created": 2_000_000_000_000}], {"ses_a"}, 0, ""),
+        ([{"id": 7, "directory": "/p", "created": True}, "junk"], set(), 0, ""),
+        ({"not": "a list"}, set(), 0, ""),
     ],
 )
 def test_a_listed_conversation_is_the_newest_of_the_cwd(
-    listing: object, claimed: set[str], found: str
+    listing: object, claimed: set[str], until: float, found: str
 ) -> None:
-    assert pick_listed(listing, LISTED, "/p", 1_999_999_999.0, claimed) == found
+    assert pick_listed(listing, LISTED, "/p", 1_999_999_999.0, claimed, until) == found
 
 
 def _transcript(home: Path, rel: str, text: str) -> None:
