@@ -9,7 +9,8 @@ tool call, so the CLI draws its own approval dialog), and finish:
 - OpenAI Responses (``POST …/responses``), for Codex;
 - Gemini (``POST …/models/M:streamGenerateContent`` and ``:generateContent``), for Gemini CLI.
 
-What the model does is scripted by the last user message, so a test drives it by what it types:
+What the model does is scripted by the last user message (tests/modelscript.py), so a test
+drives it by what it types:
 
 - a tool result in the request: the turn ends with "Done: the command ran." (held as below
   when the user's text said ``slow``);
@@ -29,7 +30,6 @@ line (path and body), which is how a test shows which API a CLI spoke.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import threading
 import time
@@ -37,106 +37,10 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-TOOL_COMMAND = "touch approved-by-user.txt"
-SHELL_TOOLS = ("Bash", "bash", "run_shell_command", "shell", "exec_command", "shell_command")
-EDIT_TOOLS = ("Write", "write_file", "write", "create", "str_replace_based_edit_tool", "edit")
+from modelscript import EDIT_TOOLS, TOOL_COMMAND, decide, fill, last_user_text, pick_tool
+
 HOLD_LIMIT = 120.0
 release = threading.Event()
-_CONTEXT = re.compile(r"^\s*(<([\w:-]+)[^>]*>.*?</\2>\s*)+", re.S)
-
-
-# --- the script -------------------------------------------------------------------------------
-
-
-def decide(last_user: str, tool_result: bool) -> tuple[str, str]:
-    """(kind, text): kind is "tool", "text" or "slow"."""
-    # What the user typed, without the context some CLIs put before it in the same text
-    # (Copilot's <current_datetime>), and only its first line: Aider appends its rules after.
-    last_user = _CONTEXT.sub("", last_user)
-    last_user = (last_user.strip().splitlines() or [""])[0]
-    lowered = last_user.lower()
-    if tool_result:
-        return ("slow" if "slow" in lowered else "text"), "Done: the command ran."
-    if "overloaded" in lowered:
-        return "error", "The stand-in model is overloaded; try again later."
-    if "run" in lowered.split() or "run " in lowered:
-        return "tool", "I will run a command."
-    if "slow" in lowered:
-        return "slow", "Thinking about it slowly. Finished now."
-    if "write" in lowered.split():
-        path = next((w for w in last_user.split() if w.startswith("/")), "notes.txt")
-        return "edit", f"I will write {path} for you."
-    if "question" in lowered:
-        return "text", "Which one do you want?\n\n1. Yes, the first\n2. No, the second\n"
-    return "text", f"Hello from the stand-in model. You said: {last_user.strip()[:60]}"
-
-
-def fill(schema: dict[str, Any], name: str = "") -> Any:
-    """A value that satisfies a tool's JSON schema, with a shell command where one is asked."""
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
-    kind = str(kind or "").lower()
-    if schema.get("enum"):
-        return "user" if "user" in schema["enum"] else schema["enum"][0]
-    if kind == "object" or "properties" in schema:
-        props: dict[str, Any] = schema.get("properties", {})
-        required = schema.get("required", list(props))
-        return {k: fill(props[k], k) for k in required if k in props}
-    if kind == "array":
-        if name in ("command", "cmd", "argv"):
-            return ["bash", "-lc", TOOL_COMMAND]
-        return []
-    if kind == "boolean":
-        return False
-    if kind in ("integer", "number"):
-        return 30000 if "timeout" in name else 1
-    if name in ("command", "cmd"):
-        return TOOL_COMMAND
-    if name in ("description", "justification", "reason"):
-        return "Create a file to show the tool ran"
-    if name in ("reasoning", "explanation"):
-        return "The user spoke last."
-    return "."
-
-
-def pick_tool(
-    tools: list[tuple[str, dict[str, Any]]], kind: str, text: str
-) -> tuple[str, dict[str, Any]]:
-    """The CLI's shell tool (kind "tool") or file-writing tool (kind "edit"), and arguments."""
-    by_name = dict(tools)
-    if kind == "edit":
-        for name in EDIT_TOOLS:
-            if name in by_name:
-                args = fill(by_name[name])
-                path = next((w for w in text.split() if w.startswith("/")), "notes.txt")
-                for key in args:
-                    if "path" in key.lower() or key == "file":
-                        args[key] = path
-                    elif key in ("content", "contents", "file_text", "new_str"):
-                        args[key] = "written by the stand-in model\n"
-                return name, args
-        if "exec_command" in by_name:
-            # Codex offers no file tool to a model it does not know: edits go through its shell
-            # tool as an apply_patch command, which Codex shows as an edit to approve.
-            path = next((w for w in text.split() if w.startswith("/")), "notes.txt")
-            patch = (
-                f"apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {path}\n"
-                "+written by the stand-in model\n*** End Patch\nEOF\n"
-            )
-            return "exec_command", {**fill(by_name["exec_command"]), "cmd": patch}
-    for name in SHELL_TOOLS:
-        if name in by_name:
-            args = fill(by_name[name])
-            if "sandbox_permissions" in by_name[name].get("properties", {}):
-                # Codex asks the user only for a command that asks to leave its sandbox.
-                args["sandbox_permissions"] = "require_escalated"
-                args["justification"] = "May I create a file to show the tool ran?"
-            return name, args
-    for name, schema in tools:
-        if "command" in json.dumps(schema):
-            return name, fill(schema)
-    return "bash", {"command": TOOL_COMMAND}
 
 
 def hold() -> None:
@@ -144,37 +48,6 @@ def hold() -> None:
 
 
 # --- wire formats -----------------------------------------------------------------------------
-
-
-def text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(text_of(p.get("text", "") if isinstance(p, dict) else p) for p in content)
-    return ""
-
-
-def last_user_text(body: dict[str, Any]) -> str:
-    """The text the user typed last, in any of the four formats (tool results and reminders
-    that the CLIs add to a user message are not what the user typed)."""
-    for key in ("messages", "input", "contents"):
-        items = body.get(key)
-        if isinstance(items, str):
-            return items
-        for item in reversed(items or []):
-            if item.get("role") not in ("user", None) or (
-                "type" in item and item["type"] != "message"
-            ):
-                continue
-            content = item.get("content", item.get("parts", []))
-            if isinstance(content, str):
-                return content
-            texts = [p.get("text", "") for p in content if isinstance(p, dict)]
-            texts = [t for t in texts if t and not t.lstrip().startswith("<")]
-            if texts:
-                return " ".join(texts)
-            # Tool results only: what the user typed is further back.
-    return ""
 
 
 def anthropic(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
