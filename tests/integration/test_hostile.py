@@ -2,93 +2,27 @@
 real system bus and daemon (tests/integration/bob.py is his side).
 
 Around each test, a probe calls ListSessions every 50 ms as another client, and alice keeps a
-session running. After each: the daemon has its PID still, never took a second to answer the
-probe, logged no internal error, and alice's session runs and answers.
+session running (tests/integration/hostile_watch.py). After each: the daemon has its PID still,
+never took a second to answer the probe, logged no internal error, and alice's session runs and
+answers.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import subprocess
-import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from hostagent.bus.paths import path_encode
-from hostagent.client.library import Client
 from hostagent.daemon import checkpoint
 from tests.integration.helpers import SESSIONS_DIR, create, props, settled
+from tests.integration.hostile_watch import ALICES, BOB, STALL, Probe, bob, bobs, finish
 from tests.integration.test_security import carol_is_admin  # noqa: F401 - a fixture
-from tests.sandbox import GUEST_REPO, Sandbox
+from tests.sandbox import Sandbox
 
-BOB = (
-    "env",
-    f"PYTHONPATH={GUEST_REPO}",
-    "PYTHONPYCACHEPREFIX=/tmp/bob-pycache",
-    "python3",
-    "-m",
-    "tests.integration.bob",
-)
-STALL = 1.0  # the issue's bound on how long others may wait while bob attacks
 CONFIG = "/etc/hostagent/hostagent.yaml"
-
-
-def bob(sb: Sandbox, *args: str, user: str = "bob", timeout: float = 120) -> dict[str, Any]:
-    """Run one of bob's attacks as user; what it printed last."""
-    result = sb.run(*BOB, *args, user=user, timeout=timeout)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-ALICES = "alice-work"
-
-
-def finish(process: subprocess.Popen[str]) -> None:
-    """Kill a process started with sb.popen if it still runs, and close its pipes."""
-    with contextlib.suppress(ProcessLookupError):
-        process.kill()
-    with contextlib.suppress(ValueError):  # already communicated with
-        process.communicate(timeout=30)
-
-
-class Probe:
-    """Another client's view while bob attacks: ListSessions every 50 ms, the slowest kept."""
-
-    def __init__(self, sb: Sandbox) -> None:
-        self.sb = sb
-        self.slowest = 0.0
-        self.calls = 0
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-
-    async def _run(self) -> None:
-        client = await Client.connect(True, self.sb.bus_address)
-        try:
-            while not self._stop.is_set():
-                started = time.monotonic()
-                try:
-                    await asyncio.wait_for(client.list_sessions(), 30)
-                except Exception as e:
-                    self.errors.append(repr(e))
-                self.slowest = max(self.slowest, time.monotonic() - started)
-                self.calls += 1
-                await asyncio.sleep(0.05)
-        finally:
-            client.close()
-
-    def __enter__(self) -> Probe:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -121,10 +55,6 @@ def guarded(sb: Sandbox, alices: str) -> Iterator[Probe]:
     assert "Internal error" not in sb.journal(lines=500)
     assert settled(sb, alices) == ("running", "active", "running")
     assert "> " in sb.ctl("capture", alices, user="alice", system=True).check().stdout
-
-
-def bobs(sb: Sandbox, name: str, *extra: str) -> str:
-    return create(sb, "shell", *extra, user="bob", name=name)
 
 
 def test_1_posing_as_systemd_fails_nobodys_create(sb: Sandbox, guarded: Probe) -> None:

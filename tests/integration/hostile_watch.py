@@ -1,0 +1,84 @@
+"""What the hostile tests use around each attack: bob's side (bob.py) started as bob, and the
+probe that times another client's calls meanwhile. test_hostile.py's fixtures put the probe
+and alice's session (named ALICES) around every test."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import threading
+import time
+from typing import Any
+
+from hostagent.client.library import Client
+from tests.integration.helpers import create
+from tests.sandbox import GUEST_REPO, Sandbox
+
+BOB = (
+    "env",
+    f"PYTHONPATH={GUEST_REPO}",
+    "PYTHONPYCACHEPREFIX=/tmp/bob-pycache",
+    "python3",
+    "-m",
+    "tests.integration.bob",
+)
+STALL = 1.0  # the issue's bound on how long others may wait while bob attacks
+
+
+def bob(sb: Sandbox, *args: str, user: str = "bob", timeout: float = 120) -> dict[str, Any]:
+    """Run one of bob's attacks as user; what it printed last."""
+    result = sb.run(*BOB, *args, user=user, timeout=timeout)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+ALICES = "alice-work"
+
+
+def finish(process: subprocess.Popen[str]) -> None:
+    """Kill a process started with sb.popen if it still runs, and close its pipes."""
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    with contextlib.suppress(ValueError):  # already communicated with
+        process.communicate(timeout=30)
+
+
+class Probe:
+    """Another client's view while bob attacks: ListSessions every 50 ms, the slowest kept."""
+
+    def __init__(self, sb: Sandbox) -> None:
+        self.sb = sb
+        self.slowest = 0.0
+        self.calls = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+
+    async def _run(self) -> None:
+        client = await Client.connect(True, self.sb.bus_address)
+        try:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                try:
+                    await asyncio.wait_for(client.list_sessions(), 30)
+                except Exception as e:
+                    self.errors.append(repr(e))
+                self.slowest = max(self.slowest, time.monotonic() - started)
+                self.calls += 1
+                await asyncio.sleep(0.05)
+        finally:
+            client.close()
+
+    def __enter__(self) -> Probe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+
+def bobs(sb: Sandbox, name: str, *extra: str) -> str:
+    return create(sb, "shell", *extra, user="bob", name=name)
