@@ -1,8 +1,8 @@
 """A session's terminal from the outside: following what it shows (``PaneWatch``), reading the
 screen, typing into it, attaching, and waiting for its agent to reach an activity.
 
-The terminal is a listener of the registry: a session that stops being ``running`` loses its
-watch, and every change answers the waits it satisfies.
+The terminal is a listener of the registry: a session that stops being ``starting`` or
+``running`` loses its watch, and every change answers the waits it satisfies.
 """
 
 from __future__ import annotations
@@ -62,7 +62,9 @@ class Terminal:
         pass
 
     def session_changed(self, session: Session) -> None:
-        if session.record.state is not State.RUNNING:
+        # Starting keeps its watch: the pane can be read, and its first verdict announced,
+        # before the scope's start returns (a busy systemd), and nothing would open another.
+        if session.record.state not in (State.STARTING, State.RUNNING):
             self.unwatch(session)
         self.wake(session)
 
