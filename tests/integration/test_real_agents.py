@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -95,6 +96,18 @@ def type_line(sb: Sandbox, agent: RealAgent, name: str, text: str) -> None:
     screen(sb, agent, name, text)
 
 
+def reads_working(sb: Sandbox, agent: RealAgent, name: str) -> None:
+    """Working, and ExplainActivity says so. The Enter's own output reads working at once, and
+    a CLI that draws nothing more until its first streamed words (Aider, which can take a
+    while to send its request) reads idle for that moment: then the next working is awaited."""
+    deadline = time.monotonic() + SCREEN_WAIT
+    while True:
+        assert wait(sb, agent, name, "working") == "working"
+        if explain(sb, agent, name)["activity"] == "working":
+            return
+        assert time.monotonic() < deadline, f"{agent.key} never stayed working"
+
+
 def blocked_by_rule(sb: Sandbox, agent: RealAgent, name: str) -> dict:
     """Blocked, and ExplainActivity names what said so: the preset's screen rule that saw the
     dialog, or (a CLI with hooks, which may report before the dialog is drawn) its hook."""
@@ -165,8 +178,7 @@ def test_a_real_cli_from_first_run_to_resume(
     # A turn: working while the model holds its reply, idle once it has answered.
     control(sb, "hold")
     type_line(sb, agent, name, "slow please")
-    assert wait(sb, agent, name, "working") == "working"
-    assert explain(sb, agent, name)["activity"] == "working"
+    reads_working(sb, agent, name)
     control(sb, "release")
     screen(sb, agent, name, "Finished now.")
     assert wait(sb, agent, name, "idle") == "idle"
