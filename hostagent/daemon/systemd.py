@@ -293,36 +293,29 @@ class Systemd:
             raise SystemdError(e.text or e.name) from None
         return str(value.value)
 
-    async def unit_property(self, unit: str, interface: str, name: str) -> Any:
-        """A property of a loaded unit, or None when it is not loaded."""
+    async def _property(self, path: str, interface: str, name: str) -> Any:
+        """A property's value, or None when systemd cannot say (a unit not loaded)."""
         try:
-            (value,) = await self._call(unit_path(unit), PROPERTIES, "Get", "ss", [interface, name])
+            (value,) = await self._call(path, PROPERTIES, "Get", "ss", [interface, name])
         except CallError:
             return None
         return value.value
 
+    async def unit_property(self, unit: str, interface: str, name: str) -> Any:
+        """A property of a loaded unit, or None when it is not loaded."""
+        return await self._property(unit_path(unit), interface, name)
+
     async def shutting_down(self) -> bool:
         """Whether the manager is going down (a shutdown, or a user manager's end): then every
         session is about to end with it, and none of those ends is the session's own."""
-        try:
-            (value,) = await self._call(
-                SYSTEMD_PATH, PROPERTIES, "Get", "ss", [MANAGER_IFACE, "SystemState"]
-            )
-        except CallError:
-            return False
-        return str(value.value) == "stopping"
+        state = await self._property(SYSTEMD_PATH, MANAGER_IFACE, "SystemState")
+        return str(state) == "stopping"
 
     async def started_usec(self) -> int:
         """When this manager started (CLOCK_REALTIME, µs): for the system manager, this boot's
         userspace start, which a container's reboot moves too (the kernel's boot time does
         not). 0 when systemd cannot say."""
-        try:
-            (value,) = await self._call(
-                SYSTEMD_PATH, PROPERTIES, "Get", "ss", [MANAGER_IFACE, "UserspaceTimestamp"]
-            )
-        except CallError:
-            return 0
-        return int(value.value)
+        return int(await self._property(SYSTEMD_PATH, MANAGER_IFACE, "UserspaceTimestamp") or 0)
 
     async def invocation_id(self, unit: str) -> str:
         raw = await self.unit_property(unit, UNIT_IFACE, "InvocationID")
