@@ -40,6 +40,19 @@ def screen_top(screen: str) -> str:
     return "\n".join(line for line in screen.splitlines() if line.strip())
 
 
+def expect(ok: bool, what: str) -> None:
+    """The demo is also a test of the README's first command (.ci/run runs it): a step that
+    did not do what it shows ends it, with the reason."""
+    if not ok:
+        raise SystemExit(f"demo: {what}")
+
+
+def status(ctl, name: str) -> dict:
+    result = ctl("status", name, "-o", "json")
+    expect(result.returncode in (0, 3), f"status {name} failed: {result.stderr}")
+    return json.loads(result.stdout)
+
+
 def sandbox_demo() -> int:
     with Sandbox() as sb:
 
@@ -61,25 +74,38 @@ def sandbox_demo() -> int:
         say("The scope in systemd: tmux and the agent, in hostagent.slice")
         show(sb.run("systemctl", "status", "--no-pager", "-n0", "hostagent-demo.scope").stdout)
 
-        leader = json.loads(ctl("--json", "status", "demo").stdout)["Leader"]
+        before = status(ctl, "demo")
         say("systemctl restart hostagent: the session keeps running")
         sb.daemon_restart()
-        after = json.loads(ctl("--json", "status", "demo").stdout)
+        after = status(ctl, "demo")
         show(ctl("list").stdout)
-        print(f"tmux server pid before {leader}, after {after['Leader']}")
+        print(f"tmux server pid before {before['leader']}, after {after['leader']}")
+        expect(
+            after["state"] == "running" and after["leader"] == before["leader"],
+            f"the session did not keep running across the restart: {after}",
+        )
 
         say("Reboot the machine")
+        boot = sb.boot_id()
         sb.reboot()
         print(f"new boot id {sb.boot_id()}")
+        expect(sb.boot_id() != boot, "the reboot kept the boot id")
         sb.daemon_start()
         show(ctl("list").stdout)
         show(ctl("status", "demo").stdout)
+        dormant = status(ctl, "demo")
+        expect(dormant["state"] == "dormant", f"after the reboot the session is not dormant: {dormant}")
 
         say("hostagentctl resume demo: the agent continues the same conversation")
         ctl("resume", "demo").check()
         screen = wait_screen(ctl, "demo", "Resumed the conversation")
         show(screen_top(screen))
         show(ctl("list").stdout)
+        resumed = status(ctl, "demo")
+        expect(
+            resumed["agent_session_id"] == before["agent_session_id"],
+            f"resumed into another conversation: {resumed['agent_session_id']}",
+        )
     say("Done; the sandbox is gone.")
     return 0
 
@@ -98,7 +124,11 @@ def host_demo() -> int:
     say("Starting hostagent --user on your session bus")
     daemon = subprocess.Popen([str(venv / "hostagent"), "--user"], env=env)
     try:
-        time.sleep(1)
+        deadline = time.monotonic() + 20
+        while ctl("info").returncode != 0:  # until the daemon owns its name
+            expect(daemon.poll() is None, "hostagent --user exited")
+            expect(time.monotonic() < deadline, "hostagent --user did not answer within 20 s")
+            time.sleep(0.1)
         ctl("new", "--preset", "demo-agent", "--name", "demo")
         wait_screen(ctl, "demo", "> ")
         ctl("send", "demo", "hello")
