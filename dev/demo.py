@@ -94,7 +94,9 @@ def sandbox_demo() -> int:
         show(ctl("list").stdout)
         show(ctl("status", "demo").stdout)
         dormant = status(ctl, "demo")
-        expect(dormant["state"] == "dormant", f"after the reboot the session is not dormant: {dormant}")
+        expect(
+            dormant["state"] == "dormant", f"after the reboot the session is not dormant: {dormant}"
+        )
 
         say("hostagentctl resume demo: the agent continues the same conversation")
         ctl("resume", "demo").check()
@@ -112,17 +114,15 @@ def sandbox_demo() -> int:
 
 def host_demo() -> int:
     """On a real systemd host: the user's own manager and session bus."""
-    env = dict(os.environ)
-    venv = Path(__file__).resolve().parent.parent / ".venv" / "bin"
-    env["PATH"] = f"{venv}:{env.get('PATH', '')}"
+    python = str(Path(__file__).resolve().parent.parent / ".venv" / "bin" / "python")
 
     def ctl(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(venv / "hostagentctl"), "--user", *args], env=env, capture_output=True, text=True
+            [python, "-m", "hostagent.cli.ctl", "--user", *args], capture_output=True, text=True
         )
 
     say("Starting hostagent --user on your session bus")
-    daemon = subprocess.Popen([str(venv / "hostagent"), "--user"], env=env)
+    daemon = subprocess.Popen([python, "-m", "hostagent.daemon.main", "--user"])
     try:
         deadline = time.monotonic() + 20
         while ctl("info").returncode != 0:  # until the daemon owns its name
