@@ -1,10 +1,12 @@
-"""The man pages (issue: day one for an admin): each renders with groff's warnings on and says
-nothing, and hostagentctl(1) names every verb and every option the command line has."""
+"""The man pages: each renders as man(1) shows it with its warnings on and says nothing, no
+font macro glues a sentence to the next word, and hostagentctl(1) names every verb and every
+option the command line has."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,6 +29,60 @@ def test_each_page_renders_without_warnings(page: Path) -> None:
         env={"LC_ALL": "C.UTF-8", "PATH": "/usr/bin:/bin"},
     )
     assert (result.returncode, result.stderr) == (0, "")
+
+
+@pytest.mark.skipif(not shutil.which("man"), reason="needs man (apt install man-db)")
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_each_page_renders_as_man_shows_it_without_warnings(page: Path) -> None:
+    result = subprocess.run(
+        ["man", "--warnings", "-l", str(page)],
+        capture_output=True,
+        text=True,
+        env={"LC_ALL": "C.UTF-8", "PATH": "/usr/bin:/bin", "MANWIDTH": "80", "MANPAGER": "cat"},
+    )
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "drive hostagent" in result.stdout or page.name != "hostagentctl.1"
+
+
+# Font macros that alternate between their arguments with no space between them.
+ALTERNATING = {".BR", ".RB", ".IR", ".RI", ".BI", ".IB"}
+
+
+def glued(line: str) -> bool:
+    """Whether an alternating font macro ends a sentence or clause and starts the next word in
+    one breath: `.BR \\-\\-help . As with` renders as "--help.Aswith"."""
+    parts = line.split(None, 1)
+    if len(parts) < 2 or parts[0] not in ALTERNATING:
+        return False
+    try:
+        args = shlex.split(parts[1].replace("\\", "\\\\"))
+    except ValueError:
+        args = parts[1].split()
+    return any(
+        re.search(r"[.,;:!?]$", a) and re.match(r"[A-Za-z]", b)
+        for a, b in zip(args, args[1:], strict=False)
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "bad"),
+    [
+        (".BR \\-\\-help . As with", True),
+        (".BR \\-\\-user , or", True),
+        (".BR \\-\\-help .", False),
+        (".BR systemctl (1),", False),
+        (".BI hostagent\\-u UID .slice", False),
+        (".B \\-\\-json . As", False),  # .B keeps its spaces
+    ],
+)
+def test_a_glued_sentence_is_found(line: str, bad: bool) -> None:
+    assert glued(line) is bad
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_no_font_macro_glues_a_sentence_to_the_next_word(page: Path) -> None:
+    lines = page.read_text().splitlines()
+    assert [f"{page.name}:{n}: {x}" for n, x in enumerate(lines, 1) if glued(x)] == []
 
 
 def _text(page: str) -> str:
