@@ -1,6 +1,7 @@
 """What a sandbox's tree gets before it boots: a machine identity of its own, no idle services,
 Debian's dotfiles for root, and hostagent "installed" from the read-only checkout the way its
-package would install it (wrappers in /usr/bin, units, bus policy, activation files, polkit).
+package would install it (wrappers in /usr/bin and /usr/lib/hostagent, units, bus policy,
+activation files, polkit, the example configuration).
 """
 
 from __future__ import annotations
@@ -47,12 +48,13 @@ _INSTALL = {  # file in units/ -> where a package puts it
     "org.hostagent.HostAgent1.policy": "usr/share/polkit-1/actions/org.hostagent.HostAgent1.policy",
     "hostagent.rules": "usr/share/polkit-1/rules.d/hostagent.rules",
     "user/hostagent-notify.service": "etc/systemd/user/hostagent-notify.service",
+    "hostagent.yaml": "etc/hostagent/hostagent.yaml",
 }
-_MODULES = {
-    "hostagent": "hostagent.daemon.main",
-    "hostagentctl": "hostagent.cli.ctl",
-    "hostagent-demo-agent": "hostagent.cli.demo_agent",
-    "hostagent-notify": "hostagent.cli.notify",
+_MODULES = {  # program, where a package installs it -> module
+    "usr/bin/hostagent": "hostagent.daemon.main",
+    "usr/bin/hostagentctl": "hostagent.cli.ctl",
+    "usr/lib/hostagent/hostagent-demo-agent": "hostagent.cli.demo_agent",
+    "usr/bin/hostagent-notify": "hostagent.cli.notify",
 }
 
 
@@ -80,8 +82,9 @@ def provision(r: Path, upper: Path, install: bool) -> None:
             shutil.copyfile(skel, r / "root" / f".{dot}")
     if not install:
         return
-    for command, module in _MODULES.items():
-        path = r / "usr" / "bin" / command
+    for program, module in _MODULES.items():
+        path = r / program
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(_WRAPPER.format(repo=GUEST_REPO, module=module))
         path.chmod(0o755)
     for src, dst in _INSTALL.items():

@@ -33,7 +33,7 @@ PACKAGES = (
     "pkexec", "tmux", "python3", "python3-dbus-fast", "python3-yaml", "python3-sdnotify",
     "util-linux", "bsdutils", "procps", "passwd", "login", "iproute2", "man-db",
     "bash-completion", "git", "build-essential", "debhelper", "dh-python", "pybuild-plugin-pyproject",
-    "python3-all", "python3-setuptools",
+    "python3-all", "python3-setuptools", "sudo", "pipx",
 )  # fmt: skip
 
 

@@ -32,7 +32,7 @@ from hostagent.cli.ctl_output import (
     show_table,
     status_lines,
 )
-from hostagent.cli.doctor import verb_doctor
+from hostagent.cli.doctor import no_bus, verb_doctor
 from hostagent.cli.polkitagent import PolkitAgent, wanted
 from hostagent.client.library import Client, SessionRow, prefer_system
 from hostagent.client.transport import ssh_argv
@@ -336,6 +336,8 @@ async def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError, HostAgentError) as e:
         where = args.host or args.machine or ("the system bus" if system else "the session bus")
         reason = e.message if isinstance(e, HostAgentError) else e
+        if args.verb == "doctor" and not remote:
+            return no_bus(system, reason)
         print(f"Failed to connect to {where}: {reason}", file=sys.stderr)
         return 0 if args.verb == "hook" else EXIT_FAILURE
     agent = None

@@ -25,8 +25,7 @@ HINTS = {
     "AccessDenied": "only the session's owner, root or a polkit-authorised admin may do this.",
     "InteractiveAuthorizationRequired": "run it from a desktop session with a polkit agent, "
     "or as root.",
-    "ServiceUnknown": "is hostagent running? 'systemctl status hostagent' "
-    "(or 'systemctl --user status hostagent').",
+    "ServiceUnknown": "no hostagent answers here; 'hostagentctl doctor' says what is missing.",
 }
 
 

@@ -13,16 +13,92 @@ import contextlib
 import os
 import shutil
 
+from hostagent import BUS_NAME
 from hostagent.bus.call import DBUS, CallError, call
 from hostagent.cli.ctl_output import EXIT_FAILURE, emit_json
 from hostagent.client.library import Client
+from hostagent.errors import HostAgentError
 
 POLKIT = "org.freedesktop.PolicyKit1"
+SYSTEMD = "org.freedesktop.systemd1"
+UNIT = "hostagent.service"
+# How to get a daemon where there is none, for each bus.
+GET_ONE = {
+    True: "install the hostagent package (docs/admin-guide.md, 'Install')",
+    False: "after 'pipx install', run 'hostagent --install-user'; or install the hostagent package",
+}
+
+
+async def _names(c: Client, *members: str) -> set[str]:
+    """The bus's names, as the members asked (ListNames, ListActivatableNames) list them."""
+    names: set[str] = set()
+    for member in members:
+        with contextlib.suppress(CallError):
+            (found,) = await call(c.bus, DBUS, "/org/freedesktop/DBus", DBUS, member)
+            names |= set(found)
+    return names
+
+
+async def _unit_file_state(c: Client) -> str:
+    """What the bus's service manager says of hostagent.service's file; "" for none."""
+    try:
+        (state,) = await call(
+            c.bus, SYSTEMD, "/org/freedesktop/systemd1", f"{SYSTEMD}.Manager",
+            "GetUnitFileState", "s", [UNIT],
+        )  # fmt: skip
+    except CallError:
+        return ""
+    return str(state)
+
+
+async def no_daemon(c: Client, a: argparse.Namespace, err: HostAgentError) -> int:
+    """Nothing answers: say which of the unit, the activation file or the daemon itself is
+    missing, and how to get it."""
+    system = bool(a.system_bus)
+    bus = "system" if system else "session"
+    problems = []
+    if not await _unit_file_state(c):
+        problems.append(f"no {UNIT} unit on this {'host' if system else 'user manager'}: "
+                        f"{GET_ONE[system]}")  # fmt: skip
+    if BUS_NAME not in await _names(c, "ListActivatableNames"):
+        problems.append(f"the {bus} bus cannot start hostagent: no {BUS_NAME}.service "
+                        f"activation file; {GET_ONE[system]}")  # fmt: skip
+    if not problems:
+        user = "" if system else " --user"
+        problems.append(
+            f"hostagent is installed but does not answer ({err.message}): "
+            f"'systemctl{user} status {UNIT}' and 'journalctl{user} -u {UNIT}' say why"
+        )
+    if a.json:
+        emit_json(a, {"version": None, "mode": None, "problems": problems})
+    else:
+        print(f"daemon: none answers on the {bus} bus")
+        for p in problems:
+            print(f"error: {p}")
+        print(f"{len(problems)} problem(s) found")
+    return EXIT_FAILURE
+
+
+def no_bus(system: bool, reason: object) -> int:
+    """hostagentctl doctor when not even the bus answers."""
+    if system:
+        print(f"error: the system bus does not answer ({reason}): 'systemctl status dbus'")
+    else:
+        print(
+            f"error: no session bus ({reason}): a user's own hostagent needs a login with a "
+            "user manager and a session bus (dbus-user-session); without a login, "
+            "'loginctl enable-linger USER', then log in once"
+        )
+    print("1 problem(s) found")
+    return EXIT_FAILURE
 
 
 async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
     problems: list[str] = []
-    props = await c.manager_properties()
+    try:
+        props = await c.manager_properties()
+    except HostAgentError as e:
+        return await no_daemon(c, a, e)
     mode = props.get("Mode", "?")
     said = {"version": props.get("Version"), "mode": mode}
     if not a.json:
@@ -41,17 +117,11 @@ async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
         print(f"presets ready here: {', '.join(sorted(here)) or 'none'}")
     if missing and not a.json:
         print(f"presets whose program is not installed for you: {', '.join(sorted(missing))}")
-    if mode == "system":
-        names: set[str] = set()
-        for member in ("ListNames", "ListActivatableNames"):  # polkitd starts on demand
-            with contextlib.suppress(CallError):
-                (found,) = await call(c.bus, DBUS, "/org/freedesktop/DBus", DBUS, member)
-                names |= set(found)
-        if POLKIT not in names:
-            problems.append(
-                "polkit is not running: only root may act on other users' sessions "
-                "('apt install polkitd')"
-            )
+    if mode == "system" and POLKIT not in await _names(c, "ListNames", "ListActivatableNames"):
+        problems.append(  # polkitd starts on demand, so activatable is enough
+            "polkit is not running: only root may act on other users' sessions "
+            "('apt install polkitd')"
+        )
     if mode == "user" and local:
         user = os.environ.get("USER") or str(os.getuid())
         if not os.path.exists(f"/var/lib/systemd/linger/{user}"):

@@ -21,6 +21,9 @@ from hostagent.errors import AgentNotFound
 
 log = logging.getLogger(__name__)
 
+# hostagent's own helper programs, out of users' PATH: the bundled stand-in agent. A program
+# the login shell does not find is looked for here too.
+HELPERS = "/usr/lib/hostagent"
 LOGIN_TIMEOUT = 10.0  # a login shell that takes longer is broken; the session is not started
 VERSION_TIMEOUT = 20.0
 CACHE_SEC = 30.0  # a burst of creates pays for one login shell per owner
@@ -53,6 +56,14 @@ def login_argv(shell: str, program: str) -> list[str]:
     return [shell, flags, _PROBE, "hostagent", program]
 
 
+def helper(program: str, helpers: str = HELPERS) -> str:
+    """hostagent's own helper of that bare name, or "" when there is none."""
+    path = os.path.join(helpers, program)
+    if "/" in program or not os.access(path, os.X_OK) or not os.path.isfile(path):
+        return ""
+    return path
+
+
 def parse_probe(output: str) -> Found:
     path, program = DEFAULT_PATH, ""
     for line in output.splitlines():
@@ -80,6 +91,8 @@ async def look_up(owner: Owner, program: str, fresh: bool = False) -> Found:
     found = parse_probe(result[1].decode(errors="replace"))
     if found.program and os.path.isabs(program):
         found = Found(program, found.path)
+    elif not found.program and helper(program):
+        found = Found(helper(program), found.path)
     if found.program:
         _cache[key] = (time.monotonic(), found)
     return found

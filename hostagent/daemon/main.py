@@ -30,6 +30,7 @@ from hostagent import log as logsetup
 from hostagent.bus.call import DBUS
 from hostagent.bus.compat import pace_writes
 from hostagent.config import Config, config_paths, load_config
+from hostagent.daemon import userunit
 from hostagent.daemon.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.bus.manager import BusFrontend
@@ -340,14 +341,38 @@ def _journal_fields(registry: Registry, name: str) -> dict[str, str]:
     return fields
 
 
+def _user_unit(install: bool) -> int:
+    done, problems = (userunit.install if install else userunit.uninstall)(os.environ)
+    for line in done:
+        print(line)
+    for problem in problems:
+        print(f"hostagent: {problem}", file=sys.stderr)
+    if install and not problems:
+        print("hostagentctl now starts your own daemon on first use ('hostagentctl doctor').")
+    return 1 if problems else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hostagent", description=__doc__)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--system", action="store_true", help="serve the system bus (as root)")
     mode.add_argument("--user", action="store_true", help="serve the session bus (default)")
+    mode.add_argument(
+        "--install-user",
+        action="store_true",
+        help="write a user unit and a session-bus activation file for this install into your "
+        "home (for an install with pip or pipx), then exit",
+    )
+    mode.add_argument(
+        "--uninstall-user",
+        action="store_true",
+        help="stop your own daemon and remove what --install-user wrote, then exit",
+    )
     parser.add_argument("--debug", action="store_true", help="log debug messages")
     parser.add_argument("--version", action="version", version=f"hostagent {__version__}")
     args = parser.parse_args(argv)
+    if args.install_user or args.uninstall_user:
+        return _user_unit(install=args.install_user)
     logsetup.setup(args.debug)
     if args.system and os.geteuid() != 0:
         log.error("--system needs root; use --user to serve your own session bus")

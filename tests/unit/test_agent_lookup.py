@@ -96,3 +96,14 @@ def test_listing_the_agents_asks_afresh_and_creates_then_find_the_new_copy(
     listed = asyncio.run(agents.installed(owner, {"mine": "an-agent"}, {}))
     assert listed["mine"] == (str(own / "an-agent"), "an-agent 2.0", "")
     assert asyncio.run(agents.resolve(owner, "an-agent")).program == str(own / "an-agent")
+
+
+def test_a_helper_of_hostagents_own_is_found_by_its_bare_name_only(tmp_path: Path) -> None:
+    install(tmp_path / "hostagent-demo-agent", "demo 1")
+    (tmp_path / "not-executable").write_text("")
+    assert agents.helper("hostagent-demo-agent", str(tmp_path)) == str(
+        tmp_path / "hostagent-demo-agent"
+    )
+    assert agents.helper("not-executable", str(tmp_path)) == ""
+    assert agents.helper("../hostagent-demo-agent", str(tmp_path)) == ""
+    assert agents.helper("missing", str(tmp_path)) == ""
