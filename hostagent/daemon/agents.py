@@ -21,9 +21,10 @@ from hostagent.errors import AgentNotFound
 
 log = logging.getLogger(__name__)
 
-# hostagent's own helper programs, out of users' PATH: the bundled stand-in agent. A program
-# the login shell does not find is looked for here too.
-HELPERS = "/usr/lib/hostagent"
+# Where packages put hostagent's own helper programs, out of users' PATH (the bundled stand-in
+# agent): Debian's and Arch's place, and Fedora's. A program the login shell does not find is
+# looked for here too.
+HELPERS = ("/usr/lib/hostagent", "/usr/libexec/hostagent")
 LOGIN_TIMEOUT = 10.0  # a login shell that takes longer is broken; the session is not started
 VERSION_TIMEOUT = 20.0
 CACHE_SEC = 30.0  # a burst of creates pays for one login shell per owner
@@ -56,12 +57,15 @@ def login_argv(shell: str, program: str) -> list[str]:
     return [shell, flags, _PROBE, "hostagent", program]
 
 
-def helper(program: str, helpers: str = HELPERS) -> str:
+def helper(program: str, helpers: tuple[str, ...] = HELPERS) -> str:
     """hostagent's own helper of that bare name, or "" when there is none."""
-    path = os.path.join(helpers, program)
-    if "/" in program or not os.access(path, os.X_OK) or not os.path.isfile(path):
+    if "/" in program:
         return ""
-    return path
+    for directory in helpers:
+        path = os.path.join(directory, program)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return ""
 
 
 def parse_probe(output: str) -> Found:

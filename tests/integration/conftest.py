@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.debs import build_debs
+from tests.integration.debs import guide_machine
 from tests.sandbox import Sandbox
 from tests.sandbox_host import SandboxError
 
@@ -45,11 +45,17 @@ def fresh_sandbox() -> Iterator[Sandbox]:
 
 
 @pytest.fixture(scope="session")
-def debs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory with the .debs built from this tree (tests/integration/debs.py)."""
+def admin_machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox, Path]]:
+    """A fresh machine where the admin guide's install block ran as written, and the directory
+    with the .debs it built (tests/integration/debs.py)."""
     into = tmp_path_factory.mktemp("debs")
-    build_debs(into)
-    return into
+    with guide_machine(into) as sb:
+        yield sb, into
+
+
+@pytest.fixture(scope="session")
+def debs(admin_machine: tuple[Sandbox, Path]) -> Path:
+    return admin_machine[1]
 
 
 @pytest.fixture(scope="session")

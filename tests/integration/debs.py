@@ -1,18 +1,20 @@
-"""The Debian packages built from a copy of the tree, as a distribution would build them: on
-this machine for Debian 12, inside a Debian 13 machine (its own debhelper and python3) for
-Debian 13. The Cockpit page is assembled first (cockpit/build, which takes xterm.js from npm),
-since the package build itself has no network."""
+"""The Debian packages as an admin gets them: docs/admin-guide.md's "install" block, run as
+written in a copy of the checkout (the files git has, nothing built), inside a fresh machine of
+the system under test (Debian 12 or 13, each with its own debhelper and python3), with no
+network. The machine keeps the installed package for the tests that use it as installed."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.sandbox import REPO, Sandbox
-from tests.sandbox_roots import DEFAULT_SYSTEM
 
 CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
+BUILD_DIR = "/var/tmp/build"
 
 
 def host(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -20,32 +22,36 @@ def host(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
     return subprocess.run(argv, cwd=cwd, env=CLEAN_ENV, capture_output=True, text=True, timeout=600)
 
 
-def copy_tree(to: Path) -> None:
-    """The checkout's files as git sees them, the assembled Cockpit page, and debian/ in place,
-    into to: what a release tarball holds."""
-    built = host(str(REPO / "cockpit" / "build"))
-    assert built.returncode == 0, built.stdout + built.stderr
-    files = host("git", "ls-files", "-co", "--exclude-standard", cwd=REPO).stdout.split()
+def doc_block(document: str, tag: str) -> str:
+    """A tagged block of a document, as dev/doc-block (and so .ci/run) reads it."""
+    result = host(str(REPO / "dev" / "doc-block"), str(REPO / document), tag)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def copy_checkout(to: Path) -> None:
+    """The checkout's files as git sees them (tracked, and untracked but not ignored): what a
+    clean clone or a release tarball holds."""
+    files = host("git", "ls-files", "-co", "--exclude-standard", cwd=REPO).stdout.splitlines()
     for f in files:
         if (REPO / f).is_file():
             (to / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / f, to / f)
-    shutil.copytree(REPO / "cockpit" / "dist", to / "cockpit" / "dist")
-    shutil.copytree(REPO / "packaging" / "debian", to / "debian")
 
 
-def build_debs(into: Path) -> None:
-    """Build hostagent and hostagent-cockpit into the directory into."""
-    if DEFAULT_SYSTEM == "debian12":
-        copy_tree(into / "hostagent")
-        result = host("dpkg-buildpackage", "-us", "-uc", "-b", cwd=into / "hostagent")
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-        return
+@contextmanager
+def guide_machine(into: Path) -> Iterator[Sandbox]:
+    """A fresh machine where the admin guide's install block ran; the .debs it built and the
+    build's .changes are copied into the directory into."""
     with Sandbox(install=False) as sb:
-        inside = sb.root / "var/tmp/build"
-        copy_tree(inside / "hostagent")
-        result = sb.run("dpkg-buildpackage", "-us", "-uc", "-b", cwd="/var/tmp/build/hostagent",
-                        timeout=600)  # fmt: skip
+        copy_checkout(sb.root / BUILD_DIR.lstrip("/") / "hostagent")
+        result = sb.run(
+            "bash", "-euo", "pipefail", "-c", doc_block("docs/admin-guide.md", "install"),
+            cwd=f"{BUILD_DIR}/hostagent", timeout=900,
+            env={"DEBIAN_FRONTEND": "noninteractive"},
+        )  # fmt: skip
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-        for built in inside.glob("hostagent*_*"):
+        (into / "build.log").write_text(result.stdout + result.stderr)
+        for built in (sb.root / BUILD_DIR.lstrip("/")).glob("hostagent*_*"):
             shutil.copy2(built, into / built.name)
+        yield sb

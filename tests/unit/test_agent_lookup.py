@@ -101,9 +101,8 @@ def test_listing_the_agents_asks_afresh_and_creates_then_find_the_new_copy(
 def test_a_helper_of_hostagents_own_is_found_by_its_bare_name_only(tmp_path: Path) -> None:
     install(tmp_path / "hostagent-demo-agent", "demo 1")
     (tmp_path / "not-executable").write_text("")
-    assert agents.helper("hostagent-demo-agent", str(tmp_path)) == str(
-        tmp_path / "hostagent-demo-agent"
-    )
-    assert agents.helper("not-executable", str(tmp_path)) == ""
-    assert agents.helper("../hostagent-demo-agent", str(tmp_path)) == ""
-    assert agents.helper("missing", str(tmp_path)) == ""
+    dirs = ("/nonexistent", str(tmp_path))
+    assert agents.helper("hostagent-demo-agent", dirs) == str(tmp_path / "hostagent-demo-agent")
+    assert agents.helper("not-executable", dirs) == ""
+    assert agents.helper("../hostagent-demo-agent", dirs) == ""
+    assert agents.helper("missing", dirs) == ""

@@ -5,6 +5,7 @@ option the command line has."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import shlex
 import shutil
@@ -59,8 +60,7 @@ def glued(line: str) -> bool:
     except ValueError:
         args = parts[1].split()
     return any(
-        re.search(r"[.,;:!?]$", a) and re.match(r"[A-Za-z]", b)
-        for a, b in zip(args, args[1:], strict=False)
+        re.search(r"[.,;:!?]$", a) and re.match(r"[A-Za-z]", b) for a, b in itertools.pairwise(args)
     )
 
 
