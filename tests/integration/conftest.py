@@ -84,3 +84,18 @@ def sb(request: pytest.FixtureRequest) -> Sandbox:
     if box.run("systemctl", "is-active", "-q", "hostagent").returncode != 0:
         box.daemon_start()
     return box
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test's report carries the journal of the machine it ran on: a failure seen once
+    in CI can then be understood from its log, not only from a rerun."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    box = getattr(item, "funcargs", {}).get("sb")
+    if report.failed and call.when == "call" and isinstance(box, Sandbox) and box.leader:
+        try:
+            journal = box.run("journalctl", "-n", "150", "--no-pager", timeout=20).stdout
+        except Exception as e:  # the machine may be what failed
+            journal = f"(no journal: {e})"
+        report.sections.append(("sandbox journal", journal))
