@@ -11,6 +11,7 @@ import re
 import secrets
 import signal
 import string
+import time
 from dataclasses import dataclass, field
 
 SCHEMA_VERSION = 2  # 2: a checksum closes every record
@@ -54,6 +55,11 @@ class Event(enum.StrEnum):
     FAIL = "fail"  # the session ended, and not well: its agent failed, or systemd ended it
     ADOPT = "adopt"  # a live unit was found (recovery)
 
+
+# Events that report what has already happened (systemd ended or adopted a unit, the agent
+# failed, recovery looked): the change stands whatever the disk says. The others are asked for,
+# and change nothing unless their record can be written (docs/decisions.md, "A full disk").
+FACTS = frozenset({Event.START_FAILED, Event.UNIT_GONE, Event.UNIT_LOST, Event.FAIL, Event.ADOPT})
 
 LIVE_STATES = frozenset({State.STARTING, State.RUNNING, State.STOPPING})
 RESUMABLE_STATES = frozenset({State.STOPPED, State.DORMANT, State.FAILED})
@@ -123,6 +129,11 @@ def unit_end(unit_result: str, killed_with: int, runtime_max_sec: int) -> tuple[
     if unit_result and unit_result != SUCCESS:
         return "resources", f"its scope ended with systemd's result '{unit_result}'"
     return SUCCESS, ""
+
+
+def now_usec() -> int:
+    """A record's timestamps: microseconds of the wall clock, as systemd keeps them."""
+    return time.time_ns() // 1000
 
 
 def name_problem(name: str) -> str | None:

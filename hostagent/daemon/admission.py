@@ -20,11 +20,10 @@ from hostagent.daemon import agents
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.owner import Owner, check_cwd
 from hostagent.daemon.registry import Registry, SessionPaths
-from hostagent.daemon.scope import now_usec
 from hostagent.errors import InvalidArgs, InvalidCwd, SessionExists, quote
 from hostagent.options import CreateRequest, size_problem
 from hostagent.presets import Preset
-from hostagent.session import Limits, SessionRecord, State, unit_name
+from hostagent.session import Limits, SessionRecord, State, now_usec, unit_name
 
 PATH_MAX = 4096  # the kernel's, for a path it is given whole
 

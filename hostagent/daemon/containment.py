@@ -153,7 +153,11 @@ class Guard:
                 out = escaped(procs, session.pane_pid)
                 if out:
                     where = ", ".join(sorted({p.cgroup for p in out}))
-                    self.flag(session, describe(out, f"of the agent left its scope for {where}"))
+                    async with session.lock:  # a flag is a change like any other
+                        if session.record.state is State.RUNNING and not session.removed:
+                            self.flag(
+                                session, describe(out, f"of the agent left its scope for {where}")
+                            )
 
     async def after_exit(self, session: Session) -> None:
         """The agent has exited; the caller holds the lock and stops the scope next."""
@@ -163,8 +167,8 @@ class Guard:
             self.flag(session, describe(left, "left behind by the agent"))
 
     def flag(self, session: Session, note: str) -> None:
+        """Say what escaped; the caller holds the session's lock."""
         if note == session.record.containment:
             return
         log.warning("session '%s': %s", session.name, note)
-        session.record.containment = note
-        self.registry.commit_or_retry(session)
+        self.registry.change(session, containment=note)

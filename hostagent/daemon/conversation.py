@@ -151,11 +151,9 @@ class Conversations:
         record = session.record
         if agent_id == record.agent_session:
             return
+        history = record.agent_session_history
         if record.agent_session:
-            record.agent_session_history = [
-                *record.agent_session_history[-(HISTORY - 1) :],
-                record.agent_session,
-            ]
+            history = [*history[-(HISTORY - 1) :], record.agent_session]
             log.info(
                 "session '%s': conversation %s -> %s (%s%s)",
                 session.name,
@@ -166,9 +164,12 @@ class Conversations:
             )
         else:
             log.info("session '%s': conversation %s (%s)", session.name, agent_id, how)
-        record.agent_session = agent_id
-        record.agent_session_source = how
-        self.registry.commit_or_retry(session)
+        self.registry.change(
+            session,
+            agent_session=agent_id,
+            agent_session_source=how,
+            agent_session_history=history,
+        )
 
     async def discover(self, session: Session, until_usec: int = 0) -> None:
         """Look on disk for the conversation of a preset whose CLI cannot be told an id: the

@@ -51,7 +51,7 @@ class Core:
         terminal = Terminal(registry, scopes.tmux, settings)
         conversations = Conversations(registry, settings)
         endings = Endings(registry, scopes, conversations)
-        reconciler = Reconciler(registry, scopes, conversations, endings)
+        reconciler = Reconciler(registry, scopes, endings)
         lifecycle = Lifecycle(
             registry, scopes, terminal, conversations, reconciler, settings, boot_id
         )

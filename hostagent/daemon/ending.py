@@ -8,6 +8,9 @@ the reason otherwise. A unit that ends without its pane reporting (RuntimeMaxSec
 killer, a ``kill`` of every process) is explained from systemd's Result for the scope. An end
 that comes with the machine's shutdown is not the session's: it is left for recovery, which
 makes the session dormant.
+
+``Endings.finish`` is the one end of a session's run, whoever saw it: a stop that was asked
+for, the agent's exit, the unit's end, a stop that finished while the daemon was away.
 """
 
 from __future__ import annotations
@@ -15,17 +18,32 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from dataclasses import dataclass
 
 from hostagent.daemon import containment, tmux
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.registry import Registry, Session
-from hostagent.daemon.scope import JOB_TIMEOUT, Scopes, now_usec
+from hostagent.daemon.scope import JOB_TIMEOUT, Scopes
 from hostagent.session import SUCCESS, Event, State, agent_end, unit_end
 
 log = logging.getLogger(__name__)
 
 FINAL_LINES = 200  # of scrollback kept with the final screen
 FINAL_BYTES = 64 * 1024  # at most, from the end: the state directory holds one per session
+
+
+@dataclass(frozen=True)
+class End:
+    """How a run ended: systemd's Result word, why in words ("" for a clean end), and the
+    agent's exit status or signal when it had one."""
+
+    result: str = SUCCESS
+    why: str = ""
+    status: int = 0
+    signal: int = 0
+
+
+CLEAN = End()
 
 
 class Endings:
@@ -113,11 +131,10 @@ class Endings:
             result, why = agent_end(status, signal)
             log.info("session '%s': %s", session.name, why or "the agent exited")
             await self.guard.after_exit(session)
-            session.stop_requested = True  # the scope's end is ours, not news
+            # Under the lock: the unit's end that this stop causes is reconciled after the
+            # session is already finished, and so is not news.
             await self.scopes.stop(record.unit, JOB_TIMEOUT)
-            self.end(session, result, why, status or 0, signal or 0)
-            tmux.remove_socket(session.paths.socket)
-        await self.conversations.discover(session)
+            await self.finish(session, End(result, why, status or 0, signal or 0))
 
     async def left_to_recovery(self, session: Session) -> bool:
         """An end heard while the machine shuts down is the shutdown's: the record stays as it
@@ -128,21 +145,28 @@ class Endings:
         log.info("session '%s' ends with the system; left for recovery", session.name)
         return True
 
-    def unit_ended(self, session: Session, unit_result: str) -> None:
+    async def unit_ended(self, session: Session, unit_result: str) -> None:
         """The unit went away while the session ran, without its pane reporting."""
         result, why = unit_end(
             unit_result, session.killed_with, session.record.limits.runtime_max_sec
         )
         log.info("session '%s': %s", session.name, why or "the agent exited")
-        self.end(session, result, why, 0, session.killed_with)
+        await self.finish(session, End(result, why, 0, session.killed_with))
 
-    def end(self, session: Session, result: str, why: str, status: int, signal: int) -> None:
-        """Record how the session ended and commit it: failed unless the result is success.
-        The caller holds the lock."""
-        record = session.record
-        record.stopped_at = now_usec()
-        record.result, record.exit_status, record.exit_signal = result, status, signal
-        record.last_error = why
+    async def finish(self, session: Session, end: End = CLEAN) -> None:
+        """The one end of a session's run: how it ended, through the state machine (stopped
+        after a clean end, failed otherwise; kept whatever the disk says), its agent no longer
+        followed, its terminal's socket gone, and the conversation it was in looked up. The
+        caller holds the lock."""
+        self.registry.change(
+            session,
+            Event.UNIT_GONE if end.result == SUCCESS else Event.FAIL,
+            result=end.result,
+            last_error=end.why,
+            exit_status=end.status,
+            exit_signal=end.signal,
+        )
         session.killed_with = 0
-        session.apply(Event.UNIT_GONE if result == SUCCESS else Event.FAIL)
-        self.registry.commit_or_retry(session)
+        self.unfollow(session)
+        tmux.remove_socket(session.paths.socket)
+        await self.conversations.discover(session)

@@ -3,17 +3,17 @@
 Each operation holds the session's lock from start to end, the wait for systemd's job
 included, so a Kill or a Remove never interleaves with a Resume: the second caller sees the
 state the first one committed and gets a named error, never a tmux failure or a ghost record.
-Every state change goes through ``Session.apply`` (the state machine) and ``Registry.commit``.
+Every change goes through ``Registry.change`` (the state machine, the write, the listeners),
+and every end of a run through ``Endings.finish``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import secrets
 from collections.abc import AsyncIterator
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from hostagent.daemon import checkpoint, resumeplan, worktree
 from hostagent.daemon.admission import check_free, first_record, quota_problem
@@ -22,7 +22,7 @@ from hostagent.daemon.owner import build_env, check_cwd
 from hostagent.daemon.reconcile import GONE_STATES, Reconciler
 from hostagent.daemon.registry import Registry, Session
 from hostagent.daemon.runtimedir import prepare_runtime_dir
-from hostagent.daemon.scope import Scopes, check_signal, now_usec
+from hostagent.daemon.scope import Scopes, check_signal
 from hostagent.daemon.settings import Settings
 from hostagent.daemon.systemd import SystemdError
 from hostagent.daemon.terminal import Terminal
@@ -135,8 +135,10 @@ class Lifecycle:
                 new_branch = False
                 if req.worktree is not None:
                     setup = preset.worktree_setup or self.settings.config.worktrees_setup
-                    new_branch = await worktree.attach(record, owner, req.worktree, req.base,
-                                                       self.settings.config.worktrees_dir, setup)  # fmt: skip
+                    record, new_branch = await worktree.attach(
+                        record, owner, req.worktree, req.base,
+                        self.settings.config.worktrees_dir, setup,
+                    )  # fmt: skip
                 session = self.registry.add(record)
                 session.owner = owner  # looked up once: NSS can cost a round trip
             finally:
@@ -165,8 +167,7 @@ class Lifecycle:
         """Start the scope for record.last_argv; the caller holds the lock, state is starting."""
         record = session.record
         preset = self.settings.preset(record.preset)
-        session.stop_requested, session.killed_with, session.unit_result = False, 0, ""
-        record.containment = ""
+        session.killed_with, session.unit_result = 0, ""
         self.registry.store.delete_screen(session.name)
         try:
             owner = session.owner
@@ -199,7 +200,7 @@ class Lifecycle:
                 session, e.message if isinstance(e, SpawnFailed) else f"Failed to spawn: {e}"
             )
         try:
-            self._change(
+            self.registry.change(
                 session,
                 Event.STARTED,
                 leader_pid=started.leader_pid,
@@ -210,6 +211,7 @@ class Lifecycle:
                 result="",
                 exit_status=0,
                 exit_signal=0,
+                containment="",
             )
         except StorageFull as e:
             # A create is not reported done before its record is: nothing may run that the
@@ -225,29 +227,16 @@ class Lifecycle:
     def _fail(self, session: Session, error: str) -> NoReturn:
         """A start failed: the session is failed with LastError; its ids are kept. When even
         that cannot be written, the caller gets StorageFull."""
-        record = session.record
-        record.last_error = error
-        record.result = "resources"  # systemd's word for a start that could not be set up
-        record.stopped_at = now_usec()
-        session.apply(Event.START_FAILED)
         log.error("session '%s': %s", session.name, error)
-        self.registry.commit(session)
+        # "resources": systemd's word for a start that could not be set up.
+        if not self.registry.change(
+            session, Event.START_FAILED, last_error=error, result="resources"
+        ):
+            raise StorageFull(
+                f"Session '{session.name}' failed to start ({error}), and its record cannot "
+                f"be written; free space in {self.registry.store.directory}, then try again."
+            )
         raise SpawnFailed(f"Session '{session.name}' failed to start: {error}")
-
-    def _change(self, session: Session, event: Event, **fields: Any) -> None:
-        """Set fields, apply event and commit, or, when the record cannot be written, put
-        everything back as it was and raise StorageFull: a call that must write changes
-        nothing unless it can."""
-        before = dataclasses.replace(session.record)
-        for key, value in fields.items():
-            setattr(session.record, key, value)
-        session.apply(event)
-        try:
-            self.registry.commit(session)
-        except StorageFull:
-            vars(session.record).update(vars(before))
-            self.registry.announce(session)
-            raise
 
     # ---- stop, resume, kill, remove -----------------------------------------------------
 
@@ -268,23 +257,17 @@ class Lifecycle:
             await self._stop_locked(session)
 
     async def _stop_locked(self, session: Session) -> None:
-        self._change(session, Event.STOP)
-        session.stop_requested = True
+        self.registry.change(session, Event.STOP)
         await checkpoint.reached(checkpoint.STOP_RECORDED)
         try:
             await self._stop_scope(session)
         except StopFailed:
             if await self._unit_alive(session):
                 # The session is what systemd says: still running.
-                session.stop_requested = False
-                self._change(session, Event.ADOPT)
+                self.registry.change(session, Event.ADOPT)
                 raise
         await checkpoint.reached(checkpoint.STOP_DONE)
-        session.record.stopped_at = now_usec()
-        session.apply(Event.UNIT_GONE)
-        self.registry.commit(session)
-        remove_socket(session.paths.socket)
-        await self.conversations.discover(session)
+        await self.reconciler.endings.finish(session)
 
     async def _stop_scope(self, session: Session) -> None:
         await self.scopes.stop(session.record.unit, self.settings.config.stop_timeout_sec + 30)
@@ -331,7 +314,7 @@ class Lifecycle:
             session.name,
             "fresh conversation" if plan.fresh else f"conversation {plan.agent_session}",
         )
-        self._change(
+        self.registry.change(
             session,
             Event.START,
             last_argv=plan.argv,

@@ -12,13 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.ending import Endings
 from hostagent.daemon.registry import Registry, Session
-from hostagent.daemon.scope import Scopes, now_usec
+from hostagent.daemon.scope import Scopes
 from hostagent.daemon.systemd import SystemdError
-from hostagent.daemon.tmux import remove_socket
-from hostagent.session import Event, State
+from hostagent.session import State
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +25,9 @@ RETRY_SEC = 5.0  # a reconcile that could not ask systemd tries again this much 
 
 
 class Reconciler:
-    def __init__(
-        self, registry: Registry, scopes: Scopes, conversations: Conversations, endings: Endings
-    ) -> None:
+    def __init__(self, registry: Registry, scopes: Scopes, endings: Endings) -> None:
         self.registry = registry
         self.scopes = scopes
-        self.conversations = conversations
         self.endings = endings
         # Units heard of while recovery runs; None once it is done.
         self._held: set[str] | None = set()
@@ -107,15 +102,10 @@ class Reconciler:
                     record.leader_pid,
                 )
                 return
-            if session.stop_requested:
-                record.stopped_at = now_usec()
-                session.apply(Event.UNIT_GONE)
-                self.registry.commit_or_retry(session)
-            elif await self.endings.left_to_recovery(session):
+            # A stop that was asked for ends under the session's lock, so a session still
+            # running here ended by itself (or by systemd): its end is said from the unit's.
+            if await self.endings.left_to_recovery(session):
                 return
-            else:
-                self.endings.unit_ended(
-                    session, session.unit_result or ("failed" if state == "failed" else "")
-                )
-            remove_socket(session.paths.socket)
-            await self.conversations.discover(session)
+            await self.endings.unit_ended(
+                session, session.unit_result or ("failed" if state == "failed" else "")
+            )

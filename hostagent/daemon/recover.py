@@ -2,8 +2,8 @@
 ``recovery.decide`` and the dormant policy, then deal with hostagent scopes that have no record.
 
 Everything here runs before the bus name is taken and before READY=1, so no client ever sees a
-session in a state that recovery is about to change. Every change goes through the state
-machine and ``Registry.commit``, as any other. Unit signals that arrive meanwhile are held by
+session in a state that recovery is about to change. Every change goes through
+``Registry.change`` and every end through ``Endings.finish``, as any other. Unit signals that arrive meanwhile are held by
 the ``Reconciler`` and drained after (``Reconciler.recovered``). Resuming under the ``auto``
 policy is the exception to "before READY": it can take minutes, so the daemon does it after
 (``resume_dormant``).
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -23,11 +22,10 @@ from hostagent.daemon import checkpoint
 from hostagent.daemon.lifecycle import Lifecycle
 from hostagent.daemon.owner import Owner
 from hostagent.daemon.registry import Session
-from hostagent.daemon.scope import now_usec
 from hostagent.daemon.tmux import TmuxError, remove_socket
 from hostagent.errors import HostAgentError
 from hostagent.recovery import Action, Decision, DormantAction, decide, dormant_action
-from hostagent.session import DormantReason, Event, SessionRecord, State, name_from_unit
+from hostagent.session import DormantReason, Event, SessionRecord, State, name_from_unit, now_usec
 
 log = logging.getLogger(__name__)
 
@@ -90,22 +88,21 @@ class Recovery:
             self.report.adopted += 1
         elif decision.action is Action.STOPPED:
             log.info("session '%s': its stop finished while the daemon was away", record.name)
-            record.stopped_at = record.stopped_at or now_usec()
-            session.apply(Event.UNIT_GONE)
-            self.registry.commit_or_retry(session)
+            await self.lifecycle.reconciler.endings.finish(session)
             self.report.stopped += 1
         elif decision.action is Action.DORMANT:
-            record.dormant_reason = decision.reason
-            record.stopped_at = record.stopped_at or now_usec()
-            record.auto_resume = policy is DormantAction.RESUME
-            session.apply(Event.UNIT_LOST)
             if policy is DormantAction.PRUNE:
                 log.info("session '%s': pruned by the recovery policy 'never'", record.name)
                 self.registry.forget(session)
                 remove_socket(session.paths.socket)
                 self.report.pruned += 1
                 return
-            self.registry.commit_or_retry(session)
+            self.registry.change(
+                session,
+                Event.UNIT_LOST,
+                dormant_reason=decision.reason,
+                auto_resume=policy is DormantAction.RESUME,
+            )
             self.report.dormant += 1
             if policy is DormantAction.RESUME:
                 self.report.to_resume.append(record.name)
@@ -119,28 +116,27 @@ class Recovery:
         """The unit runs: the session is running. Refresh what a crash mid-start may have
         missed, and reconcile after recovery when its tmux server is gone."""
         record = session.record
-        before = dataclasses.replace(record)
         if record.state is not State.RUNNING:
             log.info("session '%s': its unit %s runs; adopting it", record.name, record.unit)
-        session.apply(Event.ADOPT)
-        record.dormant_reason = DormantReason.NONE
+        fields: dict[str, object] = {"dormant_reason": DormantReason.NONE}
         # The tmux server we recorded still runs in that unit: the same scope, nothing to
         # refresh. Otherwise the daemon died inside a start (or the record is older than the
         # unit): ask systemd and tmux for the truth.
         if not self.scopes.leader_alive_in(record.unit, record.leader_pid):
             invocation = await self.systemd.invocation_id(record.unit)
             if invocation and invocation != record.invocation_id:
-                record.invocation_id = invocation
-                record.started_at = record.started_at or now_usec()
+                fields["invocation_id"] = invocation
+                fields["started_at"] = record.started_at or now_usec()
             try:
                 pid = await self.scopes.tmux.server_pid(session.owner, session.paths.socket)
             except (TmuxError, KeyError):
                 pid = 0
-            record.leader_pid = pid if self.scopes.leader_alive_in(record.unit, pid) else 0
-            if not record.leader_pid:
+            fields["leader_pid"] = pid if self.scopes.leader_alive_in(record.unit, pid) else 0
+            if not fields["leader_pid"]:
                 self.lifecycle.reconciler.queue(session)
-        if record != before:  # a restart with nothing new writes nothing
-            self.registry.commit_or_retry(session)
+        news = {k: v for k, v in fields.items() if getattr(record, k) != v}
+        if news or record.state is not State.RUNNING:  # a restart with nothing new writes nothing
+            self.registry.change(session, Event.ADOPT, **news)
 
     async def _orphan(self, unit: str) -> None:
         """A live hostagent scope with no record: user work, adopted unless the admin opted
@@ -185,33 +181,31 @@ class Recovery:
                 return False
         except TmuxError:
             return False
+        # The pane's process, as tmux names it: the server has other children (the output pipe).
+        pane = 0
+        with contextlib.suppress(TmuxError):
+            pane = await self.scopes.tmux.pane_pid(owner, paths.socket)
+        agent = next((p for p in processes if p.pid == pane and p.ppid == leader.pid), None)
+        command = agent.cmdline if agent is not None else []
         record = SessionRecord(
             name=name,
             uuid=str(uuid.uuid4()),
             owner=owner.uid,
             preset="shell",
-            cwd=owner.home,
+            cwd=(agent.cwd if agent is not None else "") or owner.home,
+            command=command,
+            argv=list(command),
+            last_argv=list(command),
             unit=unit,
-            state=State.RUNNING,
             boot_id=self.boot_id,
             leader_pid=leader.pid,
             invocation_id=await self.systemd.invocation_id(unit),
             created_at=now_usec(),
             started_at=now_usec(),
         )
-        # The pane's process, as tmux names it: the server has other children (the output pipe).
-        pane = 0
-        with contextlib.suppress(TmuxError):
-            pane = await self.scopes.tmux.pane_pid(owner, paths.socket)
-        agent = next((p for p in processes if p.pid == pane and p.ppid == leader.pid), None)
-        if agent is not None:
-            record.command = agent.cmdline
-            record.argv = list(agent.cmdline)
-            record.last_argv = list(agent.cmdline)
-            record.cwd = agent.cwd or record.cwd
         session = self.registry.add(record)
         session.owner = owner
-        self.registry.commit_or_retry(session)
+        self.registry.change(session, Event.ADOPT)
         log.warning("Scope %s has no record; adopted it as session '%s'", unit, name)
         return True
 

@@ -1,5 +1,5 @@
 """The registry of sessions: the runtime ``Session`` objects, lookup by name and unit, and the
-one place a record is persisted and announced (``commit``).
+one way a record changes (``change``: stamp, transition, persist, announce).
 
 The registry decides nothing about a session's life; ``lifecycle`` does. It never imports
 dbus-fast: whoever needs to know about changes (the bus objects, the terminal watches, the
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from hostagent.activity import Verdict
 from hostagent.daemon.hooks import HookReport, hooks_file
@@ -24,12 +25,14 @@ from hostagent.daemon.store import SidecarStore
 from hostagent.daemon.tmux import socket_path
 from hostagent.errors import LimitsExceeded, NoSuchSession, StorageFull, quote
 from hostagent.session import (
+    FACTS,
     LIVE_STATES,
     Activity,
     Event,
     SessionRecord,
     State,
     name_from_unit,
+    now_usec,
     transition,
 )
 
@@ -74,7 +77,6 @@ class Session:
         self.paths = paths
         self.lock = asyncio.Lock()
         self.removed = False
-        self.stop_requested = False
         self.reconcile_queued = False
         self.waiters: set[Waiter] = set()
         self.last_hook: HookReport | None = None
@@ -114,14 +116,6 @@ class Session:
     @property
     def activity(self) -> Activity:
         return self.verdict.activity
-
-    def apply(self, event: Event) -> None:
-        """Move the record through the state machine; InvalidTransition when event makes no
-        sense in its state."""
-        old = self.record.state
-        self.record.state = transition(old, event)
-        if old != self.record.state:
-            log.info("session '%s': %s -> %s", self.name, old.value, self.record.state.value)
 
 
 class Waiter:
@@ -223,35 +217,46 @@ class Registry:
     def announce_new(self, session: Session) -> None:
         self._tell("session_added", session)
 
-    def commit(self, session: Session) -> None:
-        """Persist the record, then tell every listener.
+    def change(self, session: Session, event: Event | None = None, **fields: Any) -> bool:
+        """The one way a session's record changes: fields set, event applied through the state
+        machine (the stop time stamped when the session leaves the live states), the record
+        written, every listener told. True when the record is on disk.
 
-        StorageFull when the record cannot be written. The listeners are told anyway, since
-        the daemon acts on what it holds, and the write is tried again every RETRY_SEC until
-        it succeeds; a caller that wants nothing changed restores the record (Lifecycle).
+        An asked-for event (not in FACTS) that cannot be written is put back as it was and
+        raises StorageFull: nothing changes unless the disk knows it. A fact, or fields alone
+        (an id learned, a flag), stands whatever the disk says: the daemon acts on it, and the
+        record is written again every RETRY_SEC until it is; False then.
         """
+        record = session.record
+        before = dataclasses.replace(record)
+        for key, value in fields.items():
+            if not hasattr(record, key):
+                raise AttributeError(f"a session record has no field '{key}'")
+            setattr(record, key, value)
+        if event is not None:
+            record.state = transition(before.state, event)  # InvalidTransition: nothing set
+            if record.state not in LIVE_STATES and before.state in LIVE_STATES:
+                record.stopped_at = fields.get("stopped_at") or now_usec()
+            if record.state != before.state:
+                log.info("session '%s': %s -> %s", session.name, before.state, record.state)
         try:
-            self.store.save(session.record)
+            self.store.save(record)
         except OSError as e:
+            if event is not None and event not in FACTS:
+                vars(record).update(vars(before))
+                self.announce(session)
+                raise StorageFull(
+                    f"Session '{session.name}': its record cannot be written ({e.strerror}); "
+                    f"free space in {self.store.directory}, then try again."
+                ) from None
             if session.name not in self._unsaved:
                 log.error("session '%s': Failed to write its record: %s", session.name, e)
             self._unsaved.add(session.name)
             self._retry_later()
             self.announce(session)
-            raise StorageFull(
-                f"Session '{session.name}': its record cannot be written ({e.strerror}); "
-                f"free space in {self.store.directory}, then try again."
-            ) from None
+            return False
         self._unsaved.discard(session.name)
         self.announce(session)
-
-    def commit_or_retry(self, session: Session) -> bool:
-        """commit, for a change that has happened whatever the disk says (systemd reported
-        it, recovery found it): on a full disk the record is written later. False then."""
-        try:
-            self.commit(session)
-        except StorageFull:
-            return False
         return True
 
     def _retry_later(self) -> None:

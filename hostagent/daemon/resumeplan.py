@@ -11,7 +11,7 @@ from hostagent import launch
 from hostagent.daemon import agents, transcript
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.owner import Owner, build_env
-from hostagent.daemon.registry import Session
+from hostagent.daemon.registry import Registry, Session
 from hostagent.errors import AgentNotFound
 from hostagent.presets import Preset
 from hostagent.session import DormantReason
@@ -42,7 +42,7 @@ async def plan(
         # Otherwise only an id never learned is looked for: a newer conversation in the same
         # cwd may be another session's.
         await conversations.discover(session)
-    command = await program_again(session, find)
+    command = await program_again(session, find, conversations.registry)
     env = build_env(owner, preset.env, record.launch_env(), conversations.registry.system)
     state = await transcript.conversation_state(
         preset, owner, record.cwd, env, command[0], record.agent_session
@@ -61,7 +61,7 @@ async def plan(
     return result
 
 
-async def program_again(session: Session, find: FindProgram) -> list[str]:
+async def program_again(session: Session, find: FindProgram, registry: Registry) -> list[str]:
     """The recorded command, with its program looked up again when it is gone from where it
     was found (an nvm or npm upgrade moves it); unchanged when it is not found at all, so the
     start fails in words."""
@@ -75,5 +75,5 @@ async def program_again(session: Session, find: FindProgram) -> list[str]:
     if found.program:
         log.info("session '%s': %s is now %s", session.name, command[0], found.program)
         command[0] = found.program
-        session.record.command = command
+        registry.change(session, command=command)
     return command

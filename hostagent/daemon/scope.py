@@ -11,7 +11,6 @@ import asyncio
 import logging
 import os
 import signal as signals
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from hostagent.daemon.heldchild import HeldChild
 from hostagent.daemon.owner import DEFAULT_PATH, Owner, program_problem
 from hostagent.daemon.systemd import Systemd, SystemdError, UnitExists
 from hostagent.errors import InvalidArgs, NotRunning, SpawnFailed, StopFailed
-from hostagent.session import Limits, SessionRecord, name_from_unit
+from hostagent.session import Limits, SessionRecord, name_from_unit, now_usec
 from hostagent.values import INFINITY
 
 log = logging.getLogger(__name__)
@@ -56,10 +55,6 @@ class Started:
     invocation_id: str
     started_at: int
     pane_pid: int = 0  # the agent's process, as tmux started it
-
-
-def now_usec() -> int:
-    return time.time_ns() // 1000
 
 
 def own_unit(cgroup: str) -> str:

@@ -11,6 +11,7 @@ names them. A failure at any step leaves nothing: no worktree, no branch.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import logging
 import os
@@ -115,13 +116,15 @@ async def create(
 
 async def attach(
     record: SessionRecord, owner: Owner, branch: str, base: str, directory: str, setup: str
-) -> bool:
-    """Give a new session's record a worktree of its own; its cwd moves to the same place
-    inside it. True when the branch is new (detach deletes only such a branch)."""
+) -> tuple[SessionRecord, bool]:
+    """A new session's record with a worktree of its own, its cwd moved to the same place
+    inside it; and whether the branch is new (detach deletes only such a branch)."""
     tree = await create(owner, record.cwd, record.name, branch, base, directory, setup)
-    record.cwd, record.worktree, record.branch = tree.cwd, tree.path, tree.branch
-    record.base_ref, record.repo = tree.base_ref, tree.repo
-    return tree.new_branch
+    attached = dataclasses.replace(
+        record, cwd=tree.cwd, worktree=tree.path, branch=tree.branch,
+        base_ref=tree.base_ref, repo=tree.repo,
+    )  # fmt: skip
+    return attached, tree.new_branch
 
 
 async def detach(record: SessionRecord, owner: Owner, new_branch: bool) -> None:

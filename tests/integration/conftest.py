@@ -92,10 +92,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     in CI can then be understood from its log, not only from a rerun."""
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
-    box = getattr(item, "funcargs", {}).get("sb")
-    if report.failed and call.when == "call" and isinstance(box, Sandbox) and box.leader:
-        try:
-            journal = box.run("journalctl", "-n", "150", "--no-pager", timeout=20).stdout
-        except Exception as e:  # the machine may be what failed
-            journal = f"(no journal: {e})"
-        report.sections.append(("sandbox journal", journal))
+    if not (report.failed and call.when == "call"):
+        return
+    for name, value in getattr(item, "funcargs", {}).items():
+        for box in value if isinstance(value, tuple) else (value,):
+            if isinstance(box, Sandbox) and box.leader:
+                try:
+                    journal = box.run("journalctl", "-n", "150", "--no-pager", timeout=20).stdout
+                except Exception as e:  # the machine may be what failed
+                    journal = f"(no journal: {e})"
+                report.sections.append((f"journal of {name}", journal))

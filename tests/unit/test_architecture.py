@@ -1,5 +1,6 @@
 """The package's shape, as docs/architecture.md draws it: no import circle, the client and the
-programs never import the daemon, the model never imports dbus-fast, modules stay readable in
+programs never import the daemon, the model never imports dbus-fast, a session's record is
+changed only through Registry.change, only the edges start processes, modules stay readable in
 one sitting, and nothing cites notes kept outside the repository."""
 
 from __future__ import annotations
@@ -93,3 +94,105 @@ def test_nothing_cites_notes_outside_the_repository() -> None:
     ] + [ROOT / "README.md"]
     citing = sorted(str(p.relative_to(ROOT)) for p in files if pattern.search(p.read_text()))
     assert citing == []
+
+
+def record_writes(path: Path) -> list[int]:
+    """Lines that set a field of a session record: `record.x = …`, `session.record.x = …`
+    (augmented too), or `setattr(record, …)`."""
+
+    def is_record(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "record") or (
+            isinstance(node, ast.Attribute) and node.attr == "record"
+        )
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = [t for tgt in node.targets for t in ast.walk(tgt)]
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "setattr"
+            and node.args
+            and is_record(node.args[0])
+        ):
+            lines.append(node.lineno)
+        lines += [t.lineno for t in targets if isinstance(t, ast.Attribute) and is_record(t.value)]
+    return lines
+
+
+def test_no_module_writes_a_session_record_but_through_change() -> None:
+    """Registry.change stamps, moves through the state machine, writes and announces; a field
+    set anywhere else would skip some of that."""
+    writes = {
+        f"{module}:{line}"
+        for module, path in MODULES.items()
+        if module != "hostagent.daemon.registry"
+        for line in record_writes(path)
+    }
+    assert sorted(writes) == []
+
+
+# The daemon's edges: the only modules that start a process (docs/architecture.md).
+PROCESS_STARTERS = {
+    "hostagent.daemon.owner",  # every helper run as a session's owner
+    "hostagent.daemon.heldchild",  # the shim that becomes a session's tmux server
+    "hostagent.daemon.userunit",  # systemctl --user for --install-user, never while serving
+}
+STARTING_CALLS = {
+    ("asyncio", "create_subprocess_exec"),
+    ("asyncio", "create_subprocess_shell"),
+    ("subprocess", "run"),
+    ("subprocess", "Popen"),
+    ("subprocess", "call"),
+    ("subprocess", "check_call"),
+    ("subprocess", "check_output"),
+    ("os", "fork"),
+    ("os", "system"),
+    ("os", "posix_spawn"),
+    ("os", "posix_spawnp"),
+}
+
+
+def process_starts(path: Path) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and (
+            (node.func.value.id, node.func.attr) in STARTING_CALLS
+            or (node.func.value.id == "os" and node.func.attr.startswith(("exec", "spawn")))
+        )
+    ]
+
+
+def test_the_daemon_starts_processes_only_at_its_edges() -> None:
+    starts = {
+        f"{module}:{line}"
+        for module, path in MODULES.items()
+        if module.startswith("hostagent.daemon") and module not in PROCESS_STARTERS
+        for line in process_starts(path)
+    }
+    assert sorted(starts) == []
+
+
+def test_the_rules_find_what_they_look_for(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import asyncio, os, subprocess\n"
+        "session.record.state = 1\n"
+        "record.a, record.b = 1, 2\n"
+        "record.count += 1\n"
+        "setattr(session.record, 'x', 1)\n"
+        "other.x = 1\n"
+        "subprocess.run(['true'])\n"
+        "os.execvp('a', ['a'])\n"
+        "asyncio.create_subprocess_exec('a')\n"
+    )
+    assert sorted(record_writes(sample)) == [2, 3, 3, 4, 5]
+    assert process_starts(sample) == [7, 8, 9]

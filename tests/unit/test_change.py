@@ -1,0 +1,136 @@
+"""Registry.change, the one way a session's record changes, and Endings.finish, the one end of
+a run: an asked-for change that the disk refuses changes nothing; a fact stands and is written
+later; the stop time is stamped when a session leaves the live states; a stop whose end cannot
+be written still runs the whole end."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from hostagent.daemon.registry import Registry
+from hostagent.daemon.store import SidecarStore
+from hostagent.errors import StorageFull
+from hostagent.options import CreateRequest
+from hostagent.session import FACTS, LIVE_STATES, Event, SessionRecord, State, transition
+from tests.unit.fakes import Host, me, run
+
+
+class FullDisk(SidecarStore):
+    full = False
+
+    def save(self, record: SessionRecord) -> None:
+        if self.full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        super().save(record)
+
+
+def registry_with(tmp_path: Path, state: State) -> tuple[Registry, FullDisk]:
+    store = FullDisk(tmp_path / "state")
+    store.prepare()
+    registry = Registry(store, tmp_path / "run", system=False)
+    registry.add(SessionRecord(name="a", state=state, unit="hostagent-a.scope"))
+    return registry, store
+
+
+# Every event, from a state where it is possible.
+CASES = [
+    (State.STOPPED, Event.START),
+    (State.STARTING, Event.STARTED),
+    (State.STARTING, Event.START_FAILED),
+    (State.RUNNING, Event.STOP),
+    (State.STOPPING, Event.UNIT_GONE),
+    (State.RUNNING, Event.UNIT_LOST),
+    (State.RUNNING, Event.FAIL),
+    (State.DORMANT, Event.ADOPT),
+]
+
+
+def test_the_cases_cover_every_event() -> None:
+    assert {event for _, event in CASES} == set(Event)
+
+
+@pytest.mark.parametrize(("state", "event"), CASES, ids=[e.value for _, e in CASES])
+def test_on_a_full_disk_an_asked_change_is_put_back_and_a_fact_stands(
+    tmp_path: Path, state: State, event: Event
+) -> None:
+    async def body() -> None:
+        registry, store = registry_with(tmp_path, state)
+        session = registry.get("a")
+        store.full = True
+        if event in FACTS:
+            assert registry.change(session, event, last_error="x") is False
+            assert (session.record.state, session.record.last_error) == (
+                transition(state, event),
+                "x",
+            )
+            assert registry._unsaved == {"a"}
+            store.full = False
+            registry._write_unsaved()
+            assert store.load_all()[0].state is transition(state, event)
+        else:
+            with pytest.raises(StorageFull, match="free space in"):
+                registry.change(session, event, last_error="x")
+            assert (session.record.state, session.record.last_error) == (state, "")
+            assert registry._unsaved == set()
+
+    run(body())
+
+
+@pytest.mark.parametrize(("state", "event"), CASES, ids=[e.value for _, e in CASES])
+def test_the_stop_time_is_stamped_when_a_session_leaves_the_live_states(
+    tmp_path: Path, state: State, event: Event
+) -> None:
+    registry, _ = registry_with(tmp_path, state)
+    session = registry.get("a")
+    assert registry.change(session, event) is True
+    ended = state in LIVE_STATES and transition(state, event) not in LIVE_STATES
+    assert bool(session.record.stopped_at) is ended
+
+
+def test_a_field_that_is_not_the_records_is_refused(tmp_path: Path) -> None:
+    registry, _ = registry_with(tmp_path, State.RUNNING)
+    with pytest.raises(AttributeError, match="no field 'stop_requested'"):
+        registry.change(registry.get("a"), stop_requested=True)
+
+
+def test_a_stop_whose_end_cannot_be_written_still_ends_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills while the scope stops: the session is stopped in memory, on the bus and
+    (once it can be written) on disk, and the end's tail ran: the socket is gone."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.lifecycle.create(me(), "a", "shell", str(host.tmp), CreateRequest())
+        session = host.registry.get("a")
+        session.paths.socket.parent.mkdir(parents=True, exist_ok=True)
+        session.paths.socket.touch()
+        stop = host.scopes.stop
+        save = host.store.save
+        full = False
+
+        def maybe_save(record: SessionRecord) -> None:
+            if full:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            save(record)
+
+        async def stop_then_fill(unit: str, timeout: float) -> None:
+            nonlocal full
+            await stop(unit, timeout)
+            full = True
+
+        monkeypatch.setattr(host.store, "save", maybe_save)
+        monkeypatch.setattr(host.scopes, "stop", stop_then_fill)
+        await host.lifecycle.stop(session)
+        assert session.record.state is State.STOPPED
+        assert host.events[-1] == ("changed", "a", "stopped")
+        assert host.on_disk("a") == "stopping"
+        assert not session.paths.socket.exists()
+        full = False
+        host.registry._write_unsaved()
+        assert host.on_disk("a") == "stopped"
+
+    run(body())
