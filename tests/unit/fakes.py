@@ -305,3 +305,24 @@ def run(coro: Coroutine[Any, Any, None]) -> None:
 
 def me() -> int:
     return os.getuid()
+
+
+class FakeExporter:
+    """The exporter's side the bus objects use, with nothing exported: handlers called
+    directly by a test reply to no one."""
+
+    def __init__(self) -> None:
+        self.emitted: list[tuple[str, str, str]] = []  # (path, interface, member)
+
+    def export(self, path: str, interface: Any, target: Any) -> None:
+        pass
+
+    def unexport(self, path: str) -> None:
+        pass
+
+    def emit(self, path: str, interface: str, member: str, signature: str, body: list[Any]) -> None:
+        self.emitted.append((path, interface, member))
+
+    def emit_changed(self, path: str, interface: str, changed: dict[str, Any]) -> None:
+        if changed:
+            self.emitted.append((path, interface, "PropertiesChanged"))

@@ -12,7 +12,7 @@ import pytest
 from hostagent import yamlfile
 from hostagent.config import Config, UserCaps, over_caps, parse_config
 from hostagent.daemon import registry as registry_module
-from hostagent.daemon.admission import quota_problem
+from hostagent.daemon.admission import check_free, quota_problem
 from hostagent.daemon.registry import Registry
 from hostagent.daemon.scope import NO_LIMIT, slice_properties
 from hostagent.daemon.store import SidecarStore
@@ -194,3 +194,24 @@ def test_a_call_acts_on_the_session_it_authorized_not_its_name(tmp_path: Path) -
         assert host.scopes.tmux.typed == []
 
     run(body())
+
+
+@pytest.mark.parametrize(
+    ("owners", "reserved", "name", "says"),
+    [
+        ([1001], {}, "s0", "already exists and is starting; resume it"),  # the owner is told
+        ([1002], {}, "s0", "is taken; pick another name"),  # another's: nothing of it told
+        ([], {"s0": 1001}, "s0", "being created right now"),
+        ([], {"other": 1001}, "s0", None),
+    ],
+)
+def test_a_name_in_use_or_being_created_is_not_free(
+    tmp_path: Path, owners: list[int], reserved: dict[str, int], name: str, says: str | None
+) -> None:
+    registry = _registry(tmp_path, owners)
+    registry.reserved.update(reserved)
+    if says is None:
+        check_free(registry, name, 1001)
+    else:
+        with pytest.raises(SessionExists, match=says):
+            check_free(registry, name, 1001)

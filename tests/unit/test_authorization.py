@@ -1,0 +1,163 @@
+"""Who may do what, in the fast layer: every acting handler refuses a caller who is neither
+the owner nor root (and polkit says no), lets the owner and root through, CreateSession makes
+a session for another user only for root, and a containment flag is written like any change.
+The same rules are shown on the real bus and polkit by tests/integration/test_security.py."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hostagent.daemon import containment
+from hostagent.daemon.auth import (
+    Authorizer,
+    create_owner,
+    owner_may_act,
+    require_inside,
+    require_reload,
+)
+from hostagent.daemon.bus import session as handlers
+from hostagent.daemon.bus.export import Call
+from hostagent.daemon.bus.services import Services
+from hostagent.daemon.bus.session import SessionObject
+from hostagent.errors import AccessDenied, InvalidArgs
+from hostagent.options import CreateRequest
+from tests.unit.fakes import FakeExporter, Host, me, run
+
+STRANGER = me() + 4242  # neither the owner nor root
+
+
+@pytest.mark.parametrize(
+    ("caller", "owner", "may"),
+    [(1001, 1001, True), (0, 1001, True), (1002, 1001, False), (1001, 0, False)],
+)
+def test_the_owner_and_root_may_act_without_polkit(caller: int, owner: int, may: bool) -> None:
+    assert owner_may_act(caller, owner) is may
+
+
+@pytest.mark.parametrize(
+    ("caller", "requested", "system", "owner"),
+    [
+        (1001, None, True, 1001),  # one's own
+        (0, 1001, True, 1001),  # root, for alice
+        (0, None, True, 0),
+        (1001, 1001, True, 1001),  # asking for oneself is no request for another
+        (1001, None, False, 1000),  # a user daemon's sessions are its user's
+    ],
+)
+def test_whose_session_a_create_makes(
+    caller: int, requested: int | None, system: bool, owner: int
+) -> None:
+    assert create_owner(caller, requested, system, daemon_uid=1000) == owner
+
+
+@pytest.mark.parametrize(
+    ("caller", "requested", "system"), [(1001, 1002, True), (1000, 1002, False), (0, 1002, False)]
+)
+def test_only_root_on_the_system_bus_creates_for_another(
+    caller: int, requested: int, system: bool
+) -> None:
+    with pytest.raises(InvalidArgs, match="Only root may create"):
+        create_owner(caller, requested, system, daemon_uid=1000)
+
+
+Handler = Callable[[SessionObject, Call], Awaitable[Any]]
+ACTING: dict[str, Handler] = {
+    "Stop": handlers.stop,
+    "Kill": lambda o, c: handlers.kill(o, c, "agent", 15),
+    "Resume": handlers.resume,
+    "Remove": handlers.remove,
+    "RemoveWithFlags": lambda o, c: handlers.remove_with_flags(o, c, 0),
+    "Diff": lambda o, c: handlers._diff(o, c, False),
+    "Capture": lambda o, c: handlers._capture(o, c, 10),
+    "SendText": lambda o, c: handlers._send(o, c, "rm -rf ~", True),
+    "GetAttachCommand": handlers._attach,
+}
+
+
+def services(host: Host, callers: dict[str, int]) -> Services:
+    auth = Authorizer(bus=None, use_polkit=False)  # type: ignore[arg-type]  # never asked
+    auth._uids.update(callers)  # who each bus name is, as the bus would say
+    return Services(host.lifecycle, host.core.conversations, auth, FakeExporter(), lambda: None)
+
+
+@pytest.mark.parametrize("method", ACTING, ids=list(ACTING))
+def test_a_stranger_is_refused_by_every_acting_method_and_nothing_happens(
+    tmp_path: Path, method: str
+) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        obj = SessionObject(host.registry.get("a"), services(host, {":1.9": STRANGER}))
+        before = list(host.events)
+        with pytest.raises(AccessDenied, match="belongs to another user"):
+            await ACTING[method](obj, Call(":1.9", interactive=False))
+        assert host.events == before
+        assert host.registry.get("a").record.state.value == "running"
+
+    run(body())
+
+
+@pytest.mark.parametrize("caller", [me(), 0], ids=["owner", "root"])
+@pytest.mark.parametrize("method", ["Stop", "Kill", "Capture", "GetAttachCommand"])
+def test_the_owner_and_root_get_through(tmp_path: Path, method: str, caller: int) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        obj = SessionObject(host.registry.get("a"), services(host, {":1.7": caller}))
+        await ACTING[method](obj, Call(":1.7", interactive=False))
+
+    run(body())
+
+
+def test_a_containment_flag_is_written_like_any_change(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        session = host.registry.get("a")
+        guard = containment.Guard(host.registry, host.systemd)  # type: ignore[arg-type]
+        async with session.lock:
+            guard.flag(session, "1 process of the agent left its scope")
+        host.store.flush()
+        (record,) = type(host.store)(host.store.directory).load_all()
+        assert record.containment == "1 process of the agent left its scope"
+        assert host.events[-1] == ("changed", "a", "running")
+
+    run(body())
+
+
+@pytest.mark.parametrize(
+    ("caller", "daemon", "allowed"), [(0, 0, True), (1000, 1000, True), (1001, 0, False)]
+)
+def test_only_root_or_the_daemons_own_user_reloads(caller: int, daemon: int, allowed: bool) -> None:
+    if allowed:
+        require_reload(caller, daemon)
+    else:
+        with pytest.raises(AccessDenied, match="Only root may reload"):
+            require_reload(caller, daemon)
+
+
+UNIT = "hostagent-a.scope"
+
+
+@pytest.mark.parametrize(
+    ("caller_unit", "token", "expected", "believed"),
+    [
+        (UNIT, "s3cret", "s3cret", True),
+        (UNIT, "", "", True),  # a session started before tokens: the scope alone
+        ("hostagent-b.scope", "s3cret", "s3cret", False),  # another session's process
+        (None, "s3cret", "s3cret", False),  # from outside any scope
+        (UNIT, "guess", "s3cret", False),  # a reused pid inside, without the secret
+    ],
+)
+def test_a_hook_is_believed_only_from_inside_the_session_with_its_secret(
+    caller_unit: str | None, token: str, expected: str, believed: bool
+) -> None:
+    if believed:
+        require_inside(caller_unit, UNIT, "a", token, expected)
+    else:
+        with pytest.raises(AccessDenied, match="Only a process inside session 'a'"):
+            require_inside(caller_unit, UNIT, "a", token, expected)
