@@ -17,13 +17,30 @@ from collections.abc import Awaitable, Callable
 from hostagent import launch
 from hostagent.config import Config, over_caps
 from hostagent.daemon import agents
+from hostagent.daemon.auth import capped
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.owner import Owner, check_cwd
 from hostagent.daemon.registry import Registry, SessionPaths
-from hostagent.errors import InvalidArgs, InvalidCwd, SessionExists, quote
+from hostagent.daemon.settings import Settings
+from hostagent.errors import (
+    InvalidArgs,
+    InvalidCwd,
+    InvalidName,
+    NoSuchPreset,
+    SessionExists,
+    quote,
+)
 from hostagent.options import CreateRequest, size_problem
 from hostagent.presets import Preset
-from hostagent.session import Limits, SessionRecord, State, now_usec, unit_name
+from hostagent.session import (
+    Limits,
+    SessionRecord,
+    State,
+    generate_name,
+    name_problem,
+    now_usec,
+    unit_name,
+)
 
 PATH_MAX = 4096  # the kernel's, for a path it is given whole
 
@@ -99,6 +116,23 @@ async def first_record(
     return record, owner
 
 
+def check_request(
+    registry: Registry, settings: Settings, owner_uid: int, name: str, preset_name: str
+) -> tuple[Preset, str]:
+    """The preset and the name (made up when none was given) of a create, once both are
+    valid and the name is free; the named error otherwise. Cheap and without I/O, so the bus
+    asks it before polkit could prompt anyone."""
+    preset = settings.preset(preset_name or "shell")
+    if preset is None:
+        raise NoSuchPreset(f"No preset '{preset_name}' known; 'hostagentctl presets' lists them.")
+    name = name or generate_name(preset.name, registry.taken())
+    problem = name_problem(name)
+    if problem:
+        raise InvalidName(f"Session name {quote(name)} {problem}.")
+    check_free(registry, name, owner_uid)
+    return preset, name
+
+
 def check_free(registry: Registry, name: str, owner_uid: int) -> None:
     """SessionExists when name is in use; what to do about it is said only to its owner."""
     existing = registry.sessions.get(name)
@@ -123,7 +157,7 @@ def quota_problem(registry: Registry, config: Config, owner_uid: int, asked: Lim
     if problem:
         return problem
     cap = config.users.sessions
-    if cap and owner_uid != 0:
+    if cap and capped(owner_uid):
         mine = sum(1 for s in registry.sessions.values() if s.record.owner == owner_uid)
         mine += sum(1 for uid in registry.reserved.values() if uid == owner_uid)
         if mine >= cap:

@@ -4,8 +4,10 @@ Reading is open to every local user, as ``ps`` is. Acting on a session is for it
 or a caller polkit authorises for ``org.hostagent.HostAgent1.manage-any``. The polkit check is
 asynchronous (interactive authentication can take minutes); when polkit is not on the bus, only
 root may act on other users' sessions. A session is created for its caller; only root, on the
-system bus, may create one for another user. Only root (or the user a user daemon runs as) may
-reload the configuration. A hook report is believed only from inside the session's scope.
+system bus, may create one for another user. The admin's caps bind everyone but root (and, where
+the admin allows it, polkit's admins); root's own sessions are neither capped nor counted. Only
+root (or the user a user daemon runs as) may reload the configuration. A hook report is believed
+only from inside the session's scope.
 """
 
 from __future__ import annotations
@@ -44,6 +46,18 @@ def create_owner(caller_uid: int, requested: int | None, system: bool, daemon_ui
             raise InvalidArgs("Only root may create a session for another user ('user').")
         owner = requested
     return owner
+
+
+def exempt_from_caps(caller_uid: int, system: bool) -> bool:
+    """Whether the admin's caps bind this caller at all: not root, and not the one user of a
+    user daemon. (polkit's admins may also pass them where users.admins_exceed says so.)"""
+    return caller_uid == 0 or not system
+
+
+def capped(owner_uid: int) -> bool:
+    """Whether a user's sessions count against users.sessions and share a capped slice: root's
+    do not."""
+    return owner_uid != 0
 
 
 def require_reload(caller_uid: int, daemon_uid: int) -> None:

@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator
 from typing import NoReturn
 
 from hostagent.daemon import checkpoint, resumeplan, worktree
-from hostagent.daemon.admission import check_free, first_record, quota_problem
+from hostagent.daemon.admission import check_request, first_record, quota_problem
+from hostagent.daemon.auth import capped
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.owner import build_env, check_cwd
 from hostagent.daemon.reconcile import GONE_STATES, Reconciler
@@ -30,16 +31,13 @@ from hostagent.daemon.tmux import remove_socket
 from hostagent.errors import (
     AlreadyRunning,
     Busy,
-    InvalidName,
     LimitsExceeded,
-    NoSuchPreset,
     NoSuchSession,
     NotRunning,
     SpawnFailed,
     StopFailed,
     StorageFull,
     WorktreeFailed,
-    quote,
 )
 from hostagent.options import CreateRequest
 from hostagent.presets import Preset
@@ -49,8 +47,6 @@ from hostagent.session import (
     Event,
     Limits,
     State,
-    generate_name,
-    name_problem,
 )
 
 log = logging.getLogger(__name__)
@@ -107,16 +103,7 @@ class Lifecycle:
     ) -> Session:
         """A new session of owner_uid's (whom the caller may create for, auth decided); exempt
         when the caller may go past the admin's caps (root, or an admin the config allows)."""
-        preset = self.settings.preset(preset_name or "shell")
-        if preset is None:
-            raise NoSuchPreset(
-                f"No preset '{preset_name}' known; 'hostagentctl presets' lists them."
-            )
-        name = name or generate_name(preset.name, self.registry.taken())
-        problem = name_problem(name)
-        if problem:
-            raise InvalidName(f"Session name {quote(name)} {problem}.")
-        check_free(self.registry, name, owner_uid)
+        preset, name = check_request(self.registry, self.settings, owner_uid, name, preset_name)
         problem = (
             None
             if exempt
@@ -183,7 +170,7 @@ class Lifecycle:
                 self.registry.system,
             )
             # On the system daemon each user's sessions share a slice carrying their caps.
-            caps = self.settings.config.users.limits if owner.uid else Limits()
+            caps = self.settings.config.users.limits if capped(owner.uid) else Limits()
             started = await self.scopes.start(
                 record,
                 owner,

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from dbus_fast import Variant
 
+from hostagent.config import Config, UserCaps
 from hostagent.daemon import containment
 from hostagent.daemon.auth import (
     Authorizer,
@@ -19,12 +22,14 @@ from hostagent.daemon.auth import (
     require_inside,
     require_reload,
 )
+from hostagent.daemon.bus import manager
 from hostagent.daemon.bus import session as handlers
 from hostagent.daemon.bus.export import Call
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SessionObject
-from hostagent.errors import AccessDenied, InvalidArgs
+from hostagent.errors import AccessDenied, InvalidArgs, InvalidName, NoSuchPreset
 from hostagent.options import CreateRequest
+from hostagent.session import Limits
 from tests.unit.fakes import FakeExporter, Host, me, run
 
 STRANGER = me() + 4242  # neither the owner nor root
@@ -161,3 +166,37 @@ def test_a_hook_is_believed_only_from_inside_the_session_with_its_secret(
     else:
         with pytest.raises(AccessDenied, match="Only a process inside session 'a'"):
             require_inside(caller_unit, UNIT, "a", token, expected)
+
+
+class Asked(Authorizer):
+    """An authorizer that records whether polkit would have been asked."""
+
+    polkit_asked = False
+
+    async def is_admin(self, sender: str, interactive: bool) -> bool:
+        self.polkit_asked = True
+        return False
+
+
+@pytest.mark.parametrize(
+    ("name", "preset", "error"),
+    [("Bad Name", "shell", InvalidName), ("fine", "no-such-preset", NoSuchPreset)],
+)
+def test_a_bad_create_is_refused_before_polkit_could_prompt(
+    tmp_path: Path, name: str, preset: str, error: type[Exception]
+) -> None:
+    """machined's order: read, validate, then authorize; a typo never costs a password."""
+
+    async def body() -> None:
+        config = Config(limits=Limits(tasks_max=64), users=UserCaps(admins_exceed=True))
+        host = await Host.started(tmp_path, config, system=True)
+        auth = Asked(bus=None, use_polkit=True)  # type: ignore[arg-type]  # never asked
+        auth._uids[":1.9"] = STRANGER
+        s = Services(host.lifecycle, host.core.conversations, auth, FakeExporter(), lambda: None)
+        frontend = SimpleNamespace(services=s)
+        over = {"tasks_max": Variant("t", 128)}  # past the cap: polkit would be asked
+        with pytest.raises(error):
+            await manager._create(frontend, Call(":1.9", True), name, preset, "/tmp", over)  # type: ignore[arg-type]
+        assert not auth.polkit_asked
+
+    run(body())

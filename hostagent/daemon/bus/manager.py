@@ -15,8 +15,8 @@ from dbus_fast import Variant
 from hostagent import MANAGER_INTERFACE, MANAGER_PATH, __version__
 from hostagent.bus.compat import fix_value
 from hostagent.daemon import agents
-from hostagent.daemon.admission import quota_problem
-from hostagent.daemon.auth import create_owner, require_reload
+from hostagent.daemon.admission import check_request, quota_problem
+from hostagent.daemon.auth import create_owner, exempt_from_caps, require_reload
 from hostagent.daemon.bus import session as bus_session
 from hostagent.daemon.bus.export import Call, Interface, Method, Prepared, Property, Signal
 from hostagent.daemon.bus.services import Services
@@ -110,8 +110,10 @@ async def _create(
     s = f.services
     caller = await s.auth.caller_uid(call.sender)
     owner = create_owner(caller, req.user, s.system, s.daemon_uid())
-    exempt = caller == 0 or not s.system
+    exempt = exempt_from_caps(caller, s.system)
     config = s.settings.config
+    # Bad names and presets are refused before polkit could ask anyone for a password.
+    _, name = check_request(s.registry, s.settings, owner, name, preset)
     # polkit is asked only where the admin lets admins past the caps, and only when the
     # request goes past one.
     if (
