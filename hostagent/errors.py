@@ -6,10 +6,11 @@ names back into the same classes, so both ends speak one vocabulary (as systemd'
 bus-common-errors does).
 
     HostAgentError
-    ├── NoSuchSession, NoSessionForPID, SessionExists, NoSuchPreset
+    ├── NoSuchSession, NoSessionForPID, SessionExists, NoSuchPreset, AgentNotFound
     ├── InvalidName, InvalidCwd, InvalidArgs
     ├── AlreadyRunning, NotRunning, Busy
-    ├── SpawnFailed, ResumeFailed, StopFailed, Timeout, LimitsExceeded, StorageFull
+    ├── SpawnFailed (a create's start), ResumeFailed (a resume's), StopFailed
+    ├── Timeout, LimitsExceeded, StorageFull
     ├── WorktreeFailed
     └── AccessDenied, InteractiveAuthorizationRequired
 """

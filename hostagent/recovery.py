@@ -6,7 +6,7 @@ session is alive, so a restored state dir or a rolled-back VM does not strand li
 
 A record left ``stopping`` whose unit is gone was being stopped on purpose when the daemon died;
 it becomes ``stopped``, not dormant, so a stop the user asked for is never undone by a resume
-policy. ``dormant_policy`` says what happens next to each session recovery made dormant.
+policy. ``dormant_action`` says what happens next to each session recovery made dormant.
 """
 
 from __future__ import annotations

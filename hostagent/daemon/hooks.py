@@ -3,9 +3,10 @@ the pure reading of what a hook reports.
 
 A CLI with hooks (Claude Code, and CLIs that copy its settings format) is started with a
 settings file of its own, next to the session's tmux socket, so the user's own settings are
-never touched. Each hook runs ``hostagentctl hook EVENT`` inside the session's scope; the daemon
-believes a report only when the caller's pid lies inside that scope , so nobody else
-can forge a conversation id.
+never touched. Each hook writes one line, carrying the session's secret token, into its owner's
+hooks FIFO (daemon/hookpipe.py); ``hostagentctl hook EVENT`` over the bus is believed only from
+a process inside the session's scope that knows the token, so nobody else can forge a
+conversation id.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from hostagent.errors import (
     LimitsExceeded,
     NoSuchSession,
     NotRunning,
+    ResumeFailed,
     SpawnFailed,
     StopFailed,
     StorageFull,
@@ -212,8 +213,9 @@ class Lifecycle:
             self.reconciler.queue(session)
 
     def _fail(self, session: Session, error: str) -> NoReturn:
-        """A start failed: the session is failed with LastError; its ids are kept. When even
-        that cannot be written, the caller gets StorageFull."""
+        """A start failed: the session is failed with LastError; its ids are kept. The caller
+        gets SpawnFailed (ResumeFailed for a resume), or StorageFull when even that cannot be
+        written."""
         log.error("session '%s': %s", session.name, error)
         # "resources": systemd's word for a start that could not be set up.
         if not self.registry.change(
@@ -223,7 +225,9 @@ class Lifecycle:
                 f"Session '{session.name}' failed to start ({error}), and its record cannot "
                 f"be written; free space in {self.registry.store.directory}, then try again."
             )
-        raise SpawnFailed(f"Session '{session.name}' failed to start: {error}")
+        # A resume's failure has a name of its own, so a client can tell the two apart.
+        failed = ResumeFailed if session.record.resume_count else SpawnFailed
+        raise failed(f"Session '{session.name}' failed to start: {error}")
 
     # ---- stop, resume, kill, remove -----------------------------------------------------
 

@@ -56,7 +56,7 @@ class SessionPaths:
     runtime_dir: Path
     socket: Path  # the tmux server's socket
     fifo: Path  # the pane's output, copied by tmux for the daemon to read
-    hooks_file: Path  # the agent CLI's hooks settings, naming hostagentctl hook
+    hooks_file: Path  # the agent CLI's hooks settings, whose hooks write to the hooks FIFO
 
     @classmethod
     def of(cls, runtime_dir: Path, name: str) -> SessionPaths:

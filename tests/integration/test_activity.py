@@ -1,4 +1,4 @@
-"""Agent awareness on a real systemd with the stand-in agent (issue: activity): what each
+"""Agent awareness on a real systemd with the stand-in agent: what each
 screen means, pushed as PropertiesChanged, waited on by many, and captured with scrollback."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The clients on a real systemd and bus (issue: clients): the live view, driven in tmux, and
+"""The clients on a real systemd and bus: the live view, driven in tmux, and
 the client library following the daemon across a restart and an upgrade."""
 
 from __future__ import annotations

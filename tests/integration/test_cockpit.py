@@ -1,4 +1,4 @@
-"""The Cockpit page (issue: a Cockpit page and a richer watch): Debian's cockpit-ws and
+"""The Cockpit page: Debian's cockpit-ws and
 cockpit-bridge with the .deb's hostagent-cockpit, in a fresh machine, driven by headless
 Chromium logged in as alice on loopback. The pictures in docs/ are taken by this test."""
 

@@ -1,4 +1,4 @@
-"""Conversation ids kept current on a real systemd (issue: reboot-aware recovery, "Resume"):
+"""Conversation ids kept current on a real systemd:
 rotations reported by the agent's hooks, ids discovered on disk, and forged reports refused."""
 
 from __future__ import annotations

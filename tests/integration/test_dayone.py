@@ -1,4 +1,4 @@
-"""An admin's first day (issue: day one for an admin): one place to look, systemctl's manners,
+"""An admin's first day: one place to look, systemctl's manners,
 and sessions that say why they ended, on the real systemd."""
 
 from __future__ import annotations

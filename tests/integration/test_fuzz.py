@@ -1,4 +1,4 @@
-"""Hostile input at the D-Bus boundary (issues: multi-user hosts, hostile users): 10 000 calls
+"""Hostile input at the D-Bus boundary: 10 000 calls
 and signals that hypothesis makes up (names, presets, paths, env, options of every type, wrong
 signatures, strings heavy in bytes, huge containers, and unicast signals posing as systemd, the
 bus or the daemon), against the real daemon. Afterwards the daemon has not crashed, every

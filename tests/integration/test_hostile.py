@@ -1,4 +1,4 @@
-"""Hostile users (issue: hostile users): every attack bob found, replayed as bob against the
+"""Hostile users: every attack bob found, replayed as bob against the
 real system bus and daemon (tests/integration/bob.py is his side).
 
 Around each test, a probe calls ListSessions every 50 ms as another client, and alice keeps a

@@ -1,5 +1,5 @@
 """Races and crashes, driven deterministically by parking the daemon at a checkpoint
-(hostagent/checkpoint.py) on a real systemd (issue: reboot-aware recovery, acceptance 4-5).
+(hostagent/daemon/checkpoint.py) on a real systemd.
 
 After each, the sidecar, the unit and the D-Bus object must tell the same story.
 """

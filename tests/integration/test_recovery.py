@@ -1,5 +1,5 @@
-"""Recovery at daemon start on a real systemd (issue: reboot-aware recovery, acceptance 1-3,
-6 and 7): reboots, restored state dirs, a killed daemon, bad records and the auto policy."""
+"""Recovery at daemon start on a real systemd: reboots, restored state dirs, a killed daemon,
+bad records and the auto policy."""
 
 from __future__ import annotations
 

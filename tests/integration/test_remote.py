@@ -1,4 +1,4 @@
-"""hostagentctl on other machines, as systemctl does it (issue: clients): -H over ssh and
+"""hostagentctl on other machines, as systemctl does it: -H over ssh and
 systemd-stdio-bridge to a second container that runs sshd, and -M through machined."""
 
 from __future__ import annotations

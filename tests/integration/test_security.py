@@ -1,4 +1,4 @@
-"""Multi-user hosts on a real systemd, bus and polkit (issue: multi-user hosts): who may act on
+"""Multi-user hosts on a real systemd, bus and polkit: who may act on
 whose session, and that nobody gets a process running as anyone but themselves."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""hostagent as a systemd service, end to end (issue: sessions): the user manager's daemon
+"""hostagent as a systemd service, end to end: the user manager's daemon
 beside the system one, reload and configuration errors named by file and line, the stacks on
 SIGUSR2, and the status it reports to systemd."""
 

@@ -1,4 +1,4 @@
-"""Sessions as transient scopes, end to end on a real systemd (issue: sessions)."""
+"""Sessions as transient scopes, end to end on a real systemd."""
 
 from __future__ import annotations
 

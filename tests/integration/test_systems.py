@@ -1,4 +1,4 @@
-"""Where users run hostagent (issue: cgroup v2 unified, and Debian 13 beside Debian 12): the
+"""Where users run hostagent: the
 cgroup layout the machine booted, the accounting it gives, and the dbus-fast shim that only
 the old dbus-fast needs. The suite runs on Debian 12 and 13 (HOSTAGENT_SANDBOX_OS)."""
 

@@ -1,4 +1,4 @@
-"""The admin's limits as caps (issue: hostile users): what a caller may ask for, how many
+"""The admin's limits as caps: what a caller may ask for, how many
 sessions one user may have, the per-user slice, and operation slots counted per user."""
 
 from __future__ import annotations

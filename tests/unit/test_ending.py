@@ -1,4 +1,4 @@
-"""Why a session ended (issue: day one for an admin): the agent's exit status or signal, read
+"""Why a session ended: the agent's exit status or signal, read
 from tmux once its pane died, and systemd's Result for a scope that ended without it."""
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""What an owner can do to the daemon through the edges it shares with them (issue: hostile
-users): plant things in their runtime directory, stop their own helper processes, send text
+"""What an owner can do to the daemon through the edges it shares with them: plant things in their runtime directory, stop their own helper processes, send text
 no command line could carry, and name paths longer than the kernel takes."""
 
 from __future__ import annotations

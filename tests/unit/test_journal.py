@@ -1,4 +1,4 @@
-"""The daemon's journal entries (issue: day one for an admin): native fields, a session's lines
+"""The daemon's journal entries: native fields, a session's lines
 findable by HOSTAGENT_SESSION=, and the command hostagentctl logs runs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Values as systemd's tools take them (issue: day one for an admin): sizes, time spans,
+"""Values as systemd's tools take them: sizes, time spans,
 signals, users and timeouts, and what hostagentctl makes of them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""watch's keys and rows (issue: a Cockpit page and a richer watch), without a terminal."""
+"""watch's keys and rows, without a terminal."""
 
 from __future__ import annotations
 
