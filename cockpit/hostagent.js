@@ -233,16 +233,20 @@ function bytes(text) {
 }
 
 async function openNewForm() {
-    const [presets] = await client.call(ROOT, MANAGER, "ListPresets", []);
-    // Only agents whose program this user can run: the others would fail at once. An empty
-    // command is the user's login shell.
-    const installed = await Promise.all(presets.map(([name, , command]) => command.length === 0
-        ? name
-        : cockpit.spawn(["sh", "-c", 'command -v "$1"', "-", command[0]], { err: "ignore" })
-            .then(() => name, () => null)));
+    // Only agents whose program this user has: the others would fail at once. The daemon
+    // looks as hostagentctl presets does (the user's login shell, then hostagent's own
+    // helpers); an empty command is the user's login shell.
+    const [[presets], [agents]] = await Promise.all([
+        client.call(ROOT, MANAGER, "ListPresets", []),
+        client.call(ROOT, MANAGER, "ListAgents", []),
+    ]);
+    const found = new Map(agents.map(([name, program]) => [name, program]));
+    const installed = presets
+        .filter(([name, , command]) => command.length === 0 || found.get(name))
+        .map(([name]) => name);
     const select = $("new-preset");
     select.replaceChildren();
-    for (const name of installed.filter(Boolean))
+    for (const name of installed)
         select.append(new Option(name, name, name === "shell", name === "shell"));
     $("new-form").hidden = false;
 }

@@ -48,8 +48,10 @@ _INSTALL = {  # file in units/ -> where a package puts it
     "org.hostagent.HostAgent1.policy": "usr/share/polkit-1/actions/org.hostagent.HostAgent1.policy",
     "hostagent.rules": "usr/share/polkit-1/rules.d/hostagent.rules",
     "user/hostagent-notify.service": "etc/systemd/user/hostagent-notify.service",
-    "hostagent.yaml": "etc/hostagent/hostagent.yaml",
 }
+# Configuration files: installed once, as a package installs a conffile, and never over what a
+# test (or an admin) wrote there since; provisioning runs at every boot.
+_CONFFILES = {"hostagent.yaml": "etc/hostagent/hostagent.yaml"}
 _MODULES = {  # program, where a package installs it -> module
     "usr/bin/hostagent": "hostagent.daemon.main",
     "usr/bin/hostagentctl": "hostagent.cli.ctl",
@@ -91,6 +93,11 @@ def provision(r: Path, upper: Path, install: bool) -> None:
         target = r / dst
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / "units" / src, target)
+    for src, dst in _CONFFILES.items():
+        target = r / dst
+        if not (upper / dst).exists() and not (upper / dst).is_symlink():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(REPO / "units" / src, target)
     dropin = r / "etc/systemd/system/hostagent.service.d/sandbox.conf"
     dropin.parent.mkdir(parents=True, exist_ok=True)
     dropin.write_text(_SANDBOX_DROPIN)
