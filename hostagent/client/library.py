@@ -6,7 +6,10 @@ D-Bus names, so callers can ``except NoSuchSession``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,9 +90,20 @@ class Client:
         return cls(await bus.connect())
 
     def close(self) -> None:
+        """Start closing the connection; the socket itself closes once the event loop next
+        runs (dbus-fast closes it when it reads the end). A program about to leave its loop
+        awaits aclose instead."""
         self.bus.disconnect()
         if self._relay is not None:
             self._relay.close()
+
+    async def aclose(self, timeout: float = 5.0) -> None:
+        """Close the connection and wait until its socket is closed, so that nothing is left
+        for the garbage collector to warn about when the event loop ends."""
+        self.close()
+        disconnected: Callable[[], Awaitable[None]] = self.bus.wait_for_disconnect  # untyped
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(disconnected(), timeout)
 
     async def _call(
         self,

@@ -23,7 +23,7 @@ def with_client(sb: Sandbox, fn: Callable[[Client], Awaitable[T]]) -> T:
         try:
             return await fn(client)
         finally:
-            client.close()
+            await client.aclose()
 
     return asyncio.run(main())
 

@@ -69,7 +69,7 @@ class Probe:
                 self.calls += 1
                 await asyncio.sleep(0.05)
         finally:
-            client.close()
+            await client.aclose()
 
     def __enter__(self) -> Probe:
         self._thread.start()

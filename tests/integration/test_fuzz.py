@@ -177,7 +177,7 @@ async def run_batch(address: str, batch: list[Call]) -> list[tuple[Call, str]]:
                         ((reply[0], "Remove", "", []), f"not removed: {e.name}: {e.text}")
                     )
     finally:
-        client.close()
+        await client.aclose()
     return outcomes
 
 

@@ -249,13 +249,15 @@ def test_auto_policy_resumes_ten_dormant_sessions_at_most_two_at_a_time(
                 all_running.done() or all_running.set_result(None)
 
         client.bus.add_message_handler(on_message)
-        await add_match(
-            client, "type='signal',member='PropertiesChanged',path_namespace='/org/hostagent'"
-        )
-        # Subscribed before the daemon starts, so no state change goes unseen.
-        await asyncio.get_running_loop().run_in_executor(None, sb.daemon_start)
-        await asyncio.wait_for(all_running, 60)
-        client.close()
+        try:
+            await add_match(
+                client, "type='signal',member='PropertiesChanged',path_namespace='/org/hostagent'"
+            )
+            # Subscribed before the daemon starts, so no state change goes unseen.
+            await asyncio.get_running_loop().run_in_executor(None, sb.daemon_start)
+            await asyncio.wait_for(all_running, 60)
+        finally:
+            await client.aclose()
         return most, states
 
     most, states = asyncio.run(watch())

@@ -89,7 +89,7 @@ def test_the_manager_and_session_objects_over_a_real_bus(tmp_path: Path, bus_add
         assert kinds[0] == "SessionNew" and kinds[-1] == "SessionRemoved"
         states = [s[1][1]["State"].value for s in signals if s[0] == "PropertiesChanged"]
         assert states[-2:] == ["stopping", "stopped"]
-        client.close()
+        await client.aclose()
         server.disconnect()
 
     run(body())
