@@ -20,7 +20,8 @@ from hostagent.daemon import agents
 from hostagent.daemon.auth import capped
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.owner import Owner, check_cwd
-from hostagent.daemon.registry import Registry, SessionPaths
+from hostagent.daemon.paths import SessionPaths
+from hostagent.daemon.registry import Registry
 from hostagent.daemon.settings import Settings
 from hostagent.errors import (
     InvalidArgs,

@@ -19,8 +19,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from hostagent.daemon.ports import SystemdPort
 from hostagent.daemon.registry import Registry, Session
-from hostagent.daemon.systemd import Systemd
 from hostagent.session import State
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class Guard:
     """Looks at every running session now and then for processes that left its scope, and
     flags a session whose agent exits leaving processes behind (Endings calls ``after_exit``)."""
 
-    def __init__(self, registry: Registry, systemd: Systemd) -> None:
+    def __init__(self, registry: Registry, systemd: SystemdPort) -> None:
         self.registry = registry
         self.systemd = systemd
 

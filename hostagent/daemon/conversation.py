@@ -21,7 +21,8 @@ from hostagent import activity
 from hostagent.daemon import discovery, hookpipe, hooks, transcript
 from hostagent.daemon.auth import TOKEN_ENV, token_matches
 from hostagent.daemon.owner import build_env
-from hostagent.daemon.registry import Registry, Session, SessionPaths
+from hostagent.daemon.paths import SessionPaths
+from hostagent.daemon.registry import Registry, Session
 from hostagent.daemon.settings import Settings
 from hostagent.presets import Preset
 from hostagent.session import State

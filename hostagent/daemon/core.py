@@ -14,10 +14,10 @@ from pathlib import Path
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.ending import Endings
 from hostagent.daemon.lifecycle import Lifecycle
+from hostagent.daemon.ports import ScopeRunner
 from hostagent.daemon.reconcile import Reconciler
 from hostagent.daemon.recover import Recovery, RecoveryReport
 from hostagent.daemon.registry import Registry, Session
-from hostagent.daemon.scope import Scopes
 from hostagent.daemon.settings import Settings
 from hostagent.daemon.store import SidecarStore
 from hostagent.daemon.terminal import Terminal
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 class Core:
     settings: Settings
     registry: Registry
-    scopes: Scopes
+    scopes: ScopeRunner
     terminal: Terminal
     conversations: Conversations
     endings: Endings
@@ -40,7 +40,7 @@ class Core:
     def assemble(
         cls,
         *,
-        scopes: Scopes,
+        scopes: ScopeRunner,
         store: SidecarStore,
         settings: Settings,
         runtime_root: Path,

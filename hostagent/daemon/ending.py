@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 from hostagent.daemon import containment, tmux
 from hostagent.daemon.conversation import Conversations
+from hostagent.daemon.ports import ScopeRunner
 from hostagent.daemon.registry import Registry, Session
-from hostagent.daemon.scope import JOB_TIMEOUT, Scopes
+from hostagent.daemon.scope import JOB_TIMEOUT
 from hostagent.session import SUCCESS, Event, State, agent_end, unit_end
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,9 @@ CLEAN = End()
 
 
 class Endings:
-    def __init__(self, registry: Registry, scopes: Scopes, conversations: Conversations) -> None:
+    def __init__(
+        self, registry: Registry, scopes: ScopeRunner, conversations: Conversations
+    ) -> None:
         self.registry = registry
         self.scopes = scopes
         self.conversations = conversations

@@ -53,10 +53,6 @@ _ID_KEYS = ("session_id", "sessionId", "conversation_id")
 _EVENT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 
 
-def hooks_file(runtime_dir: Path, name: str) -> Path:
-    return runtime_dir / f"{name}.hooks.json"
-
-
 def root_hooks_file(runtime_root: Path, name: str) -> Path:
     """A hooks file in the system daemon's own root-owned directory (0755)."""
     directory = runtime_root / ROOT_HOOKS_DIR

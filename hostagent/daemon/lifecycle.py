@@ -20,10 +20,11 @@ from hostagent.daemon.admission import check_request, first_record, quota_proble
 from hostagent.daemon.auth import capped
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.owner import build_env, check_cwd
+from hostagent.daemon.ports import ScopeRunner
 from hostagent.daemon.reconcile import GONE_STATES, Reconciler
 from hostagent.daemon.registry import Registry, Session
 from hostagent.daemon.runtimedir import prepare_runtime_dir
-from hostagent.daemon.scope import Scopes, check_signal
+from hostagent.daemon.scope import check_signal
 from hostagent.daemon.settings import Settings
 from hostagent.daemon.systemd import SystemdError
 from hostagent.daemon.terminal import Terminal
@@ -57,7 +58,7 @@ class Lifecycle:
     def __init__(
         self,
         registry: Registry,
-        scopes: Scopes,
+        scopes: ScopeRunner,
         terminal: Terminal,
         conversations: Conversations,
         reconciler: Reconciler,

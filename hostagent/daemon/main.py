@@ -148,17 +148,18 @@ class Daemon:
         report = await core.recover()
         log.info("%s", report.summary(config.recovery_policy.value))
         self.to_resume = report.to_resume
+        exporter = Exporter(bus)
         frontend = BusFrontend(
             Services(
                 core.lifecycle,
                 core.conversations,
                 Authorizer(bus, use_polkit=self.system),
-                Exporter(bus),
+                exporter,
                 self.reload,
             )
         )
         frontend.export_all()
-        await frontend.exporter.follow_callers()
+        await exporter.follow_callers()
         if not await _own_name(bus):
             log.error("Failed to own %s: it is taken; is another hostagent running?", BUS_NAME)
             return 1

@@ -34,6 +34,7 @@ from hostagent import activity
 from hostagent.activity import Rules, Verdict, View
 from hostagent.daemon import tmux
 from hostagent.daemon.owner import Owner
+from hostagent.daemon.ports import TmuxPort
 from hostagent.daemon.runtimedir import make_room
 from hostagent.session import Activity
 
@@ -52,10 +53,6 @@ RETRY_DELAY = 0.5
 RETRY_MAX = 30.0  # the slowest a never-read pane is looked at again
 
 
-def fifo_path(runtime_dir: Path, name: str) -> Path:
-    return runtime_dir / f"{name}.out"
-
-
 class PaneWatch:
     def __init__(
         self,
@@ -65,7 +62,7 @@ class PaneWatch:
         fifo: Path,
         rules: Rules,
         on_verdict: Callable[[Verdict], None],
-        tmux_client: tmux.Tmux,
+        tmux_client: TmuxPort,
     ) -> None:
         self.name = name
         self.owner = owner

@@ -13,8 +13,8 @@ import asyncio
 import logging
 
 from hostagent.daemon.ending import Endings
+from hostagent.daemon.ports import ScopeRunner
 from hostagent.daemon.registry import Registry, Session
-from hostagent.daemon.scope import Scopes
 from hostagent.daemon.systemd import SystemdError
 from hostagent.session import State
 
@@ -25,7 +25,7 @@ RETRY_SEC = 5.0  # a reconcile that could not ask systemd tries again this much 
 
 
 class Reconciler:
-    def __init__(self, registry: Registry, scopes: Scopes, endings: Endings) -> None:
+    def __init__(self, registry: Registry, scopes: ScopeRunner, endings: Endings) -> None:
         self.registry = registry
         self.scopes = scopes
         self.endings = endings

@@ -13,16 +13,14 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from hostagent.activity import Verdict
-from hostagent.daemon.hooks import HookReport, hooks_file
+from hostagent.daemon.hooks import HookReport
 from hostagent.daemon.owner import Owner
-from hostagent.daemon.panewatch import PaneWatch, fifo_path
+from hostagent.daemon.paths import SessionPaths
 from hostagent.daemon.store import SidecarStore
-from hostagent.daemon.tmux import socket_path
 from hostagent.errors import LimitsExceeded, NoSuchSession, StorageFull, quote
 from hostagent.session import (
     FACTS,
@@ -49,23 +47,13 @@ class Listener(Protocol):
     def session_changed(self, session: Session) -> None: ...
 
 
-@dataclass(frozen=True)
-class SessionPaths:
-    """Where a session's runtime files live, all in its owner's 0700 runtime directory."""
+class Watch(Protocol):
+    """What the registry needs of a session's pane watch (panewatch.PaneWatch)."""
 
-    runtime_dir: Path
-    socket: Path  # the tmux server's socket
-    fifo: Path  # the pane's output, copied by tmux for the daemon to read
-    hooks_file: Path  # the agent CLI's hooks settings, whose hooks write to the hooks FIFO
-
-    @classmethod
-    def of(cls, runtime_dir: Path, name: str) -> SessionPaths:
-        return cls(
-            runtime_dir,
-            socket_path(runtime_dir, name),
-            fifo_path(runtime_dir, name),
-            hooks_file(runtime_dir, name),
-        )
+    @property
+    def verdict(self) -> Verdict | None: ...
+    def report_hook(self, verdict: Verdict) -> None: ...
+    def close(self) -> None: ...
 
 
 class Session:
@@ -84,7 +72,7 @@ class Session:
         self.unit_result = ""  # systemd's Result for the scope, when it said one
         self.pane_pid = 0  # the agent's process, followed while the session runs (ending.py)
         self.unfollow: Callable[[], None] | None = None
-        self.watch: PaneWatch | None = None
+        self.watch: Watch | None = None
         self._owner: Owner | None = None
 
     @property

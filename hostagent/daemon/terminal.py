@@ -16,6 +16,7 @@ from hostagent.activity import GENERIC
 from hostagent.daemon import tmux
 from hostagent.daemon.owner import OutputTooLarge
 from hostagent.daemon.panewatch import PaneWatch
+from hostagent.daemon.ports import TmuxPort
 from hostagent.daemon.registry import Registry, Session, Waiter
 from hostagent.daemon.settings import Settings
 from hostagent.errors import InvalidArgs, NoSuchSession, NotRunning, Timeout
@@ -50,7 +51,7 @@ def check_activities(activities: Iterable[str]) -> frozenset[str]:
 
 
 class Terminal:
-    def __init__(self, registry: Registry, tmux_client: tmux.Tmux, settings: Settings) -> None:
+    def __init__(self, registry: Registry, tmux_client: TmuxPort, settings: Settings) -> None:
         self.registry = registry
         self.tmux = tmux_client
         self.settings = settings

@@ -28,10 +28,6 @@ class TmuxError(Exception):
     pass
 
 
-def socket_path(runtime_dir: Path, name: str) -> Path:
-    return runtime_dir / f"{name}.sock"
-
-
 # Where a pane's end is reported: the owner's hooks FIFO, with the session's name and the token
 # from the server's environment. Paths with other characters get no hook (see died_hook).
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9_./-]+")

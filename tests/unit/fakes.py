@@ -20,17 +20,18 @@ from typing import Any
 
 from hostagent.config import Config
 from hostagent.daemon import agents
+from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.core import Core
 from hostagent.daemon.owner import DEFAULT_PATH, Owner
 from hostagent.daemon.registry import Session
-from hostagent.daemon.scope import Process, Started, now_usec
+from hostagent.daemon.scope import Process, Started
 from hostagent.daemon.settings import Settings
 from hostagent.daemon.store import SidecarStore
 from hostagent.daemon.systemd import UnitInfo
 from hostagent.daemon.tmux import TmuxError
 from hostagent.errors import NotRunning, SpawnFailed
 from hostagent.presets import IdSource, Preset
-from hostagent.session import Limits, SessionRecord
+from hostagent.session import Limits, SessionRecord, now_usec
 
 _PIDS = itertools.count(40000)
 
@@ -191,6 +192,11 @@ class FakeScopes:
         self.launched.append(list(record.last_argv))
         return Started(unit.leader, unit.invocation, now_usec())
 
+    def open_gate(self) -> None:
+        """Let the starts held at the gate go on."""
+        assert self.gate is not None, "no start is held: set up gate first"
+        self.gate.set()
+
     async def stop(self, unit: str, timeout: float) -> None:
         await self.systemd.stop_unit(unit)
 
@@ -245,7 +251,7 @@ class Host:
         self.store.prepare()
         self.config = config or Config()
         self.core = Core.assemble(
-            scopes=self.scopes,  # type: ignore[arg-type]
+            scopes=self.scopes,
             store=self.store,
             settings=Settings(self.config, {"shell": SHELL, "assigned": ASSIGNED}),
             runtime_root=tmp / "run",
@@ -256,6 +262,7 @@ class Host:
         self.registry = self.core.registry
         self.lifecycle = self.core.lifecycle
         self.events: list[tuple[str, str, str]] = []  # (what, name, state) as listeners saw
+        self.exporter: Exporter | None = None  # the real exporter, where a test serves a bus
         self.registry.listeners.append(self)
 
     @classmethod

@@ -11,6 +11,7 @@ import pytest
 
 from hostagent.daemon import agents
 from hostagent.daemon.owner import DEFAULT_PATH, Owner
+from hostagent.errors import AgentNotFound
 
 
 @pytest.mark.parametrize(
@@ -73,9 +74,7 @@ def test_a_program_in_the_owners_local_bin_is_found_and_a_missing_one_named(
     assert found.path.startswith(str(bin_dir))
     ver = asyncio.run(agents.version(owner, found.program, {"PATH": found.path}))
     assert ver == "my-agent 1.2.3"
-    with pytest.raises(
-        agents.AgentNotFound, match=r"'no-such-agent' .* login PATH \(.*\.local/bin"
-    ):
+    with pytest.raises(AgentNotFound, match=r"'no-such-agent' .* login PATH \(.*\.local/bin"):
         asyncio.run(agents.resolve(owner, "no-such-agent"))
 
 

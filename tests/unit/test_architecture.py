@@ -107,7 +107,7 @@ def record_writes(path: Path) -> list[int]:
 
     lines = []
     for node in ast.walk(ast.parse(path.read_text())):
-        targets: list[ast.expr] = []
+        targets: list[ast.AST] = []
         if isinstance(node, ast.Assign):
             targets = [t for tgt in node.targets for t in ast.walk(tgt)]
         elif isinstance(node, ast.AugAssign | ast.AnnAssign):

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from dbus_fast import Variant
+from dbus_fast.aio import MessageBus
 
 from hostagent.config import Config, UserCaps
 from hostagent.daemon import containment
@@ -33,6 +33,12 @@ from hostagent.session import Limits
 from tests.unit.fakes import FakeExporter, Host, me, run
 
 STRANGER = me() + 4242  # neither the owner nor root
+
+
+def nowhere() -> MessageBus:
+    """The authorizer's bus, never connected: a test tells it who each caller is beforehand,
+    and polkit is never reached."""
+    return MessageBus(bus_address="unix:path=/nonexistent")
 
 
 @pytest.mark.parametrize(
@@ -84,7 +90,7 @@ ACTING: dict[str, Handler] = {
 
 
 def services(host: Host, callers: dict[str, int]) -> Services:
-    auth = Authorizer(bus=None, use_polkit=False)  # type: ignore[arg-type]  # never asked
+    auth = Authorizer(nowhere(), use_polkit=False)
     auth._uids.update(callers)  # who each bus name is, as the bus would say
     return Services(host.lifecycle, host.core.conversations, auth, FakeExporter(), lambda: None)
 
@@ -123,7 +129,7 @@ def test_a_containment_flag_is_written_like_any_change(tmp_path: Path) -> None:
         host = await Host.started(tmp_path)
         await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         session = host.registry.get("a")
-        guard = containment.Guard(host.registry, host.systemd)  # type: ignore[arg-type]
+        guard = containment.Guard(host.registry, host.systemd)
         async with session.lock:
             guard.flag(session, "1 process of the agent left its scope")
         host.store.flush()
@@ -190,13 +196,13 @@ def test_a_bad_create_is_refused_before_polkit_could_prompt(
     async def body() -> None:
         config = Config(limits=Limits(tasks_max=64), users=UserCaps(admins_exceed=True))
         host = await Host.started(tmp_path, config, system=True)
-        auth = Asked(bus=None, use_polkit=True)  # type: ignore[arg-type]  # never asked
+        auth = Asked(nowhere(), use_polkit=True)
         auth._uids[":1.9"] = STRANGER
         s = Services(host.lifecycle, host.core.conversations, auth, FakeExporter(), lambda: None)
-        frontend = SimpleNamespace(services=s)
+        frontend = manager.BusFrontend(s)
         over = {"tasks_max": Variant("t", 128)}  # past the cap: polkit would be asked
         with pytest.raises(error):
-            await manager._create(frontend, Call(":1.9", True), name, preset, "/tmp", over)  # type: ignore[arg-type]
+            await manager._create(frontend, Call(":1.9", True), name, preset, "/tmp", over)
         assert not auth.polkit_asked
 
     run(body())

@@ -36,19 +36,20 @@ async def serve(tmp: Path, address: str) -> tuple[Host, MessageBus, list[str]]:
     host = await Host.started(tmp)
     bus = await MessageBus(bus_address=address).connect()
     reloads: list[str] = []
+    exporter = Exporter(bus)
     frontend = BusFrontend(
         Services(
             host.lifecycle,
             host.core.conversations,
             Authorizer(bus, use_polkit=False),
-            Exporter(bus),
+            exporter,
             lambda: reloads.append("reload"),
         )
     )
     frontend.export_all()
-    await frontend.exporter.follow_callers()
+    await exporter.follow_callers()
     await bus.request_name(BUS_NAME)
-    host.exporter = frontend.exporter  # type: ignore[attr-defined]
+    host.exporter = exporter
     return host, bus, reloads
 
 
@@ -56,7 +57,7 @@ def test_the_manager_and_session_objects_over_a_real_bus(tmp_path: Path, bus_add
     async def body() -> None:
         _, server, reloads = await serve(tmp_path, bus_address)
         client = await Client.connect(system=False, address=bus_address)
-        signals: list[tuple[str, list[object]]] = []
+        signals: list[tuple[str, list[Any]]] = []
 
         def on_message(msg: Message) -> None:
             if msg.member in ("SessionNew", "SessionRemoved", "PropertiesChanged"):
@@ -169,7 +170,8 @@ def test_a_wait_whose_caller_left_is_dropped_and_calls_per_caller_are_capped(
     async def body() -> None:
         host, server, _ = await serve(tmp_path, bus_address)
         await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
-        exporter = host.exporter  # type: ignore[attr-defined]
+        exporter = host.exporter
+        assert exporter is not None
         waiter = await Client.connect(system=False, address=bus_address)
         path = waiter.session_path("a")
 
@@ -192,7 +194,8 @@ def test_a_wait_whose_caller_left_is_dropped_and_calls_per_caller_are_capped(
 
         def on_message(msg: Message) -> None:
             if msg.member == "NameOwnerChanged" and msg.body[0] == waiter.bus.unique_name:
-                gone.done() or gone.set_result(None)
+                if not gone.done():
+                    gone.set_result(None)
 
         watcher.add_message_handler(on_message)
         await add_match(watcher, "type='signal',member='NameOwnerChanged'")

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Awaitable, Callable
 
 import pytest
 from dbus_fast import Message, MessageType
@@ -49,7 +50,8 @@ async def _burst(address: str, daemon_pid: int, paced: bool) -> tuple[bool, list
             await asyncio.sleep(0)  # let the writer run, as the daemon's loop would
     finally:
         os.kill(daemon_pid, signal.SIGCONT)
-    dropped = asyncio.ensure_future(sender.wait_for_disconnect())
+    disconnected: Callable[[], Awaitable[None]] = sender.wait_for_disconnect  # untyped
+    dropped = asyncio.ensure_future(disconnected())
     await asyncio.wait([done, dropped], timeout=20, return_when=asyncio.FIRST_COMPLETED)
     dropped.cancel()
     try:
@@ -65,7 +67,8 @@ async def _burst(address: str, daemon_pid: int, paced: bool) -> tuple[bool, list
         with contextlib.suppress(Exception):  # a dropped bus may refuse even this
             bus.disconnect()
         with contextlib.suppress(Exception):
-            bus._sock.close()
+            if bus._sock is not None:
+                bus._sock.close()
     return alive, seen
 
 
@@ -87,7 +90,10 @@ def test_pacing_twice_changes_nothing_more(bus_daemon: tuple[str, int]) -> None:
     async def main() -> None:
         bus = await MessageBus(bus_address=bus_daemon[0]).connect()
         assert compat.pace_writes(bus) and compat.pace_writes(bus)
-        assert not isinstance(bus._writer.sock._sock, compat._PacedSocket)  # type: ignore[attr-defined]
+        assert bus._writer is not None
+        paced = bus._writer.sock
+        assert isinstance(paced, compat._PacedSocket)
+        assert not isinstance(paced._sock, compat._PacedSocket)
         bus.disconnect()
 
     asyncio.run(main())

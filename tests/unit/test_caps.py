@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,14 +95,14 @@ def test_a_create_over_a_cap_is_refused_unless_exempt(tmp_path: Path) -> None:
         config = Config(limits=Limits(tasks_max=64), users=UserCaps(sessions=1))
         host = await Host.started(tmp_path, config, system=True)
 
-        async def create(name: str, exempt: bool = False, **req: object) -> None:
+        async def create(name: str, exempt: bool = False, **req: Any) -> None:
             await host.lifecycle.create(
                 me(),
                 name,
                 "shell",
                 str(tmp_path),
                 CreateRequest(**req),
-                exempt,  # type: ignore[arg-type]
+                exempt,
             )
 
         with pytest.raises(LimitsExceeded, match="TasksMax=65"):
@@ -165,7 +166,7 @@ def test_calls_queued_on_a_sessions_lock_hold_no_slot(
         ]
         await asyncio.sleep(0)  # let each reach the lock
         assert host.registry._operations == {me(): 1}
-        host.scopes.gate.set()
+        host.scopes.open_gate()
         await resume
         await asyncio.gather(*queued, return_exceptions=True)
         await host.lifecycle.create(me(), "b", "shell", str(tmp_path), CreateRequest())

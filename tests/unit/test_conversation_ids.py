@@ -7,6 +7,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,13 @@ def test_read_report_keeps_only_well_formed_ids(
     assert (report.agent_session, report.source) == (agent_session, source)
 
 
+def hooks_of(settings: dict[str, object]) -> dict[str, Any]:
+    """The settings file's hooks table."""
+    table = settings["hooks"]
+    assert isinstance(table, dict)
+    return table
+
+
 @pytest.mark.parametrize("event", ["", "Session Start", "x;rm -rf /", "a" * 65])
 def test_bad_event_names(event: str) -> None:
     assert hooks.event_problem(event)
@@ -47,7 +55,7 @@ def test_bad_event_names(event: str) -> None:
 
 def test_claude_settings_quote_the_command(tmp_path: Path) -> None:
     settings = hooks.settings("claude", ["/opt/my tools/hostagentctl", "--system", "hook"], {})
-    command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]  # type: ignore[index]
+    command = hooks_of(settings)["SessionStart"][0]["hooks"][0]["command"]
     assert command == "'/opt/my tools/hostagentctl' --system hook SessionStart"
     path = tmp_path / "s.hooks.json"
     hooks.write_settings(path, settings)
@@ -114,12 +122,12 @@ def test_gemini_settings_keep_the_admin_defaults_and_their_hooks() -> None:
     }
     settings = hooks.settings("gemini", ["hostagentctl", "--user", "hook"], admin)
     assert settings["ui"] == {"theme": "corporate"}
-    start = settings["hooks"]["SessionStart"]  # type: ignore[index]
+    start = hooks_of(settings)["SessionStart"]
     assert [g["hooks"][0]["command"] for g in start] == [
         "audit",
         "hostagentctl --user hook SessionStart",
     ]
-    assert "AfterAgent" in settings["hooks"]  # type: ignore[operator]
+    assert "AfterAgent" in hooks_of(settings)
     # Gemini's own cleanup would delete a resumed session's transcript: off, unless the
     # admin's defaults choose.
     assert settings["general"] == {"sessionRetention": {"enabled": False}}
@@ -131,14 +139,14 @@ def test_gemini_settings_keep_the_admin_defaults_and_their_hooks() -> None:
 def test_hook_timeouts_are_in_each_clis_unit(fmt: str, timeout: int) -> None:
     """Gemini and Qwen 0.15 read milliseconds: 10 there killed every hook before it ran."""
     settings = hooks.settings(fmt, ["hostagentctl", "hook"], {})
-    groups = settings["hooks"]["SessionStart"]  # type: ignore[index]
+    groups = hooks_of(settings)["SessionStart"]
     assert groups[0]["hooks"][0]["timeout"] == timeout
 
 
 def test_qwen_hooks_use_claudes_event_names() -> None:
     settings = hooks.settings("qwen", ["hostagentctl", "hook"], {})
-    assert {"Notification", "PermissionRequest", "Stop"} <= set(settings["hooks"])  # type: ignore[arg-type]
-    assert "BeforeAgent" not in settings["hooks"]  # type: ignore[operator]
+    assert {"Notification", "PermissionRequest", "Stop"} <= set(hooks_of(settings))
+    assert "BeforeAgent" not in hooks_of(settings)
 
 
 LISTED = Discovery(command=("opencode", "session", "list"), id_field="id",

@@ -42,7 +42,9 @@ def test_uncommented_it_is_accepted_and_names_every_key_the_daemon_reads(
     read: set[str] = set()
     reject_unknown = yamlfile.reject_unknown
 
-    def record(doc: yamlfile.Document, data: dict, allowed: set[str], where: str) -> None:
+    def record(
+        doc: yamlfile.Document, data: dict[str, object], allowed: set[str], where: str
+    ) -> None:
         read.update(f"{where}.{key}" if where else key for key in allowed)
         reject_unknown(doc, data, allowed, where)
 

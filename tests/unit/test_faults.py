@@ -69,7 +69,7 @@ def test_a_start_whose_outcome_cannot_be_written_leaves_nothing_running(
         create = __import__("asyncio").ensure_future(running(host, "a"))
         await host.scopes.parked.wait()
         disk.full = True  # the starting record is written; the running one will not be
-        host.scopes.gate.set()
+        host.scopes.open_gate()
         with pytest.raises(StorageFull):
             await create
         assert "hostagent-a.scope" not in host.systemd.units

@@ -68,7 +68,8 @@ def test_a_hook_line_with_the_token_is_believed_and_one_without_is_not(tmp_path:
         await asyncio.wait_for(ids.changed.wait(), 5)
         assert record.agent_session == "new-1"
         assert "forged-1" not in record.agent_session_history
-        assert host.registry.get("a").last_hook.event == "SessionStart"  # type: ignore[union-attr]
+        last = host.registry.get("a").last_hook
+        assert last is not None and last.event == "SessionStart"
 
     run(body())
 

@@ -212,7 +212,7 @@ def test_a_helper_cut_short_while_it_starts_still_ends(tmp_path: Path) -> None:
             await gate.wait()
             return await connect(*args, **kwargs)  # type: ignore[arg-type]
 
-        loop.connect_read_pipe = parked  # type: ignore[method-assign]
+        loop.connect_read_pipe = parked  # type: ignore[method-assign,assignment]
         script = f"sleep 33 & echo $! > {holder}; exec sleep 34"
         call = asyncio.ensure_future(exec_as_owner(me_owner, ["/bin/sh", "-c", script], 30))
         deadline = time.monotonic() + 5

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,18 +29,18 @@ from hostagent.session import Limits, State
 from tests.unit.fakes import Host, me, run
 
 
-async def parked_resume(host: Host, name: str) -> asyncio.Future[object]:
+async def parked_resume(host: Host, name: str) -> asyncio.Task[None]:
     """A stopped session being resumed, held at its scope's start until the gate opens."""
     await create(host, name)
     await host.lifecycle.stop(host.registry.get(name))
     host.scopes.gate = asyncio.Event()
-    resume = asyncio.ensure_future(host.lifecycle.resume(host.registry.get(name)))
+    resume = asyncio.create_task(host.lifecycle.resume(host.registry.get(name)))
     await host.scopes.parked.wait()
     return resume
 
 
-async def create(host: Host, name: str, preset: str = "shell", **req: object) -> None:
-    await host.lifecycle.create(me(), name, preset, str(host.tmp), CreateRequest(**req))  # type: ignore[arg-type]
+async def create(host: Host, name: str, preset: str = "shell", **req: Any) -> None:
+    await host.lifecycle.create(me(), name, preset, str(host.tmp), CreateRequest(**req))
 
 
 def test_create_writes_ahead_starts_the_scope_and_announces(tmp_path: Path) -> None:
@@ -152,7 +153,7 @@ def test_a_second_resume_while_one_is_under_way_gets_already_running(tmp_path: P
         first = await parked_resume(host, "a")
         with pytest.raises(AlreadyRunning, match="already starting"):
             await host.lifecycle.resume(host.registry.get("a"))
-        host.scopes.gate.set()
+        host.scopes.open_gate()
         await first
         assert host.registry.get("a").record.state is State.RUNNING
         assert len(host.scopes.launched) == 2
@@ -167,7 +168,7 @@ def test_remove_during_a_resume_waits_for_it_and_leaves_no_ghost(tmp_path: Path)
         remove = asyncio.ensure_future(host.lifecycle.remove(host.registry.get("a")))
         await asyncio.sleep(0)  # remove is now queued on the session lock
         assert not remove.done()
-        host.scopes.gate.set()
+        host.scopes.open_gate()
         await resume
         await remove
         assert host.on_disk("a") is None and "hostagent-a.scope" not in host.systemd.units
@@ -214,7 +215,7 @@ def test_operations_past_the_cap_get_limits_exceeded(
         resume = await parked_resume(host, "a")
         with pytest.raises(LimitsExceeded):
             await create(host, "b")
-        host.scopes.gate.set()
+        host.scopes.open_gate()
         await resume
         await create(host, "b")
 

@@ -89,7 +89,9 @@ def _fits(sig: str, value: Any) -> bool:
         pytest.param({"worktree": ("s", "feature\n")}, id="branch-newline"),
     ],
 )
-def test_a_trailing_newline_is_not_part_of_a_valid_name(options: dict) -> None:
+def test_a_trailing_newline_is_not_part_of_a_valid_name(
+    options: dict[str, tuple[str, object]],
+) -> None:
     with pytest.raises(InvalidArgs):
         parse_options(options)
 

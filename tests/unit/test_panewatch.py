@@ -16,13 +16,14 @@ from hostagent.daemon.owner import Owner
 from hostagent.daemon.registry import Session
 from hostagent.options import CreateRequest
 from hostagent.session import Activity, State
-from tests.unit.fakes import FakeUnit, Host, me, run
+from tests.unit.fakes import FakeSystemd, FakeTmux, FakeUnit, Host, me, run
 
 
-class BusyTmux:
+class BusyTmux(FakeTmux):
     """A tmux whose reads time out the first `busy` times, as behind full helper slots."""
 
     def __init__(self, busy: int) -> None:
+        super().__init__(FakeSystemd())
         self.busy = busy
         self.reads = 0
         self.read = asyncio.Event()
@@ -48,7 +49,7 @@ def test_a_pane_never_read_is_looked_at_until_it_is(
         watch = panewatch.PaneWatch("a", Owner.from_uid(os.geteuid()), tmp_path / "a.sock",
                                     tmp_path / "a.out", GENERIC,
                                     lambda verdict: seen.append(verdict.activity),
-                                    fake)  # type: ignore[arg-type]  # fmt: skip
+                                    fake)  # fmt: skip
         watch.open()
         try:
             watch._request()
@@ -98,11 +99,11 @@ def test_a_pane_read_before_the_start_returns_is_followed_after_it(tmp_path: Pat
         announced = Announced()
         host.registry.listeners.append(announced)
         await announced.while_starting.wait()  # the watch's own first look
-        host.scopes.gate.set()
+        host.scopes.open_gate()
         await creating
         session = host.registry.get("a")
         assert session.record.state is State.RUNNING
-        assert session.watch is not None and session.watch.fifo.exists()
+        assert isinstance(session.watch, panewatch.PaneWatch) and session.watch.fifo.exists()
         assert session.verdict.rule != "not read yet", session.verdict
 
     run(body())

@@ -83,7 +83,7 @@ def test_unit_names_round_trip() -> None:
 
 def test_states_are_their_wire_strings() -> None:
     assert [State(s.value) for s in State] == list(State)
-    assert State.RUNNING == "running"
+    assert str.__eq__(State.RUNNING, "running")  # a StrEnum is its wire string
 
 
 def test_a_name_with_a_trailing_newline_is_refused() -> None:

@@ -9,6 +9,7 @@ systemd or as the bus driver must change nothing.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import pytest
 from dbus_fast import Message, MessageType
@@ -63,7 +64,8 @@ def test_a_call_that_meets_systemd_re_executing_is_made_again_once_it_is_back(
         await systemd.connect()
         assert first.calls == ["Subscribe"]
         stop = asyncio.ensure_future(systemd.stop_unit("hostagent-a.scope"))
-        await first.bus.wait_for_disconnect()  # it leaves when the call reaches it
+        left: Callable[[], Awaitable[None]] = first.bus.wait_for_disconnect  # untyped
+        await left()  # it leaves when the call reaches it
         second = await FakeManager.start(bus_address)
         job = await stop
         assert job is not None

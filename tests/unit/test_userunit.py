@@ -3,6 +3,7 @@ ones say but for the program they start, and land where systemd and the session 
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,11 @@ def test_install_then_uninstall_leaves_nothing(
     class Ran:
         returncode, stderr = 0, ""
 
-    monkeypatch.setattr(userunit.subprocess, "run", lambda argv, **_: ran.append(argv) or Ran())
+    def run_(argv: list[str], **_: object) -> Ran:
+        ran.append(argv)
+        return Ran()
+
+    monkeypatch.setattr(subprocess, "run", run_)
     env = {"HOME": str(tmp_path)}
     done, problems = userunit.install(env, PYTHON)
     assert problems == [] and len(done) == 2

@@ -11,13 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hostagent.daemon.auth import Authorizer
-from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.lifecycle import Lifecycle
+from hostagent.daemon.ports import Emitter, ScopeRunner, SystemdPort
 from hostagent.daemon.registry import Registry
-from hostagent.daemon.scope import Scopes
 from hostagent.daemon.settings import Settings
-from hostagent.daemon.systemd import Systemd
 from hostagent.daemon.terminal import Terminal
 
 
@@ -26,7 +24,7 @@ class Services:
     lifecycle: Lifecycle
     conversations: Conversations
     auth: Authorizer
-    exporter: Exporter
+    exporter: Emitter
     reload: Callable[[], None]
 
     @property
@@ -38,11 +36,11 @@ class Services:
         return self.lifecycle.terminal
 
     @property
-    def scopes(self) -> Scopes:
+    def scopes(self) -> ScopeRunner:
         return self.lifecycle.scopes
 
     @property
-    def systemd(self) -> Systemd:
+    def systemd(self) -> SystemdPort:
         return self.lifecycle.scopes.systemd
 
     @property
