@@ -9,7 +9,6 @@ last saw.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -20,6 +19,7 @@ from pathlib import Path
 from hostagent import activity
 from hostagent.daemon import discovery, hookpipe, hooks, transcript
 from hostagent.daemon.auth import TOKEN_ENV, token_matches
+from hostagent.daemon.background import Background
 from hostagent.daemon.owner import build_env
 from hostagent.daemon.paths import SessionPaths
 from hostagent.daemon.registry import Registry, Session
@@ -33,11 +33,11 @@ HISTORY = 16  # earlier conversation ids kept per session
 
 
 class Conversations:
-    def __init__(self, registry: Registry, settings: Settings) -> None:
+    def __init__(self, registry: Registry, settings: Settings, background: Background) -> None:
         self.registry = registry
         self.settings = settings
+        self.background = background
         self.pipes: dict[int, hookpipe.HookPipe] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
         # Told when a line says a session's pane died (tmux's hook; ending.py verifies it).
         self.on_pane_died: Callable[[Session], None] = lambda session: None
 
@@ -129,9 +129,9 @@ class Conversations:
             "source": source,
             "notification_type": subtype,
         }
-        task = asyncio.get_running_loop().create_task(self.report_hook(session, event, data))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.background.start(
+            self.report_hook(session, event, data), f"take session '{name}''s {event} hook"
+        )
 
     async def report_hook(self, session: Session, event: str, data: dict[str, object]) -> None:
         """A hook of the agent reports event (from inside the session: auth checked that)."""

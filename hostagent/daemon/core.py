@@ -1,20 +1,28 @@
-"""The daemon's parts, wired once: who holds whom, in one place.
+"""The daemon's parts, wired once: who holds whom and who listens to whom, in one place.
 
 The arrows run one way: bus → lifecycle → {reconcile, conversation, terminal} → registry →
-{store, session}; the edges (systemd, tmux, the store) come in from outside, so the daemon's
-main hands in the real ones and the fast tests hand in fakes.
+{store, session}; the edges (systemd, tmux, the store, the bus connection) come in from
+outside as ports, so the daemon's main hands in the real ones and the fast tests hand in
+fakes. No part registers itself anywhere: ``assemble`` makes the listeners listen and the
+callbacks call, and ``front`` puts the bus objects over the core; the tests use both as main
+does.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hostagent.daemon.auth import Authorizer
+from hostagent.daemon.background import Background
+from hostagent.daemon.bus.manager import BusFrontend
+from hostagent.daemon.bus.services import Services
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.ending import Endings
 from hostagent.daemon.lifecycle import Lifecycle
-from hostagent.daemon.ports import ScopeRunner
+from hostagent.daemon.ports import Emitter, ScopeRunner
 from hostagent.daemon.reconcile import Reconciler
 from hostagent.daemon.recover import Recovery, RecoveryReport
 from hostagent.daemon.registry import Registry, Session
@@ -35,6 +43,7 @@ class Core:
     endings: Endings
     reconciler: Reconciler
     lifecycle: Lifecycle
+    background: Background
 
     @classmethod
     def assemble(
@@ -47,17 +56,28 @@ class Core:
         system: bool,
         boot_id: str,
     ) -> Core:
+        background = Background()
         registry = Registry(store, runtime_root, system)
         terminal = Terminal(registry, scopes.tmux, settings)
-        conversations = Conversations(registry, settings)
-        endings = Endings(registry, scopes, conversations)
-        reconciler = Reconciler(registry, scopes, endings)
+        conversations = Conversations(registry, settings, background)
+        endings = Endings(registry, scopes, conversations, background)
+        reconciler = Reconciler(registry, scopes, endings, background)
         lifecycle = Lifecycle(
             registry, scopes, terminal, conversations, reconciler, settings, boot_id
         )
+        registry.listeners += [terminal, endings]
+        conversations.on_pane_died = endings.agent_exited_soon
         return cls(
-            settings, registry, scopes, terminal, conversations, endings, reconciler, lifecycle
-        )
+            settings, registry, scopes, terminal, conversations, endings, reconciler, lifecycle,
+            background,
+        )  # fmt: skip
+
+    def front(self, auth: Authorizer, exporter: Emitter, reload: Callable[[], None]) -> BusFrontend:
+        """The bus objects over this core, listening to the registry; export_all puts them
+        on the bus."""
+        frontend = BusFrontend(Services(self.lifecycle, self.conversations, auth, exporter, reload))
+        self.registry.listeners.append(frontend)
+        return frontend
 
     async def recover(self) -> RecoveryReport:
         """Recovery at start, then one reconcile pass over the units heard of meanwhile; the

@@ -15,12 +15,12 @@ for, the agent's exit, the unit's end, a stop that finished while the daemon was
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from dataclasses import dataclass
 
 from hostagent.daemon import containment, tmux
+from hostagent.daemon.background import Background
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.ports import ScopeRunner
 from hostagent.daemon.registry import Registry, Session
@@ -49,15 +49,17 @@ CLEAN = End()
 
 class Endings:
     def __init__(
-        self, registry: Registry, scopes: ScopeRunner, conversations: Conversations
+        self,
+        registry: Registry,
+        scopes: ScopeRunner,
+        conversations: Conversations,
+        background: Background,
     ) -> None:
         self.registry = registry
         self.scopes = scopes
         self.conversations = conversations
+        self.background = background
         self.guard = containment.Guard(registry, scopes.systemd)
-        self._tasks: set[asyncio.Task[None]] = set()
-        conversations.on_pane_died = self.agent_exited_soon
-        registry.listeners.append(self)
 
     # ---- Listener: a session that no longer runs has no agent to follow ----------------
 
@@ -90,9 +92,9 @@ class Endings:
             session.unfollow = None
 
     def agent_exited_soon(self, session: Session) -> None:
-        task = asyncio.get_running_loop().create_task(self.agent_exited(session))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.background.start(
+            self.agent_exited(session), f"look at session '{session.name}''s agent"
+        )
 
     async def _how_it_ended(self, session: Session) -> tuple[int | None, int | None] | None:
         """(status, signal) of the agent once it has ended, else None. tmux says so for a

@@ -33,8 +33,6 @@ from hostagent.config import Config, config_paths, load_config
 from hostagent.daemon import userunit
 from hostagent.daemon.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
-from hostagent.daemon.bus.manager import BusFrontend
-from hostagent.daemon.bus.services import Services
 from hostagent.daemon.core import Core
 from hostagent.daemon.recover import resume_dormant
 from hostagent.daemon.registry import Registry, Session
@@ -149,15 +147,7 @@ class Daemon:
         log.info("%s", report.summary(config.recovery_policy.value))
         self.to_resume = report.to_resume
         exporter = Exporter(bus)
-        frontend = BusFrontend(
-            Services(
-                core.lifecycle,
-                core.conversations,
-                Authorizer(bus, use_polkit=self.system),
-                exporter,
-                self.reload,
-            )
-        )
+        frontend = core.front(Authorizer(bus, use_polkit=self.system), exporter, self.reload)
         frontend.export_all()
         await exporter.follow_callers()
         if not await _own_name(bus):

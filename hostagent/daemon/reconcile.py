@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from hostagent.daemon.background import Background
 from hostagent.daemon.ending import Endings
 from hostagent.daemon.ports import ScopeRunner
 from hostagent.daemon.registry import Registry, Session
@@ -25,13 +26,15 @@ RETRY_SEC = 5.0  # a reconcile that could not ask systemd tries again this much 
 
 
 class Reconciler:
-    def __init__(self, registry: Registry, scopes: ScopeRunner, endings: Endings) -> None:
+    def __init__(
+        self, registry: Registry, scopes: ScopeRunner, endings: Endings, background: Background
+    ) -> None:
         self.registry = registry
         self.scopes = scopes
         self.endings = endings
+        self.background = background
         # Units heard of while recovery runs; None once it is done.
         self._held: set[str] | None = set()
-        self._tasks: set[asyncio.Task[None]] = set()
 
     def on_unit(self, unit: str, active_state: str) -> None:
         """A unit signal (active_state "" when the unit was removed)."""
@@ -57,9 +60,7 @@ class Reconciler:
             return
         if not session.reconcile_queued:
             session.reconcile_queued = True
-            task = asyncio.get_running_loop().create_task(self._reconcile(session))
-            self._tasks.add(task)
-            task.add_done_callback(self._done)
+            self.background.start(self._reconcile(session), f"reconcile session '{session.name}'")
 
     def recovered(self) -> int:
         """Recovery is done: reconcile every session whose unit was heard of meanwhile; how
@@ -72,11 +73,6 @@ class Reconciler:
                 self.queue(session)
                 queued += 1
         return queued
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("Failed to reconcile a session", exc_info=task.exception())
 
     async def _reconcile(self, session: Session) -> None:
         async with session.lock:

@@ -55,7 +55,6 @@ class Terminal:
         self.registry = registry
         self.tmux = tmux_client
         self.settings = settings
-        registry.listeners.append(self)
 
     # ---- Listener -----------------------------------------------------------------------
 

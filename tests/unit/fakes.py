@@ -300,9 +300,8 @@ class Host:
         return record.state.value if record else None
 
     async def settle(self) -> None:
-        """Let the queued reconciles run to their end."""
-        while self.core.reconciler._tasks:
-            await asyncio.gather(*list(self.core.reconciler._tasks))
+        """Let the queued reconciles (and whatever else runs in the background) end."""
+        await self.core.background.settle()
 
 
 def run(coro: Coroutine[Any, Any, None]) -> None:

@@ -198,8 +198,7 @@ def test_a_bad_create_is_refused_before_polkit_could_prompt(
         host = await Host.started(tmp_path, config, system=True)
         auth = Asked(nowhere(), use_polkit=True)
         auth._uids[":1.9"] = STRANGER
-        s = Services(host.lifecycle, host.core.conversations, auth, FakeExporter(), lambda: None)
-        frontend = manager.BusFrontend(s)
+        frontend = host.core.front(auth, FakeExporter(), lambda: None)
         over = {"tasks_max": Variant("t", 128)}  # past the cap: polkit would be asked
         with pytest.raises(error):
             await manager._create(frontend, Call(":1.9", True), name, preset, "/tmp", over)

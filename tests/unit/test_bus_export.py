@@ -19,8 +19,6 @@ from hostagent.client import Client
 from hostagent.client.follow import Follower, Link
 from hostagent.daemon.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
-from hostagent.daemon.bus.manager import BusFrontend
-from hostagent.daemon.bus.services import Services
 from hostagent.errors import (
     InvalidArgs,
     LimitsExceeded,
@@ -37,14 +35,8 @@ async def serve(tmp: Path, address: str) -> tuple[Host, MessageBus, list[str]]:
     bus = await MessageBus(bus_address=address).connect()
     reloads: list[str] = []
     exporter = Exporter(bus)
-    frontend = BusFrontend(
-        Services(
-            host.lifecycle,
-            host.core.conversations,
-            Authorizer(bus, use_polkit=False),
-            exporter,
-            lambda: reloads.append("reload"),
-        )
+    frontend = host.core.front(
+        Authorizer(bus, use_polkit=False), exporter, lambda: reloads.append("reload")
     )
     frontend.export_all()
     await exporter.follow_callers()

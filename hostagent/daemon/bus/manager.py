@@ -37,7 +37,6 @@ class BusFrontend:
         # ListSessions' reply, kept until a session is added, removed or announced: the list
         # is asked for far more often than it changes (docs/benchmarks-notes.md).
         self._rows: Prepared | None = None
-        self.registry.listeners.append(self)
 
     def export_all(self) -> None:
         self.exporter.export(MANAGER_PATH, MANAGER, self)
