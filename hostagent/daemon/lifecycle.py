@@ -24,7 +24,6 @@ from hostagent.daemon.ports import ScopeRunner
 from hostagent.daemon.reconcile import GONE_STATES, Reconciler
 from hostagent.daemon.registry import Registry, Session
 from hostagent.daemon.runtimedir import prepare_runtime_dir
-from hostagent.daemon.scope import check_signal
 from hostagent.daemon.settings import Settings
 from hostagent.daemon.systemd import SystemdError
 from hostagent.daemon.terminal import Terminal
@@ -326,7 +325,8 @@ class Lifecycle:
         await self._spawn(session)
 
     async def kill(self, session: Session, whom: str, signal: int) -> None:
-        check_signal(whom, signal)
+        # whom and signal were checked by the caller (check_signal), as every argument is
+        # checked once, where the call is read.
         async with self._locked(session):
             if session.record.state not in LIVE_STATES:
                 raise NotRunning(

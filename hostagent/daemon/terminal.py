@@ -144,8 +144,8 @@ class Terminal:
         return session
 
     async def capture(self, session: Session, lines: int) -> str:
-        """The screen and lines of scrollback; of a session that ended, its last screen."""
-        check_capture(lines)
+        """The screen and lines of scrollback (checked by the caller, check_capture); of a
+        session that ended, its last screen."""
         if session.record.state is not State.RUNNING and not session.removed:
             final = self.registry.store.load_screen(session.name)
             if final is not None:
@@ -167,7 +167,7 @@ class Terminal:
         return text.rstrip("\n") + "\n"
 
     async def send_text(self, session: Session, text: str, enter: bool) -> None:
-        check_text(text)
+        """Type text (checked by the caller, check_text) into the session's pane."""
         name = self._running(session).name
         try:
             await self.tmux.send_text(session.owner, session.paths.socket, text, enter)
@@ -178,9 +178,10 @@ class Terminal:
         return tmux.attach_argv(self._running(session).paths.socket)
 
     async def wait_for_activity(
-        self, names: Iterable[str], activities: Iterable[str], timeout_usec: int
+        self, names: Iterable[str], wanted: frozenset[str], timeout_usec: int
     ) -> tuple[str, str]:
-        wanted = check_activities(activities)
+        """The first of names to show one of the activities wanted (check_activities made
+        them), and that activity."""
         unique = list(dict.fromkeys(names))
         if len(unique) > MAX_WAIT_NAMES:
             raise InvalidArgs(f"Wait for at most {MAX_WAIT_NAMES} sessions at once.")

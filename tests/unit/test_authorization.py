@@ -205,3 +205,30 @@ def test_a_bad_create_is_refused_before_polkit_could_prompt(
         assert not auth.polkit_asked
 
     run(body())
+
+
+@pytest.mark.parametrize(
+    ("method", "call"),
+    [
+        ("Kill", lambda o, c: handlers.kill(o, c, "everyone", 15)),
+        ("Kill", lambda o, c: handlers.kill(o, c, "agent", 0)),
+        ("Capture", lambda o, c: handlers._capture(o, c, -1)),
+        ("SendText", lambda o, c: handlers._send(o, c, "\x00", True)),
+        ("WaitForActivity", lambda o, c: handlers._wait(o, c, ["busy"], 0)),
+    ],
+)
+def test_bad_arguments_are_refused_before_the_caller_is_asked_about(
+    tmp_path: Path, method: str, call: Handler
+) -> None:
+    """machined's order, read, validate, authorize: even a stranger is told what is wrong with
+    the call, and nothing is done."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        obj = SessionObject(host.registry.get("a"), services(host, {":1.9": STRANGER}))
+        with pytest.raises(InvalidArgs):
+            await call(obj, Call(":1.9", interactive=False))
+        assert host.systemd.units["hostagent-a.scope"].signals == []
+
+    run(body())

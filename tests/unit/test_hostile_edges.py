@@ -15,6 +15,7 @@ from hostagent.daemon import owner as owner_module
 from hostagent.daemon.heldchild import HeldChild
 from hostagent.daemon.owner import Owner, exec_as_owner
 from hostagent.daemon.runtimedir import make_room
+from hostagent.daemon.terminal import check_text
 from hostagent.daemon.tmux import Tmux
 from hostagent.errors import InvalidArgs, InvalidCwd
 from hostagent.options import CreateRequest
@@ -70,9 +71,10 @@ def test_sendtext_is_measured_in_bytes(tmp_path: Path) -> None:
         host = await Host.started(tmp_path)
         await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         session = host.registry.get("a")
-        await host.core.terminal.send_text(session, "x" * 65536, True)  # 64 KiB exactly
+        check_text("x" * 65536)  # 64 KiB exactly
+        await host.core.terminal.send_text(session, "x" * 65536, True)
         with pytest.raises(InvalidArgs, match="64 KiB"):
-            await host.core.terminal.send_text(session, "é" * 32769, True)
+            check_text("é" * 32769)
 
     run(body())
 

@@ -178,8 +178,8 @@ async def _agents(f: BusFrontend, call: Call) -> list[list[str]]:
 async def _wait_any(
     f: BusFrontend, call: Call, names: list[str], activities: list[str], timeout: int
 ) -> tuple[str, str]:
-    check_activities(activities)
-    return await f.services.terminal.wait_for_activity(names, activities, timeout)
+    wanted = check_activities(activities)
+    return await f.services.terminal.wait_for_activity(names, wanted, timeout)
 
 
 async def _reload(f: BusFrontend, call: Call) -> None:

@@ -175,8 +175,8 @@ async def _send(o: SessionObject, call: Call, text: str, enter: bool) -> None:
 
 
 async def _wait(o: SessionObject, call: Call, activities: list[str], timeout: int) -> str:
-    check_activities(activities)
-    _, activity = await o.f.terminal.wait_for_activity([o.session.name], activities, timeout)
+    wanted = check_activities(activities)
+    _, activity = await o.f.terminal.wait_for_activity([o.session.name], wanted, timeout)
     return activity
 
 
