@@ -145,3 +145,13 @@ def last_progress(chunk: bytes) -> int | None:
     """The last OSC 9;4 state in a chunk of terminal output, or None."""
     found = _OSC_PROGRESS.findall(chunk)
     return int(found[-1]) if found else None
+
+
+@dataclass(frozen=True)
+class HookReport:
+    """What one hook of the agent reported."""
+
+    event: str
+    agent_session: str  # "" when the hook did not name one
+    source: str  # SessionStart's source: startup, resume, clear, compact
+    subtype: str  # Notification's notification_type, e.g. permission_prompt

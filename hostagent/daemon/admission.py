@@ -17,9 +17,8 @@ from collections.abc import Awaitable, Callable
 from hostagent import launch
 from hostagent.config import Config, over_caps
 from hostagent.daemon import agents
-from hostagent.daemon.auth import capped
 from hostagent.daemon.conversation import Conversations
-from hostagent.daemon.owner import Owner, check_cwd
+from hostagent.daemon.owner import check_cwd
 from hostagent.daemon.paths import SessionPaths
 from hostagent.daemon.registry import Registry
 from hostagent.daemon.settings import Settings
@@ -31,7 +30,9 @@ from hostagent.errors import (
     SessionExists,
     quote,
 )
+from hostagent.identity import Owner
 from hostagent.options import CreateRequest, size_problem
+from hostagent.permissions import capped
 from hostagent.presets import Preset
 from hostagent.session import (
     Limits,

@@ -18,12 +18,12 @@ from pathlib import Path
 
 from hostagent import activity
 from hostagent.daemon import discovery, hookpipe, hooks, transcript
-from hostagent.daemon.auth import TOKEN_ENV, token_matches
 from hostagent.daemon.background import Background
 from hostagent.daemon.owner import build_env
-from hostagent.daemon.paths import SessionPaths
+from hostagent.daemon.paths import PANE_DIED, SessionPaths
 from hostagent.daemon.registry import Registry, Session
 from hostagent.daemon.settings import Settings
+from hostagent.permissions import TOKEN_ENV, token_matches
 from hostagent.presets import Preset
 from hostagent.session import State
 
@@ -121,7 +121,7 @@ class Conversations:
         ):
             log.debug("Ignoring a hook line for %r from uid %d", name, uid)
             return
-        if event == hookpipe.PANE_DIED:
+        if event == PANE_DIED:
             self.on_pane_died(session)
             return
         data: dict[str, object] = {

@@ -13,7 +13,8 @@ import asyncio
 import contextlib
 import os
 
-from hostagent.daemon.owner import Owner, as_owner
+from hostagent.daemon.owner import as_owner
+from hostagent.identity import Owner
 
 # $1 cwd, then the command. Exit 126 when the pipe closes without a go-ahead.
 _SHIM = 'cd -- "$1" || exit 125; shift; read -r go || exit 126; exec "$@" </dev/null'

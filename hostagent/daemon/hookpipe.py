@@ -24,13 +24,12 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from hostagent.daemon.owner import Owner
+from hostagent.daemon.paths import hooks_fifo
 from hostagent.daemon.runtimedir import make_room
+from hostagent.identity import Owner
 
 log = logging.getLogger(__name__)
 
-FIFO_NAME = "hooks.fifo"
-PANE_DIED = "PaneDied"  # the event tmux's pane-died hook reports (tmux.new_session_argv)
 MAX_LINE = 1024
 READ_SIZE = 65536
 FIELDS = 6
@@ -48,13 +47,9 @@ SCRIPT = (
 Report = Callable[[int, list[str]], None]  # (owner uid, the line's fields)
 
 
-def fifo_path(runtime_dir: Path) -> Path:
-    return runtime_dir / FIFO_NAME
-
-
 def hook_command(runtime_dir: Path, name: str) -> list[str]:
     """The hook command for session name, before the event name the settings add."""
-    return ["/bin/sh", "-c", SCRIPT, "hostagent-hook", str(fifo_path(runtime_dir)), name]
+    return ["/bin/sh", "-c", SCRIPT, "hostagent-hook", str(hooks_fifo(runtime_dir)), name]
 
 
 class HookPipe:
@@ -62,7 +57,7 @@ class HookPipe:
 
     def __init__(self, owner: Owner, runtime_dir: Path, on_line: Report) -> None:
         self.owner = owner
-        self.path = fifo_path(runtime_dir)
+        self.path = hooks_fifo(runtime_dir)
         self.on_line = on_line
         self._fd = -1
         self._partial = b""

@@ -16,9 +16,9 @@ import json
 import os
 import re
 import secrets
-from dataclasses import dataclass
 from pathlib import Path
 
+from hostagent.activity import HookReport
 from hostagent.daemon.runtimedir import make_room
 from hostagent.errors import InvalidArgs, quote
 
@@ -122,14 +122,6 @@ def write_settings(path: Path, settings: dict[str, object]) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-@dataclass(frozen=True)
-class HookReport:
-    event: str
-    agent_session: str  # "" when the hook did not name one
-    source: str  # SessionStart's source: startup, resume, clear, compact
-    subtype: str  # Notification's notification_type, e.g. permission_prompt
 
 
 def check_event(event: str) -> None:

@@ -17,7 +17,6 @@ from typing import NoReturn
 
 from hostagent.daemon import checkpoint, resumeplan, worktree
 from hostagent.daemon.admission import check_request, first_record, quota_problem
-from hostagent.daemon.auth import capped
 from hostagent.daemon.conversation import Conversations
 from hostagent.daemon.owner import build_env, check_cwd
 from hostagent.daemon.ports import ScopeRunner
@@ -41,6 +40,7 @@ from hostagent.errors import (
     WorktreeFailed,
 )
 from hostagent.options import CreateRequest
+from hostagent.permissions import capped
 from hostagent.presets import Preset
 from hostagent.session import (
     LIVE_STATES,

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import pwd
 import shutil
 import weakref
-from dataclasses import dataclass
+
+from hostagent.identity import Owner
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -25,22 +25,6 @@ CWD_PROBLEMS = {
     3: "is not a directory",
     4: "is not accessible to the owner",
 }
-
-
-@dataclass(frozen=True)
-class Owner:
-    uid: int
-    gid: int
-    name: str
-    home: str
-    shell: str
-    groups: tuple[int, ...]
-
-    @classmethod
-    def from_uid(cls, uid: int) -> Owner:
-        pw = pwd.getpwuid(uid)  # KeyError for an unknown uid
-        groups = tuple(os.getgrouplist(pw.pw_name, pw.pw_gid))
-        return cls(uid, pw.pw_gid, pw.pw_name, pw.pw_dir, pw.pw_shell or "/bin/sh", groups)
 
 
 def passwd_env(owner: Owner) -> dict[str, str]:

@@ -33,9 +33,9 @@ from pathlib import Path
 from hostagent import activity
 from hostagent.activity import Rules, Verdict, View
 from hostagent.daemon import tmux
-from hostagent.daemon.owner import Owner
 from hostagent.daemon.ports import TmuxPort
 from hostagent.daemon.runtimedir import make_room
+from hostagent.identity import Owner
 from hostagent.session import Activity
 
 log = logging.getLogger(__name__)

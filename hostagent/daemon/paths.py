@@ -11,6 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# What tmux's pane-died hook writes into the owner's hooks FIFO (tmux.py writes it, hookpipe.py
+# reads it): the one event that does not come from the agent.
+PANE_DIED = "PaneDied"
+
+
+def hooks_fifo(runtime_dir: Path) -> Path:
+    """The owner's hooks FIFO: every hook of the owner's sessions writes a line into it."""
+    return runtime_dir / "hooks.fifo"
+
 
 def socket_path(runtime_dir: Path, name: str) -> Path:
     """The session's tmux server's socket."""

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from hostagent.config import OrphanPolicy
 from hostagent.daemon import checkpoint
 from hostagent.daemon.lifecycle import Lifecycle
-from hostagent.daemon.owner import Owner
 from hostagent.daemon.registry import Session
 from hostagent.daemon.tmux import TmuxError, remove_socket
 from hostagent.errors import HostAgentError
+from hostagent.identity import Owner
 from hostagent.recovery import Action, Decision, DormantAction, decide, dormant_action
 from hostagent.session import DormantReason, Event, SessionRecord, State, name_from_unit, now_usec
 

@@ -16,12 +16,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from hostagent.activity import Verdict
-from hostagent.daemon.hooks import HookReport
-from hostagent.daemon.owner import Owner
+from hostagent.activity import HookReport, Verdict
 from hostagent.daemon.paths import SessionPaths
 from hostagent.daemon.store import SidecarStore
 from hostagent.errors import LimitsExceeded, NoSuchSession, StorageFull, quote
+from hostagent.identity import Owner
 from hostagent.session import (
     FACTS,
     LIVE_STATES,

@@ -10,9 +10,10 @@ from collections.abc import Awaitable, Callable
 from hostagent import launch
 from hostagent.daemon import agents, transcript
 from hostagent.daemon.conversation import Conversations
-from hostagent.daemon.owner import Owner, build_env
+from hostagent.daemon.owner import build_env
 from hostagent.daemon.registry import Registry, Session
 from hostagent.errors import AgentNotFound
+from hostagent.identity import Owner
 from hostagent.presets import Preset
 from hostagent.session import DormantReason
 

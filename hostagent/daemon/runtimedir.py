@@ -14,8 +14,8 @@ import secrets
 import stat
 from pathlib import Path
 
-from hostagent.daemon.owner import Owner
 from hostagent.errors import SpawnFailed
+from hostagent.identity import Owner
 
 log = logging.getLogger(__name__)
 

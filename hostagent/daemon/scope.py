@@ -18,11 +18,13 @@ from pathlib import Path
 from dbus_fast import Variant
 
 from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
-from hostagent.daemon import agents, checkpoint, hookpipe, tmux
+from hostagent.daemon import agents, checkpoint, tmux
 from hostagent.daemon.heldchild import HeldChild
-from hostagent.daemon.owner import DEFAULT_PATH, Owner, program_problem
+from hostagent.daemon.owner import DEFAULT_PATH, program_problem
+from hostagent.daemon.paths import PANE_DIED, hooks_fifo
 from hostagent.daemon.systemd import Systemd, SystemdError, UnitExists
 from hostagent.errors import InvalidArgs, NotRunning, SpawnFailed, StopFailed
+from hostagent.identity import Owner
 from hostagent.session import Limits, SessionRecord, name_from_unit, now_usec
 from hostagent.values import INFINITY
 
@@ -186,7 +188,7 @@ class Scopes:
         if user_caps is not None:
             slice_ = user_slice(owner.uid)
             await self.cap_slice(slice_, slice_properties(owner.uid, user_caps))
-        died = tmux.died_hook(hookpipe.fifo_path(sock.parent), record.name, hookpipe.PANE_DIED)
+        died = tmux.died_hook(hooks_fifo(sock.parent), record.name, PANE_DIED)
         server_env, pane_env = tmux.split_env(env)
         argv = tmux.new_session_argv(
             sock, record.columns, record.rows, record.last_argv, output, died, pane_env

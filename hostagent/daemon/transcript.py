@@ -20,7 +20,8 @@ import sys
 
 from hostagent import launch
 from hostagent.daemon import discovery
-from hostagent.daemon.owner import Owner, exec_as_owner
+from hostagent.daemon.owner import exec_as_owner
+from hostagent.identity import Owner
 from hostagent.launch import Conversation
 from hostagent.presets import Preset
 

@@ -22,7 +22,7 @@ from hostagent.config import Config
 from hostagent.daemon import agents
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.core import Core
-from hostagent.daemon.owner import DEFAULT_PATH, Owner
+from hostagent.daemon.owner import DEFAULT_PATH
 from hostagent.daemon.registry import Session
 from hostagent.daemon.scope import Process, Started
 from hostagent.daemon.settings import Settings
@@ -30,6 +30,7 @@ from hostagent.daemon.store import SidecarStore
 from hostagent.daemon.systemd import UnitInfo
 from hostagent.daemon.tmux import TmuxError
 from hostagent.errors import NotRunning, SpawnFailed
+from hostagent.identity import Owner
 from hostagent.presets import IdSource, Preset
 from hostagent.session import Limits, SessionRecord, now_usec
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from hostagent.daemon import agents
-from hostagent.daemon.owner import DEFAULT_PATH, Owner
+from hostagent.daemon.owner import DEFAULT_PATH
 from hostagent.errors import AgentNotFound
+from hostagent.identity import Owner
 
 
 @pytest.mark.parametrize(

@@ -15,13 +15,7 @@ from dbus_fast.aio import MessageBus
 
 from hostagent.config import Config, UserCaps
 from hostagent.daemon import containment
-from hostagent.daemon.auth import (
-    Authorizer,
-    create_owner,
-    owner_may_act,
-    require_inside,
-    require_reload,
-)
+from hostagent.daemon.auth import Authorizer
 from hostagent.daemon.bus import manager
 from hostagent.daemon.bus import session as handlers
 from hostagent.daemon.bus.export import Call
@@ -29,6 +23,7 @@ from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SessionObject
 from hostagent.errors import AccessDenied, InvalidArgs, InvalidName, NoSuchPreset
 from hostagent.options import CreateRequest
+from hostagent.permissions import create_owner, owner_may_act, require_inside, require_reload
 from hostagent.session import Limits
 from tests.unit.fakes import FakeExporter, Host, me, run
 

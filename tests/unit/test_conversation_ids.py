@@ -13,8 +13,8 @@ import pytest
 
 from hostagent.daemon import hooks
 from hostagent.daemon.discovery import discover, pick_listed
-from hostagent.daemon.owner import Owner
 from hostagent.daemon.transcript import conversation_state
+from hostagent.identity import Owner
 from hostagent.launch import Conversation
 from hostagent.presets import BUILTIN_DIR, Discovery, load_presets
 

@@ -8,9 +8,9 @@ import json
 import os
 from pathlib import Path
 
-from hostagent.daemon.auth import TOKEN_ENV
 from hostagent.daemon.registry import Session
 from hostagent.options import CreateRequest
+from hostagent.permissions import TOKEN_ENV
 from hostagent.presets import IdSource, Preset
 from tests.unit.fakes import Host, me, run
 

@@ -13,11 +13,12 @@ import pytest
 
 from hostagent.daemon import owner as owner_module
 from hostagent.daemon.heldchild import HeldChild
-from hostagent.daemon.owner import Owner, exec_as_owner
+from hostagent.daemon.owner import exec_as_owner
 from hostagent.daemon.runtimedir import make_room
 from hostagent.daemon.terminal import check_text
 from hostagent.daemon.tmux import Tmux
 from hostagent.errors import InvalidArgs, InvalidCwd
+from hostagent.identity import Owner
 from hostagent.options import CreateRequest
 from hostagent.session import State
 from tests.unit.fakes import Host, me, run

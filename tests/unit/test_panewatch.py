@@ -12,8 +12,8 @@ import pytest
 
 from hostagent.activity import GENERIC
 from hostagent.daemon import panewatch, tmux
-from hostagent.daemon.owner import Owner
 from hostagent.daemon.registry import Session
+from hostagent.identity import Owner
 from hostagent.options import CreateRequest
 from hostagent.session import Activity, State
 from tests.unit.fakes import FakeSystemd, FakeTmux, FakeUnit, Host, me, run

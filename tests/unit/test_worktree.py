@@ -9,8 +9,8 @@ import shutil
 import pytest
 
 from hostagent.daemon import worktree
-from hostagent.daemon.owner import Owner
 from hostagent.errors import WorktreeFailed
+from hostagent.identity import Owner
 from tests.unit.fakes import run
 
 

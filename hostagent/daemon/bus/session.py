@@ -14,7 +14,6 @@ from dbus_fast import Variant
 from hostagent import SESSION_INTERFACE, SESSION_PATH_PREFIX, UINT64_MAX
 from hostagent.bus.paths import path_encode
 from hostagent.config import LIMIT_PROPERTIES
-from hostagent.daemon.auth import require_inside
 from hostagent.daemon.bus.export import Call, Interface, Method, Property
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.hooks import check_event
@@ -23,6 +22,7 @@ from hostagent.daemon.scope import check_signal
 from hostagent.daemon.systemd import SCOPE_IFACE
 from hostagent.daemon.terminal import check_activities, check_capture, check_text
 from hostagent.errors import InvalidArgs
+from hostagent.permissions import require_inside
 from hostagent.session import Limits
 
 REMOVE_FORCE = 1  # remove the session's worktree even when it has changes
