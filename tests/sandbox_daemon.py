@@ -115,7 +115,7 @@ class DaemonControl:
 
 
 class Parked:
-    """A checkpoint armed in the container's daemon (hostagent/daemon/checkpoint.py).
+    """A checkpoint armed in the container's daemon (hostagent/daemon/host/checkpoint.py).
 
     A writer inside the container opens the point's FIFO: that open returns only once the
     daemon, having reached the point, opens it for reading. ``wait`` therefore returns exactly

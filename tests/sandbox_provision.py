@@ -24,7 +24,7 @@ exec /usr/bin/python3 -m {module} "$@"
 _SANDBOX_DROPIN = f"""[Service]
 # The sandbox's daemon stays down when a test kills it, so the test decides when it returns.
 Restart=no
-# Tests park the daemon at named points (hostagent/daemon/checkpoint.py).
+# Tests park the daemon at named points (hostagent/daemon/host/checkpoint.py).
 Environment=HOSTAGENT_CHECKPOINT_DIR={CHECKPOINT_DIR}
 """
 _IDLE_SERVICES = (

@@ -15,20 +15,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hostagent.daemon.auth import Authorizer
-from hostagent.daemon.background import Background
+from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.manager import BusFrontend
 from hostagent.daemon.bus.services import Services
-from hostagent.daemon.conversation import Conversations
-from hostagent.daemon.ending import Endings
-from hostagent.daemon.lifecycle import Lifecycle
-from hostagent.daemon.ports import Emitter, ScopeRunner
-from hostagent.daemon.reconcile import Reconciler
-from hostagent.daemon.recover import Recovery, RecoveryReport
-from hostagent.daemon.registry import Registry, Session
-from hostagent.daemon.settings import Settings
-from hostagent.daemon.store import SidecarStore
-from hostagent.daemon.terminal import Terminal
+from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.follow.terminal import Terminal
+from hostagent.daemon.host.ports import Emitter, ScopeRunner
+from hostagent.daemon.ops.ending import Endings
+from hostagent.daemon.ops.lifecycle import Lifecycle
+from hostagent.daemon.ops.reconcile import Reconciler
+from hostagent.daemon.ops.recover import Recovery, RecoveryReport
+from hostagent.daemon.state.background import Background
+from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.settings import Settings
+from hostagent.daemon.state.store import SidecarStore
 
 log = logging.getLogger(__name__)
 

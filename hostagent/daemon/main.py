@@ -31,16 +31,16 @@ from hostagent.bus.call import DBUS
 from hostagent.bus.compat import pace_writes
 from hostagent.config import Config, config_paths, load_config
 from hostagent.daemon import userunit
-from hostagent.daemon.auth import Authorizer
+from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.core import Core
-from hostagent.daemon.recover import resume_dormant
-from hostagent.daemon.registry import Registry, Session
-from hostagent.daemon.scope import Scopes
-from hostagent.daemon.settings import Settings
-from hostagent.daemon.store import SidecarStore
-from hostagent.daemon.systemd import Systemd
-from hostagent.daemon.tmux import Tmux
+from hostagent.daemon.host.scope import Scopes
+from hostagent.daemon.host.systemd import Systemd
+from hostagent.daemon.host.tmux import Tmux
+from hostagent.daemon.ops.recover import resume_dormant
+from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.settings import Settings
+from hostagent.daemon.state.store import SidecarStore
 from hostagent.errors import InvalidArgs
 from hostagent.presets import Preset, load_presets, preset_dirs
 from hostagent.yamlfile import SettingsError

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from hostagent.daemon import checkpoint
+from hostagent.daemon.host import checkpoint
 from tests.integration.helpers import SESSIONS_DIR, create, props, record, settled, unit_state
 from tests.sandbox import Sandbox
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from hostagent.bus.paths import path_encode
-from hostagent.daemon import checkpoint
+from hostagent.daemon.host import checkpoint
 from tests.integration.helpers import SESSIONS_DIR, create, props, settled
 from tests.integration.hostile_watch import ALICES, BOB, STALL, Probe, bob, bobs, finish
 from tests.integration.test_security import carol_is_admin  # noqa: F401 - a fixture

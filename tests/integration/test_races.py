@@ -1,5 +1,5 @@
 """Races and crashes, driven deterministically by parking the daemon at a checkpoint
-(hostagent/daemon/checkpoint.py) on a real systemd.
+(hostagent/daemon/host/checkpoint.py) on a real systemd.
 
 After each, the sidecar, the unit and the D-Bus object must tell the same story.
 """
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from hostagent.daemon import checkpoint
+from hostagent.daemon.host import checkpoint
 from tests.integration.helpers import create, props, record, settled, unit_state
 from tests.sandbox import Sandbox
 

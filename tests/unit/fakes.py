@@ -19,16 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from hostagent.config import Config
-from hostagent.daemon import agents
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.core import Core
-from hostagent.daemon.owner import DEFAULT_PATH
-from hostagent.daemon.registry import Session
-from hostagent.daemon.scope import Process, Started
-from hostagent.daemon.settings import Settings
-from hostagent.daemon.store import SidecarStore
-from hostagent.daemon.systemd import UnitInfo
-from hostagent.daemon.tmux import TmuxError
+from hostagent.daemon.host import agents
+from hostagent.daemon.host.owner import DEFAULT_PATH
+from hostagent.daemon.host.scope import Process, Started
+from hostagent.daemon.host.systemd import UnitInfo
+from hostagent.daemon.host.tmux import TmuxError
+from hostagent.daemon.state.registry import Session
+from hostagent.daemon.state.settings import Settings
+from hostagent.daemon.state.store import SidecarStore
 from hostagent.errors import NotRunning, SpawnFailed
 from hostagent.identity import Owner
 from hostagent.presets import IdSource, Preset

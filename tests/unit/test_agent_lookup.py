@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hostagent.daemon import agents
-from hostagent.daemon.owner import DEFAULT_PATH
+from hostagent.daemon.host import agents
+from hostagent.daemon.host.owner import DEFAULT_PATH
 from hostagent.errors import AgentNotFound
 from hostagent.identity import Owner
 

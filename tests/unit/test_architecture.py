@@ -24,7 +24,9 @@ MODEL = {
     "hostagent.config",
     "hostagent.presets",
     "hostagent.errors",
-    "hostagent.daemon.registry",
+    "hostagent.permissions",
+    "hostagent.identity",
+    "hostagent.daemon.state.registry",
 }
 
 
@@ -130,7 +132,7 @@ def test_no_module_writes_a_session_record_but_through_change() -> None:
     writes = {
         f"{module}:{line}"
         for module, path in MODULES.items()
-        if module != "hostagent.daemon.registry"
+        if module != "hostagent.daemon.state.registry"
         for line in record_writes(path)
     }
     assert sorted(writes) == []
@@ -138,8 +140,8 @@ def test_no_module_writes_a_session_record_but_through_change() -> None:
 
 # The daemon's edges: the only modules that start a process (docs/architecture.md).
 PROCESS_STARTERS = {
-    "hostagent.daemon.owner",  # every helper run as a session's owner
-    "hostagent.daemon.heldchild",  # the shim that becomes a session's tmux server
+    "hostagent.daemon.host.owner",  # every helper run as a session's owner
+    "hostagent.daemon.host.heldchild",  # the shim that becomes a session's tmux server
     "hostagent.daemon.userunit",  # systemctl --user for --install-user, never while serving
 }
 STARTING_CALLS = {
@@ -181,6 +183,103 @@ def test_the_daemon_starts_processes_only_at_its_edges() -> None:
     assert sorted(starts) == []
 
 
+# The daemon's role folders, lowest first, and what each may import of the others (the model,
+# hostagent/*.py and the shared bus helpers in hostagent/bus/, is below them all).
+# docs/architecture.md draws them.
+FOLDERS = ("state", "host", "follow", "ops", "bus")
+MAY_IMPORT = {
+    "state": set(),
+    "host": {"state.paths"},
+    "follow": {"state", "host"},
+    "ops": {"state", "host", "follow"},
+    "bus": {"state", "host", "follow", "ops"},
+    "top": {"state", "host", "follow", "ops", "bus"},  # core.py and main.py: the wiring
+}
+# The stateful edges: the ports' implementations, which only the wiring makes.
+EDGE_CLASSES = {
+    "hostagent.daemon.host.systemd.Systemd",
+    "hostagent.daemon.host.tmux.Tmux",
+    "hostagent.daemon.host.scope.Scopes",
+}
+WIRING = {"hostagent.daemon.core", "hostagent.daemon.main"}
+
+
+def folder(module: str) -> str | None:
+    """state, host, follow, ops, bus or top for a daemon module; None elsewhere."""
+    if not module.startswith("hostagent.daemon"):
+        return None
+    part = module.split(".")[2] if module.count(".") >= 2 else ""
+    return part if part in FOLDERS else "top"
+
+
+def allowed(importer: str, imported: str) -> bool:
+    mine, theirs = folder(importer), folder(imported)
+    if theirs is None or mine == theirs:
+        return True
+    if mine is None:  # the model and the clients never import the daemon (tests above)
+        return True
+    rest = imported.split(".", 2)[2]
+    return any(rest == a or rest.startswith(a + ".") for a in MAY_IMPORT[mine])
+
+
+def test_the_daemons_folders_import_only_downwards() -> None:
+    wrong = sorted(
+        f"{m} -> {i}" for m in MODULES if folder(m) for i in GRAPH[m] if not allowed(m, i)
+    )
+    assert wrong == []
+
+
+def test_only_the_wiring_makes_the_edges() -> None:
+    """Everything else gets systemd, tmux and the scope runner as ports (host/ports.py)."""
+    makers = sorted(
+        f"{m} imports {c.rsplit('.', 1)[1]}"
+        for m, p in MODULES.items()
+        if m not in WIRING and not m.startswith("hostagent.daemon.host.")
+        for c in imports(p) & EDGE_CLASSES
+    )
+    assert makers == []
+
+
+def state_moves(path: Path) -> list[int]:
+    """Lines that move a session through the state machine or end its run: a `change` call
+    with an event, or a `finish` call."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            event = node.args[1] if len(node.args) > 1 else None
+            moves = node.func.attr == "change" and isinstance(event, ast.Attribute)
+            if moves or node.func.attr == "finish":
+                found.append(node.lineno)
+    return found
+
+
+def test_only_ops_moves_the_state_machine_and_ends_runs() -> None:
+    """follow/ writes the fields it follows (a conversation id, a containment note) through
+    change, but no state event; the lifecycle, reconcile, recovery and endings in ops/ do."""
+    moves = sorted(
+        f"{m}:{line}" for m, p in MODULES.items() if folder(m) != "ops" for line in state_moves(p)
+    )
+    assert moves == []
+
+
+@pytest.mark.parametrize(
+    ("importer", "imported", "ok"),
+    [
+        ("hostagent.daemon.state.registry", "hostagent.session", True),
+        ("hostagent.daemon.state.registry", "hostagent.daemon.host.owner", False),
+        ("hostagent.daemon.host.scope", "hostagent.daemon.state.paths", True),
+        ("hostagent.daemon.host.scope", "hostagent.daemon.state.registry", False),
+        ("hostagent.daemon.follow.terminal", "hostagent.daemon.ops.lifecycle", False),
+        ("hostagent.daemon.ops.lifecycle", "hostagent.daemon.bus.auth", False),
+        ("hostagent.daemon.bus.manager", "hostagent.daemon.ops.admission", True),
+        ("hostagent.daemon.ops.lifecycle", "hostagent.daemon.core", False),
+        ("hostagent.daemon.core", "hostagent.daemon.bus.manager", True),
+    ],
+)
+def test_the_arrows_rule(importer: str, imported: str, ok: bool) -> None:
+    assert allowed(importer, imported) is ok
+
+
 def test_the_rules_find_what_they_look_for(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text(
@@ -196,3 +295,10 @@ def test_the_rules_find_what_they_look_for(tmp_path: Path) -> None:
     )
     assert sorted(record_writes(sample)) == [2, 3, 3, 4, 5]
     assert process_starts(sample) == [7, 8, 9]
+    moves = tmp_path / "moves.py"
+    moves.write_text(
+        "registry.change(session, Event.STOP)\n"
+        "registry.change(session, containment='x')\n"
+        "await endings.finish(session)\n"
+    )
+    assert state_moves(moves) == [1, 3]

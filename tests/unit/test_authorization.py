@@ -14,13 +14,13 @@ from dbus_fast import Variant
 from dbus_fast.aio import MessageBus
 
 from hostagent.config import Config, UserCaps
-from hostagent.daemon import containment
-from hostagent.daemon.auth import Authorizer
 from hostagent.daemon.bus import manager
 from hostagent.daemon.bus import session as handlers
+from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.export import Call
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SessionObject
+from hostagent.daemon.follow import containment
 from hostagent.errors import AccessDenied, InvalidArgs, InvalidName, NoSuchPreset
 from hostagent.options import CreateRequest
 from hostagent.permissions import create_owner, owner_may_act, require_inside, require_reload

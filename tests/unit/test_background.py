@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from hostagent.daemon.background import Background
+from hostagent.daemon.state.background import Background
 from tests.unit.fakes import run
 
 
@@ -29,7 +29,7 @@ def test_a_failure_is_logged_once_naming_what_failed(caplog: pytest.LogCaptureFi
         await background.settle()
         assert len(background) == 0
 
-    with caplog.at_level(logging.ERROR, logger="hostagent.daemon.background"):
+    with caplog.at_level(logging.ERROR, logger="hostagent.daemon.state.background"):
         run(body())
     assert [r.getMessage() for r in caplog.records] == ["Failed to reconcile session 'a'"]
 

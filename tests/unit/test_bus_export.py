@@ -17,7 +17,7 @@ from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFA
 from hostagent.bus.call import PROPERTIES, CallError, add_match, call
 from hostagent.client import Client
 from hostagent.client.follow import Follower, Link
-from hostagent.daemon.auth import Authorizer
+from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
 from hostagent.errors import (
     InvalidArgs,

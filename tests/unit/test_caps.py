@@ -12,11 +12,11 @@ import pytest
 
 from hostagent import yamlfile
 from hostagent.config import Config, UserCaps, over_caps, parse_config
-from hostagent.daemon import registry as registry_module
-from hostagent.daemon.admission import check_free, quota_problem
-from hostagent.daemon.registry import Registry
-from hostagent.daemon.scope import NO_LIMIT, slice_properties
-from hostagent.daemon.store import SidecarStore
+from hostagent.daemon.host.scope import NO_LIMIT, slice_properties
+from hostagent.daemon.ops.admission import check_free, quota_problem
+from hostagent.daemon.state import registry as registry_module
+from hostagent.daemon.state.registry import Registry
+from hostagent.daemon.state.store import SidecarStore
 from hostagent.errors import LimitsExceeded, NoSuchSession, SessionExists
 from hostagent.options import CreateRequest
 from hostagent.session import Limits, SessionRecord

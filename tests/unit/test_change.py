@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hostagent.daemon.registry import Registry
-from hostagent.daemon.store import SidecarStore
+from hostagent.daemon.state.registry import Registry
+from hostagent.daemon.state.store import SidecarStore
 from hostagent.errors import StorageFull
 from hostagent.options import CreateRequest
 from hostagent.session import FACTS, LIVE_STATES, Event, SessionRecord, State, transition

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from hostagent.daemon.containment import (
+from hostagent.daemon.follow.containment import (
     Proc,
     cgroup_of,
     describe,

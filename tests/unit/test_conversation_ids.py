@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from hostagent.daemon import hooks
-from hostagent.daemon.discovery import discover, pick_listed
-from hostagent.daemon.transcript import conversation_state
+from hostagent.daemon.follow import hooks
+from hostagent.daemon.follow.discovery import discover, pick_listed
+from hostagent.daemon.follow.transcript import conversation_state
 from hostagent.identity import Owner
 from hostagent.launch import Conversation
 from hostagent.presets import BUILTIN_DIR, Discovery, load_presets

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hostagent.daemon.scope import own_unit
+from hostagent.daemon.host.scope import own_unit
 from hostagent.session import State, agent_end, unit_end
 from tests.unit.fakes import Host, run
 from tests.unit.test_lifecycle import create

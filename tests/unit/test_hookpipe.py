@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from hostagent.daemon.registry import Session
+from hostagent.daemon.state.registry import Session
 from hostagent.options import CreateRequest
 from hostagent.permissions import TOKEN_ENV
 from hostagent.presets import IdSource, Preset

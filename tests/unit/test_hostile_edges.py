@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from hostagent.daemon import owner as owner_module
-from hostagent.daemon.heldchild import HeldChild
-from hostagent.daemon.owner import exec_as_owner
-from hostagent.daemon.runtimedir import make_room
-from hostagent.daemon.terminal import check_text
-from hostagent.daemon.tmux import Tmux
+from hostagent.daemon.follow.terminal import check_text
+from hostagent.daemon.host import owner as owner_module
+from hostagent.daemon.host.heldchild import HeldChild
+from hostagent.daemon.host.owner import exec_as_owner
+from hostagent.daemon.host.runtimedir import make_room
+from hostagent.daemon.host.tmux import Tmux
 from hostagent.errors import InvalidArgs, InvalidCwd
 from hostagent.identity import Owner
 from hostagent.options import CreateRequest
@@ -235,7 +235,7 @@ def test_a_helper_cut_short_while_it_starts_still_ends(tmp_path: Path) -> None:
 
 
 def test_following_a_process_tells_once_and_closes_its_pidfd_once() -> None:
-    from hostagent.daemon.scope import Scopes
+    from hostagent.daemon.host.scope import Scopes
 
     async def body() -> None:
         scopes = Scopes(None, None)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hostagent.config import Config
-from hostagent.daemon import registry as registry_module
+from hostagent.daemon.state import registry as registry_module
 from hostagent.errors import (
     AlreadyRunning,
     InvalidArgs,
@@ -221,7 +221,7 @@ def test_operations_past_the_cap_get_limits_exceeded(
 
 
 def test_waits_and_captures_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hostagent.daemon import terminal
+    from hostagent.daemon.follow import terminal
 
     monkeypatch.setattr(terminal, "MAX_CAPTURE_BYTES", 1000)
 

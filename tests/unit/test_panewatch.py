@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from hostagent.activity import GENERIC
-from hostagent.daemon import panewatch, tmux
-from hostagent.daemon.registry import Session
+from hostagent.daemon.follow import panewatch
+from hostagent.daemon.host import tmux
+from hostagent.daemon.state.registry import Session
 from hostagent.identity import Owner
 from hostagent.options import CreateRequest
 from hostagent.session import Activity, State

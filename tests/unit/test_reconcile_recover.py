@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from hostagent.config import Config, OrphanPolicy, RecoveryPolicy
-from hostagent.daemon.recover import resume_dormant
-from hostagent.daemon.store import SidecarStore
+from hostagent.daemon.ops.recover import resume_dormant
+from hostagent.daemon.state.store import SidecarStore
 from hostagent.options import CreateRequest
 from hostagent.session import DormantReason, SessionRecord, State, unit_name
 from tests.unit.fakes import FakeUnit, Host, me, run

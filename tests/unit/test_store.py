@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hostagent.daemon.store import SidecarStore
+from hostagent.daemon.state.store import SidecarStore
 from hostagent.session import DormantReason, SessionRecord, State
 
 
@@ -110,7 +110,7 @@ def test_a_stop_does_not_wait_long_for_a_busy_disk(
 def test_a_record_cut_short_anywhere_is_refused() -> None:
     """A torn write that still parses as YAML must never load with defaults: the checksum
     that closes every record is gone or wrong."""
-    from hostagent.daemon.store import RecordError, record_from_dict, record_to_dict
+    from hostagent.daemon.state.store import RecordError, record_from_dict, record_to_dict
 
     rec = SessionRecord(name="a1", uuid="u", owner=1000, preset="shell", cwd="/h", unit="x")
     text = yaml.safe_dump(record_to_dict(rec), sort_keys=False)
@@ -133,7 +133,7 @@ def test_a_version_1_record_loads_when_whole_and_is_refused_when_cut(
     store: SidecarStore,
 ) -> None:
     """Records written before checksums (schema 1) still load, unless a field is missing."""
-    from hostagent.daemon.store import record_to_dict
+    from hostagent.daemon.state.store import record_to_dict
 
     whole = record_to_dict(SessionRecord(name="old", uuid="u", unit="hostagent-old.scope"))
     del whole["checksum"]

@@ -15,7 +15,7 @@ import pytest
 from dbus_fast import Message, MessageType
 from dbus_fast.aio import MessageBus
 
-from hostagent.daemon.systemd import MANAGER_IFACE, SYSTEMD, SYSTEMD_PATH, Systemd
+from hostagent.daemon.host.systemd import MANAGER_IFACE, SYSTEMD, SYSTEMD_PATH, Systemd
 from tests.unit.fakes import run
 
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from hostagent.daemon import worktree
+from hostagent.daemon.host import worktree
 from hostagent.errors import WorktreeFailed
 from hostagent.identity import Owner
 from tests.unit.fakes import run

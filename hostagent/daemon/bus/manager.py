@@ -14,15 +14,15 @@ from dbus_fast import Variant
 
 from hostagent import MANAGER_INTERFACE, MANAGER_PATH, __version__
 from hostagent.bus.compat import fix_value
-from hostagent.daemon import agents
-from hostagent.daemon.admission import check_request, quota_problem
 from hostagent.daemon.bus import session as bus_session
 from hostagent.daemon.bus.export import Call, Interface, Method, Prepared, Property, Signal
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SESSION, SessionObject, session_path
-from hostagent.daemon.owner import build_env
-from hostagent.daemon.registry import Session
-from hostagent.daemon.terminal import check_activities
+from hostagent.daemon.follow.terminal import check_activities
+from hostagent.daemon.host import agents
+from hostagent.daemon.host.owner import build_env
+from hostagent.daemon.ops.admission import check_request, quota_problem
+from hostagent.daemon.state.registry import Session
 from hostagent.errors import AccessDenied, NoSessionForPID
 from hostagent.identity import Owner
 from hostagent.options import parse_options

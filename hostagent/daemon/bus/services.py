@@ -10,13 +10,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hostagent.daemon.auth import Authorizer
-from hostagent.daemon.conversation import Conversations
-from hostagent.daemon.lifecycle import Lifecycle
-from hostagent.daemon.ports import Emitter, ScopeRunner, SystemdPort
-from hostagent.daemon.registry import Registry
-from hostagent.daemon.settings import Settings
-from hostagent.daemon.terminal import Terminal
+from hostagent.daemon.bus.auth import Authorizer
+from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.follow.terminal import Terminal
+from hostagent.daemon.host.ports import Emitter, ScopeRunner, SystemdPort
+from hostagent.daemon.ops.lifecycle import Lifecycle
+from hostagent.daemon.state.registry import Registry
+from hostagent.daemon.state.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,11 @@ from hostagent.bus.paths import path_encode
 from hostagent.config import LIMIT_PROPERTIES
 from hostagent.daemon.bus.export import Call, Interface, Method, Property
 from hostagent.daemon.bus.services import Services
-from hostagent.daemon.hooks import check_event
-from hostagent.daemon.registry import Session
-from hostagent.daemon.scope import check_signal
-from hostagent.daemon.systemd import SCOPE_IFACE
-from hostagent.daemon.terminal import check_activities, check_capture, check_text
+from hostagent.daemon.follow.hooks import check_event
+from hostagent.daemon.follow.terminal import check_activities, check_capture, check_text
+from hostagent.daemon.host.scope import check_signal
+from hostagent.daemon.host.systemd import SCOPE_IFACE
+from hostagent.daemon.state.registry import Session
 from hostagent.errors import InvalidArgs
 from hostagent.permissions import require_inside
 from hostagent.session import Limits

@@ -19,7 +19,7 @@ import secrets
 from pathlib import Path
 
 from hostagent.activity import HookReport
-from hostagent.daemon.runtimedir import make_room
+from hostagent.daemon.host.runtimedir import make_room
 from hostagent.errors import InvalidArgs, quote
 
 # The events each format's settings file subscribes to (docs/agent-clis.md). Claude's

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hostagent.activity import HookReport, Verdict
-from hostagent.daemon.paths import SessionPaths
-from hostagent.daemon.store import SidecarStore
+from hostagent.daemon.state.paths import SessionPaths
+from hostagent.daemon.state.store import SidecarStore
 from hostagent.errors import LimitsExceeded, NoSuchSession, StorageFull, quote
 from hostagent.identity import Owner
 from hostagent.session import (

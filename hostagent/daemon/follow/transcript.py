@@ -19,8 +19,8 @@ import logging
 import sys
 
 from hostagent import launch
-from hostagent.daemon import discovery
-from hostagent.daemon.owner import exec_as_owner
+from hostagent.daemon.follow import discovery
+from hostagent.daemon.host.owner import exec_as_owner
 from hostagent.identity import Owner
 from hostagent.launch import Conversation
 from hostagent.presets import Preset

@@ -18,7 +18,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from hostagent.daemon.owner import exec_as_owner
+from hostagent.daemon.host.owner import exec_as_owner
 from hostagent.errors import WorktreeFailed, quote
 from hostagent.identity import Owner
 from hostagent.session import SessionRecord

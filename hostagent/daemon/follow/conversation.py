@@ -17,12 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hostagent import activity
-from hostagent.daemon import discovery, hookpipe, hooks, transcript
-from hostagent.daemon.background import Background
-from hostagent.daemon.owner import build_env
-from hostagent.daemon.paths import PANE_DIED, SessionPaths
-from hostagent.daemon.registry import Registry, Session
-from hostagent.daemon.settings import Settings
+from hostagent.daemon.follow import discovery, hookpipe, hooks, transcript
+from hostagent.daemon.host.owner import build_env
+from hostagent.daemon.state.background import Background
+from hostagent.daemon.state.paths import PANE_DIED, SessionPaths
+from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.settings import Settings
 from hostagent.permissions import TOKEN_ENV, token_matches
 from hostagent.presets import Preset
 from hostagent.session import State

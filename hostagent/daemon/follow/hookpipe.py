@@ -24,8 +24,8 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from hostagent.daemon.paths import hooks_fifo
-from hostagent.daemon.runtimedir import make_room
+from hostagent.daemon.host.runtimedir import make_room
+from hostagent.daemon.state.paths import hooks_fifo
 from hostagent.identity import Owner
 
 log = logging.getLogger(__name__)

@@ -13,12 +13,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from hostagent.activity import GENERIC
-from hostagent.daemon import tmux
-from hostagent.daemon.owner import OutputTooLarge
-from hostagent.daemon.panewatch import PaneWatch
-from hostagent.daemon.ports import TmuxPort
-from hostagent.daemon.registry import Registry, Session, Waiter
-from hostagent.daemon.settings import Settings
+from hostagent.daemon.follow.panewatch import PaneWatch
+from hostagent.daemon.host import tmux
+from hostagent.daemon.host.owner import OutputTooLarge
+from hostagent.daemon.host.ports import TmuxPort
+from hostagent.daemon.state.registry import Registry, Session, Waiter
+from hostagent.daemon.state.settings import Settings
 from hostagent.errors import InvalidArgs, NoSuchSession, NotRunning, Timeout
 from hostagent.session import Activity, State
 

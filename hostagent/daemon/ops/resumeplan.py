@@ -8,10 +8,11 @@ import os
 from collections.abc import Awaitable, Callable
 
 from hostagent import launch
-from hostagent.daemon import agents, transcript
-from hostagent.daemon.conversation import Conversations
-from hostagent.daemon.owner import build_env
-from hostagent.daemon.registry import Registry, Session
+from hostagent.daemon.follow import transcript
+from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.host import agents
+from hostagent.daemon.host.owner import build_env
+from hostagent.daemon.state.registry import Registry, Session
 from hostagent.errors import AgentNotFound
 from hostagent.identity import Owner
 from hostagent.presets import Preset

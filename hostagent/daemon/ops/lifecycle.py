@@ -15,18 +15,19 @@ import secrets
 from collections.abc import AsyncIterator
 from typing import NoReturn
 
-from hostagent.daemon import checkpoint, resumeplan, worktree
-from hostagent.daemon.admission import check_request, first_record, quota_problem
-from hostagent.daemon.conversation import Conversations
-from hostagent.daemon.owner import build_env, check_cwd
-from hostagent.daemon.ports import ScopeRunner
-from hostagent.daemon.reconcile import GONE_STATES, Reconciler
-from hostagent.daemon.registry import Registry, Session
-from hostagent.daemon.runtimedir import prepare_runtime_dir
-from hostagent.daemon.settings import Settings
-from hostagent.daemon.systemd import SystemdError
-from hostagent.daemon.terminal import Terminal
-from hostagent.daemon.tmux import remove_socket
+from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.follow.terminal import Terminal
+from hostagent.daemon.host import checkpoint, worktree
+from hostagent.daemon.host.owner import build_env, check_cwd
+from hostagent.daemon.host.ports import ScopeRunner
+from hostagent.daemon.host.runtimedir import prepare_runtime_dir
+from hostagent.daemon.host.systemd import SystemdError
+from hostagent.daemon.host.tmux import remove_socket
+from hostagent.daemon.ops import resumeplan
+from hostagent.daemon.ops.admission import check_request, first_record, quota_problem
+from hostagent.daemon.ops.reconcile import GONE_STATES, Reconciler
+from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.settings import Settings
 from hostagent.errors import (
     AlreadyRunning,
     Busy,

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from hostagent.daemon.background import Background
-from hostagent.daemon.ending import Endings
-from hostagent.daemon.ports import ScopeRunner
-from hostagent.daemon.registry import Registry, Session
-from hostagent.daemon.systemd import SystemdError
+from hostagent.daemon.host.ports import ScopeRunner
+from hostagent.daemon.host.systemd import SystemdError
+from hostagent.daemon.ops.ending import Endings
+from hostagent.daemon.state.background import Background
+from hostagent.daemon.state.registry import Registry, Session
 from hostagent.session import State
 
 log = logging.getLogger(__name__)

@@ -19,12 +19,13 @@ import logging
 import os
 from dataclasses import dataclass
 
-from hostagent.daemon import containment, tmux
-from hostagent.daemon.background import Background
-from hostagent.daemon.conversation import Conversations
-from hostagent.daemon.ports import ScopeRunner
-from hostagent.daemon.registry import Registry, Session
-from hostagent.daemon.scope import JOB_TIMEOUT
+from hostagent.daemon.follow import containment
+from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.host import tmux
+from hostagent.daemon.host.ports import ScopeRunner
+from hostagent.daemon.host.scope import JOB_TIMEOUT
+from hostagent.daemon.state.background import Background
+from hostagent.daemon.state.registry import Registry, Session
 from hostagent.session import SUCCESS, Event, State, agent_end, unit_end
 
 log = logging.getLogger(__name__)

@@ -18,11 +18,11 @@ from pathlib import Path
 from dbus_fast import Variant
 
 from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
-from hostagent.daemon import agents, checkpoint, tmux
-from hostagent.daemon.heldchild import HeldChild
-from hostagent.daemon.owner import DEFAULT_PATH, program_problem
-from hostagent.daemon.paths import PANE_DIED, hooks_fifo
-from hostagent.daemon.systemd import Systemd, SystemdError, UnitExists
+from hostagent.daemon.host import agents, checkpoint, tmux
+from hostagent.daemon.host.heldchild import HeldChild
+from hostagent.daemon.host.owner import DEFAULT_PATH, program_problem
+from hostagent.daemon.host.systemd import Systemd, SystemdError, UnitExists
+from hostagent.daemon.state.paths import PANE_DIED, hooks_fifo
 from hostagent.errors import InvalidArgs, NotRunning, SpawnFailed, StopFailed
 from hostagent.identity import Owner
 from hostagent.session import Limits, SessionRecord, name_from_unit, now_usec

@@ -19,7 +19,7 @@ import json
 import logging
 import sys
 
-from hostagent.daemon.owner import exec_as_owner, run_as_owner
+from hostagent.daemon.host.owner import exec_as_owner, run_as_owner
 from hostagent.identity import Owner
 from hostagent.launch import cwd_dashed
 from hostagent.presets import Discovery

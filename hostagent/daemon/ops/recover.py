@@ -18,10 +18,10 @@ import uuid
 from dataclasses import dataclass, field
 
 from hostagent.config import OrphanPolicy
-from hostagent.daemon import checkpoint
-from hostagent.daemon.lifecycle import Lifecycle
-from hostagent.daemon.registry import Session
-from hostagent.daemon.tmux import TmuxError, remove_socket
+from hostagent.daemon.host import checkpoint
+from hostagent.daemon.host.tmux import TmuxError, remove_socket
+from hostagent.daemon.ops.lifecycle import Lifecycle
+from hostagent.daemon.state.registry import Session
 from hostagent.errors import HostAgentError
 from hostagent.identity import Owner
 from hostagent.recovery import Action, Decision, DormantAction, decide, dormant_action

@@ -32,9 +32,9 @@ from pathlib import Path
 
 from hostagent import activity
 from hostagent.activity import Rules, Verdict, View
-from hostagent.daemon import tmux
-from hostagent.daemon.ports import TmuxPort
-from hostagent.daemon.runtimedir import make_room
+from hostagent.daemon.host import tmux
+from hostagent.daemon.host.ports import TmuxPort
+from hostagent.daemon.host.runtimedir import make_room
 from hostagent.identity import Owner
 from hostagent.session import Activity
 

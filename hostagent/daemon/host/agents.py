@@ -16,7 +16,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from hostagent.daemon.owner import DEFAULT_PATH, exec_as_owner, passwd_env
+from hostagent.daemon.host.owner import DEFAULT_PATH, exec_as_owner, passwd_env
 from hostagent.errors import AgentNotFound
 from hostagent.identity import Owner
 

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import os
 
-from hostagent.daemon.owner import as_owner
+from hostagent.daemon.host.owner import as_owner
 from hostagent.identity import Owner
 
 # $1 cwd, then the command. Exit 126 when the pipe closes without a go-ahead.

@@ -16,12 +16,12 @@ from collections.abc import Awaitable, Callable
 
 from hostagent import launch
 from hostagent.config import Config, over_caps
-from hostagent.daemon import agents
-from hostagent.daemon.conversation import Conversations
-from hostagent.daemon.owner import check_cwd
-from hostagent.daemon.paths import SessionPaths
-from hostagent.daemon.registry import Registry
-from hostagent.daemon.settings import Settings
+from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.host import agents
+from hostagent.daemon.host.owner import check_cwd
+from hostagent.daemon.state.paths import SessionPaths
+from hostagent.daemon.state.registry import Registry
+from hostagent.daemon.state.settings import Settings
 from hostagent.errors import (
     InvalidArgs,
     InvalidCwd,

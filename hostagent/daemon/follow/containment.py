@@ -19,8 +19,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hostagent.daemon.ports import SystemdPort
-from hostagent.daemon.registry import Registry, Session
+from hostagent.daemon.host.ports import SystemdPort
+from hostagent.daemon.state.registry import Registry, Session
 from hostagent.session import State
 
 log = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ from typing import Any, Protocol
 
 from dbus_fast import Variant
 
-from hostagent.daemon.agents import Found
-from hostagent.daemon.scope import Process, Started
-from hostagent.daemon.systemd import UnitInfo
+from hostagent.daemon.host.agents import Found
+from hostagent.daemon.host.scope import Process, Started
+from hostagent.daemon.host.systemd import UnitInfo
 from hostagent.identity import Owner
 from hostagent.session import Limits, SessionRecord
 

@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from hostagent.daemon.owner import exec_as_owner
+from hostagent.daemon.host.owner import exec_as_owner
 from hostagent.identity import Owner
 
 SESSION = "main"
