@@ -138,6 +138,56 @@ def test_no_module_writes_a_session_record_but_through_change() -> None:
     assert sorted(writes) == []
 
 
+# A Session's runtime fields: what only lives while the daemon runs.
+RUNTIME_FIELDS = {
+    "removed", "waiters", "last_hook", "killed_with", "unit_result", "pane_pid", "unfollow",
+    "watch", "owner", "_owner",
+}  # fmt: skip
+
+
+def runtime_writes(path: Path) -> list[int]:
+    """Lines that set a session's runtime field (`session.watch = …`, `s.pane_pid = …`) or
+    change its waiters (`session.waiters.add(…)`)."""
+
+    def is_session(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Name) and node.id in ("session", "s")) or (
+            isinstance(node, ast.Attribute) and node.attr == "session"
+        )
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = [t for tgt in node.targets for t in ast.walk(tgt)]
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("add", "discard", "remove", "clear")
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "waiters"
+            and is_session(node.func.value.value)
+        ):
+            lines.append(node.lineno)
+        lines += [
+            t.lineno
+            for t in targets
+            if isinstance(t, ast.Attribute) and t.attr in RUNTIME_FIELDS and is_session(t.value)
+        ]
+    return lines
+
+
+def test_a_sessions_runtime_changes_only_through_the_registry() -> None:
+    writes = sorted(
+        f"{module}:{line}"
+        for module, path in MODULES.items()
+        if module != "hostagent.daemon.state.registry"
+        for line in runtime_writes(path)
+    )
+    assert writes == []
+
+
 # The daemon's edges: the only modules that start a process (docs/architecture.md).
 PROCESS_STARTERS = {
     "hostagent.daemon.host.owner",  # every helper run as a session's owner
@@ -302,3 +352,11 @@ def test_the_rules_find_what_they_look_for(tmp_path: Path) -> None:
         "await endings.finish(session)\n"
     )
     assert state_moves(moves) == [1, 3]
+    runtime = tmp_path / "runtime.py"
+    runtime.write_text(
+        "session.watch = None\n"
+        "s.pane_pid, s.unfollow = 1, None\n"
+        "session.waiters.add(w)\n"
+        "self.watch = None\n"
+    )
+    assert sorted(runtime_writes(runtime)) == [1, 2, 2, 3]

@@ -139,7 +139,7 @@ class Conversations:
         async with session.lock:
             if session.removed:
                 return
-            session.last_hook = report
+            self.registry.heard(session, report)
             if report.agent_session:
                 self.set_id(session, report.agent_session, "hook", report.source)
             preset = self.settings.preset(session.record.preset)

@@ -70,10 +70,10 @@ class Terminal:
 
     def session_removed(self, session: Session) -> None:
         self.unwatch(session)
-        for waiter in session.waiters:
+        for waiter in list(session.waiters):
             if not waiter.future.done():
                 waiter.future.set_result((session.name, Activity.EXITED.value))
-        session.waiters.clear()
+            self.registry.unwait(session, waiter)
 
     # ---- watching -----------------------------------------------------------------------
 
@@ -88,7 +88,7 @@ class Terminal:
             lambda _verdict: self.registry.announce(session),
             self.tmux,
         )
-        session.watch = watch
+        self.registry.watched(session, watch)
         return watch
 
     def prepare(self, session: Session) -> Path | None:
@@ -118,7 +118,7 @@ class Terminal:
     def unwatch(self, session: Session) -> None:
         if session.watch is not None:
             session.watch.close()
-            session.watch = None
+            self.registry.watched(session, None)
 
     async def watch_all(self, parallel: int = 8) -> None:
         """Follow every running session, a few tmux calls at a time (after recovery)."""
@@ -128,7 +128,7 @@ class Terminal:
         """Answer the waits whose activity the session has reached (or that it exited)."""
         for waiter in list(session.waiters):
             if waiter.offer(session):
-                session.waiters.discard(waiter)
+                self.registry.unwait(session, waiter)
 
     # ---- the screen ---------------------------------------------------------------------
 
@@ -193,11 +193,11 @@ class Terminal:
             if waiter.offer(s):
                 return waiter.future.result()
         for s in sessions:
-            s.waiters.add(waiter)
+            self.registry.wait(s, waiter)
         try:
             return await asyncio.wait_for(asyncio.shield(waiter.future), timeout_usec / 1e6 or None)
         except TimeoutError:
             raise Timeout("No session reached the activities in time.") from None
         finally:
             for s in sessions:
-                s.waiters.discard(waiter)
+                self.registry.unwait(s, waiter)

@@ -78,19 +78,16 @@ class Endings:
 
     def follow(self, session: Session, pane_pid: int) -> None:
         """Watch the agent's process as well as tmux's hook, which tmux can fail to run."""
-        self.unfollow(session)
-        session.pane_pid = pane_pid
+        self.registry.unfollow(session)
+        unfollow = None
         if pane_pid > 0:
-            session.unfollow = self.scopes.follow_process(
-                pane_pid, lambda: self.agent_exited_soon(session)
-            )
-            if session.unfollow is None:
-                self.agent_exited_soon(session)
+            unfollow = self.scopes.follow_process(pane_pid, lambda: self.agent_exited_soon(session))
+        self.registry.follow(session, pane_pid, unfollow)
+        if pane_pid > 0 and unfollow is None:  # it is gone already
+            self.agent_exited_soon(session)
 
     def unfollow(self, session: Session) -> None:
-        if session.unfollow is not None:
-            session.unfollow()
-            session.unfollow = None
+        self.registry.unfollow(session)
 
     def agent_exited_soon(self, session: Session) -> None:
         self.background.start(
@@ -172,7 +169,7 @@ class Endings:
             exit_status=end.status,
             exit_signal=end.signal,
         )
-        session.killed_with = 0
+        self.registry.new_run(session)  # the kill that ended it is told; nothing is pending
         self.unfollow(session)
         tmux.remove_socket(session.paths.socket)
         await self.conversations.discover(session)

@@ -128,8 +128,8 @@ class Lifecycle:
                         record, owner, req.worktree, req.base,
                         self.settings.config.worktrees_dir, setup,
                     )  # fmt: skip
-                session = self.registry.add(record)
-                session.owner = owner  # looked up once: NSS can cost a round trip
+                # The owner was looked up once for the checks: NSS can cost a round trip.
+                session = self.registry.add(record, owner)
             finally:
                 self.registry.reserved.pop(name, None)
             async with session.lock:
@@ -156,7 +156,7 @@ class Lifecycle:
         """Start the scope for record.last_argv; the caller holds the lock, state is starting."""
         record = session.record
         preset = self.settings.preset(record.preset)
-        session.killed_with, session.unit_result = 0, ""
+        self.registry.new_run(session)
         self.registry.store.delete_screen(session.name)
         try:
             owner = session.owner
@@ -334,7 +334,7 @@ class Lifecycle:
                     f"Session '{session.name}' is {session.record.state.value}, not running."
                 )
             if whom == "all":
-                session.killed_with = signal  # the unit's end is then explained by it
+                self.registry.killed(session, signal)
             await self.scopes.kill(
                 session.record, session.owner, session.paths.socket, whom, signal
             )

@@ -35,6 +35,7 @@ class Reconciler:
         self.background = background
         # Units heard of while recovery runs; None once it is done.
         self._held: set[str] | None = set()
+        self._queued: set[str] = set()  # sessions whose reconcile is queued and not begun
 
     def on_unit(self, unit: str, active_state: str) -> None:
         """A unit signal (active_state "" when the unit was removed)."""
@@ -51,15 +52,15 @@ class Reconciler:
         """systemd's Result for a session's scope, kept until its end is reconciled."""
         session = self.registry.by_unit(unit)
         if session is not None:
-            session.unit_result = result
+            self.registry.unit_said(session, result)
 
     def queue(self, session: Session) -> None:
         """Reconcile session soon, once; during recovery, in the pass after it."""
         if self._held is not None:
             self._held.add(session.record.unit)
             return
-        if not session.reconcile_queued:
-            session.reconcile_queued = True
+        if session.name not in self._queued:
+            self._queued.add(session.name)
             self.background.start(self._reconcile(session), f"reconcile session '{session.name}'")
 
     def recovered(self) -> int:
@@ -76,7 +77,7 @@ class Reconciler:
 
     async def _reconcile(self, session: Session) -> None:
         async with session.lock:
-            session.reconcile_queued = False
+            self._queued.discard(session.name)
             record = session.record
             if session.removed or record.state not in (State.RUNNING, State.STARTING):
                 return

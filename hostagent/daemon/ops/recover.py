@@ -203,8 +203,7 @@ class Recovery:
             created_at=now_usec(),
             started_at=now_usec(),
         )
-        session = self.registry.add(record)
-        session.owner = owner
+        session = self.registry.add(record, owner)
         self.registry.change(session, Event.ADOPT)
         log.warning("Scope %s has no record; adopted it as session '%s'", unit, name)
         return True

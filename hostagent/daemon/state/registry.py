@@ -63,8 +63,9 @@ class Session:
         self.record = record
         self.paths = paths
         self.lock = asyncio.Lock()
+        # What lives only while the daemon runs. Each is changed through the registry's
+        # functions below (the architecture test holds it), never set from outside.
         self.removed = False
-        self.reconcile_queued = False
         self.waiters: set[Waiter] = set()
         self.last_hook: HookReport | None = None
         self.killed_with = 0  # the signal a kill of every process sent, until the unit ends
@@ -186,11 +187,60 @@ class Registry:
 
     # ---- changes ------------------------------------------------------------------------
 
-    def add(self, record: SessionRecord) -> Session:
-        """Register a session for record; nothing is written or announced yet."""
+    def add(self, record: SessionRecord, owner: Owner | None = None) -> Session:
+        """Register a session for record (with its owner's passwd entry when the caller has
+        looked it up already); nothing is written or announced yet."""
         session = Session(record, self.paths(record.owner, record.name))
+        if owner is not None:
+            session.owner = owner
         self.sessions[record.name] = session
         return session
+
+    # ---- a session's runtime: what only lives while the daemon runs ----------------------
+
+    @staticmethod
+    def new_run(session: Session) -> None:
+        """A start begins: what systemd or a kill said of the last run is forgotten."""
+        session.killed_with, session.unit_result = 0, ""
+
+    @staticmethod
+    def killed(session: Session, signal: int) -> None:
+        """A kill of every process sent signal: the unit's end is explained by it."""
+        session.killed_with = signal
+
+    @staticmethod
+    def unit_said(session: Session, result: str) -> None:
+        """systemd's Result for the session's scope, kept until its end is reconciled."""
+        session.unit_result = result
+
+    @staticmethod
+    def follow(session: Session, pane_pid: int, unfollow: Callable[[], None] | None) -> None:
+        """The agent's process and how to stop following it (None: nothing follows it)."""
+        session.pane_pid, session.unfollow = pane_pid, unfollow
+
+    @staticmethod
+    def unfollow(session: Session) -> None:
+        if session.unfollow is not None:
+            session.unfollow()
+            session.unfollow = None
+
+    @staticmethod
+    def watched(session: Session, watch: Watch | None) -> None:
+        """The session's pane watch, or None once it is closed."""
+        session.watch = watch
+
+    @staticmethod
+    def heard(session: Session, report: HookReport) -> None:
+        """The last hook the agent reported."""
+        session.last_hook = report
+
+    @staticmethod
+    def wait(session: Session, waiter: Waiter) -> None:
+        session.waiters.add(waiter)
+
+    @staticmethod
+    def unwait(session: Session, waiter: Waiter) -> None:
+        session.waiters.discard(waiter)
 
     def _tell(self, what: str, session: Session) -> None:
         """Every listener hears of the change, even when one of them fails over it: one
