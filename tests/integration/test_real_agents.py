@@ -35,8 +35,6 @@ from tests.sandbox import Sandbox
 
 WAIT = "120"  # seconds, a bound for each wait on an event: a Node CLI starts in a few
 SCREEN_WAIT = 120.0
-SET_UP: set[str] = set()  # CLIs whose first run was answered: their homes are set up
-STARTED: dict[str, tuple[RealAgent, str]] = {}  # key -> (agent, session) that went through
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +53,48 @@ def agents(sandbox: Sandbox) -> dict[str, tuple[str, str]]:
         pytest.skip("no real agent CLI is installed: run dev/agents (CI does)")
     start_model_api(sandbox)
     return found
+
+
+class Homes:
+    """What a test may need that another test also makes, made on demand, so that no test
+    depends on which ran before it: a user's home where a CLI's first run was answered, and a
+    session of each CLI that had its approval turn."""
+
+    def __init__(self, sb: Sandbox, agents: dict[str, tuple[str, str]]) -> None:
+        self.sb, self.agents = sb, agents
+        self.set_up: dict[str, str] = {}  # key -> the project directory of its user
+        self.conversed: dict[str, tuple[RealAgent, str]] = {}  # key -> (agent, session)
+
+    def create(self, agent: RealAgent, project: str) -> str:
+        env = [x for k, v in agent.env.items() for x in ("-e", f"{k}={v}")]
+        extra = [*env, *(("--", *agent.args) if agent.args else ())]
+        return create(self.sb, agent.preset, *extra, user=agent.user, cwd=project)
+
+    def ensure_set_up(self, agent: RealAgent) -> str:
+        """agent's user's home with the CLI's first run answered; the project directory."""
+        if agent.key not in self.set_up:
+            program = program_of(self.agents, agent)
+            project = set_up_user(self.sb, agent, program, self.agents["node22"][1])
+            name = self.create(agent, project)
+            answer_first_run(self.sb, agent, name)
+            self.sb.ctl("rm", name, user=agent.user, system=True).check()
+            self.set_up[agent.key] = project
+        return self.set_up[agent.key]
+
+    def ensure_conversed(self, agent: RealAgent) -> str:
+        """A running session of agent whose conversation holds the approval turn."""
+        if agent.key not in self.conversed:
+            name = self.create(agent, self.ensure_set_up(agent))
+            screen(self.sb, agent, name, agent.ready)
+            assert wait(self.sb, agent, name, "idle") == "idle"
+            approval_turn(self.sb, agent, name, self.set_up[agent.key])
+            self.conversed[agent.key] = (agent, name)
+        return self.conversed[agent.key][1]
+
+
+@pytest.fixture(scope="module")
+def homes(sandbox: Sandbox, agents: dict[str, tuple[str, str]]) -> Homes:
+    return Homes(sandbox, agents)
 
 
 def wait(sb: Sandbox, agent: RealAgent, name: str, activities: str) -> str:
@@ -157,33 +197,9 @@ def conversation_continues(sb: Sandbox, agent: RealAgent, name: str, earlier: st
         )
 
 
-@pytest.mark.parametrize("agent", AGENTS, ids=[a.key for a in AGENTS])
-def test_a_real_cli_from_first_run_to_resume(
-    sandbox: Sandbox, agents: dict[str, tuple[str, str]], agent: RealAgent
-) -> None:
-    sb = sandbox
-    program = program_of(agents, agent)
-    project = set_up_user(sb, agent, program, agents["node22"][1])
-    env = [x for k, v in agent.env.items() for x in ("-e", f"{k}={v}")]
-    extra = [*env, *(("--", *agent.args) if agent.args else ())]
-    name = create(sb, agent.preset, *extra, user=agent.user, cwd=project)
-    # Found as the user's own terminal finds it: in ~/.local/bin, through the login PATH.
-    assert (
-        props(sb, name, agent.user)["Command"][0] == f"/home/{agent.user}/.local/bin/{agent.preset}"
-    )
-
-    answer_first_run(sb, agent, name)
-    SET_UP.add(agent.key)
-
-    # A turn: working while the model holds its reply, idle once it has answered.
-    control(sb, "hold")
-    type_line(sb, agent, name, "slow please")
-    reads_working(sb, agent, name)
-    control(sb, "release")
-    screen(sb, agent, name, "Finished now.")
-    assert wait(sb, agent, name, "idle") == "idle"
-
-    # The CLI's own approval dialog; approving runs the command, then the held answer works.
+def approval_turn(sb: Sandbox, agent: RealAgent, name: str, project: str) -> None:
+    """The CLI's own approval dialog reads blocked; approving runs the command, then the held
+    answer reads working, then idle."""
     control(sb, "hold")
     type_line(sb, agent, name, "please run it slowly")
     screen(sb, agent, name, agent.approval)
@@ -198,6 +214,33 @@ def test_a_real_cli_from_first_run_to_resume(
         screen(sb, agent, name, "Running touch approved-by-user.txt")
     assert wait(sb, agent, name, "idle") == "idle"
     assert sb.run("test", "-e", f"{project}/approved-by-user.txt").returncode == 0
+
+
+@pytest.mark.parametrize("agent", AGENTS, ids=[a.key for a in AGENTS])
+def test_a_real_cli_from_first_run_to_resume(
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes, agent: RealAgent
+) -> None:
+    sb = sandbox
+    program = program_of(agents, agent)
+    project = set_up_user(sb, agent, program, agents["node22"][1])
+    name = homes.create(agent, project)
+    # Found as the user's own terminal finds it: in ~/.local/bin, through the login PATH.
+    assert (
+        props(sb, name, agent.user)["Command"][0] == f"/home/{agent.user}/.local/bin/{agent.preset}"
+    )
+
+    answer_first_run(sb, agent, name)
+    homes.set_up[agent.key] = project
+
+    # A turn: working while the model holds its reply, idle once it has answered.
+    control(sb, "hold")
+    type_line(sb, agent, name, "slow please")
+    reads_working(sb, agent, name)
+    control(sb, "release")
+    screen(sb, agent, name, "Finished now.")
+    assert wait(sb, agent, name, "idle") == "idle"
+
+    approval_turn(sb, agent, name, project)
     if agent.hooks:
         assert explain(sb, agent, name).get("last_hook"), f"{agent.key}'s hooks never reported"
 
@@ -211,23 +254,17 @@ def test_a_real_cli_from_first_run_to_resume(
     screen(sb, agent, name, agent.ready)
     assert wait(sb, agent, name, "idle") == "idle"
     conversation_continues(sb, agent, name, "please run it slowly")
-    STARTED[agent.key] = (agent, name)
+    homes.conversed[agent.key] = (agent, name)
 
 
 @pytest.mark.parametrize("agent", AGENTS, ids=[a.key for a in AGENTS])
 def test_a_real_cli_stopped_before_its_first_prompt_resumes(
-    sandbox: Sandbox, agents: dict[str, tuple[str, str]], agent: RealAgent
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes, agent: RealAgent
 ) -> None:
     """The seed bug: Gemini and Grok refuse both `--resume ID` of a session without a turn
     and a new session under that id; it must start fresh instead of failing."""
     sb = sandbox
-    program_of(agents, agent)
-    if agent.key not in SET_UP:
-        pytest.skip(f"{agent.key}'s first-run test did not get far enough to set it up")
-    project = f"/home/{agent.user}/proj-{agent.key}"
-    env = [x for k, v in agent.env.items() for x in ("-e", f"{k}={v}")]
-    extra = [*env, *(("--", *agent.args) if agent.args else ())]
-    name = create(sb, agent.preset, *extra, user=agent.user, cwd=project)
+    name = homes.create(agent, homes.ensure_set_up(agent))
     try:
         screen(sb, agent, name, agent.ready)
         sb.ctl("stop", name, user=agent.user, system=True).check()
@@ -241,32 +278,35 @@ def test_a_real_cli_stopped_before_its_first_prompt_resumes(
 
 
 def test_after_a_reboot_every_real_cli_is_dormant_and_resumes_its_conversation(
-    sandbox: Sandbox, agents: dict[str, tuple[str, str]]
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes
 ) -> None:
     sb = sandbox
-    if not STARTED:
-        pytest.skip("no real CLI session got as far as its first turn")
+    for agent in AGENTS:
+        if agent.key in agents and "node22" in agents:
+            homes.ensure_conversed(agent)
+    if not homes.conversed:
+        pytest.skip("no real CLI is installed")
+    sessions = list(homes.conversed.values())
     sb.reboot()
     sb.daemon_start()
     start_model_api(sb)
-    for agent, name in STARTED.values():
+    for agent, name in sessions:
         before = props(sb, name, agent.user)
         assert before["State"] == "dormant" and before["DormantReason"] == "reboot", before
-    for agent, name in STARTED.values():
+    for agent, name in sessions:
         sb.ctl("resume", name, user=agent.user, system=True).check()
-    for agent, name in STARTED.values():
+    for agent, name in sessions:
         screen(sb, agent, name, agent.ready)
         assert wait(sb, agent, name, "idle") == "idle"
         conversation_continues(sb, agent, name, "please run it slowly")
 
 
 def test_presets_say_which_agents_each_user_has_installed(
-    sandbox: Sandbox, agents: dict[str, tuple[str, str]]
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes
 ) -> None:
     """ListAgents answers for the caller: alice's ~/.local/bin has Claude, carol has none."""
     sb = sandbox
-    if "claude" not in SET_UP:
-        pytest.skip("Claude's first-run test did not set up alice's home")
+    homes.ensure_set_up(next(a for a in AGENTS if a.key == "claude"))
     mine = json.loads(sb.ctl("--json", "presets", user="alice", system=True).check().stdout)
     claude = next(row for row in mine if row["preset"] == "claude")
     assert claude["path"] == "/home/alice/.local/bin/claude"
@@ -294,11 +334,11 @@ def test_a_real_cli_without_a_key_asks_to_sign_in_and_reads_blocked(
     env: dict[str, str],
     args: tuple[str, ...],
     text: str,
+    homes: Homes,
 ) -> None:
     sb = sandbox
     agent = next(a for a in AGENTS if a.key == key)
-    if key not in SET_UP:
-        pytest.skip(f"{key}'s first-run test did not get far enough to set it up")
+    homes.ensure_set_up(agent)
     # Another user, so nothing the first-run test saved (a key, a trusted folder) applies.
     fresh = RealAgent(key, agent.preset, "carol", env, args, configured=False)
     project = set_up_user(sb, fresh, agents[key][1], agents["node22"][1])
