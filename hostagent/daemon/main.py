@@ -30,10 +30,10 @@ from hostagent import log as logsetup
 from hostagent.bus.call import DBUS
 from hostagent.bus.compat import pace_writes
 from hostagent.config import Config, config_paths, load_config
-from hostagent.daemon import userunit
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.core import Core
+from hostagent.daemon.host import userunit
 from hostagent.daemon.host.scope import Scopes
 from hostagent.daemon.host.systemd import Systemd
 from hostagent.daemon.host.tmux import Tmux

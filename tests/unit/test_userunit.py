@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hostagent.daemon import userunit
+from hostagent.daemon.host import userunit
 
 UNITS = Path(__file__).resolve().parents[2] / "units" / "user"
 PYTHON = "/home/a/.local/pipx/venvs/hostagent/bin/python"
