@@ -98,6 +98,19 @@ def test_nothing_cites_notes_outside_the_repository() -> None:
     assert citing == []
 
 
+def set_attributes(tree: ast.AST) -> list[ast.Attribute]:
+    """Every attribute the code assigns to, augmented and annotated assignments included."""
+    found: list[ast.Attribute] = []
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = [t for tgt in node.targets for t in ast.walk(tgt)]
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        found += [t for t in targets if isinstance(t, ast.Attribute)]
+    return found
+
+
 def record_writes(path: Path) -> list[int]:
     """Lines that set a field of a session record: `record.x = …`, `session.record.x = …`
     (augmented too), or `setattr(record, …)`."""
@@ -107,23 +120,17 @@ def record_writes(path: Path) -> list[int]:
             isinstance(node, ast.Attribute) and node.attr == "record"
         )
 
-    lines = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        targets: list[ast.AST] = []
-        if isinstance(node, ast.Assign):
-            targets = [t for tgt in node.targets for t in ast.walk(tgt)]
-        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-            targets = [node.target]
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "setattr"
-            and node.args
-            and is_record(node.args[0])
-        ):
-            lines.append(node.lineno)
-        lines += [t.lineno for t in targets if isinstance(t, ast.Attribute) and is_record(t.value)]
-    return lines
+    tree = ast.parse(path.read_text())
+    setattrs = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "setattr"
+        and node.args
+        and is_record(node.args[0])
+    ]
+    return setattrs + [a.lineno for a in set_attributes(tree) if is_record(a.value)]
 
 
 def test_no_module_writes_a_session_record_but_through_change() -> None:
@@ -154,28 +161,20 @@ def runtime_writes(path: Path) -> list[int]:
             isinstance(node, ast.Attribute) and node.attr == "session"
         )
 
-    lines = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        targets: list[ast.AST] = []
-        if isinstance(node, ast.Assign):
-            targets = [t for tgt in node.targets for t in ast.walk(tgt)]
-        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
-            targets = [node.target]
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("add", "discard", "remove", "clear")
-            and isinstance(node.func.value, ast.Attribute)
-            and node.func.value.attr == "waiters"
-            and is_session(node.func.value.value)
-        ):
-            lines.append(node.lineno)
-        lines += [
-            t.lineno
-            for t in targets
-            if isinstance(t, ast.Attribute) and t.attr in RUNTIME_FIELDS and is_session(t.value)
-        ]
-    return lines
+    tree = ast.parse(path.read_text())
+    waiters = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("add", "discard", "remove", "clear")
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "waiters"
+        and is_session(node.func.value.value)
+    ]
+    return waiters + [
+        a.lineno for a in set_attributes(tree) if a.attr in RUNTIME_FIELDS and is_session(a.value)
+    ]
 
 
 def test_a_sessions_runtime_changes_only_through_the_registry() -> None:
