@@ -96,8 +96,8 @@ async def look_up(owner: Owner, program: str, fresh: bool = False) -> Found:
     found = parse_probe(result[1].decode(errors="replace"))
     if found.program and os.path.isabs(program):
         found = Found(program, found.path)
-    elif not found.program and helper(program):
-        found = Found(helper(program), found.path)
+    elif not found.program and (own := helper(program)):
+        found = Found(own, found.path)
     if found.program:
         _cache[key] = (time.monotonic(), found)
     return found

@@ -169,7 +169,7 @@ class Endings:
             exit_status=end.status,
             exit_signal=end.signal,
         )
-        self.registry.new_run(session)  # the kill that ended it is told; nothing is pending
+        self.registry.forget_end_causes(session)
         self.unfollow(session)
         tmux.remove_socket(session.paths.socket)
         await self.conversations.discover(session)

@@ -156,7 +156,7 @@ class Lifecycle:
         """Start the scope for record.last_argv; the caller holds the lock, state is starting."""
         record = session.record
         preset = self.settings.preset(record.preset)
-        self.registry.new_run(session)
+        self.registry.forget_end_causes(session)
         self.registry.store.delete_screen(session.name)
         try:
             owner = session.owner

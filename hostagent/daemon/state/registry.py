@@ -199,8 +199,9 @@ class Registry:
     # ---- a session's runtime: what only lives while the daemon runs ----------------------
 
     @staticmethod
-    def new_run(session: Session) -> None:
-        """A start begins: what systemd or a kill said of the last run is forgotten."""
+    def forget_end_causes(session: Session) -> None:
+        """What a kill or systemd said of a run's end, forgotten once that end is recorded
+        and again at each start."""
         session.killed_with, session.unit_result = 0, ""
 
     @staticmethod
