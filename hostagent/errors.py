@@ -17,6 +17,8 @@ bus-common-errors does).
 
 from __future__ import annotations
 
+from hostagent.escape import printable
+
 ERROR_PREFIX = "org.hostagent.HostAgent1.Error."
 
 
@@ -153,8 +155,7 @@ BY_DBUS_NAME: dict[str, type[HostAgentError]] = {e.dbus_name: e for e in ALL_ERR
 
 def quote(text: str, limit: int = 80) -> str:
     """A caller's string, quoted for a one-line message: control characters escaped, cut."""
-    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit])
-    return f"'{shown}'" + ("…" if len(text) > limit else "")
+    return f"'{printable(text[:limit])}'" + ("…" if len(text) > limit else "")
 
 
 def from_dbus(name: str, message: str) -> HostAgentError:

@@ -15,6 +15,8 @@ import struct
 import sys
 from collections.abc import Callable
 
+from hostagent.escape import printable
+
 _PRIORITY = {
     logging.DEBUG: 7,
     logging.INFO: 6,
@@ -22,6 +24,16 @@ _PRIORITY = {
     logging.ERROR: 3,
     logging.CRITICAL: 2,
 }
+
+
+def message(record: logging.LogRecord) -> str:
+    """The line's text, each of its arguments escaped: a value of a user's (a cwd, a command)
+    carries no newline or escape into the journal, where it could forge a line of ours."""
+    args = record.args
+    if isinstance(args, tuple) and args:
+        safe = tuple(printable(a) if isinstance(a, str) else a for a in args)
+        return str(record.msg) % safe
+    return record.getMessage()
 
 
 class JournalFormatter(logging.Formatter):
@@ -32,7 +44,7 @@ class JournalFormatter(logging.Formatter):
         self.journal = journal
 
     def format(self, record: logging.LogRecord) -> str:
-        text = record.getMessage()
+        text = message(record)
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
         if self.journal:
@@ -89,7 +101,7 @@ class NativeJournalHandler(logging.Handler):
         self.sock.setblocking(False)
 
     def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
+        text = message(record)
         if record.exc_info:
             text += "\n" + logging.Formatter().formatException(record.exc_info)
         fields = {

@@ -34,9 +34,11 @@ from hostagent.cli.ctl_output import (
 )
 from hostagent.cli.doctor import no_bus, verb_doctor
 from hostagent.cli.polkitagent import PolkitAgent, wanted
+from hostagent.cli.terminal_safe import closed_pipe, guard_output
 from hostagent.client.library import Client, SessionRow, prefer_system
 from hostagent.client.transport import ssh_argv
-from hostagent.errors import AlreadyRunning, HostAgentError, NoSuchSession, NotRunning
+from hostagent.errors import AlreadyRunning, HostAgentError, NoSuchSession, NotRunning, quote
+from hostagent.escape import printable
 
 EXIT_USAGE = 2
 LSB_NOT_RUNNING, LSB_UNKNOWN = 3, 4
@@ -98,7 +100,7 @@ async def verb_status(c: Client, a: argparse.Namespace) -> int:
     try:
         props = await c.properties(a.name)
     except NoSuchSession as e:
-        print(f"Session '{a.name}' not found: {e.message}", file=sys.stderr)
+        print(f"Session {quote(a.name)} not found: {printable(e.message)}", file=sys.stderr)
         return LSB_UNKNOWN
     if a.json:
         emit_json(a, as_json(props))
@@ -116,7 +118,7 @@ async def verb_explain(c: Client, a: argparse.Namespace) -> int:
     else:
         for key in ("activity", "source", "rule", "matched", "last_hook"):
             if info.get(key):
-                print(f"{key:>9}: {info[key]}")
+                print(f"{key:>9}: {printable(info[key])}")
     return 0
 
 
@@ -241,7 +243,7 @@ async def verb_info(c: Client, a: argparse.Namespace) -> int:
         emit_json(a, as_json(info))
     else:
         for k, v in info.items():
-            print(f"{k:>13}: {v}")
+            print(f"{k:>13}: {printable(v)}")
     return 0
 
 
@@ -364,10 +366,15 @@ def main(argv: list[str] | None = None) -> int:
     output = getattr(args, "output", None)
     if output:  # -o json and friends are --json by systemctl's name
         args.json = {"short": None, "json": "short", "json-pretty": "pretty"}[output]
+    guard_output()
     try:
-        return asyncio.run(run(args))
+        code = asyncio.run(run(args))
+        sys.stdout.flush()  # a closed pipe shows here, not in Python's own flush at exit
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return closed_pipe()
+    return code
 
 
 if __name__ == "__main__":

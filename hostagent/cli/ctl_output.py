@@ -16,6 +16,7 @@ from typing import Any
 
 from hostagent import UINT64_MAX
 from hostagent.errors import HostAgentError
+from hostagent.escape import printable
 
 EXIT_FAILURE = 1
 UNKNOWN = UINT64_MAX  # what the daemon sends for a figure systemd does not have
@@ -36,11 +37,12 @@ def show_table(
         items = [dict(zip([h.lower() for h in header], r, strict=True)) for r in rows]
         print(json.dumps(items, indent=2 if args.json == "pretty" else None))
         return
-    widths = [max([len(h)] + [len(str(r[i])) for r in rows]) for i, h in enumerate(header)]
+    rows = [[printable(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
     if not args.no_legend and rows:
         print("  ".join(h.upper().ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
     for r in rows:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     if not args.no_legend:
         where = f" {where}" if where else ""
         print(
@@ -82,7 +84,7 @@ def fail(verb: str, name: str | None, err: HostAgentError) -> int:
     what = f"{verb} session '{name}'" if name else verb
     hint = HINTS.get(short)
     print(
-        f"Failed to {what}: {in_their_words(err.message)}"
+        f"Failed to {what}: {printable(in_their_words(err.message))}"
         # One pointer to what to do: the daemon's message usually has one already.
         + (f" Hint: {hint}" if hint and "hostagentctl" not in err.message else ""),
         file=sys.stderr,
@@ -246,5 +248,5 @@ def status_lines(props: dict[str, Any]) -> list[str]:
             continue
         if key == "Leader" and props.get("State") != "running":
             continue  # the pid of a server that is gone is nobody's
-        lines.append(f"{key:>15}: {_shown(key, value)}")
+        lines.append(f"{key:>15}: {printable(_shown(key, value))}")
     return lines

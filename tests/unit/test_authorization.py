@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from dbus_fast import Variant
 from dbus_fast.aio import MessageBus
 
+from hostagent.activity import Verdict
 from hostagent.config import Config, UserCaps
 from hostagent.daemon.bus import manager
 from hostagent.daemon.bus import session as handlers
@@ -24,7 +26,7 @@ from hostagent.daemon.follow import containment
 from hostagent.errors import AccessDenied, InvalidArgs, InvalidName, NoSuchPreset
 from hostagent.options import CreateRequest
 from hostagent.permissions import create_owner, owner_may_act, require_inside, require_reload
-from hostagent.session import Limits
+from hostagent.session import Activity, Limits
 from tests.unit.fakes import FakeExporter, Host, me, run
 
 STRANGER = me() + 4242  # neither the owner nor root
@@ -225,5 +227,26 @@ def test_bad_arguments_are_refused_before_the_caller_is_asked_about(
         with pytest.raises(InvalidArgs):
             await call(obj, Call(":1.9", interactive=False))
         assert host.systemd.units["hostagent-a.scope"].signals == []
+
+    run(body())
+
+
+@pytest.mark.parametrize(("caller", "sees"), [(me(), True), (0, True), (STRANGER, False)])
+def test_the_screen_text_an_explanation_matched_is_for_those_who_may_capture(
+    tmp_path: Path, caller: int, sees: bool
+) -> None:
+    """Anyone may ask why a session is blocked; what its screen said is the owner's."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        session = host.registry.get("a")
+        secret = "❯ 1. Yes, run curl -H 'Authorization: Bearer sk-alice'"
+        watch = SimpleNamespace(verdict=Verdict(Activity.BLOCKED, "screen", "approval", secret))
+        session.watch = watch
+        obj = SessionObject(session, services(host, {":1.5": caller}))
+        said = await handlers._explain(obj, Call(":1.5", interactive=False))
+        assert said["rule"] == "approval"
+        assert (said["matched"] == secret) is sees and ("sk-alice" in str(said)) is sees
 
     run(body())

@@ -253,3 +253,31 @@ def test_following_a_process_tells_once_and_closes_its_pidfd_once() -> None:
         assert scopes.follow_process(proc.pid, told.set) is None  # gone and reaped
 
     asyncio.run(body())
+
+
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        ("exec sleep 30", "its first process still runs"),
+        ("exit 126", "its first process saw its start cancelled"),
+        ("exit 125", "its first process exited with status 125"),
+        ("kill -9 $$", "its first process was killed by signal 9"),
+    ],
+)
+def test_a_failed_scope_start_says_what_became_of_its_first_process(script: str, said: str) -> None:
+    """systemd's job result alone ('failed') does not say whether the held child was gone
+    before it could be moved; the error does."""
+    from types import SimpleNamespace
+
+    from hostagent.daemon.host.scope import _first_process_end
+
+    async def body() -> None:
+        proc = await asyncio.create_subprocess_exec("/bin/sh", "-c", script)
+        try:
+            assert await _first_process_end(SimpleNamespace(proc=proc)) == said  # type: ignore[arg-type]
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+    asyncio.run(body())

@@ -37,3 +37,16 @@ def test_logs_asks_journalctl_for_the_sessions_lines() -> None:
         "journalctl", "-u", "hostagent.service", "HOSTAGENT_SESSION=a", "-n", "20"
     ]  # fmt: skip
     assert journal_argv("a", False, 5, True)[1:3] == ["--user-unit", "hostagent.service"]
+
+
+def test_a_users_value_cannot_forge_a_journal_line() -> None:
+    """A cwd with a newline in it would otherwise show as a line of its own with
+    ``journalctl -o cat``; our own format text and numbers are kept as they are."""
+    forged = record(
+        "session '%s': cwd %s, %d tries", "a", "/tmp/x\nsession 'b': removed by root", 2
+    )
+    assert (
+        log.message(forged) == "session 'a': cwd /tmp/x\\x0asession 'b': removed by root, 2 tries"
+    )
+    assert "\x1b" not in log.message(record("%s", "\x1b]0;t\x07"))
+    assert log.message(record("plain %%")) == "plain %%"  # no arguments: not formatted

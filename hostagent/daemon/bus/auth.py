@@ -81,6 +81,13 @@ class Authorizer:
         await self.require_polkit(sender, ACTION_MANAGE_ANY, interactive, what)
         return uid
 
+    async def may_act(self, sender: str, owner_uid: int) -> bool:
+        """Whether sender may act on what owner_uid owns, asking no one for a password: for
+        what a caller is shown rather than refused."""
+        if owner_may_act(await self.caller_uid(sender), owner_uid):
+            return True
+        return await self.is_admin(sender, interactive=False)
+
     async def is_admin(self, sender: str, interactive: bool) -> bool:
         """Whether polkit authorises sender for manage-any (asking for a password only when
         the caller allowed interaction)."""

@@ -180,8 +180,14 @@ async def _wait(o: SessionObject, call: Call, activities: list[str], timeout: in
     return activity
 
 
-def _explain(o: SessionObject, call: Call) -> dict[str, str]:
+async def _explain(o: SessionObject, call: Call) -> dict[str, str]:
+    """Anyone may ask why a session has its activity, as anyone may read it; but the text the
+    rule matched is the session's screen, which only those who may Capture it may read."""
     explanation = o.session.verdict.explain()
+    if explanation.get("matched") and not await o.f.auth.may_act(
+        call.sender, o.session.record.owner
+    ):
+        explanation["matched"] = ""
     hook = o.session.last_hook
     if hook is not None:
         explanation["last_hook"] = hook.event + (f":{hook.subtype}" if hook.subtype else "")

@@ -16,8 +16,9 @@ import os
 from hostagent.daemon.host.owner import as_owner
 from hostagent.identity import Owner
 
-# $1 cwd, then the command. Exit 126 when the pipe closes without a go-ahead.
-_SHIM = 'cd -- "$1" || exit 125; shift; read -r go || exit 126; exec "$@" </dev/null'
+SHIM_CANCELLED = 126  # the pipe closed without a go-ahead
+# $1 cwd, then the command.
+_SHIM = f'cd -- "$1" || exit 125; shift; read -r go || exit {SHIM_CANCELLED}; exec "$@" </dev/null'
 
 
 class HeldChild:

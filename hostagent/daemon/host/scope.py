@@ -8,6 +8,7 @@ to the record. ``Scopes`` is the seam where fast tests put a scripted systemd.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal as signals
@@ -19,7 +20,7 @@ from dbus_fast import Variant
 
 from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
 from hostagent.daemon.host import agents, checkpoint, tmux
-from hostagent.daemon.host.heldchild import HeldChild
+from hostagent.daemon.host.heldchild import SHIM_CANCELLED, HeldChild
 from hostagent.daemon.host.owner import DEFAULT_PATH, program_problem
 from hostagent.daemon.host.systemd import Systemd, SystemdError, UnitExists
 from hostagent.daemon.state.paths import PANE_DIED, hooks_fifo
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 JOB_TIMEOUT = 60.0
 RELEASE_TIMEOUT = 30.0  # for tmux to start once let go; a stopped or stuck child is killed
+EXIT_GRACE = 0.5  # for a child whose scope failed to say whether it is gone
 SLICE = "hostagent.slice"
 NO_LIMIT = INFINITY  # systemd's "infinity" and "not set"
 
@@ -137,6 +139,21 @@ def cgroup_of(pid: int) -> str:
         return ""
 
 
+async def _first_process_end(child: HeldChild) -> str:
+    """Why systemd could not start a scope around the held child, as far as the child tells:
+    a child that is gone was not there to be moved (its status says who ended it)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(child.proc.wait()), EXIT_GRACE)
+    code = child.proc.returncode
+    if code is None:
+        return "its first process still runs"
+    if code < 0:
+        return f"its first process was killed by signal {-code}"
+    if code == SHIM_CANCELLED:
+        return "its first process saw its start cancelled"
+    return f"its first process exited with status {code}"
+
+
 class Scopes:
     """Sessions' scopes through systemd, their tmux servers through tmux."""
 
@@ -218,7 +235,11 @@ class Scopes:
                     f"The session's first process ended before it started: {why}"
                 ) from None
             if result != "done":
-                raise SpawnFailed(f"Start job for unit {record.unit} finished with '{result}'.")
+                why = await _first_process_end(child)
+                raise SpawnFailed(
+                    f"Start job for unit {record.unit} finished with '{result}' ({why}); "
+                    f"'journalctl -u {record.unit}' has systemd's side"
+                )
             await checkpoint.reached(checkpoint.SCOPE_STARTED)
             # The unit's invocation id is read while tmux starts: both are waits on others.
             try:
