@@ -71,7 +71,11 @@ DOCS: dict[str, tuple[str, str]] = {
     "Capture": (ACTS, "The screen, with `lines` of scrollback (0 to 100000)."),
     "SendText": (ACTS, "Type text (at most 64 KiB, no NUL), then Enter if `enter`."),
     "WaitForActivity": (OPEN, "Wait until one of the activities, or `exited`; Timeout."),
-    "ExplainActivity": (OPEN, "activity, source, rule, matched, last_hook: why."),
+    "ExplainActivity": (
+        OPEN,
+        "activity, source, rule, matched, last_hook: why. `matched` is screen text: it is "
+        "empty for a caller who may not Capture the session.",
+    ),
     "GetAttachCommand": (ACTS, "The argv that attaches a terminal (`tmux -S … attach`)."),
     "ReportHook": (
         "a process inside the session's scope",

@@ -182,6 +182,17 @@ class Limits:
         """These limits, each unset (0) one taken from base."""
         return Limits(**{k: getattr(self, k) or getattr(base, k) for k in vars(self)})
 
+    def within(self, caps: Limits) -> Limits:
+        """These limits, none above the matching cap (an unset or infinite one becomes it)."""
+        return Limits(
+            **{
+                k: min(getattr(self, k) or cap, cap)
+                if (cap := getattr(caps, k))
+                else getattr(self, k)
+                for k in vars(self)
+            }
+        )
+
 
 @dataclass
 class SessionRecord:

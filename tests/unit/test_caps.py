@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import pwd
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +217,42 @@ def test_a_name_in_use_or_being_created_is_not_free(
     else:
         with pytest.raises(SessionExists, match=says):
             check_free(registry, name, 1001)
+
+
+@pytest.mark.parametrize(
+    ("asked", "caps", "given"),
+    [
+        (Limits(tasks_max=500, memory_max=2 << 30), CAPS, CAPS),  # lowered since: today's caps
+        (Limits(tasks_max=10), CAPS, Limits(tasks_max=10, memory_max=1 << 30)),  # below: kept
+        (Limits(memory_max=NO_LIMIT), CAPS, Limits(tasks_max=64, memory_max=1 << 30)),
+        (Limits(tasks_max=500), Limits(), Limits(tasks_max=500)),  # no caps: as asked
+    ],
+)
+def test_a_start_gets_todays_caps(asked: Limits, caps: Limits, given: Limits) -> None:
+    assert asked.within(caps) == given
+
+
+@pytest.mark.parametrize(
+    ("exempt", "tasks"), [(None, 64), (False, 64), (True, 500)], ids=["auto", "user", "root"]
+)
+def test_a_resume_after_the_caps_were_lowered_runs_within_them(
+    tmp_path: Path, exempt: bool | None, tasks: int
+) -> None:
+    """bob's session was made under caps of 500 tasks; the admin lowers them to 64. His
+    resume (or the automatic one after a reboot) runs with 64; root's resume may keep 500.
+    The record keeps what was asked, so caps raised again give it back."""
+
+    async def body() -> None:
+        config = Config(limits=Limits(tasks_max=500))
+        host = await Host.started(tmp_path, config, system=True)
+        owner = me() or pwd.getpwnam("nobody").pw_uid  # a capped owner, whoever runs the tests
+        await host.lifecycle.create(owner, "a", "shell", "/tmp", CreateRequest())
+        session = host.registry.get("a")
+        assert host.systemd.units["hostagent-a.scope"].limits == Limits(tasks_max=500)
+        await host.lifecycle.stop(session)
+        config.limits = Limits(tasks_max=64)
+        await host.lifecycle.resume(session, exempt)
+        assert host.systemd.units["hostagent-a.scope"].limits == Limits(tasks_max=tasks)
+        assert session.record.limits == Limits(tasks_max=500)
+
+    run(body())

@@ -13,7 +13,7 @@ from dbus_fast import Variant
 
 from hostagent import SESSION_INTERFACE, SESSION_PATH_PREFIX, UINT64_MAX
 from hostagent.bus.paths import path_encode
-from hostagent.config import LIMIT_PROPERTIES
+from hostagent.config import LIMIT_PROPERTIES, over_caps
 from hostagent.daemon.bus.export import Call, Interface, Method, Property
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.follow.hooks import check_event
@@ -22,7 +22,7 @@ from hostagent.daemon.host.scope import check_signal
 from hostagent.daemon.host.systemd import SCOPE_IFACE
 from hostagent.daemon.state.registry import Session
 from hostagent.errors import InvalidArgs
-from hostagent.permissions import require_inside
+from hostagent.permissions import exempt_from_caps, require_inside
 from hostagent.session import Limits
 
 REMOVE_FORCE = 1  # remove the session's worktree even when it has changes
@@ -40,8 +40,9 @@ class SessionObject:
         self.path = session_path(session.name)
         self._published = self._values()
 
-    async def authorize(self, call: Call) -> None:
-        await self.f.auth.require_owner_or_admin(
+    async def authorize(self, call: Call) -> int:
+        """The caller's uid, once it may act on this session; else raise."""
+        return await self.f.auth.require_owner_or_admin(
             call.sender,
             self.session.record.owner,
             call.interactive,
@@ -141,8 +142,22 @@ async def kill(o: SessionObject, call: Call, whom: str, signal: int) -> None:
 
 
 async def resume(o: SessionObject, call: Call) -> None:
-    await o.authorize(call)
-    await o.f.lifecycle.resume(o.session)
+    uid = await o.authorize(call)
+    await o.f.lifecycle.resume(o.session, await _exempt(o, call, uid))
+
+
+async def _exempt(o: SessionObject, call: Call, uid: int) -> bool:
+    """Whether this resume may keep limits above today's caps: as at a create, root (and the
+    one user of a user daemon), or polkit's admins where the admin allows it and the session
+    asks for more than the caps."""
+    if exempt_from_caps(uid, o.f.system):
+        return True
+    config = o.f.settings.config
+    return bool(
+        config.users.admins_exceed
+        and over_caps(o.session.record.limits, config.limits)
+        and await o.f.auth.is_admin(call.sender, call.interactive)
+    )
 
 
 async def remove(o: SessionObject, call: Call) -> None:

@@ -41,7 +41,7 @@ from hostagent.errors import (
     WorktreeFailed,
 )
 from hostagent.options import CreateRequest
-from hostagent.permissions import capped
+from hostagent.permissions import capped, exempt_from_caps
 from hostagent.presets import Preset
 from hostagent.session import (
     LIVE_STATES,
@@ -147,13 +147,14 @@ class Lifecycle:
                 log.info("session '%s': created (uuid %s, preset %s, owner %d)",
                          name, record.uuid, preset.name, record.owner)  # fmt: skip
                 self.registry.announce_new(session)
-                await self._spawn(session)
+                await self._spawn(session, exempt)
         return session
 
     # ---- spawn --------------------------------------------------------------------------
 
-    async def _spawn(self, session: Session) -> None:
-        """Start the scope for record.last_argv; the caller holds the lock, state is starting."""
+    async def _spawn(self, session: Session, exempt: bool) -> None:
+        """Start the scope for record.last_argv; the caller holds the lock, state is starting.
+        exempt: whoever starts it may go past the admin's caps (see _limits_today)."""
         record = session.record
         preset = self.settings.preset(record.preset)
         self.registry.forget_end_causes(session)
@@ -178,7 +179,7 @@ class Lifecycle:
                 owner,
                 session.paths.socket,
                 env,
-                record.limits,
+                record.limits if exempt else record.limits.within(self.settings.config.limits),
                 self.settings.config.stop_timeout_sec,
                 self.terminal.prepare(session),
                 caps if self.registry.system else None,
@@ -273,14 +274,20 @@ class Lifecycle:
             self.reconciler.queue(session)
             return True
 
-    async def resume(self, session: Session) -> None:
+    async def resume(self, session: Session, exempt: bool | None = None) -> None:
+        """Start a stopped session again. Every start gets the admin's caps of today (a
+        session made before they were lowered gets the lower ones; its record keeps what it
+        asked, so caps raised again give it back), unless exempt: the caller may go past them.
+        With no caller (an automatic resume), the owner's standing decides."""
+        if exempt is None:
+            exempt = exempt_from_caps(session.record.owner, self.registry.system)
         self._not_stopping(session)
         # Answered before waiting for the lock: a resume that is under way has already
         # committed starting, so a second one fails at once instead of queueing behind it.
         self._check_resumable(session)
         async with self._operation(session):
             self._check_resumable(session)
-            await self._resume_locked(session)
+            await self._resume_locked(session, exempt)
 
     @staticmethod
     def _check_resumable(session: Session) -> None:
@@ -290,7 +297,7 @@ class Lifecycle:
         if state is State.STOPPING:
             raise Busy(f"Session '{session.name}' is stopping; wait for it, then resume.")
 
-    async def _resume_locked(self, session: Session) -> None:
+    async def _resume_locked(self, session: Session, exempt: bool) -> None:
         record = session.record
         preset = self.settings.preset(record.preset) or Preset(name=record.preset)
         owner = session.owner
@@ -323,7 +330,7 @@ class Lifecycle:
                 f"Working directory '{record.cwd}' {problem}; "
                 f"create it, or remove the session with 'hostagentctl rm {session.name}'",
             )
-        await self._spawn(session)
+        await self._spawn(session, exempt)
 
     async def kill(self, session: Session, whom: str, signal: int) -> None:
         # whom and signal were checked by the caller (check_signal), as every argument is
