@@ -318,6 +318,21 @@ def test_a_record_that_cannot_be_written_fails_the_create_and_leaves_no_trace(
     create(sb, "shell", name=name)
 
 
+def test_a_command_line_up_to_the_documented_limit_starts(sb: Sandbox) -> None:
+    """tmux carries a command of about 16 KB to its server; the documented limit is 128 KiB
+    (docs/security.md), and a 100 000-byte argument reaches the agent whole."""
+    name = new_name()
+    big = "x" * 50_000 + "é" * 25_000  # 100 000 bytes, 75 000 characters
+    sb.ctl(
+        "new", "--name", name, "--cwd", "/tmp", "--replace-command", "--",
+        "sh", "-c", 'printf "got %s bytes\\n" "$(printf %s "$1" | wc -c)"; exec sleep 600',
+        "sh", big,
+    ).check()  # fmt: skip
+    wait_screen(sb, name, "got 100000 bytes")
+    assert props(sb, name)["Command"][-1] == big
+    sb.ctl("rm", name).check()
+
+
 def test_taken_name_and_running_resume_say_what_to_do(sb: Sandbox) -> None:
     name = create(sb)
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,23 @@ def test_builtin_presets_cover_the_agents() -> None:
     assert all(Path(p.source).parent == BUILTIN_DIR for p in presets.values())
     assert launch.new_agent_id(presets["claude"])
     assert not launch.new_agent_id(presets["codex"])
+
+
+def test_a_command_line_longer_than_tmux_carries_starts_intact(tmp_path: Path) -> None:
+    """tmux passes a new session's command to its server in one message of 16 KiB; the
+    documented limit is the kernel's 128 KiB, so a longer command goes through a script
+    that removes itself and execs the same argv."""
+    from hostagent.daemon.host.scope import TMUX_COMMAND_MAX, launch_argv
+    from hostagent.options import MAX_ARGV_BYTES
+
+    sock = tmp_path / "s.sock"
+    short = ["claude", "--prompt", "hi"]
+    assert launch_argv(short, sock) == short
+    tricky = 'it\'s "quoted" $HOME `x` \\ ✓\nsecond line\t' + "€" * 20000
+    argv = [sys.executable, "-c", "import sys; print(repr(sys.argv[1:]))", tricky, "'", ""]
+    assert TMUX_COMMAND_MAX < sum(len(a.encode()) + 1 for a in argv) < MAX_ARGV_BYTES
+    pane = launch_argv(argv, sock)
+    assert pane[0] == "/bin/sh" and len(" ".join(pane)) < 200
+    out = subprocess.run(pane, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == repr([tricky, "'", ""])
+    assert not Path(pane[1]).exists()  # it removed itself before the exec

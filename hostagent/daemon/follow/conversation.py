@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hostagent import activity
 from hostagent.daemon.follow import discovery, hookpipe, hooks, transcript
+from hostagent.daemon.follow.hookflow import HookFlow
 from hostagent.daemon.host.owner import build_env
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.paths import PANE_DIED, SessionPaths
@@ -38,6 +39,7 @@ class Conversations:
         self.settings = settings
         self.background = background
         self.pipes: dict[int, hookpipe.HookPipe] = {}
+        self.flow = HookFlow(self.report_hook, background)
         # Told when a line says a session's pane died (tmux's hook; ending.py verifies it).
         self.on_pane_died: Callable[[Session], None] = lambda session: None
 
@@ -83,6 +85,7 @@ class Conversations:
         )
 
     def remove_hooks(self, session: Session) -> None:
+        self.flow.forget(session.name)
         root_owned = hooks.ROOT_HOOKS_DIR + "/" + session.name + ".json"
         for path in (session.paths.hooks_file, self.registry.runtime_root / root_owned):
             with contextlib.suppress(OSError):
@@ -129,33 +132,37 @@ class Conversations:
             "source": source,
             "notification_type": subtype,
         }
-        self.background.start(
-            self.report_hook(session, event, data), f"take session '{name}''s {event} hook"
-        )
+        self.flow.offer(session, event, data)
 
-    async def report_hook(self, session: Session, event: str, data: dict[str, object]) -> None:
-        """A hook of the agent reports event (from inside the session: auth checked that)."""
+    async def report_hook(
+        self, session: Session, event: str, data: dict[str, object], flood: bool = False
+    ) -> None:
+        """A hook of the agent reports event (from inside the session: auth checked that).
+        In a flood (hookflow.py) a new conversation id is not logged: the flood was, once."""
         report = hooks.read_report(event, data)
         async with session.lock:
             if session.removed:
                 return
             self.registry.heard(session, report)
             if report.agent_session:
-                self.set_id(session, report.agent_session, "hook", report.source)
+                self.set_id(session, report.agent_session, "hook", report.source, quiet=flood)
             preset = self.settings.preset(session.record.preset)
             verdict = preset and activity.hook_verdict(preset.activity, event, report.subtype)
             if verdict and session.watch is not None:
                 session.watch.report_hook(verdict)
 
-    def set_id(self, session: Session, agent_id: str, how: str, why: str) -> None:
+    def set_id(
+        self, session: Session, agent_id: str, how: str, why: str, quiet: bool = False
+    ) -> None:
         """Make agent_id the session's conversation; the caller holds the session lock."""
         record = session.record
         if agent_id == record.agent_session:
             return
         history = record.agent_session_history
+        say = log.debug if quiet else log.info
         if record.agent_session:
             history = [*history[-(HISTORY - 1) :], record.agent_session]
-            log.info(
+            say(
                 "session '%s': conversation %s -> %s (%s%s)",
                 session.name,
                 record.agent_session,
@@ -164,7 +171,7 @@ class Conversations:
                 f", {why}" if why else "",
             )
         else:
-            log.info("session '%s': conversation %s (%s)", session.name, agent_id, how)
+            say("session '%s': conversation %s (%s)", session.name, agent_id, how)
         self.registry.change(
             session,
             agent_session=agent_id,

@@ -11,15 +11,13 @@ conversation id.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import secrets
 from pathlib import Path
 
 from hostagent.activity import HookReport
-from hostagent.daemon.host.runtimedir import make_room
+from hostagent.daemon.host.runtimedir import write_file
 from hostagent.errors import InvalidArgs, quote
 
 # The events each format's settings file subscribes to (docs/agent-clis.md). Claude's
@@ -106,22 +104,8 @@ def _sh_quote(arg: str) -> str:
 
 
 def write_settings(path: Path, settings: dict[str, object]) -> None:
-    """Write path inside a directory its owner controls, without following anything there.
-
-    O_EXCL on a fresh random name never follows a planted symlink; the rename replaces
-    whatever the directory entry was.
-    """
-    make_room(path)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(settings, f, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write the hooks file inside a directory its owner controls (runtimedir.write_file)."""
+    write_file(path, json.dumps(settings, indent=1))
 
 
 def check_event(event: str) -> None:

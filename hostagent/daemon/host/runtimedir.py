@@ -49,3 +49,20 @@ def make_room(path: Path, keep_fifo: bool = False) -> None:
     aside = path.with_name(f"{path.name}.moved-{secrets.token_hex(4)}")
     log.warning("%s is a directory where hostagent's file goes; moved it to %s", path, aside)
     os.rename(path, aside)
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write path (0644, the daemon's) inside a directory its owner controls, following
+    nothing there: O_EXCL on a fresh random name never follows a planted symlink, and the
+    rename replaces whatever the directory entry was."""
+    make_room(path)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shlex
 import signal as signals
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
 from hostagent.daemon.host import agents, checkpoint, tmux
 from hostagent.daemon.host.heldchild import SHIM_CANCELLED, HeldChild
 from hostagent.daemon.host.owner import DEFAULT_PATH, program_problem
+from hostagent.daemon.host.runtimedir import write_file
 from hostagent.daemon.host.systemd import Systemd, SystemdError, UnitExists
 from hostagent.daemon.state.paths import PANE_DIED, hooks_fifo
 from hostagent.errors import InvalidArgs, NotRunning, SpawnFailed, StopFailed
@@ -36,6 +38,9 @@ RELEASE_TIMEOUT = 30.0  # for tmux to start once let go; a stopped or stuck chil
 EXIT_GRACE = 0.5  # for a child whose scope failed to say whether it is gone
 SLICE = "hostagent.slice"
 NO_LIMIT = INFINITY  # systemd's "infinity" and "not set"
+# tmux hands a new session's command to its server in one message of at most 16 KiB, with
+# the other options; a longer command line goes through a script (launch_argv).
+TMUX_COMMAND_MAX = 8192
 
 
 def user_slice(uid: int) -> str:
@@ -99,6 +104,17 @@ def scope_properties(
         if value:
             props.append((prop, Variant("t", value)))
     return props
+
+
+def launch_argv(argv: list[str], sock: Path) -> list[str]:
+    """What tmux runs in the pane: argv itself, or, when argv is more than tmux carries to its
+    server in one message, a script beside the socket that removes itself and execs argv, so
+    a command line up to the documented limit (the kernel's) starts all the same."""
+    if sum(len(a.encode(errors="surrogateescape")) + 1 for a in argv) <= TMUX_COMMAND_MAX:
+        return argv
+    script = sock.with_suffix(".launch")
+    write_file(script, 'rm -f -- "$0"\nexec ' + " ".join(shlex.quote(a) for a in argv) + "\n")
+    return ["/bin/sh", str(script)]
 
 
 def check_signal(whom: str, signal: int) -> None:
@@ -208,8 +224,9 @@ class Scopes:
         died = tmux.died_hook(hooks_fifo(sock.parent), record.name, PANE_DIED)
         server_env, pane_env = tmux.split_env(env)
         argv = tmux.new_session_argv(
-            sock, record.columns, record.rows, record.last_argv, output, died, pane_env
-        )
+            sock, record.columns, record.rows, launch_argv(record.last_argv, sock), output, died,
+            pane_env,
+        )  # fmt: skip
         tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
         child = await HeldChild.start(owner, record.cwd, server_env, argv)
         try:
