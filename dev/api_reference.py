@@ -68,7 +68,16 @@ DOCS: dict[str, tuple[str, str]] = {
         "What the session changed in its worktree against its base, committed and not, as "
         "`git diff` shows it (`stat`: as `git diff --stat`); WorktreeFailed without one.",
     ),
-    "Capture": (ACTS, "The screen, with `lines` of scrollback (0 to 100000)."),
+    "Capture": (
+        ACTS,
+        "The screen, with `lines` of scrollback (0 to 100000); at most 256 KiB inline, "
+        "LimitsExceeded past it.",
+    ),
+    "CaptureByFileDescriptor": (
+        ACTS,
+        "As Capture, up to 16 MiB, in a sealed memfd read from its start (as systemd's "
+        "DumpByFileDescriptor): what the client library and `hostagentctl capture` use.",
+    ),
     "SendText": (ACTS, "Type text (at most 64 KiB, no NUL), then Enter if `enter`."),
     "WaitForActivity": (OPEN, "Wait until one of the activities, or `exited`; Timeout."),
     "ExplainActivity": (
@@ -156,6 +165,25 @@ def section(interface: Interface, path: str) -> str:
     return "\n".join(lines)
 
 
+CAPTURE_HOWTO = """## Reading a screen
+
+A screen with a long history can be megabytes. `Capture` answers inline up to 256 KiB, which
+is what a quick look with busctl needs:
+
+```sh
+busctl call org.hostagent.HostAgent1 /org/hostagent/HostAgent1/session/demo \\
+    org.hostagent.HostAgent1.Session Capture i 20
+```
+
+Past that it fails with `LimitsExceeded`; `CaptureByFileDescriptor` then answers with a sealed
+memfd, as systemd's `DumpByFileDescriptor` does, so the text never crosses the bus and a caller
+that does not read its replies holds almost nothing of the daemon's connection. busctl prints
+the descriptor it received (`h 4`) rather than its text; the client library
+(`Client.capture`) and `hostagentctl capture` read it, and fall back to `Capture` over ssh
+(`-H`), whose bridge passes no descriptors.
+"""
+
+
 def render() -> str:
     errors = "\n".join(f"- `{e.dbus_name}`" for e in ALL_ERRORS)
     return "\n".join(
@@ -171,6 +199,7 @@ def render() -> str:
             "",
             section(MANAGER, MANAGER_PATH),
             section(SESSION, f"{SESSION_PATH_PREFIX}/<name, escaped as sd_bus_path_encode does>"),
+            CAPTURE_HOWTO,
             "## Errors",
             "",
             "Each carries a one-line message that says what to do.",

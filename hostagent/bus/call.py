@@ -7,6 +7,8 @@ low-level messages, which look the same in dbus-fast 1.84 and 5.x, instead of pr
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from typing import Any
 
 from dbus_fast import Message, MessageType
@@ -46,6 +48,49 @@ async def call(
     unix_fds: list[int] | None = None,
     interactive: bool = False,
 ) -> list[Any]:
+    reply = await _reply(
+        bus, destination, path, interface, member, signature, body, timeout, unix_fds, interactive
+    )
+    close_fds(reply.unix_fds)  # a reply this caller did not ask descriptors of gets none kept
+    return list(reply.body)
+
+
+async def call_for_fd(
+    bus: MessageBus,
+    destination: str,
+    path: str,
+    interface: str,
+    member: str,
+    signature: str = "",
+    body: list[Any] | None = None,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> int:
+    """A call whose reply is one file descriptor ('h'): the descriptor, the caller's to close.
+    The connection must have negotiated descriptors (negotiate_unix_fd)."""
+    reply = await _reply(bus, destination, path, interface, member, signature, body, timeout)
+    fds = list(reply.unix_fds)
+    index = reply.body[0] if reply.body and isinstance(reply.body[0], int) else -1
+    if not 0 <= index < len(fds):
+        close_fds(fds)
+        raise CallError("org.freedesktop.DBus.Error.InvalidArgs", f"{member} sent no descriptor")
+    fd = fds.pop(index)
+    close_fds(fds)
+    return fd
+
+
+async def _reply(
+    bus: MessageBus,
+    destination: str,
+    path: str,
+    interface: str,
+    member: str,
+    signature: str,
+    body: list[Any] | None,
+    timeout: float | None,
+    unix_fds: list[int] | None = None,
+    interactive: bool = False,
+) -> Message:
     msg = Message(
         destination=destination,
         path=path,
@@ -66,11 +111,19 @@ async def call(
         # An error like any other reply's, so that no caller meets a bare TimeoutError.
         raise CallError(TIMEOUT, f"{member} got no reply within {timeout:.0f}s") from None
     if reply is None:
-        return []
+        return Message(message_type=MessageType.METHOD_RETURN, reply_serial=msg.serial)
     if reply.message_type == MessageType.ERROR:
+        close_fds(reply.unix_fds)
         text = reply.body[0] if reply.body and isinstance(reply.body[0], str) else ""
         raise CallError(reply.error_name or "org.freedesktop.DBus.Error.Failed", text)
-    return list(reply.body)
+    return reply
+
+
+def close_fds(fds: list[int]) -> None:
+    """Close descriptors a message brought, ignoring those already closed."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 async def add_match(bus: MessageBus, rule: str) -> None:

@@ -78,14 +78,21 @@ class _PacedSocket:
     dbus-fast (1.84 and 5.x alike) treats EAGAIN from ``send`` as a fatal error. A burst that
     fills the kernel's buffer, such as replies and signals while dbus-daemon is slow to read,
     would then end the daemon's connection, and the daemon with it.
+
+    A message carrying file descriptors is first offered with ``sendmsg``; the writer forgets
+    the descriptors after that call, whatever it sent. So when that call would block, they are
+    kept here and go with the message's first bytes, on the writer's next ``send``.
     """
 
-    __slots__ = ("_sock",)
+    __slots__ = ("_ancdata", "_sock")
 
     def __init__(self, sock: Any) -> None:
         self._sock = sock
+        self._ancdata: Any = None
 
     def send(self, data: Any) -> int:
+        if self._ancdata is not None:
+            return self.sendmsg([data], self._ancdata)
         try:
             return int(self._sock.send(data))
         except BlockingIOError:
@@ -93,9 +100,12 @@ class _PacedSocket:
 
     def sendmsg(self, buffers: Any, ancdata: Any) -> int:
         try:
-            return int(self._sock.sendmsg(buffers, ancdata))
+            sent = int(self._sock.sendmsg(buffers, ancdata))
         except BlockingIOError:
+            self._ancdata = ancdata or None
             return 0
+        self._ancdata = None
+        return sent
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sock, name)

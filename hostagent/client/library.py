@@ -17,7 +17,7 @@ from dbus_fast import BusType, Variant
 from dbus_fast.aio import MessageBus
 
 from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE
-from hostagent.bus.call import DBUS, PROPERTIES, CallError, call
+from hostagent.bus.call import DBUS, PROPERTIES, CallError, call, call_for_fd
 from hostagent.bus.paths import path_encode
 from hostagent.errors import from_dbus
 
@@ -65,6 +65,8 @@ class Client:
     def __init__(self, bus: MessageBus, relay: Any = None) -> None:
         self.bus = bus
         self._relay = relay  # the ssh relay of a remote connection (transport.Relay)
+        # Every local connection negotiates descriptors; ssh's bridge carries none.
+        self.passes_fds = relay is None
 
     @classmethod
     async def connect(
@@ -86,7 +88,9 @@ class Client:
         if address:
             bus = MessageBus(bus_address=address, negotiate_unix_fd=True)
         else:
-            bus = MessageBus(bus_type=BusType.SYSTEM if system else BusType.SESSION)
+            bus = MessageBus(
+                bus_type=BusType.SYSTEM if system else BusType.SESSION, negotiate_unix_fd=True
+            )
         return cls(await bus.connect())
 
     def close(self) -> None:
@@ -229,8 +233,22 @@ class Client:
         return {k: v.value for k, v in props.items()}
 
     async def capture(self, name: str, lines: int) -> str:
-        (text,) = await self._session(name, "Capture", "i", [lines])
-        return str(text)
+        """The screen and lines of scrollback. Through a file descriptor where the connection
+        passes them (any local bus), so a large capture does not cross the bus; inline (at
+        most 256 KiB) over ssh, whose bridge passes none."""
+        if not self.passes_fds:
+            (text,) = await self._session(name, "Capture", "i", [lines])
+            return str(text)
+        (path,) = await self._manager("GetSession", "s", [name])
+        try:
+            fd = await call_for_fd(
+                self.bus, BUS_NAME, path, SESSION_INTERFACE, "CaptureByFileDescriptor", "i",
+                [lines],
+            )  # fmt: skip
+        except CallError as e:
+            raise from_dbus(e.name, e.text) from None
+        with os.fdopen(fd, "rb") as f:
+            return f.read().decode(errors="replace")
 
     async def send_text(self, name: str, text: str, enter: bool) -> None:
         await self._session(name, "SendText", "sb", [text, enter])

@@ -302,11 +302,46 @@ def hook_with_stale_pid() -> None:
     print(json.dumps({"reply": reply.get(4, "ok"), "sender": reply.get(7)}), flush=True)
 
 
+def _raw_connection(fds: bool) -> socket.socket:
+    """A bus connection by hand, past Hello, whose replies nobody reads unless asked."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(SOCKET)
+    sock.sendall(b"\0AUTH EXTERNAL " + str(os.getuid()).encode().hex().encode() + b"\r\n")
+    assert sock.recv(4096).startswith(b"OK")
+    if fds:
+        sock.sendall(b"NEGOTIATE_UNIX_FD\r\n")
+        assert sock.recv(4096).startswith(b"AGREE_UNIX_FD")
+    sock.sendall(b"BEGIN\r\n")
+    hello = Message(destination="org.freedesktop.DBus", path="/org/freedesktop/DBus",
+                    interface="org.freedesktop.DBus", member="Hello", serial=1)  # fmt: skip
+    sock.sendall(_raw_message(hello))
+    RawReader(sock).next_reply()
+    return sock
+
+
+async def unread_captures(session: str, lines: str, count: str, method: str, hold: str) -> dict[str, Any]:  # fmt: skip
+    """1: ask for count captures of a long history, then never read a reply for hold
+    seconds (on connections that take descriptors, for CaptureByFileDescriptor)."""
+    bus = await connect()
+    path = await session_path(bus, session)
+    bus.disconnect()
+    socks = [_raw_connection(fds=method == "CaptureByFileDescriptor") for _ in range(2)]
+    for i in range(int(count)):
+        msg = Message(destination=BUS, path=path, interface=SESSION_IFACE, member=method,
+                      signature="i", body=[int(lines)], serial=2 + i)  # fmt: skip
+        socks[i % 2].sendall(_raw_message(msg))
+    await asyncio.sleep(float(hold))
+    for sock in socks:
+        sock.close()
+    return {"sent": int(count)}
+
+
 ATTACKS = {
     "spoof-systemd": spoof_systemd,
     "wait-names": wait_names,
     "abandoned-waits": abandoned_waits,
     "capture": capture,
+    "unread-captures": unread_captures,
     "big-options": big_options,
     "create": create,
     "fill": fill,

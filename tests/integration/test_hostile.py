@@ -3,8 +3,8 @@ real system bus and daemon (tests/integration/bob.py is his side).
 
 Around each test, a probe calls ListSessions every 50 ms as another client, and alice keeps a
 session running (tests/integration/hostile_watch.py). After each: the daemon has its PID still,
-never took a second to answer the probe, logged no internal error, and alice's session runs and
-answers.
+never held more than 200 MB, never took a second to answer the probe, logged no internal error,
+and alice's session runs and answers.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from tests.integration.test_security import carol_is_admin  # noqa: F401 - a fix
 from tests.sandbox import Sandbox
 
 CONFIG = "/etc/hostagent/hostagent.yaml"
+MAX_RSS_KIB = 200 << 10  # the most the daemon may hold at any moment of an attack
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +51,8 @@ def guarded(sb: Sandbox, alices: str) -> Iterator[Probe]:
         yield probe
     print(f"probe: {probe.calls} calls, slowest {probe.slowest * 1000:.0f} ms")
     assert sb.daemon_pid() == pid, "the daemon exited or restarted"
+    peak = sb.run("grep", "VmHWM", f"/proc/{pid}/status").check().stdout.split()[1]
+    assert int(peak) < MAX_RSS_KIB, f"the daemon's memory peaked at {int(peak) >> 10} MiB"
     assert probe.errors == [] and probe.calls > 0
     assert probe.slowest < STALL, f"others waited {probe.slowest:.2f}s"
     assert "Internal error" not in sb.journal(lines=500)
@@ -360,3 +363,35 @@ def test_10_captures_of_a_stopped_tmux_spawn_few_helpers(sb: Sandbox, guarded: P
             finish(c)
         sb.run("kill", "-CONT", server)
         sb.ctl("rm", stalled)
+
+
+def test_11_captures_nobody_reads_stall_no_one(sb: Sandbox, guarded: Probe) -> None:
+    """bob asks for 128 captures of a 20 000-line history on two connections that never read
+    a reply, first inline, then by descriptor; the probe keeps its pace and the daemon stays
+    small. Inline, such a capture is refused by name (it is over 256 KiB); by descriptor, each
+    reply is a few bytes. hostagentctl and busctl still read the same history."""
+    made = bob(sb, "create", "unread", json.dumps({"columns": ["q", 200]}), "/tmp")
+    assert "ok" in made, made
+    try:
+        sock = f"/run/hostagent/{sb.uid('bob')}/unread.sock"
+        printer = 'python3 -c \'print(("x" * 199 + "\\n") * 20000, end=""); print("printed")\''
+        sb.run("tmux", "-S", sock, "set", "-g", "history-limit", "30000", ";",
+               "new-window", f"{printer}; sleep 600", user="bob").check()  # fmt: skip
+        assert sb.screen_showing("unread", "printed", user="bob", timeout=60)
+        for method in ("Capture", "CaptureByFileDescriptor"):
+            sent = bob(sb, "unread-captures", "unread", "20000", "128", method, "10")
+            assert sent == {"sent": 128}
+        shown = sb.ctl("capture", "-n", "20000", "unread", user="bob", system=True).check()
+        assert shown.stdout.count("x" * 199) >= 20000
+        inline = bob(sb, "capture", "unread", "20000")
+        assert (
+            inline["error"].endswith("LimitsExceeded")
+            and "CaptureByFileDescriptor" in inline["text"]
+        )
+        path = path_encode("/org/hostagent/HostAgent1/session", "unread")
+        by_fd = sb.run("busctl", "call", "org.hostagent.HostAgent1", path,
+                       "org.hostagent.HostAgent1.Session", "CaptureByFileDescriptor", "i", "20000",
+                       user="bob").check()  # fmt: skip
+        assert by_fd.stdout.startswith("h ")
+    finally:
+        sb.ctl("rm", "unread")

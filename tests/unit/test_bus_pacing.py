@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 from collections.abc import Awaitable, Callable
@@ -97,3 +98,71 @@ def test_pacing_twice_changes_nothing_more(bus_daemon: tuple[str, int]) -> None:
         bus.disconnect()
 
     asyncio.run(main())
+
+
+def _close_after(fd: int, _sent: object) -> None:
+    os.close(fd)
+
+
+def test_descriptors_in_a_burst_arrive_with_their_messages(bus_daemon: tuple[str, int]) -> None:
+    """A reply carrying a descriptor (CaptureByFileDescriptor) can meet a full socket: the
+    writer offers it with sendmsg once and forgets the descriptor, so the paced socket must
+    keep it for the message's first bytes, or the reply arrives without it."""
+    from hostagent.daemon.bus.export import FileReply
+
+    count = 200
+    address, daemon_pid = bus_daemon
+
+    async def main() -> list[bytes]:
+        sender = await MessageBus(bus_address=address, negotiate_unix_fd=True).connect()
+        listener = await MessageBus(bus_address=address, negotiate_unix_fd=True).connect()
+        assert compat.pace_writes(sender)
+        got: list[bytes] = []
+        done = asyncio.get_running_loop().create_future()
+
+        def on_message(msg: Message) -> None:
+            if msg.message_type == MessageType.SIGNAL and msg.member == "Fd":
+                fds = list(msg.unix_fds)
+                got.append(os.pread(fds[msg.body[0]], 64, 0) if fds else b"")
+                for fd in fds:
+                    os.close(fd)
+                if len(got) == count and not done.done():
+                    done.set_result(None)
+
+        listener.add_message_handler(on_message)
+        await add_match(listener, "type='signal',interface='org.example.Pacing'")
+        replies = [FileReply.of(f"capture {i}".encode(), "t") for i in range(count)]
+        os.kill(daemon_pid, signal.SIGSTOP)
+        try:
+            for reply in replies:
+                # 64 KiB of padding per message fills the socket within a few messages.
+                msg = Message.new_signal(
+                    "/p", "org.example.Pacing", "Fd", "hs", [0, "x" * 65536], [reply.fd]
+                )
+                sender.send(msg).add_done_callback(functools.partial(_close_after, reply.fd))
+                await asyncio.sleep(0)
+        finally:
+            os.kill(daemon_pid, signal.SIGCONT)
+        await asyncio.wait_for(done, 15)
+        sender.disconnect()
+        listener.disconnect()
+        return got
+
+    got = asyncio.run(main())
+    assert got == [f"capture {i}".encode() for i in range(count)]
+
+
+def test_a_file_reply_is_sealed_and_read_from_its_start() -> None:
+    import fcntl
+
+    from hostagent.daemon.bus.export import FileReply
+
+    reply = FileReply.of(b"screen\n" * 1000, "t")
+    try:
+        assert os.read(reply.fd, 100) == (b"screen\n" * 1000)[:100]
+        seals = fcntl.fcntl(reply.fd, fcntl.F_GET_SEALS)
+        assert seals & fcntl.F_SEAL_WRITE and seals & fcntl.F_SEAL_SHRINK
+        with pytest.raises(PermissionError):
+            os.write(reply.fd, b"forged")
+    finally:
+        os.close(reply.fd)

@@ -11,8 +11,10 @@ error replies.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import inspect
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +23,7 @@ from xml.sax.saxutils import quoteattr
 from dbus_fast import Message, MessageFlag, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
-from hostagent.bus.call import DBUS, PROPERTIES, add_match
+from hostagent.bus.call import DBUS, PROPERTIES, add_match, close_fds
 from hostagent.bus.compat import fix_body, fix_str
 from hostagent.errors import HostAgentError, LimitsExceeded
 
@@ -59,6 +61,35 @@ class Prepared:
     as it is. For large replies that a handler caches between changes."""
 
     value: Any
+
+
+@dataclass(frozen=True)
+class FileReply:
+    """A handler's reply of one file descriptor (signature ``h``): large output goes through
+    a sealed memfd, as systemd's DumpByFileDescriptor does, so a caller that never reads its
+    replies holds a few bytes of the daemon's connection, not megabytes. The exporter closes
+    the descriptor once the reply is written."""
+
+    fd: int
+
+    @classmethod
+    def of(cls, data: bytes, name: str) -> FileReply:
+        """data in a memfd sealed against any change, read from its start."""
+        fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            fcntl.fcntl(
+                fd,
+                fcntl.F_ADD_SEALS,
+                fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE,
+            )
+            os.lseek(fd, 0, os.SEEK_SET)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd)
 
 
 @dataclass
@@ -182,6 +213,11 @@ class Exporter:
     # ---- dispatch -----------------------------------------------------------------------
 
     def _on_message(self, msg: Message) -> bool | None:
+        if msg.unix_fds and msg.message_type in (MessageType.METHOD_CALL, MessageType.SIGNAL):
+            # No method or signal of ours takes a descriptor; kept, each would stay open here,
+            # and a caller could fill the daemon's table with them.
+            close_fds(list(msg.unix_fds))
+            msg.unix_fds = []
         if msg.message_type == MessageType.SIGNAL:
             self._on_signal(msg)
             return None
@@ -251,6 +287,8 @@ class Exporter:
             result = await result
         if isinstance(result, Prepared):
             return Message.new_method_return(msg, method.out_sig, [result.value])
+        if isinstance(result, FileReply):
+            return Message.new_method_return(msg, "h", [0], [result.fd])
         if not method.out_args:
             body: list[Any] = []
         elif len(method.out_args) == 1:
@@ -328,8 +366,13 @@ class Exporter:
         )
 
     def _reply(self, msg: Message, reply: Message) -> None:
-        if not int(msg.flags) & int(MessageFlag.NO_REPLY_EXPECTED):
-            self.bus.send(reply)
+        fds = list(reply.unix_fds)
+        if int(msg.flags) & int(MessageFlag.NO_REPLY_EXPECTED):
+            close_fds(fds)
+            return
+        sent = self.bus.send(reply)
+        if fds:  # the writer sends them with the reply; closed once it is written (or failed)
+            sent.add_done_callback(lambda _: close_fds(fds))
 
     # ---- introspection ------------------------------------------------------------------
 

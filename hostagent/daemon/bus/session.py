@@ -14,17 +14,20 @@ from dbus_fast import Variant
 from hostagent import SESSION_INTERFACE, SESSION_PATH_PREFIX, UINT64_MAX
 from hostagent.bus.paths import path_encode
 from hostagent.config import LIMIT_PROPERTIES, over_caps
-from hostagent.daemon.bus.export import Call, Interface, Method, Property
+from hostagent.daemon.bus.export import Call, FileReply, Interface, Method, Property
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.follow.hooks import check_event
 from hostagent.daemon.follow.terminal import check_activities, check_capture, check_text
 from hostagent.daemon.host.scope import check_signal
 from hostagent.daemon.host.systemd import SCOPE_IFACE
 from hostagent.daemon.state.registry import Session
-from hostagent.errors import InvalidArgs
+from hostagent.errors import InvalidArgs, LimitsExceeded
 from hostagent.permissions import exempt_from_caps, require_inside
 from hostagent.session import Limits
 
+# Capture's inline reply; more goes through CaptureByFileDescriptor, so that replies a caller
+# never reads hold little of the daemon's one bus connection.
+MAX_INLINE_CAPTURE = 256 * 1024
 REMOVE_FORCE = 1  # remove the session's worktree even when it has changes
 REMOVE_FLAGS = REMOVE_FORCE
 
@@ -180,7 +183,22 @@ async def _diff(o: SessionObject, call: Call, stat: bool) -> str:
 async def _capture(o: SessionObject, call: Call, lines: int) -> str:
     check_capture(lines)
     await o.authorize(call)
-    return await o.f.terminal.capture(o.session, lines)
+    text = await o.f.terminal.capture(o.session, lines)
+    size = len(text.encode(errors="surrogateescape"))
+    if size > MAX_INLINE_CAPTURE:
+        raise LimitsExceeded(
+            f"Session '{o.session.name}': the capture is {size} bytes, more than Capture "
+            f"answers inline ({MAX_INLINE_CAPTURE // 1024} KiB); ask for fewer lines, or call "
+            "CaptureByFileDescriptor (hostagentctl capture does)."
+        )
+    return text
+
+
+async def _capture_fd(o: SessionObject, call: Call, lines: int) -> FileReply:
+    check_capture(lines)
+    await o.authorize(call)
+    text = await o.f.terminal.capture(o.session, lines)
+    return FileReply.of(text.encode(errors="surrogateescape"), f"hostagent-{o.session.name}")
 
 
 async def _send(o: SessionObject, call: Call, text: str, enter: bool) -> None:
@@ -241,6 +259,7 @@ SESSION = Interface(
         Method("RemoveWithFlags", [("flags", "t")], [("note", "s")], remove_with_flags),
         Method("Diff", [("stat", "b")], [("diff", "s")], _diff),
         Method("Capture", [("lines", "i")], [("text", "s")], _capture),
+        Method("CaptureByFileDescriptor", [("lines", "i")], [("fd", "h")], _capture_fd),
         Method("SendText", [("text", "s"), ("enter", "b")], [], _send),
         Method(
             "WaitForActivity",
