@@ -34,6 +34,8 @@ from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.core import Core
 from hostagent.daemon.host import userunit
+from hostagent.daemon.host.confine import Confiner
+from hostagent.daemon.host.owner import set_confiner
 from hostagent.daemon.host.scope import Scopes
 from hostagent.daemon.host.systemd import Systemd
 from hostagent.daemon.host.tmux import Tmux
@@ -140,6 +142,9 @@ class Daemon:
             system=self.system,
             boot_id=read_boot_id(),
         )
+        if self.system:
+            # A user's own code the daemon runs (login shells, git) runs under their slice.
+            set_confiner(Confiner(systemd, core.lifecycle.owner_slice))
         core.registry.listeners.append(self.status)
         logsetup.set_session_fields(lambda name: _journal_fields(core.registry, name))
         systemd.on_result = core.reconciler.on_result

@@ -51,6 +51,7 @@ def guarded(sb: Sandbox, alices: str) -> Iterator[Probe]:
         yield probe
     print(f"probe: {probe.calls} calls, slowest {probe.slowest * 1000:.0f} ms")
     assert sb.daemon_pid() == pid, "the daemon exited or restarted"
+    assert users_in_the_daemons_cgroup(sb) == [], "a user's process runs in hostagent.service"
     peak = sb.run("grep", "VmHWM", f"/proc/{pid}/status").check().stdout.split()[1]
     assert int(peak) < MAX_RSS_KIB, f"the daemon's memory peaked at {int(peak) >> 10} MiB"
     assert probe.errors == [] and probe.calls > 0
@@ -58,6 +59,18 @@ def guarded(sb: Sandbox, alices: str) -> Iterator[Probe]:
     assert "Internal error" not in sb.journal(lines=500)
     assert settled(sb, alices) == ("running", "active", "running")
     assert "> " in sb.ctl("capture", alices, user="alice", system=True).check().stdout
+
+
+def users_in_the_daemons_cgroup(sb: Sandbox) -> list[str]:
+    """Every process in hostagent.service's cgroup that is not root's: the daemon runs a
+    user's code (a login shell, git) only in a scope under that user's slice."""
+    cgroup = sb.run("systemctl", "show", "-P", "ControlGroup", "hostagent.service").check()
+    procs = sb.run("cat", f"/sys/fs/cgroup{cgroup.stdout.strip()}/cgroup.procs").check()
+    pids = procs.stdout.split()
+    if not pids:
+        return []
+    shown = sb.run("ps", "-o", "user=,args=", "-p", ",".join(pids)).stdout.splitlines()
+    return [line for line in shown if not line.startswith("root ")]
 
 
 def test_1_posing_as_systemd_fails_nobodys_create(sb: Sandbox, guarded: Probe) -> None:
@@ -395,3 +408,36 @@ def test_11_captures_nobody_reads_stall_no_one(sb: Sandbox, guarded: Probe) -> N
         assert by_fd.stdout.startswith("h ")
     finally:
         sb.ctl("rm", "unread")
+
+
+def test_12_a_login_shell_that_misbehaves_runs_in_a_scope_of_bobs(
+    sb: Sandbox, guarded: Probe
+) -> None:
+    """bob's ~/.profile leaves a child that ignores SIGTERM and prints without end. Each
+    lookup (presets, a create) runs it in a scope of its own under bob's slice, cut off at
+    1 MiB of output; when the lookup is done, the scope and the child are gone, and none of
+    it ever ran in hostagent.service."""
+    profile = "/home/bob/.profile"
+    sb.run("sh", "-c", f"cp {profile} {profile}.orig 2>/dev/null; cat >> {profile} <<'EOF'\n"
+           "(trap '' TERM; exec sleep 600) &\n"
+           "yes hostagent-flood\n"
+           "EOF", user="bob").check()  # fmt: skip
+    made = ""
+    try:
+        for _ in range(4):
+            sb.ctl("presets", user="bob", system=True).check()
+            assert users_in_the_daemons_cgroup(sb) == []
+        # The lookup's answer is lost in the flood; whether the create fails or not, its
+        # login shell ran where it should.
+        made = sb.ctl("new", "--preset", "shell", user="bob", system=True).stdout.strip()
+        deadline = time.monotonic() + 30
+        while sb.run("pgrep", "-u", "bob", "-f", "sleep 600").returncode == 0:
+            assert time.monotonic() < deadline, "bob's login shell left a child running"
+            time.sleep(0.2)
+        helpers = sb.run("systemctl", "list-units", "--plain", "--no-legend", "hostagent-helper*")
+        assert helpers.stdout.strip() == ""
+    finally:
+        sb.run("sh", "-c", f"mv {profile}.orig {profile} 2>/dev/null || rm -f {profile}",
+               user="bob")  # fmt: skip
+        if made:
+            sb.ctl("rm", made)

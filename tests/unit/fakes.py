@@ -166,6 +166,9 @@ class FakeScopes:
         self.gate: asyncio.Event | None = None  # when set up, starts wait for it
         self.parked = asyncio.Event()  # set while a start waits at the gate
 
+    async def capped_slice(self, uid: int, caps: Limits) -> str:
+        return f"hostagent-u{uid}.slice"
+
     @staticmethod
     async def find_program(owner: Owner, program: str) -> agents.Found:
         """Found at once: a unit test's programs need not exist."""

@@ -73,7 +73,9 @@ async def run_listing(
 ) -> str | None:
     """What the CLI's listing command prints, run as the owner in cwd; None if it failed."""
     argv = ["/bin/sh", "-c", _IN_DIR, "sh", cwd, *command]
-    result = await exec_as_owner(owner, argv, LIST_TIMEOUT, env=env)
+    result = await exec_as_owner(
+        owner, argv, LIST_TIMEOUT, env=env, runs_user_code="session listing"
+    )
     if result is None or result[0] != 0:
         return None
     return result[1].decode(errors="replace")

@@ -16,7 +16,12 @@ import os
 import time
 from dataclasses import dataclass
 
-from hostagent.daemon.host.owner import DEFAULT_PATH, exec_as_owner, passwd_env
+from hostagent.daemon.host.owner import (
+    DEFAULT_PATH,
+    USER_CODE_OUTPUT,
+    exec_as_owner,
+    passwd_env,
+)
 from hostagent.errors import AgentNotFound
 from hostagent.identity import Owner
 
@@ -89,7 +94,10 @@ async def look_up(owner: Owner, program: str, fresh: bool = False) -> Found:
     if cached and not fresh and time.monotonic() - cached[0] < CACHE_SEC:
         return cached[1]
     env = {**passwd_env(owner), "TERM": "dumb"}
-    result = await exec_as_owner(owner, login_argv(owner.shell, program), LOGIN_TIMEOUT, env=env)
+    result = await exec_as_owner(
+        owner, login_argv(owner.shell, program), LOGIN_TIMEOUT, env=env,
+        runs_user_code="login shell lookup", limit=USER_CODE_OUTPUT,
+    )  # fmt: skip
     if result is None:
         log.warning("%s's login shell did not answer within %.0f s", owner.name, LOGIN_TIMEOUT)
         return Found("", DEFAULT_PATH)
@@ -117,7 +125,10 @@ async def resolve(owner: Owner, program: str) -> Found:
 
 async def version(owner: Owner, program: str, env: dict[str, str]) -> str:
     """The first line the program's --version prints, run as the owner; "" if none."""
-    result = await exec_as_owner(owner, [program, "--version"], VERSION_TIMEOUT, env=env)
+    result = await exec_as_owner(
+        owner, [program, "--version"], VERSION_TIMEOUT, env=env,
+        runs_user_code=f"{os.path.basename(program)} --version", limit=USER_CODE_OUTPUT,
+    )  # fmt: skip
     if result is None or result[0] != 0:
         return ""
     lines = [line.strip() for line in result[1].decode(errors="replace").splitlines()]

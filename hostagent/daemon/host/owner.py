@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import weakref
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
+from hostagent.daemon.host.systemd import SystemdError
 from hostagent.identity import Owner
+
+if TYPE_CHECKING:
+    from hostagent.daemon.host.confine import Confiner
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -96,10 +105,23 @@ def _slots() -> _HelperSlots:
 
 
 MAX_OUTPUT = 64 << 20  # what the daemon reads of one helper's output; past it, OutputTooLarge
+# ... of a helper whose output is a few lines (a login shell's answer, a --version), so that a
+# login shell that prints without end costs the daemon little.
+USER_CODE_OUTPUT = 1 << 20
 
 
 class OutputTooLarge(Exception):
     """A helper printed more than the daemon reads (a user can make tmux print anything)."""
+
+
+def set_confiner(confiner: Confiner | None) -> None:
+    """Where helpers that run a user's code go on this event loop (the system daemon's)."""
+    _CONFINERS[asyncio.get_running_loop()] = confiner
+
+
+_CONFINERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Confiner | None] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 async def exec_as_owner(
@@ -108,15 +130,24 @@ async def exec_as_owner(
     timeout: float = 10.0,
     stdin: bytes | None = None,
     env: dict[str, str] | None = None,
+    runs_user_code: str = "",
+    limit: int = 0,
 ) -> tuple[int, bytes, bytes] | None:
     """Exit code, stdout and stderr of argv run as owner with a fixed environment (nothing of
     the daemon's, no caller's PATH; or env, a session's own), fed stdin; None when it did not
     finish within timeout, waiting for a free helper slot included (then it is killed).
-    OutputTooLarge past MAX_OUTPUT bytes of output."""
+    OutputTooLarge past limit bytes of output (MAX_OUTPUT unless given).
+
+    runs_user_code says what it is ("login shell") when argv runs the owner's own code: then,
+    where a confiner is set, it runs in a scope of its own (confine.py) and takes no stdin."""
     slots = _slots()
+    limit = limit or MAX_OUTPUT
+    confiner = _CONFINERS.get(asyncio.get_running_loop()) if runs_user_code else None
     try:
         async with asyncio.timeout(timeout), slots.of(owner.uid), slots.total:
-            return await _run_helper(owner, argv, stdin, env)
+            if confiner is not None:
+                return await _run_confined(confiner, owner, argv, env, runs_user_code, timeout, limit)  # fmt: skip
+            return await _run_helper(owner, argv, stdin, env, limit)
     except TimeoutError:
         return None
 
@@ -152,8 +183,53 @@ class _Helper(asyncio.SubprocessProtocol):
             self.done.set_result(None)
 
 
+# The held helper's shim: it runs as the owner and waits for a line on stdin before it execs
+# argv (with stdin from /dev/null); the pipe closed without one makes it exit instead.
+_HELD = 'read -r go || exit 126; exec "$@" </dev/null'
+
+
+async def _run_confined(
+    confiner: Confiner,
+    owner: Owner,
+    argv: list[str],
+    env: dict[str, str] | None,
+    what: str,
+    timeout: float,
+    limit: int,
+) -> tuple[int, bytes, bytes]:
+    """_run_helper's work for a helper that runs the user's code: held until it is in a scope
+    of its own, and that scope stopped once it is done, with anything it left behind."""
+    held, go = os.pipe()
+    unit = ""
+
+    async def let_go(pid: int) -> None:
+        nonlocal unit
+        try:
+            unit = await confiner.enter(owner, pid, what, timeout)
+        except (SystemdError, ProcessLookupError) as e:
+            log.warning("%s's %s could not get a scope of its own: %s", owner.name, what, e)
+            raise TimeoutError from None  # as a helper that never answered
+        os.write(go, b"go\n")
+
+    try:
+        return await _run_helper(
+            owner, ["/bin/sh", "-c", _HELD, "hostagent-helper", *argv], None, env, limit,
+            held=held, started=let_go,
+        )  # fmt: skip
+    finally:
+        os.close(go)
+        if unit:
+            await confiner.leave(unit)
+
+
 async def _run_helper(
-    owner: Owner, argv: list[str], stdin: bytes | None, env: dict[str, str] | None = None
+    owner: Owner,
+    argv: list[str],
+    stdin: bytes | None,
+    env: dict[str, str] | None = None,
+    limit: int = MAX_OUTPUT,
+    held: int = -1,
+    started: Callable[[int], Awaitable[None]] | None = None,
 ) -> tuple[int, bytes, bytes]:
     """Run argv, feed it stdin, and wait until it has exited and closed its output.
 
@@ -165,11 +241,15 @@ async def _run_helper(
     loop = asyncio.get_running_loop()
     starting = loop.create_task(
         loop.subprocess_exec(
-            lambda: _Helper(MAX_OUTPUT),
+            lambda: _Helper(limit),
             *argv,
             cwd="/",
             env=env or {"PATH": DEFAULT_PATH, "HOME": owner.home, "LANG": "C.UTF-8"},
-            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+            stdin=held
+            if held >= 0
+            else asyncio.subprocess.DEVNULL
+            if stdin is None
+            else asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             **as_owner(owner),  # type: ignore[arg-type]
@@ -184,7 +264,12 @@ async def _run_helper(
         with contextlib.suppress(Exception):
             await _end_helper(*await starting)
         raise
+    finally:
+        if held >= 0:
+            os.close(held)  # the child has its copy
     try:
+        if started is not None:
+            await started(transport.get_pid())
         pipe = transport.get_pipe_transport(0)
         if stdin is not None and isinstance(pipe, asyncio.WriteTransport):
             pipe.write(stdin)
@@ -193,7 +278,7 @@ async def _run_helper(
     finally:
         await _end_helper(transport, helper)
     if helper.too_large:
-        raise OutputTooLarge(f"more than {MAX_OUTPUT} bytes")
+        raise OutputTooLarge(f"more than {limit} bytes")
     return transport.get_returncode() or 0, bytes(helper.output[1]), bytes(helper.output[2])
 
 

@@ -59,6 +59,8 @@ class ScopeRunner(Protocol):
     @staticmethod
     async def find_program(owner: Owner, program: str) -> Found: ...
 
+    async def capped_slice(self, uid: int, caps: Limits) -> str: ...
+
     async def start(
         self,
         record: SessionRecord,

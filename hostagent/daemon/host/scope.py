@@ -191,6 +191,13 @@ class Scopes:
             raise SpawnFailed(f"Failed to set the limits of {slice_}: {e}") from None
         self._slices[slice_] = props
 
+    async def capped_slice(self, uid: int, caps: Limits) -> str:
+        """The user's slice, carrying caps (what the system daemon's sessions and helpers of
+        that user go into)."""
+        slice_ = user_slice(uid)
+        await self.cap_slice(slice_, slice_properties(uid, caps))
+        return slice_
+
     @staticmethod
     async def find_program(owner: Owner, program: str) -> agents.Found:
         """Where owner's login shell finds program (AgentNotFound if nowhere)."""
@@ -217,10 +224,7 @@ class Scopes:
         problem = await program_problem(owner, record.last_argv[0], env.get("PATH", DEFAULT_PATH))
         if problem:
             raise SpawnFailed(f"{problem}; install it, or change the preset's command")
-        slice_ = SLICE
-        if user_caps is not None:
-            slice_ = user_slice(owner.uid)
-            await self.cap_slice(slice_, slice_properties(owner.uid, user_caps))
+        slice_ = SLICE if user_caps is None else await self.capped_slice(owner.uid, user_caps)
         died = tmux.died_hook(hooks_fifo(sock.parent), record.name, PANE_DIED)
         server_env, pane_env = tmux.split_env(env)
         argv = tmux.new_session_argv(

@@ -152,6 +152,12 @@ class Lifecycle:
 
     # ---- spawn --------------------------------------------------------------------------
 
+    async def owner_slice(self, uid: int) -> str:
+        """On the system daemon, the slice a user's sessions and helpers go into, with the
+        admin's caps of today (root's carries none)."""
+        caps = self.settings.config.users.limits if capped(uid) else Limits()
+        return await self.scopes.capped_slice(uid, caps)
+
     async def _spawn(self, session: Session, exempt: bool) -> None:
         """Start the scope for record.last_argv; the caller holds the lock, state is starting.
         exempt: whoever starts it may go past the admin's caps (see _limits_today)."""
