@@ -149,6 +149,11 @@ class Client:
 
         return path_encode(SESSION_PATH_PREFIX, name)
 
+    async def get_session(self, name: str) -> str:
+        """The object path of the session, as the daemon says (GetSession); NoSuchSession."""
+        (path,) = await self._manager("GetSession", "s", [name])
+        return str(path)
+
     async def _session(
         self,
         name: str,
@@ -157,7 +162,7 @@ class Client:
         body: list[Any] | None = None,
         timeout: float | None = 25.0,
     ) -> list[Any]:
-        (path,) = await self._manager("GetSession", "s", [name])
+        path = await self.get_session(name)
         return await self._call(path, SESSION_INTERFACE, member, signature, body, timeout)
 
     # ---- Manager ------------------------------------------------------------------------
@@ -239,7 +244,7 @@ class Client:
         if not self.passes_fds:
             (text,) = await self._session(name, "Capture", "i", [lines])
             return str(text)
-        (path,) = await self._manager("GetSession", "s", [name])
+        path = await self.get_session(name)
         try:
             fd = await call_for_fd(
                 self.bus, BUS_NAME, path, SESSION_INTERFACE, "CaptureByFileDescriptor", "i",

@@ -10,6 +10,7 @@ import json
 import subprocess
 import threading
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from hostagent.client.library import Client
@@ -46,26 +47,44 @@ def finish(process: subprocess.Popen[str]) -> None:
 
 
 class Probe:
-    """Another client's view while bob attacks: ListSessions every 50 ms, the slowest kept."""
+    """Another client's view while bob attacks, as a bystander on the same bus: ListSessions
+    and GetSession (alice's session) every 50 ms, and a CreateSession (then its Remove) every
+    second; the slowest of each is kept."""
+
+    CREATE_EVERY = 20  # rounds: about a second
 
     def __init__(self, sb: Sandbox) -> None:
         self.sb = sb
-        self.slowest = 0.0
+        self.slowest_by: dict[str, float] = {}
         self.calls = 0
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
+    @property
+    def slowest(self) -> float:
+        return max(self.slowest_by.values(), default=0.0)
+
+    async def _timed(self, what: str, call: Awaitable[object]) -> None:
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(call, 30)
+        except Exception as e:
+            self.errors.append(f"{what}: {e!r}")
+        took = time.monotonic() - started
+        self.slowest_by[what] = max(self.slowest_by.get(what, 0.0), took)
+
     async def _run(self) -> None:
         client = await Client.connect(True, self.sb.bus_address)
         try:
             while not self._stop.is_set():
-                started = time.monotonic()
-                try:
-                    await asyncio.wait_for(client.list_sessions(), 30)
-                except Exception as e:
-                    self.errors.append(repr(e))
-                self.slowest = max(self.slowest, time.monotonic() - started)
+                await self._timed("ListSessions", client.list_sessions())
+                await self._timed("GetSession", client.get_session(ALICES))
+                if self.calls % self.CREATE_EVERY == 0:
+                    name = f"probe-{self.calls}"
+                    await self._timed("CreateSession", client.create(name, "shell", "/tmp", {}))
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(client.remove(name), 30)
                 self.calls += 1
                 await asyncio.sleep(0.05)
         finally:
