@@ -449,3 +449,75 @@ def test_12_a_login_shell_that_misbehaves_runs_in_a_scope_of_bobs(
                user="bob")  # fmt: skip
         if made:
             sb.ctl("rm", made)
+
+
+def test_13_a_valid_hook_flood_is_taken_at_a_bounded_rate(sb: Sandbox, guarded: Probe) -> None:
+    """bob's own session writes valid lines into his hooks FIFO, each naming a new
+    conversation id, as fast as it can for ten seconds: the probe keeps its pace, the
+    session's id is a recent one, and the journal says so once, not per line."""
+    fifo = f"/run/hostagent/{sb.uid('bob')}/hooks.fifo"
+    flood = (
+        'i=0; while [ $i -lt 2000000 ]; do i=$((i+1)); printf "%s\\t%s\\tSessionStart\\tid-%d\\t\\t\\n"'
+        f' flood "$HOSTAGENT_HOOK_TOKEN" $i; done 1<>{fifo}; echo flooded; exec sleep 600'
+    )
+    since = sb.run("date", "+%Y-%m-%d %H:%M:%S").check().stdout.strip()
+    flooder = bobs(sb, "flood", "--", "-c", flood)
+    try:
+        sb.screen_showing(flooder, "flooded", user="bob", timeout=120)
+        said = sb.run("journalctl", "-u", "hostagent", "--since", since, "-o", "cat").stdout
+        assert said.count("conversation id-") < 50, said[-2000:]
+        assert "only the newest are taken" in said
+        deadline = time.monotonic() + 30
+        while int(props(sb, flooder, user="bob")["AgentSessionId"][3:] or 0) < 1_900_000:
+            assert time.monotonic() < deadline, "the newest ids were never taken"
+            time.sleep(0.2)
+    finally:
+        sb.ctl("rm", flooder)
+
+
+def test_14_a_resume_runs_within_the_caps_of_today(sb: Sandbox, guarded: Probe) -> None:
+    """bob's session was made under caps of 500 tasks and 2G; the admin lowers them to 100
+    and 1G; his resume runs with the lower ones."""
+    sb.sh(f"mkdir -p /etc/hostagent && cat > {CONFIG}",
+          input="limits: {tasks_max: 500, memory_max: 2G}\n").check()  # fmt: skip
+    reload(sb)
+    name = bobs(sb, "old-caps", "-p", "TasksMax=500", "-p", "MemoryMax=2G")
+    try:
+        unit = f"hostagent-{name}.scope"
+        assert sb.run("systemctl", "show", "-P", "TasksMax", unit).stdout.strip() == "500"
+        sb.ctl("stop", name, user="bob", system=True).check()
+        sb.sh(f"cat > {CONFIG}", input="limits: {tasks_max: 100, memory_max: 1G}\n").check()
+        reload(sb)
+        sb.ctl("resume", name, user="bob", system=True).check()
+        shown = sb.run("systemctl", "show", "-p", "TasksMax", "-p", "MemoryMax", unit).stdout
+        assert shown.split() == ["TasksMax=100", f"MemoryMax={1 << 30}"], shown
+    finally:
+        sb.ctl("rm", name)
+        sb.run("rm", "-f", CONFIG).check()
+        reload(sb)
+
+
+def test_15_escapes_in_what_bob_controls_reach_no_terminal(sb: Sandbox, guarded: Probe) -> None:
+    """bob's cwd and command carry ESC sequences and a forged line; status, list and the
+    journal show them escaped."""
+    cwd = "/tmp/bob\x1b]0;owned\x07\x1b[2J\nOwner: 0"
+    sb.run("mkdir", "-p", cwd, user="bob").check()
+    name = sb.ctl("new", "--preset", "shell", "--cwd", cwd, "--replace-command", "--",
+                  "sh", "-c", "exec sleep 600", "\x1b[2Jx\nOwner: 0",
+                  user="bob", system=True).check().stdout.strip()  # fmt: skip
+    try:
+        for args in (("status", name), ("list",)):
+            out = sb.ctl(*args, user="alice", system=True).stdout
+            assert "\x1b" not in out and "\x07" not in out, out
+            assert not any(line.strip().startswith("Owner: 0") for line in out.splitlines())
+        assert "\\x1b]0;owned\\x07" in sb.ctl("status", name, user="alice", system=True).stdout
+        journal = sb.run("journalctl", "-u", "hostagent", "-o", "cat", "-n", "200").stdout
+        assert "\x1b" not in journal
+    finally:
+        sb.ctl("rm", name)
+        sb.run(
+            "rm",
+            "-rf",
+            "/tmp/bob\x1b]0;owned\x07\x1b[2J\nOwner: 0",
+            "/tmp/bob\x1b]0;owned\x07\x1b[2J",
+        )
