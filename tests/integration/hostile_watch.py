@@ -56,6 +56,7 @@ class Probe:
     def __init__(self, sb: Sandbox) -> None:
         self.sb = sb
         self.slowest_by: dict[str, float] = {}
+        self.samples: dict[str, list[float]] = {}  # every call's seconds, by method
         self.calls = 0
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -73,6 +74,7 @@ class Probe:
             self.errors.append(f"{what}: {e!r}")
         took = time.monotonic() - started
         self.slowest_by[what] = max(self.slowest_by.get(what, 0.0), took)
+        self.samples.setdefault(what, []).append(took)
 
     async def _run(self) -> None:
         client = await Client.connect(True, self.sb.bus_address)

@@ -1,0 +1,129 @@
+"""What bob's attacks cost everyone else: a bystander's ListSessions, GetSession and
+CreateSession during each attack, beside the same calls with no attack in the same run.
+
+The bystander is the hostile suite's probe (ListSessions and GetSession every 50 ms, a
+CreateSession and its Remove every second, from the host); the attacks are bob's, as the
+hostile suite runs them (tests/integration/bob.py), each for a fixed window. The goal is a
+p99 within twice the quiet run's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from bench.report import percentile, table
+from tests.integration.helpers import create
+from tests.integration.hostile_watch import ALICES, BOB, Probe
+from tests.sandbox import Sandbox
+
+METHODS = ("ListSessions", "GetSession", "CreateSession")
+GOAL = 2.0  # p99 under attack, as a multiple of the quiet run's
+PROFILE = "/home/bob/.profile"
+
+
+def _bob(sb: Sandbox, *args: str) -> None:
+    sb.run(*BOB, *args, user="bob", timeout=600).check()
+
+
+def _history(sb: Sandbox) -> None:
+    """bob's session with a 20 000-line history, for the capture attacks."""
+    sb.run(*BOB, "create", "history", '{"columns": ["q", 200]}', "/tmp", user="bob").check()
+    sock = f"/run/hostagent/{sb.uid('bob')}/history.sock"
+    printer = 'python3 -c \'print(("x" * 199 + "\\n") * 20000, end=""); print("printed")\''
+    sb.run("tmux", "-S", sock, "set", "-g", "history-limit", "30000", ";",
+           "new-window", f"{printer}; sleep 3600", user="bob").check()  # fmt: skip
+    sb.screen_showing("history", "printed", user="bob", timeout=120)
+
+
+def _unread(method: str, seconds: float) -> Callable[[Sandbox], None]:
+    return lambda sb: _bob(sb, "unread-captures", "history", "20000", "128", method, str(seconds))
+
+
+def _big_options(seconds: float) -> Callable[[Sandbox], None]:
+    def attack(sb: Sandbox) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            _bob(sb, "big-options", "31")
+
+    return attack
+
+
+def _login_shell(seconds: float) -> Callable[[Sandbox], None]:
+    def attack(sb: Sandbox) -> None:
+        sb.run("sh", "-c", f"cp {PROFILE} {PROFILE}.orig 2>/dev/null; printf '%s\\n' "
+               "\"(trap '' TERM; exec sleep 600) &\" 'yes hostagent-flood' >> " + PROFILE,
+               user="bob").check()  # fmt: skip
+        try:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                sb.ctl("presets", user="bob", system=True)
+        finally:
+            sb.run("sh", "-c", f"mv {PROFILE}.orig {PROFILE} 2>/dev/null || rm -f {PROFILE}",
+                   user="bob")  # fmt: skip
+
+    return attack
+
+
+def _hook_flood(seconds: float) -> Callable[[Sandbox], None]:
+    def attack(sb: Sandbox) -> None:
+        fifo = f"/run/hostagent/{sb.uid('bob')}/hooks.fifo"
+        flood = (
+            'i=0; while :; do i=$((i+1)); printf "%s\\t%s\\tSessionStart\\tid-%d\\t\\t\\n"'
+            f' flood "$HOSTAGENT_HOOK_TOKEN" $i; done 1<>{fifo}'
+        )
+        create(sb, "shell", "--replace-command", "--", "sh", "-c", flood, user="bob",
+               name="flood")  # fmt: skip
+        try:
+            time.sleep(seconds)  # the attack's window: the flood runs meanwhile
+        finally:
+            sb.ctl("rm", "flood")
+
+    return attack
+
+
+def _quiet(seconds: float) -> Callable[[Sandbox], None]:
+    return lambda sb: time.sleep(seconds)
+
+
+def _window(sb: Sandbox, attack: Callable[[Sandbox], None]) -> dict[str, list[float]]:
+    with Probe(sb) as probe:
+        attack(sb)
+    return probe.samples
+
+
+def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
+    """The section, and the worst p99 ratio to the quiet run's."""
+    seconds = 3.0 if quick else 15.0
+    create(sb, "demo-agent", user="alice", name=ALICES)
+    _history(sb)
+    attacks = {
+        "none (quiet)": _quiet(seconds),
+        "128 unread captures, inline": _unread("Capture", seconds),
+        "128 unread captures, by descriptor": _unread("CaptureByFileDescriptor", seconds),
+        "31 MB of options per call": _big_options(seconds),
+        "a login shell that prints without end": _login_shell(seconds),
+        "a valid hook flood": _hook_flood(seconds),
+    }
+    results = {name: _window(sb, attack) for name, attack in attacks.items()}
+    for name in ("history", ALICES):
+        sb.ctl("rm", name)
+    quiet = results["none (quiet)"]
+    rows, worst = [], 0.0
+    for name, samples in results.items():
+        row = [name]
+        for method in METHODS:
+            got = samples.get(method, [])
+            p99, base = percentile(got, 99), percentile(quiet.get(method, []), 99)
+            row.append(f"{percentile(got, 50) * 1000:.1f} / {p99 * 1000:.1f}")
+            if base > 0 and got:
+                worst = max(worst, p99 / base)
+        rows.append(row)
+    text = (
+        "## what one user's attack costs the others\n\n"
+        + (__doc__ or "").split("\n\n")[1]
+        + f" Each window is {seconds:.0f} s; figures are p50 / p99 in ms.\n\n"
+        + table(["attack", *(f"{m} p50 / p99" for m in METHODS)], rows)
+        + f"\n\nThe worst p99 under attack is {worst:.1f}× the quiet run's (goal ≤ {GOAL:.0f}×).\n"
+    )
+    return text, {"worst_p99_ratio": worst}
