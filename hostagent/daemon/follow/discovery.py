@@ -19,7 +19,7 @@ import json
 import logging
 import sys
 
-from hostagent.daemon.host.owner import exec_as_owner, run_as_owner
+from hostagent.daemon.host.owner import OutputTooLarge, exec_as_owner, run_as_owner
 from hostagent.identity import Owner
 from hostagent.launch import cwd_dashed
 from hostagent.presets import Discovery
@@ -73,9 +73,12 @@ async def run_listing(
 ) -> str | None:
     """What the CLI's listing command prints, run as the owner in cwd; None if it failed."""
     argv = ["/bin/sh", "-c", _IN_DIR, "sh", cwd, *command]
-    result = await exec_as_owner(
-        owner, argv, LIST_TIMEOUT, env=env, runs_user_code="session listing"
-    )
+    try:
+        result = await exec_as_owner(
+            owner, argv, LIST_TIMEOUT, env=env, runs_user_code="session listing"
+        )
+    except OutputTooLarge:
+        return None
     if result is None or result[0] != 0:
         return None
     return result[1].decode(errors="replace")

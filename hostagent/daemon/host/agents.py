@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from hostagent.daemon.host.owner import (
     DEFAULT_PATH,
     USER_CODE_OUTPUT,
+    OutputTooLarge,
     exec_as_owner,
     passwd_env,
 )
@@ -94,10 +95,14 @@ async def look_up(owner: Owner, program: str, fresh: bool = False) -> Found:
     if cached and not fresh and time.monotonic() - cached[0] < CACHE_SEC:
         return cached[1]
     env = {**passwd_env(owner), "TERM": "dumb"}
-    result = await exec_as_owner(
-        owner, login_argv(owner.shell, program), LOGIN_TIMEOUT, env=env,
-        runs_user_code="login shell lookup", limit=USER_CODE_OUTPUT,
-    )  # fmt: skip
+    try:
+        result = await exec_as_owner(
+            owner, login_argv(owner.shell, program), LOGIN_TIMEOUT, env=env,
+            runs_user_code="login shell lookup", limit=USER_CODE_OUTPUT,
+        )  # fmt: skip
+    except OutputTooLarge:
+        log.warning("%s's login shell printed more than %d bytes", owner.name, USER_CODE_OUTPUT)
+        return Found("", DEFAULT_PATH)
     if result is None:
         log.warning("%s's login shell did not answer within %.0f s", owner.name, LOGIN_TIMEOUT)
         return Found("", DEFAULT_PATH)
@@ -125,10 +130,13 @@ async def resolve(owner: Owner, program: str) -> Found:
 
 async def version(owner: Owner, program: str, env: dict[str, str]) -> str:
     """The first line the program's --version prints, run as the owner; "" if none."""
-    result = await exec_as_owner(
-        owner, [program, "--version"], VERSION_TIMEOUT, env=env,
-        runs_user_code=f"{os.path.basename(program)} --version", limit=USER_CODE_OUTPUT,
-    )  # fmt: skip
+    try:
+        result = await exec_as_owner(
+            owner, [program, "--version"], VERSION_TIMEOUT, env=env,
+            runs_user_code=f"{os.path.basename(program)} --version", limit=USER_CODE_OUTPUT,
+        )  # fmt: skip
+    except OutputTooLarge:
+        return ""
     if result is None or result[0] != 0:
         return ""
     lines = [line.strip() for line in result[1].decode(errors="replace").splitlines()]

@@ -18,7 +18,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from hostagent.daemon.host.owner import USER_CODE_OUTPUT, exec_as_owner
+from hostagent.daemon.host.owner import USER_CODE_OUTPUT, OutputTooLarge, exec_as_owner
 from hostagent.errors import WorktreeFailed, quote
 from hostagent.identity import Owner
 from hostagent.session import SessionRecord
@@ -46,7 +46,10 @@ async def _git(owner: Owner, *args: str, timeout: float = GIT_TIMEOUT) -> tuple[
     if git is None:
         raise WorktreeFailed("git is not installed; install it (apt install git) and retry.")
     # git runs the repository's hooks and config: the owner's code.
-    result = await exec_as_owner(owner, [git, *args], timeout, runs_user_code="git")
+    try:
+        result = await exec_as_owner(owner, [git, *args], timeout, runs_user_code="git")
+    except OutputTooLarge as e:
+        raise WorktreeFailed(f"git {args[2] if len(args) > 2 else args[0]} printed {e}.") from None
     if result is None:
         raise WorktreeFailed(f"git {args[2] if len(args) > 2 else args[0]} did not finish in time.")
     code, out, err = result
@@ -173,10 +176,13 @@ async def _read_as_owner(owner: Owner, path: str) -> str:
 
 
 async def _setup(owner: Owner, path: str, command: str) -> None:
-    result = await exec_as_owner(
-        owner, ["/bin/sh", "-c", 'cd "$0" && exec /bin/sh -c "$1"', path, command], GIT_TIMEOUT,
-        runs_user_code="worktree setup", limit=USER_CODE_OUTPUT,
-    )  # fmt: skip
+    try:
+        result = await exec_as_owner(
+            owner, ["/bin/sh", "-c", 'cd "$0" && exec /bin/sh -c "$1"', path, command],
+            GIT_TIMEOUT, runs_user_code="worktree setup", limit=USER_CODE_OUTPUT,
+        )  # fmt: skip
+    except OutputTooLarge as e:
+        raise WorktreeFailed(f"The worktree setup command printed {e}.") from None
     if result is None:
         raise WorktreeFailed(f"The worktree setup command did not finish in {GIT_TIMEOUT:.0f}s.")
     code, out, err = result
