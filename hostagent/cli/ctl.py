@@ -224,15 +224,29 @@ async def verb_attach(c: Client, a: argparse.Namespace) -> int:
 async def verb_presets(c: Client, a: argparse.Namespace) -> int:
     """Every preset, and whether its agent is installed for the caller (and which version)."""
     found = await c.agents()
-    rows = []
+    rows, searched = [], set()
     for name, description, cmd in await c.presets():
         program, version, problem = found.get(name, ("", "", ""))
         installed = version or (program and "yes") or ("-" if cmd else "(login shell)")
+        where, path = problem_and_path(problem)
+        if path and not a.json:  # the same PATH on every row: said once, below the table
+            problem = where
+            searched.add(path)
         rows.append(
             [name, " ".join(cmd) or "(login shell)", installed, program or problem, description]
         )
     show_table(a, ["Preset", "Command", "Installed", "Path", "Description"], rows, "preset")
+    for path in sorted(searched):
+        print(f"Searched your login PATH: {printable(path)}")
     return 0
+
+
+def problem_and_path(problem: str) -> tuple[str, str]:
+    """("not found in the login PATH", PATH) from the daemon's "… (PATH)"; else (problem, "")."""
+    head, _, rest = problem.partition(" (")
+    if head.endswith("login PATH") and rest.endswith(")"):
+        return head, rest[:-1]
+    return problem, ""
 
 
 async def verb_info(c: Client, a: argparse.Namespace) -> int:

@@ -316,6 +316,9 @@ def test_presets_say_which_agents_each_user_has_installed(
     assert claude["installed"] == "-" and "not found in the login PATH" in claude["path"]
     shell = next(row for row in theirs if row["preset"] == "shell")
     assert shell["installed"] == "(login shell)"
+    # As a table, the PATH that every missing agent was looked for in is said once.
+    table = sb.ctl("presets", user="carol", system=True).check().stdout
+    assert table.count("/usr/local/bin:") == 1 and "Searched your login PATH: " in table
 
 
 # A CLI met without a key or provider: its sign-in or provider screen reads blocked.

@@ -33,3 +33,20 @@ def test_options_on_either_side_of_the_verb(argv: list[str], expected: dict[str,
 def test_bus_choice_is_exclusive_after_the_verb_too() -> None:
     with pytest.raises(SystemExit):
         parser().parse_args(["list", "--system", "--user"])
+
+
+@pytest.mark.parametrize(
+    ("problem", "split"),
+    [
+        (
+            "not found in the login PATH (/usr/bin:/bin)",
+            ("not found in the login PATH", "/usr/bin:/bin"),
+        ),
+        ("not executable", ("not executable", "")),
+        ("", ("", "")),
+    ],
+)
+def test_presets_say_the_login_path_once(problem: str, split: tuple[str, str]) -> None:
+    from hostagent.cli.ctl import problem_and_path
+
+    assert problem_and_path(problem) == split
