@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hostagent import values, yamlfile
 from hostagent.session import Limits
-from hostagent.values import INFINITY
+from hostagent.values import INFINITY, format_limit
 
 # Inclusive bounds for each limit; zero is never accepted where a limit is given explicitly.
 LIMIT_BOUNDS: dict[str, tuple[int, int]] = {
@@ -43,9 +43,10 @@ def over_caps(asked: Limits, caps: Limits) -> str | None:
     for key, prop in LIMIT_PROPERTIES.items():
         cap, value = getattr(caps, key), getattr(asked, key)
         if cap and value > cap:
+            shown = format_limit(prop, cap)
             return (
-                f"{prop}={value} is more than this host allows for a session ({cap}, "
-                f"limits.{key} in hostagent.yaml); ask for at most {cap}"
+                f"{prop}={format_limit(prop, value)} is more than this host allows for a "
+                f"session ({shown}, limits.{key} in hostagent.yaml); ask for at most {shown}"
             )
     return None
 

@@ -83,6 +83,41 @@ def parse_timespan(text: str) -> int:
     return math.ceil(total)
 
 
+def format_size(size: int) -> str:
+    """A size as systemd shows one: 2G, 1.5G, 512M, 100B; infinity."""
+    if size >= INFINITY:
+        return "infinity"
+    for power in range(len(_SIZE_UNITS) - 1, 0, -1):
+        factor = 1024**power
+        if size >= factor:
+            value = size / factor
+            shown = f"{value:.0f}" if size % factor == 0 else f"{value:.1f}"
+            return f"{shown}{_SIZE_UNITS[power]}"
+    return f"{size}B"
+
+
+def format_timespan(seconds: int) -> str:
+    """Whole seconds as systemd shows a span: 8h, 1h 30min, 2min 5s, 0; infinity."""
+    if seconds >= INFINITY:
+        return "infinity"
+    parts = []
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if seconds >= length:
+            parts.append(f"{seconds // length}{unit}")
+            seconds %= length
+    return " ".join(parts) or "0"
+
+
+def format_limit(prop: str, value: int) -> str:
+    """A resource-control property's value as systemctl shows it (MemoryMax=2G,
+    RuntimeMaxSec=8h, TasksMax=4096)."""
+    if prop.startswith("Memory"):
+        return format_size(value)
+    if prop.endswith("Sec"):
+        return format_timespan(value)
+    return "infinity" if value >= INFINITY else str(value)
+
+
 def parse_signal(text: str) -> int:
     """A signal number, from "9", "KILL", "SIGKILL" or "kill"."""
     value = text.strip()

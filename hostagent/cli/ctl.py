@@ -105,7 +105,7 @@ async def verb_status(c: Client, a: argparse.Namespace) -> int:
     if a.json:
         emit_json(a, as_json(props))
     else:
-        for line in status_lines(props):
+        for line in status_lines(props, local=not (a.host or a.machine)):
             print(line)
     return 0 if props.get("State") == "running" else LSB_NOT_RUNNING
 

@@ -17,6 +17,7 @@ from typing import Any
 from hostagent import UINT64_MAX
 from hostagent.errors import HostAgentError
 from hostagent.escape import printable
+from hostagent.values import format_limit
 
 EXIT_FAILURE = 1
 UNKNOWN = UINT64_MAX  # what the daemon sends for a figure systemd does not have
@@ -202,20 +203,15 @@ def _shown(key: str, value: Any) -> str:
     if key == "MemoryCurrent":
         return human_bytes(value)
     if key == "Limits":
-        return " ".join(f"{k}={_limit(k, v)}" for k, v in sorted(value.items()))
+        return " ".join(f"{k}={format_limit(k, v)}" for k, v in sorted(value.items()))
     if key == "CPUUsageNSec":
         return human_nsec(value)
     return " ".join(value) if isinstance(value, list) else str(value)
 
 
-def _limit(key: str, value: int) -> str:
-    if value == UNKNOWN:
-        return "infinity"
-    return human_bytes(value) if key.startswith("Memory") else str(value)
-
-
-def status_lines(props: dict[str, Any]) -> list[str]:
-    """status's lines for a session's properties: the known ones, without empty or stale ones."""
+def status_lines(props: dict[str, Any], local: bool = True) -> list[str]:
+    """status's lines for a session's properties: the known ones, without empty or stale ones.
+    The owner is named as list names it (by this host's passwd, so only when local)."""
     lines = []
     for key in (
         "Name",
@@ -248,5 +244,8 @@ def status_lines(props: dict[str, Any]) -> list[str]:
             continue
         if key == "Leader" and props.get("State") != "running":
             continue  # the pid of a server that is gone is nobody's
-        lines.append(f"{key:>15}: {printable(_shown(key, value))}")
+        shown = _shown(key, value)
+        if key == "Owner" and local:
+            shown = f"{user_name(value)} ({value})"
+        lines.append(f"{key:>15}: {printable(shown)}")
     return lines

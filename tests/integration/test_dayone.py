@@ -163,7 +163,7 @@ def test_list_shows_whose_how_old_and_filters_and_new_takes_systemds_values(sb: 
     try:
         assert props(sb, name)["Cwd"] == "/home/alice"
         status = sb.ctl("status", name, system=True).stdout
-        assert "Limits: MemoryMax=infinity RuntimeMaxSec=3600 TasksMax=4096" in status, status
+        assert "Limits: MemoryMax=infinity RuntimeMaxSec=1h TasksMax=4096" in status, status
         assert "StartedAt:" in status and " ago" in status
         out = sb.ctl("list", "--owner", "alice", name, user="alice", system=True).check().stdout
         lines = out.splitlines()

@@ -34,7 +34,7 @@ CAPS = Limits(tasks_max=64, memory_max=1 << 30)
         (Limits(tasks_max=10, memory_max=1 << 20), None),  # lower is always fine
         (Limits(tasks_max=65), "TasksMax=65"),
         (Limits(tasks_max=4194304), "TasksMax=4194304"),
-        (Limits(memory_max=2 << 30), "MemoryMax=2147483648"),
+        (Limits(memory_max=2 << 30), "MemoryMax=2G"),  # in systemd's words
         (Limits(cpu_weight=10000), None),  # no cap configured for it
     ],
 )

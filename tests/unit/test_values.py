@@ -16,7 +16,14 @@ from hostagent import values
 from hostagent.cli import ctl, ctl_options
 from hostagent.cli.ctl_args import bare_json_is_short, parser
 from hostagent.cli.ctl_output import human_nsec
-from hostagent.values import INFINITY, ValueProblem
+from hostagent.values import (
+    INFINITY,
+    ValueProblem,
+    format_size,
+    format_timespan,
+    parse_size,
+    parse_timespan,
+)
 
 G = 1 << 30
 
@@ -261,6 +268,12 @@ def test_status_lines_are_human_and_never_stale() -> None:
     assert started.endswith("1m30s ago")
     running = "\n".join(status_lines({"State": "running", "Leader": 42, "MemoryCurrent": 3 << 20}))
     assert "Leader: 42" in running and "MemoryCurrent: 3.0M" in running
+    # In systemd's words, and the owner as list names them.
+    worded = "\n".join(
+        status_lines({"Owner": 0, "Limits": {"MemoryMax": 2 << 30, "RuntimeMaxSec": 28800}})
+    )
+    assert "Owner: root (0)" in worded and "Limits: MemoryMax=2G RuntimeMaxSec=8h" in worded
+    assert "Owner: 0" in "\n".join(status_lines({"Owner": 0}, local=False))
 
 
 @pytest.mark.parametrize(
@@ -269,3 +282,27 @@ def test_status_lines_are_human_and_never_stale() -> None:
 )
 def test_cpu_time_reads_as_systemctl_status_shows_it(nsec: int | None, shown: str) -> None:
     assert human_nsec(nsec) == shown
+
+
+@pytest.mark.parametrize(
+    ("size", "shown"),
+    [
+        (2 << 30, "2G"),
+        (3 << 29, "1.5G"),
+        (512 << 20, "512M"),
+        (100, "100B"),
+        (INFINITY, "infinity"),
+    ],
+)
+def test_sizes_are_shown_as_systemd_shows_them(size: int, shown: str) -> None:
+    assert format_size(size) == shown
+    assert shown == "infinity" or parse_size(shown) == size  # they read back
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(28800, "8h"), (5400, "1h 30min"), (125, "2min 5s"), (0, "0"), (INFINITY, "infinity")],
+)
+def test_spans_are_shown_as_systemd_shows_them(seconds: int, shown: str) -> None:
+    assert format_timespan(seconds) == shown
+    assert shown == "infinity" or parse_timespan(shown) == seconds
