@@ -105,3 +105,10 @@ def test_builtin_presets_all_load() -> None:
     assert presets["claude"].hooks_format == "claude"
     assert presets["codex"].discover is not None
     assert presets["codex"].discover.cwd_field == "payload.cwd"
+
+
+def test_presets_the_project_cannot_test_say_so() -> None:
+    """Grok and Cursor ship no official npm or PyPI package, so no test runs them."""
+    presets = load_presets([BUILTIN_DIR], strict=True)
+    for name in ("grok", "cursor-agent"):
+        assert "not tested by hostagent" in presets[name].description
