@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import threading
 from pathlib import Path
@@ -160,3 +161,20 @@ def test_a_write_that_fails_leaves_the_old_record_and_no_temp_file(
     monkeypatch.undo()
     assert [p.name for p in store.sessions_dir.iterdir()] == ["a1.yaml"]
     assert [r.state for r in store.load_all()] == [State.RUNNING]
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (errno.ENOSPC, "free space in"),
+        (errno.EDQUOT, "free space in"),
+        (errno.EROFS, "read-only file system; remount it read-write"),
+        (errno.EACCES, "may not write in"),
+        (errno.ENOENT, "is gone; restart hostagent"),
+    ],
+)
+def test_what_to_do_about_a_record_that_cannot_be_written(
+    tmp_path: Path, error: int, said: str
+) -> None:
+    """A read-only disk is not reported as a full one."""
+    assert said in SidecarStore(tmp_path).remedy(error)

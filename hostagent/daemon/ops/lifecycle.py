@@ -140,8 +140,7 @@ class Lifecycle:
                     await worktree.detach(record, owner, new_branch)
                     raise StorageFull(
                         f"Session '{name}' was not created: its record cannot be written "
-                        f"({e.strerror}); free space in {self.registry.store.directory}, "
-                        "then try again."
+                        f"({e.strerror}); {self.registry.store.remedy(e.errno)}, then try again."
                     ) from None
                 await checkpoint.reached(checkpoint.CREATE_RECORDED)
                 log.info("session '%s': created (uuid %s, preset %s, owner %d)",
@@ -231,7 +230,7 @@ class Lifecycle:
         ):
             raise StorageFull(
                 f"Session '{session.name}' failed to start ({error}), and its record cannot "
-                f"be written; free space in {self.registry.store.directory}, then try again."
+                f"be written; {self.registry.store.remedy()}, then try again."
             )
         # A resume's failure has a name of its own, so a client can tell the two apart.
         failed = ResumeFailed if session.record.resume_count else SpawnFailed

@@ -285,7 +285,7 @@ class Registry:
                 self.announce(session)
                 raise StorageFull(
                     f"Session '{session.name}': its record cannot be written ({e.strerror}); "
-                    f"free space in {self.store.directory}, then try again."
+                    f"{self.store.remedy(e.errno)}, then try again."
                 ) from None
             if session.name not in self._unsaved:
                 log.error("session '%s': Failed to write its record: %s", session.name, e)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import logging
@@ -143,11 +144,25 @@ class SidecarStore:
         self._flush_scheduled = False
         self._syncer = _Syncer(self._sync)
         self.quarantined: list[str] = []  # names whose records the last load_all moved aside
+        self.last_error = 0  # the errno of the last save that failed
 
     def prepare(self) -> None:
         for d in (self.directory, self.sessions_dir, self.corrupt_dir, self.screens_dir):
             d.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(d, 0o700)
+
+    def remedy(self, error: int | None = None) -> str:
+        """What an admin does about records that cannot be written, by the error's errno
+        (the last failed save's when not given)."""
+        error = self.last_error if error is None else error
+        where = self.directory
+        if error == errno.EROFS:
+            return f"{where} is on a read-only file system; remount it read-write"
+        if error in (errno.EACCES, errno.EPERM):
+            return f"hostagent may not write in {where}; make it root's again (mode 0700)"
+        if error in (errno.ENOENT, errno.ENOTDIR):
+            return f"{where} is gone; restart hostagent to make it again"
+        return f"free space in {where}"
 
     def path_of(self, name: str) -> Path:
         return self.sessions_dir / f"{name}{SUFFIX}"
@@ -161,7 +176,8 @@ class SidecarStore:
             with open(fd, "wb") as f:  # a loop over short writes
                 f.write(text.encode())
             os.rename(tmp, final)
-        except OSError:
+        except OSError as e:
+            self.last_error = e.errno or 0
             # A full disk or a plant: the old record stays whole, and no temp file is left.
             with contextlib.suppress(OSError):
                 if not os.path.isdir(tmp):
