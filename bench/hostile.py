@@ -121,7 +121,7 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         rows.append(row)
     text = (
         "## what one user's attack costs the others\n\n"
-        + (__doc__ or "").split("\n\n")[1]
+        + (__doc__ or "").split("\n\n")[1].strip()
         + f" Each window is {seconds:.0f} s; figures are p50 / p99 in ms.\n\n"
         + table(["attack", *(f"{m} p50 / p99" for m in METHODS)], rows)
         + f"\n\nThe worst p99 under attack is {worst:.1f}× the quiet run's (goal ≤ {GOAL:.0f}×).\n"
