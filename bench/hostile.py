@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from bench.report import percentile, table
 from tests.integration.helpers import create
-from tests.integration.hostile_watch import ALICES, BOB, Probe
+from tests.integration.hostile_watch import ALICES, BOB, Probe, long_history
 from tests.sandbox import Sandbox
 
 METHODS = ("ListSessions", "GetSession", "CreateSession")
@@ -24,16 +24,6 @@ PROFILE = "/home/bob/.profile"
 
 def _bob(sb: Sandbox, *args: str) -> None:
     sb.run(*BOB, *args, user="bob", timeout=600).check()
-
-
-def _history(sb: Sandbox) -> None:
-    """bob's session with a 20 000-line history, for the capture attacks."""
-    sb.run(*BOB, "create", "history", '{"columns": ["q", 200]}', "/tmp", user="bob").check()
-    sock = f"/run/hostagent/{sb.uid('bob')}/history.sock"
-    printer = 'python3 -c \'print(("x" * 199 + "\\n") * 20000, end=""); print("printed")\''
-    sb.run("tmux", "-S", sock, "set", "-g", "history-limit", "30000", ";",
-           "new-window", f"{printer}; sleep 3600", user="bob").check()  # fmt: skip
-    sb.screen_showing("history", "printed", user="bob", timeout=120)
 
 
 def _unread(method: str, seconds: float) -> Callable[[Sandbox], None]:
@@ -96,7 +86,7 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
     """The section, and the worst p99 ratio to the quiet run's."""
     seconds = 3.0 if quick else 15.0
     create(sb, "demo-agent", user="alice", name=ALICES)
-    _history(sb)
+    long_history(sb, "history", "x" * 199, timeout=120)
     attacks = {
         "none (quiet)": _quiet(seconds),
         "128 unread captures, inline": _unread("Capture", seconds),

@@ -101,5 +101,17 @@ class Probe:
         self._thread.join(timeout=60)
 
 
+def long_history(sb: Sandbox, name: str, row: str, timeout: float = 60) -> bool:
+    """bob's session name, made with columns for row, with 20 000 rows of it in its history;
+    whether the screen showed the whole printed."""
+    made = bob(sb, "create", name, json.dumps({"columns": ["q", len(row) + 1]}), "/tmp")
+    assert "ok" in made, made
+    sock = f"/run/hostagent/{sb.uid('bob')}/{name}.sock"
+    printer = f'python3 -c \'print(("{row}" + "\\n") * 20000, end=""); print("printed")\''
+    sb.run("tmux", "-S", sock, "set", "-g", "history-limit", "30000", ";",
+           "new-window", f"{printer}; sleep 3600", user="bob").check()  # fmt: skip
+    return bool(sb.screen_showing(name, "printed", user="bob", timeout=timeout))
+
+
 def bobs(sb: Sandbox, name: str, *extra: str) -> str:
     return create(sb, "shell", *extra, user="bob", name=name)

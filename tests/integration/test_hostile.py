@@ -19,7 +19,16 @@ import pytest
 from hostagent.bus.paths import path_encode
 from hostagent.daemon.host import checkpoint
 from tests.integration.helpers import SESSIONS_DIR, create, props, settled
-from tests.integration.hostile_watch import ALICES, BOB, STALL, Probe, bob, bobs, finish
+from tests.integration.hostile_watch import (
+    ALICES,
+    BOB,
+    STALL,
+    Probe,
+    bob,
+    bobs,
+    finish,
+    long_history,
+)
 from tests.integration.test_security import carol_is_admin  # noqa: F401 - a fixture
 from tests.sandbox import Sandbox
 
@@ -104,14 +113,8 @@ def test_2_a_wait_for_80000_names_is_refused_at_once(sb: Sandbox, guarded: Probe
 def test_3_a_capture_larger_than_a_bus_message_is_refused_by_name(
     sb: Sandbox, guarded: Probe
 ) -> None:
-    made = bob(sb, "create", "big-history", json.dumps({"columns": ["q", 1000]}), "/tmp")
-    assert "ok" in made, made
     try:
-        sock = f"/run/hostagent/{sb.uid('bob')}/big-history.sock"
-        printer = 'python3 -c \'print(("€" * 999 + "\\n") * 20000, end=""); print("printed")\''
-        sb.run("tmux", "-S", sock, "set", "-g", "history-limit", "30000", ";",
-               "new-window", f"{printer}; sleep 600", user="bob").check()  # fmt: skip
-        assert sb.screen_showing("big-history", "printed", user="bob", timeout=60)
+        assert long_history(sb, "big-history", "€" * 999)
         result = bob(sb, "capture", "big-history", "30000")
         assert result["error"] == "org.freedesktop.DBus.Error.InvalidArgs", result
         assert "ask for fewer lines" in result["text"]
@@ -388,14 +391,8 @@ def test_11_captures_nobody_reads_stall_no_one(sb: Sandbox, guarded: Probe) -> N
     a reply, first inline, then by descriptor; the probe keeps its pace and the daemon stays
     small. Inline, such a capture is refused by name (it is over 256 KiB); by descriptor, each
     reply is a few bytes. hostagentctl and busctl still read the same history."""
-    made = bob(sb, "create", "unread", json.dumps({"columns": ["q", 200]}), "/tmp")
-    assert "ok" in made, made
     try:
-        sock = f"/run/hostagent/{sb.uid('bob')}/unread.sock"
-        printer = 'python3 -c \'print(("x" * 199 + "\\n") * 20000, end=""); print("printed")\''
-        sb.run("tmux", "-S", sock, "set", "-g", "history-limit", "30000", ";",
-               "new-window", f"{printer}; sleep 600", user="bob").check()  # fmt: skip
-        assert sb.screen_showing("unread", "printed", user="bob", timeout=60)
+        assert long_history(sb, "unread", "x" * 199)
         for method in ("Capture", "CaptureByFileDescriptor"):
             sent = bob(sb, "unread-captures", "unread", "20000", "128", method, "10")
             assert sent == {"sent": 128}

@@ -13,12 +13,11 @@ import asyncio
 import contextlib
 import os
 
-from hostagent.daemon.host.owner import as_owner
+from hostagent.daemon.host.owner import HELD_EXEC, as_owner
 from hostagent.identity import Owner
 
-SHIM_CANCELLED = 126  # the pipe closed without a go-ahead
 # $1 cwd, then the command.
-_SHIM = f'cd -- "$1" || exit 125; shift; read -r go || exit {SHIM_CANCELLED}; exec "$@" </dev/null'
+_SHIM = 'cd -- "$1" || exit 125; shift; ' + HELD_EXEC
 
 
 class HeldChild:

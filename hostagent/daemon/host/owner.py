@@ -183,9 +183,11 @@ class _Helper(asyncio.SubprocessProtocol):
             self.done.set_result(None)
 
 
-# The held helper's shim: it runs as the owner and waits for a line on stdin before it execs
-# argv (with stdin from /dev/null); the pipe closed without one makes it exit instead.
-_HELD = 'read -r go || exit 126; exec "$@" </dev/null'
+# A held process (a session's first one, heldchild.py, or a helper that runs a user's code):
+# it runs as the owner and waits for a line on stdin before it execs its arguments (with stdin
+# from /dev/null); the pipe closed without one makes it exit with SHIM_CANCELLED instead.
+SHIM_CANCELLED = 126
+HELD_EXEC = f'read -r go || exit {SHIM_CANCELLED}; exec "$@" </dev/null'
 
 
 async def _run_confined(
@@ -213,7 +215,7 @@ async def _run_confined(
 
     try:
         return await _run_helper(
-            owner, ["/bin/sh", "-c", _HELD, "hostagent-helper", *argv], None, env, limit,
+            owner, ["/bin/sh", "-c", HELD_EXEC, "hostagent-helper", *argv], None, env, limit,
             held=held, started=let_go,
         )  # fmt: skip
     finally:

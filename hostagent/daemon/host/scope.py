@@ -21,8 +21,8 @@ from dbus_fast import Variant
 
 from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
 from hostagent.daemon.host import agents, checkpoint, tmux
-from hostagent.daemon.host.heldchild import SHIM_CANCELLED, HeldChild
-from hostagent.daemon.host.owner import DEFAULT_PATH, program_problem
+from hostagent.daemon.host.heldchild import HeldChild
+from hostagent.daemon.host.owner import DEFAULT_PATH, SHIM_CANCELLED, program_problem
 from hostagent.daemon.host.runtimedir import write_file
 from hostagent.daemon.host.systemd import Systemd, SystemdError, UnitExists
 from hostagent.daemon.state.paths import PANE_DIED, hooks_fifo
@@ -179,23 +179,19 @@ class Scopes:
         self._slices: dict[str, list[tuple[str, Variant]]] = {}  # what each slice was given
         self.daemon_unit = own_unit(cgroup_of(os.getpid()))
 
-    async def cap_slice(self, slice_: str, props: list[tuple[str, Variant]]) -> None:
-        """Give a user's slice its caps (at runtime: they last until reboot), unless this daemon
-        already gave it the same; SpawnFailed when systemd refuses, since a session must not
-        start outside its owner's caps."""
-        if self._slices.get(slice_) == props:
-            return
-        try:
-            await self.systemd.set_unit_properties(slice_, props)
-        except SystemdError as e:
-            raise SpawnFailed(f"Failed to set the limits of {slice_}: {e}") from None
-        self._slices[slice_] = props
-
     async def capped_slice(self, uid: int, caps: Limits) -> str:
-        """The user's slice, carrying caps (what the system daemon's sessions and helpers of
-        that user go into)."""
+        """The user's slice (what the system daemon's sessions and helpers of that user go
+        into), given caps at runtime (they last until reboot) unless this daemon already gave
+        it the same; SpawnFailed when systemd refuses, since nothing of the user's may start
+        outside their caps."""
         slice_ = user_slice(uid)
-        await self.cap_slice(slice_, slice_properties(uid, caps))
+        props = slice_properties(uid, caps)
+        if self._slices.get(slice_) != props:
+            try:
+                await self.systemd.set_unit_properties(slice_, props)
+            except SystemdError as e:
+                raise SpawnFailed(f"Failed to set the limits of {slice_}: {e}") from None
+            self._slices[slice_] = props
         return slice_
 
     @staticmethod
