@@ -11,7 +11,7 @@ bus-common-errors does).
     ├── AlreadyRunning, NotRunning, Busy
     ├── SpawnFailed (a create's start), ResumeFailed (a resume's), StopFailed
     ├── Timeout, LimitsExceeded, StorageFull
-    ├── WorktreeFailed
+    ├── WorktreeFailed, BadConfiguration
     └── AccessDenied, InteractiveAuthorizationRequired
 """
 
@@ -115,6 +115,13 @@ class StopFailed(HostAgentError):
     dbus_name = _own("StopFailed")
 
 
+class BadConfiguration(HostAgentError):
+    """The daemon's configuration file is broken; it answers every call with this until a
+    reload finds the file good."""
+
+    dbus_name = _own("BadConfiguration")
+
+
 class InvalidArgs(HostAgentError):
     dbus_name = "org.freedesktop.DBus.Error.InvalidArgs"
 
@@ -145,6 +152,7 @@ ALL_ERRORS: tuple[type[HostAgentError], ...] = (
     StorageFull,
     StopFailed,
     WorktreeFailed,
+    BadConfiguration,
     InvalidArgs,
     AccessDenied,
     InteractiveAuthorizationRequired,

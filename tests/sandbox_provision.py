@@ -98,6 +98,20 @@ def provision(r: Path, upper: Path, install: bool) -> None:
         if not (upper / dst).exists() and not (upper / dst).is_symlink():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(REPO / "units" / src, target)
+    # The aliases `systemctl enable` makes, as the package's postinst does: bus activation of
+    # the system daemon goes through one (units/org.hostagent.HostAgent1.service).
+    for alias in _aliases(REPO / "units/hostagent.service"):
+        link = r / "etc/systemd/system" / alias
+        if not link.is_symlink():
+            link.symlink_to("/etc/systemd/system/hostagent.service")
     dropin = r / "etc/systemd/system/hostagent.service.d/sandbox.conf"
     dropin.parent.mkdir(parents=True, exist_ok=True)
     dropin.write_text(_SANDBOX_DROPIN)
+
+
+def _aliases(unit: Path) -> list[str]:
+    return [
+        line.split("=", 1)[1].strip()
+        for line in unit.read_text().splitlines()
+        if line.startswith("Alias=")
+    ]

@@ -17,7 +17,7 @@ from hostagent import BUS_NAME
 from hostagent.bus.call import DBUS, CallError, call
 from hostagent.cli.ctl_output import EXIT_FAILURE, emit_json
 from hostagent.client.library import Client
-from hostagent.errors import HostAgentError
+from hostagent.errors import BadConfiguration, HostAgentError
 
 POLKIT = "org.freedesktop.PolicyKit1"
 SYSTEMD = "org.freedesktop.systemd1"
@@ -56,6 +56,24 @@ async def no_daemon(c: Client, a: argparse.Namespace, err: HostAgentError) -> in
     missing, and how to get it."""
     system = bool(a.system_bus)
     bus = "system" if system else "session"
+    if isinstance(err, BadConfiguration):
+        # It runs, and answers every call with what is wrong with its file and the fix.
+        problems = [err.message]
+    else:
+        problems = await _why_none_answers(c, system, err)
+    if a.json:
+        emit_json(a, {"version": None, "mode": None, "problems": problems})
+    else:
+        answers = "refuses every call" if isinstance(err, BadConfiguration) else "none answers"
+        print(f"daemon: {answers} on the {bus} bus")
+        for p in problems:
+            print(f"error: {p}")
+        print(f"{len(problems)} problem(s) found")
+    return EXIT_FAILURE
+
+
+async def _why_none_answers(c: Client, system: bool, err: HostAgentError) -> list[str]:
+    bus = "system" if system else "session"
     problems = []
     if not await _unit_file_state(c):
         problems.append(f"no {UNIT} unit on this {'host' if system else 'user manager'}: "
@@ -69,14 +87,7 @@ async def no_daemon(c: Client, a: argparse.Namespace, err: HostAgentError) -> in
             f"hostagent is installed but does not answer ({err.message}): "
             f"'systemctl{user} status {UNIT}' and 'journalctl{user} -u {UNIT}' say why"
         )
-    if a.json:
-        emit_json(a, {"version": None, "mode": None, "problems": problems})
-    else:
-        print(f"daemon: none answers on the {bus} bus")
-        for p in problems:
-            print(f"error: {p}")
-        print(f"{len(problems)} problem(s) found")
-    return EXIT_FAILURE
+    return problems
 
 
 def no_bus(system: bool, reason: object) -> int:

@@ -8,16 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import faulthandler
-import gc
-import io
 import logging
 import os
-import resource
 import signal
 import sys
-from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +34,15 @@ from hostagent.daemon.host.owner import set_confiner
 from hostagent.daemon.host.scope import Scopes
 from hostagent.daemon.host.systemd import Systemd
 from hostagent.daemon.host.tmux import Tmux
+from hostagent.daemon.misconfigured import Misconfigured
 from hostagent.daemon.ops.recover import resume_dormant
+from hostagent.daemon.process import (
+    end_tasks,
+    freeze_imports,
+    raise_fd_limit,
+    run_loop,
+    watch_children_with_pidfds,
+)
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
 from hostagent.daemon.state.store import SidecarStore
@@ -49,10 +52,8 @@ from hostagent.yamlfile import SettingsError
 
 log = logging.getLogger("hostagent")
 
-EX_CONFIG = 78  # sysexits.h: the unit's RestartPreventExitStatus=
 STATUS_INTERVAL = 0.5  # seconds between two STATUS= updates at most
 STOP_FLUSH_TIMEOUT = 5.0  # seconds a stop waits for the records' fsync
-STOP_TASKS_TIMEOUT = 2.0  # seconds a stop waits for its tasks to end once cancelled
 NAME_TIMEOUT = 10.0  # seconds a start waits for the bus name a previous daemon held
 
 
@@ -97,6 +98,8 @@ class Daemon:
         self.core: Core | None = None
         self.status = StatusLine()
         self.to_resume: list[str] = []
+        self.tasks: list[asyncio.Task[None]] = []
+        self.misconfigured: Misconfigured[tuple[Config, dict[str, Preset]]] | None = None
 
     def load_settings(self, strict: bool) -> tuple[Config, dict[str, Preset]]:
         config = load_config(config_paths(self.system))
@@ -118,18 +121,22 @@ class Daemon:
             self.core.reconciler.on_unit(unit, active_state)
 
     async def run(self) -> int:
-        try:
-            config, presets = self.load_settings(strict=False)
-        except SettingsError as e:
-            # The unit does not restart on this exit status: a broken file stays broken, and a
-            # restart loop would only keep clients waiting on activation.
-            log.error("Failed to load configuration: %s", e)
-            self.notify(f"STATUS=Configuration error: {e}")
-            return EX_CONFIG
         bus_type = BusType.SYSTEM if self.system else BusType.SESSION
         bus = await MessageBus(bus_type=bus_type, negotiate_unix_fd=True).connect()
         if not pace_writes(bus):
             log.warning("This dbus-fast keeps its writer elsewhere; a burst may drop the bus")
+        loop = asyncio.get_running_loop()
+        stop: asyncio.Future[None] = loop.create_future()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, _finish, stop)
+        loop.add_signal_handler(signal.SIGHUP, self._reload_quietly)
+        watchdog = int(os.environ.get("WATCHDOG_USEC", "0") or 0)
+        if watchdog and os.environ.get("WATCHDOG_PID", str(os.getpid())) == str(os.getpid()):
+            self.tasks.append(loop.create_task(self._watchdog(watchdog / 2e6)))
+        settings = await self._settings(bus, stop)
+        if settings is None:
+            return 0
+        config, presets = settings
         systemd = Systemd(bus, self._on_unit)
         await systemd.connect()
         store = SidecarStore(state_dir(self.system))
@@ -154,6 +161,8 @@ class Daemon:
         exporter = Exporter(bus)
         frontend = core.front(Authorizer(bus, use_polkit=self.system), exporter, self.reload)
         frontend.export_all()
+        if self.misconfigured is not None:
+            self.misconfigured.close()
         await exporter.follow_callers()
         if not await _own_name(bus):
             log.error("Failed to own %s: it is taken; is another hostagent running?", BUS_NAME)
@@ -164,21 +173,50 @@ class Daemon:
             BUS_NAME,
             "system" if self.system else "session",
         )
-        return await self.serve(bus)
+        if self.misconfigured is not None:
+            self.misconfigured.answer_reload()
+            self.misconfigured = None
+        return await self.serve(bus, stop)
 
-    async def serve(self, bus: MessageBus) -> int:
+    async def _settings(
+        self, bus: MessageBus, stop: asyncio.Future[None]
+    ) -> tuple[Config, dict[str, Preset]] | None:
+        """The configuration and presets; while hostagent.yaml is broken, refuse every call
+        until a reload finds it good (hostagent.daemon.misconfigured says why the daemon does
+        not exit). None if the daemon is stopped before that."""
+        try:
+            return self.load_settings(strict=False)
+        except SettingsError as e:
+            log.error("Failed to load configuration, refusing every call until it is fixed: %s", e)
+            refusing = Misconfigured(
+                bus,
+                e,
+                lambda: self.load_settings(strict=False),
+                Authorizer(bus, use_polkit=self.system),
+                os.getuid(),
+                self.system,
+                lambda status: self.notify(f"STATUS={status}"),
+            )
+        self.misconfigured = refusing
+        if not await _own_name(bus):
+            log.error("Failed to own %s: it is taken; is another hostagent running?", BUS_NAME)
+            return None
+        self.notify(f"READY=1\nSTATUS={refusing.status}")
+        disconnected = asyncio.ensure_future(bus.wait_for_disconnect())  # type: ignore[no-untyped-call]
+        ends: list[asyncio.Future[Any]] = [refusing.fixed, stop, disconnected]
+        await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+        if not refusing.fixed.done():
+            refusing.close()
+            return None
+        return refusing.fixed.result()
+
+    async def serve(self, bus: MessageBus, stop: asyncio.Future[None]) -> int:
         assert self.core is not None
         core = self.core
         loop = asyncio.get_running_loop()
-        stop = loop.create_future()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, _finish, stop)
-        loop.add_signal_handler(signal.SIGHUP, self._reload_quietly)
         self.notify(f"READY=1\nSTATUS={core.registry.status_line()}")
-        tasks = [loop.create_task(self._status_loop())]
-        watchdog = int(os.environ.get("WATCHDOG_USEC", "0") or 0)
-        if watchdog and os.environ.get("WATCHDOG_PID", str(os.getpid())) == str(os.getpid()):
-            tasks.append(loop.create_task(self._watchdog(watchdog / 2e6)))
+        tasks = self.tasks
+        tasks.append(loop.create_task(self._status_loop()))
         tasks.append(loop.create_task(core.terminal.watch_all()))
         tasks.append(loop.create_task(core.look_for_ended()))
         tasks.append(loop.create_task(core.endings.guard.run()))
@@ -207,10 +245,15 @@ class Daemon:
             log.error("Lost the bus connection")
         else:
             bus.disconnect()
-        await _end_tasks()
+        await end_tasks()
         return 1 if lost else 0
 
     def _reload_quietly(self) -> None:
+        if self.misconfigured is not None:
+            self.misconfigured.retry()
+            return
+        if self.core is None:
+            return  # still starting: the files it reads are the new ones
         try:
             self.reload()
         except Exception as e:  # SIGHUP has no caller to answer
@@ -269,62 +312,9 @@ async def _own_name(bus: MessageBus) -> bool:
         bus.remove_message_handler(on_message)
 
 
-async def _end_tasks() -> None:
-    """Cancel what still runs and give it STOP_TASKS_TIMEOUT to end. A task that ignores its
-    cancellation is logged with its stack and left behind: the records are flushed and the bus
-    is gone, so nothing is lost by not waiting, and a stop must never hang on one."""
-    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in pending:
-        task.cancel()
-    if not pending:
-        return
-    _, stuck = await asyncio.wait(pending, timeout=STOP_TASKS_TIMEOUT)
-    for task in stuck:
-        trace = io.StringIO()
-        task.print_stack(file=trace)
-        log.warning("Stopping without waiting for a task that did not end: %s", trace.getvalue())
-
-
-def _run(coro: Coroutine[Any, Any, int]) -> int:
-    """asyncio.run, without its last wait for every task to end (see _end_tasks)."""
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    try:
-        return loop.run_until_complete(coro)
-    finally:
-        # Left-behind tasks would warn as they are collected; the process ends instead.
-        sys.stdout.flush()
-        sys.stderr.flush()
-
-
 def _finish(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-def _watch_children_with_pidfds() -> None:
-    """Python 3.11 waits for each subprocess on a thread of its own; a pidfd in the event loop
-    costs no thread (3.12 does this by itself)."""
-    if sys.version_info < (3, 12) and hasattr(os, "pidfd_open"):
-        with contextlib.suppress(OSError):
-            os.close(os.pidfd_open(os.getpid()))
-            asyncio.set_child_watcher(asyncio.PidfdChildWatcher())
-
-
-def _raise_fd_limit() -> None:
-    """Every watched session holds a descriptor: take the hard limit (systemd's default soft
-    limit, 1024, would stop at a few hundred sessions)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-def _freeze_imports() -> None:
-    """Move what the imports made (modules, classes, functions: most of the heap, and never
-    garbage) out of the collector's sight. A full collection then walks the sessions only,
-    which keeps its pause inside ListSessions' latency budget at 1000 sessions."""
-    gc.collect()
-    gc.freeze()
 
 
 def _journal_fields(registry: Registry, name: str) -> dict[str, str]:
@@ -377,14 +367,14 @@ def main(argv: list[str] | None = None) -> int:
     # journal: the first thing to look at when the daemon hangs.
     faulthandler.register(signal.SIGUSR2, all_threads=True)
     try:
-        _watch_children_with_pidfds()
-        _raise_fd_limit()
-        _freeze_imports()
-        rc = _run(Daemon(system=args.system).run())
+        watch_children_with_pidfds()
+        raise_fd_limit()
+        freeze_imports()
+        rc = run_loop(Daemon(system=args.system).run())
     except (OSError, ConnectionError) as e:
         log.error("Failed to start: %s", e)
         return 1
-    os._exit(rc)  # see _run: nothing that is left may hold the stop
+    os._exit(rc)  # see run_loop: nothing that is left may hold the stop
 
 
 if __name__ == "__main__":

@@ -133,6 +133,29 @@ def test_enable_now_and_activation_by_the_first_call(installed: Sandbox) -> None
     assert sb.run("stat", "-c", "%a", "/var/lib/hostagent").stdout.strip() == "700"
 
 
+def test_a_broken_configuration_is_answered_at_once_through_the_packages_alias(
+    installed: Sandbox,
+) -> None:
+    """With the package's dbus-org alias, an exiting daemon left every call waiting out the
+    bus's 25 s activation timeout; the daemon as packaged answers at once instead."""
+    sb = installed
+    conf = "/etc/hostagent/hostagent.yaml"
+    names = set(sb.run("systemctl", "show", "-P", "Names", "hostagent").stdout.split())
+    assert names == {"hostagent.service", "dbus-org.hostagent.HostAgent1.service"}
+    sb.run("cp", conf, f"{conf}.good").check()
+    try:
+        sb.sh(f"printf 'limits:\\n  tasks_max: lots\\n' > {conf}").check()
+        sb.run("systemctl", "stop", "hostagent").check()
+        listed = sb.run("hostagentctl", "--system", "list", user="alice", timeout=10)
+        assert listed.returncode == 1 and listed.stderr.count("\n") == 1, listed.stderr
+        assert f"{conf}:2: field 'limits.tasks_max'" in listed.stderr
+        assert "then run 'systemctl reload hostagent'" in listed.stderr
+    finally:
+        sb.run("mv", f"{conf}.good", conf).check()
+    sb.run("systemctl", "reload", "hostagent").check()
+    sb.ctl("list", user="alice", system=True).check()
+
+
 def test_a_session_runs_unhardened_and_man_and_completion_work(installed: Sandbox) -> None:
     sb = installed
     sb.ctl("new", "--preset", "shell", "--name", "pkg", "--cwd", "/home/alice", user="alice",

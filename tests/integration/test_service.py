@@ -51,12 +51,15 @@ def test_broken_config_names_file_line_and_field(sb: Sandbox) -> None:
     ).check()
     try:
         sb.daemon_stop()
-        assert sb.run("systemctl", "start", "hostagent").returncode != 0
-        assert "/etc/hostagent/hostagent.yaml:2: field 'tmux.columns'" in sb.journal()
+        sb.run("systemctl", "start", "hostagent").check()  # up, and refusing every call
+        where = "/etc/hostagent/hostagent.yaml:2: field 'tmux.columns'"
+        assert where in sb.journal()
+        status = sb.run("systemctl", "show", "-P", "StatusText", "hostagent").stdout
+        assert status.startswith("Refusing every call: ") and where in status, status
+        assert where in sb.ctl("list").stderr
     finally:
         sb.run("rm", "-f", "/etc/hostagent/hostagent.yaml")
-        sb.run("systemctl", "reset-failed", "hostagent")
-        sb.daemon_start()
+        sb.run("systemctl", "reload", "hostagent").check()
 
 
 def test_sigusr2_writes_the_stacks_to_the_journal_and_the_daemon_serves_on(

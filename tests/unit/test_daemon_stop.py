@@ -11,7 +11,7 @@ from dbus_fast.aio import MessageBus
 
 from hostagent import BUS_NAME
 from hostagent.bus.call import DBUS, DBUS_PATH, call
-from hostagent.daemon import main
+from hostagent.daemon import main, process
 
 
 async def stubborn() -> None:
@@ -25,17 +25,17 @@ async def stubborn() -> None:
 def test_a_task_that_ignores_cancellation_does_not_hold_the_stop(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(main, "STOP_TASKS_TIMEOUT", 0.05)
+    monkeypatch.setattr(process, "STOP_TASKS_TIMEOUT", 0.05)
     tasks: list[asyncio.Task[None]] = []
 
     async def body() -> int:
         tasks.append(asyncio.get_running_loop().create_task(stubborn()))
         tasks.append(asyncio.get_running_loop().create_task(asyncio.sleep(3600)))
         await asyncio.sleep(0)
-        await main._end_tasks()
+        await process.end_tasks()
         return 7
 
-    assert main._run(body()) == 7  # asyncio.run would wait for the stubborn task forever
+    assert process.run_loop(body()) == 7  # asyncio.run would wait for the stubborn task forever
     stubborn_task, polite = tasks
     assert polite.cancelled() and not stubborn_task.done()
     assert "did not end" in caplog.text and "stubborn" in caplog.text

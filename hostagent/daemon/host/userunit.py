@@ -37,7 +37,6 @@ BusName={bus_name}
 ExecStart={python} {run}
 ExecReload=/usr/bin/busctl --user call {bus_name} /org/hostagent/HostAgent1 {bus_name}.Manager Reload
 Restart=on-failure
-RestartPreventExitStatus=78
 RestartSec=1s
 
 [Install]
