@@ -78,6 +78,13 @@ DOCS: dict[str, tuple[str, str]] = {
         "As Capture, up to 16 MiB, in a sealed memfd read from its start (as systemd's "
         "DumpByFileDescriptor): what the client library and `hostagentctl capture` use.",
     ),
+    "OpenJournal": (
+        ACTS,
+        "The read end of a pipe with the daemon's journal lines about this session since it "
+        "was created (the last `lines`, at most 10 000), as `journalctl -o short` writes them; "
+        "with `follow`, new lines keep coming until the caller closes it. For owners, who may "
+        "not read a system service's journal; at most 4 open per user (LimitsExceeded).",
+    ),
     "SendText": (ACTS, "Type text (at most 64 KiB, no NUL), then Enter if `enter`."),
     "WaitForActivity": (OPEN, "Wait until one of the activities, or `exited`; Timeout."),
     "ExplainActivity": (

@@ -129,3 +129,17 @@ def setup(debug: bool) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if debug else logging.INFO)
+
+
+def journal_argv(
+    name: str, system: bool, lines: int, follow: bool, since_usec: int = 0
+) -> list[str]:
+    """journalctl for the daemon's lines about session name (the last lines, then new ones
+    with follow); with since_usec, only those since then (a session's creation)."""
+    unit = ["-u", "hostagent.service"] if system else ["--user-unit", "hostagent.service"]
+    since = []
+    if since_usec:
+        seconds, usec = divmod(since_usec, 1_000_000)
+        since = [f"--since=@{seconds}.{usec:06d}"]
+    return ["journalctl", *unit, f"HOSTAGENT_SESSION={name}", *since, "-n", str(max(lines, 0)),
+            *(["-f"] if follow else [])]  # fmt: skip

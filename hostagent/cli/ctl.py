@@ -33,6 +33,7 @@ from hostagent.cli.ctl_output import (
     status_lines,
 )
 from hostagent.cli.doctor import no_bus, verb_doctor
+from hostagent.cli.logs import logs, reads_journal_itself, verb_logs
 from hostagent.cli.polkitagent import PolkitAgent, wanted
 from hostagent.cli.terminal_safe import closed_pipe, guard_output
 from hostagent.client.library import Client, SessionRow, prefer_system
@@ -300,6 +301,7 @@ VERBS: dict[str, Callable[[Client, argparse.Namespace], Awaitable[int]]] = {
     "attach": verb_attach,
     "capture": verb_capture,
     "send": verb_send,
+    "logs": verb_logs,
     "wait": verb_wait,
     "explain": verb_explain,
     "presets": verb_presets,
@@ -308,25 +310,6 @@ VERBS: dict[str, Callable[[Client, argparse.Namespace], Awaitable[int]]] = {
     "reload": verb_reload,
     "hook": verb_hook,
 }
-
-
-def journal_argv(name: str, system: bool, lines: int, follow: bool) -> list[str]:
-    """journalctl for the daemon's lines about one session (they carry HOSTAGENT_SESSION=)."""
-    unit = ["-u", "hostagent.service"] if system else ["--user-unit", "hostagent.service"]
-    return ["journalctl", *unit, f"HOSTAGENT_SESSION={name}", "-n", str(max(lines, 0)),
-            *(["-f"] if follow else [])]  # fmt: skip
-
-
-def logs(a: argparse.Namespace) -> int:
-    if a.host or a.machine or a.address:
-        print("hostagentctl logs reads this host's journal; run it there.", file=sys.stderr)
-        return EXIT_USAGE
-    argv = journal_argv(a.name, a.system_bus, a.lines, a.follow)
-    try:
-        os.execvp(argv[0], argv)
-    except OSError as e:
-        print(f"Failed to run journalctl: {e.strerror}", file=sys.stderr)
-    return EXIT_FAILURE
 
 
 # Verbs that act on a session, and so may need an administrator's password.
@@ -341,7 +324,10 @@ async def run(args: argparse.Namespace) -> int:
     if system is None:
         system = remote or bool(args.address) or await prefer_system()
     args.system_bus = system
-    if args.verb == "logs":  # the journal's, not the bus's
+    if args.verb == "logs" and (remote or args.address):
+        print("hostagentctl logs reads this host's journal; run it there.", file=sys.stderr)
+        return EXIT_USAGE
+    if args.verb == "logs" and reads_journal_itself(args):
         return logs(args)
     if args.verb == "watch":  # keeps its own connection, and finds the bus again if it drops
         from hostagent.cli.watch import watch

@@ -53,7 +53,13 @@ def show_table(
         )
 
 
-_VERB_WORDS = {"new": "create", "rm": "remove", "send": "send to", "status": "get status of"}
+_VERB_WORDS = {
+    "new": "create",
+    "rm": "remove",
+    "send": "send to",
+    "status": "get status of",
+    "logs": "read the journal of",
+}
 
 
 # The daemon names its bus options; the user typed these.

@@ -19,7 +19,7 @@ from dbus_fast.aio import MessageBus
 from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE
 from hostagent.bus.call import DBUS, PROPERTIES, CallError, call, call_for_fd
 from hostagent.bus.paths import path_encode
-from hostagent.errors import from_dbus
+from hostagent.errors import InvalidArgs, from_dbus
 
 LONG_CALL = None  # create, resume and stop reply when systemd's job is done; no client timeout
 
@@ -254,6 +254,21 @@ class Client:
             raise from_dbus(e.name, e.text) from None
         with os.fdopen(fd, "rb") as f:
             return f.read().decode(errors="replace")
+
+    async def journal(self, name: str, lines: int, follow: bool) -> int:
+        """A pipe's read end with the daemon's journal lines about session name (the last
+        lines, then new ones with follow); the caller closes it, which ends a follow. Local
+        buses only: ssh's bridge passes no descriptor."""
+        if not self.passes_fds:
+            raise InvalidArgs("The journal is read on its own host; run the command there.")
+        path = await self.get_session(name)
+        try:
+            return await call_for_fd(
+                self.bus, BUS_NAME, path, SESSION_INTERFACE, "OpenJournal", "ib",
+                [lines, follow],
+            )  # fmt: skip
+        except CallError as e:
+            raise from_dbus(e.name, e.text) from None
 
     async def send_text(self, name: str, text: str, enter: bool) -> None:
         await self._session(name, "SendText", "sb", [text, enter])

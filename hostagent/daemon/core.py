@@ -20,6 +20,7 @@ from hostagent.daemon.bus.manager import BusFrontend
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
+from hostagent.daemon.host.journal import JournalReaders
 from hostagent.daemon.host.ports import Emitter, ScopeRunner
 from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.ops.lifecycle import Lifecycle
@@ -75,7 +76,9 @@ class Core:
     def front(self, auth: Authorizer, exporter: Emitter, reload: Callable[[], None]) -> BusFrontend:
         """The bus objects over this core, listening to the registry; export_all puts them
         on the bus."""
-        frontend = BusFrontend(Services(self.lifecycle, self.conversations, auth, exporter, reload))
+        journal = JournalReaders(self.registry.system)
+        services = Services(self.lifecycle, self.conversations, auth, exporter, reload, journal)
+        frontend = BusFrontend(services)
         self.registry.listeners.append(frontend)
         return frontend
 

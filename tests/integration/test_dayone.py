@@ -9,7 +9,7 @@ import select
 import time
 
 from hostagent import BUS_NAME
-from tests.integration.helpers import create, props, settled, unit_state
+from tests.integration.helpers import create, props, settled, unit_state, until
 from tests.sandbox import REPO, Sandbox
 
 
@@ -220,6 +220,48 @@ def test_a_sessions_journal_lines_are_findable_by_its_name(sb: Sandbox) -> None:
         assert "the agent exited with status 4" in shown and "created" in shown
     finally:
         sb.ctl("rm", name)
+
+
+def test_an_owner_reads_her_sessions_lines_and_only_hers(sb: Sandbox) -> None:
+    """alice may not read a system service's journal; the daemon reads it for her, for her own
+    sessions, since each was created (bob's earlier session of the same name stays his), and a
+    follow she quits leaves no journalctl behind."""
+    name = create(sb, "shell", user="bob")
+    sb.ctl("rm", name, user="bob", system=True).check()
+    own = sb.run("journalctl", "-u", "hostagent", "-n", "1", user="alice")
+    assert "No entries" in own.stdout, own.stdout  # why the daemon reads it for her
+    create(sb, "shell", name=name, user="alice")
+    bobs = create(sb, "shell", user="bob")
+    follower = None
+    try:
+        shown = sb.ctl("logs", name, user="alice", system=True).check().stdout
+        assert f"owner {sb.uid('alice')}" in shown and f"owner {sb.uid('bob')}" not in shown
+        assert "removed" not in shown, shown
+        refused = sb.ctl("logs", bobs, user="alice", system=True)
+        assert refused.returncode != 0 and refused.stdout == "", refused.stdout
+        assert refused.stderr.startswith(f"Failed to read the journal of session '{bobs}'")
+        assert refused.stderr.count("\n") == 1, refused.stderr
+        follower = sb.popen("hostagentctl", "--system", "logs", "-f", "-n", "1", name, user="alice")
+        assert follower.stdout is not None
+        sb.ctl("stop", name, user="alice", system=True).check()
+        line = follower.stdout.readline()
+        while "stop" not in line and line:
+            line = follower.stdout.readline()
+        assert "stop" in line, "the follow shows the stop as it is logged"
+        # Ctrl-C, as she would; to the client inside the machine (nsenter forks it).
+        sb.run("pkill", "-INT", "-u", "alice", "-f", f"logs -f -n 1 {name}").check()
+        follower.communicate(timeout=20)
+        assert follower.returncode == 130, "Ctrl-C ends the follow as it ends journalctl -f"
+
+        def readers() -> str:
+            return sb.run("pgrep", "-f", "-a", "journalctl.*HOSTAGENT_SESSION").stdout
+
+        until(lambda: not readers(), "the daemon stops the journalctl of a follower that left")
+    finally:
+        if follower is not None and follower.returncode is None:
+            follower.kill()
+            follower.communicate()
+        sb.ctl("rm", name, bobs)
 
 
 def test_doctor_says_which_daemon_answers_and_which_presets_are_ready(sb: Sandbox) -> None:

@@ -161,6 +161,11 @@ def test_a_session_runs_unhardened_and_man_and_completion_work(installed: Sandbo
     sb.ctl("new", "--preset", "shell", "--name", "pkg", "--cwd", "/home/alice", user="alice",
            system=True).check()  # fmt: skip
     assert sb.run("systemctl", "is-active", "hostagent-pkg.scope").stdout.strip() == "active"
+    # Her slice got its caps at runtime, and systemd does not call it changed on disk.
+    slice_ = f"hostagent-u{sb.uid('alice')}.slice"
+    status = sb.run("systemctl", "status", "--no-pager", "-n0", slice_)
+    assert "changed on disk" not in status.stdout + status.stderr, status.stdout
+    assert sb.run("systemctl", "show", "-P", "NeedDaemonReload", slice_).stdout.strip() == "no"
     # Nothing of the service's sandboxing reaches the session: it sees the host's mounts,
     # may gain privileges (sudo), and runs no seccomp filter.
     proc = agent_process(sb, "pkg")

@@ -23,6 +23,7 @@ from hostagent.daemon.bus.export import Call
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SessionObject
 from hostagent.daemon.follow import containment
+from hostagent.daemon.host.journal import JournalReaders
 from hostagent.errors import AccessDenied, InvalidArgs, InvalidName, NoSuchPreset
 from hostagent.options import CreateRequest
 from hostagent.permissions import create_owner, owner_may_act, require_inside, require_reload
@@ -83,13 +84,21 @@ ACTING: dict[str, Handler] = {
     "Capture": lambda o, c: handlers._capture(o, c, 10),
     "SendText": lambda o, c: handlers._send(o, c, "rm -rf ~", True),
     "GetAttachCommand": handlers._attach,
+    "OpenJournal": lambda o, c: handlers._journal(o, c, 10, False),
 }
 
 
 def services(host: Host, callers: dict[str, int]) -> Services:
     auth = Authorizer(nowhere(), use_polkit=False)
     auth._uids.update(callers)  # who each bus name is, as the bus would say
-    return Services(host.lifecycle, host.core.conversations, auth, FakeExporter(), lambda: None)
+    return Services(
+        host.lifecycle,
+        host.core.conversations,
+        auth,
+        FakeExporter(),
+        lambda: None,
+        JournalReaders(system=True),
+    )
 
 
 @pytest.mark.parametrize("method", ACTING, ids=list(ACTING))

@@ -3,11 +3,17 @@ findable by HOSTAGENT_SESSION=, and the command hostagentctl logs runs."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import struct
 
+import pytest
+
 from hostagent import log
-from hostagent.cli.ctl import journal_argv
+from hostagent.daemon.host import journal
+from hostagent.errors import LimitsExceeded
+from tests.unit.fakes import run
 
 
 def record(msg: str, *args: object) -> logging.LogRecord:
@@ -33,10 +39,13 @@ def test_the_native_entry_format() -> None:
 
 
 def test_logs_asks_journalctl_for_the_sessions_lines() -> None:
-    assert journal_argv("a", True, 20, False) == [
+    assert log.journal_argv("a", True, 20, False) == [
         "journalctl", "-u", "hostagent.service", "HOSTAGENT_SESSION=a", "-n", "20"
     ]  # fmt: skip
-    assert journal_argv("a", False, 5, True)[1:3] == ["--user-unit", "hostagent.service"]
+    assert log.journal_argv("a", False, 5, True)[1:3] == ["--user-unit", "hostagent.service"]
+    # For an owner, only what was logged since her session was created: a name used before
+    # by someone else shows nothing of theirs.
+    assert "--since=@1700000000.000042" in log.journal_argv("a", True, 5, False, 1700000000000042)
 
 
 def test_a_users_value_cannot_forge_a_journal_line() -> None:
@@ -50,3 +59,23 @@ def test_a_users_value_cannot_forge_a_journal_line() -> None:
     )
     assert "\x1b" not in log.message(record("%s", "\x1b]0;t\x07"))
     assert log.message(record("plain %%")) == "plain %%"  # no arguments: not formatted
+
+
+def test_journal_readers_are_bounded_per_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One user's follows cannot take every reader: the fifth of hers is refused with a
+    named error, and another user still gets one."""
+    monkeypatch.setattr(journal, "journal_argv", lambda *a: ["sleep", "30"])  # a follow
+
+    async def body() -> None:
+        readers = journal.JournalReaders(system=True)
+        fds = [await readers.open(1001, "a", 0, 10, True) for _ in range(4)]
+        with pytest.raises(LimitsExceeded, match="4 journal readers open already"):
+            await readers.open(1001, "a", 0, 10, True)
+        fds.append(await readers.open(1002, "b", 0, 10, True))
+        for fd in fds:
+            os.close(fd)
+        for task in list(readers._running):
+            task.cancel()
+        await asyncio.gather(*readers._running, return_exceptions=True)
+
+    run(body())

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
+from hostagent.daemon.host.journal import JournalReaders
 from hostagent.daemon.host.ports import Emitter, ScopeRunner, SystemdPort
 from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.state.registry import Registry
@@ -26,6 +27,7 @@ class Services:
     auth: Authorizer
     exporter: Emitter
     reload: Callable[[], None]
+    journal: JournalReaders
 
     @property
     def registry(self) -> Registry:

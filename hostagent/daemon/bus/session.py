@@ -201,6 +201,16 @@ async def _capture_fd(o: SessionObject, call: Call, lines: int) -> FileReply:
     return FileReply.of(text.encode(errors="surrogateescape"), f"hostagent-{o.session.name}")
 
 
+async def _journal(o: SessionObject, call: Call, lines: int, follow: bool) -> FileReply:
+    """The daemon's journal lines about this session, for whoever may act on it: its owner
+    cannot read a system service's journal herself."""
+    if lines < 0:
+        raise InvalidArgs(f"lines must be 0 or more, not {lines}.")
+    uid = await o.authorize(call)
+    record = o.session.record
+    return FileReply(await o.f.journal.open(uid, o.session.name, record.created_at, lines, follow))
+
+
 async def _send(o: SessionObject, call: Call, text: str, enter: bool) -> None:
     check_text(text)
     await o.authorize(call)
@@ -260,6 +270,7 @@ SESSION = Interface(
         Method("Diff", [("stat", "b")], [("diff", "s")], _diff),
         Method("Capture", [("lines", "i")], [("text", "s")], _capture),
         Method("CaptureByFileDescriptor", [("lines", "i")], [("fd", "h")], _capture_fd),
+        Method("OpenJournal", [("lines", "i"), ("follow", "b")], [("fd", "h")], _journal),
         Method("SendText", [("text", "s"), ("enter", "b")], [], _send),
         Method(
             "WaitForActivity",
