@@ -123,8 +123,22 @@ function renderSession(name) {
         list.append(Object.assign(document.createElement("dt"), { textContent: key }));
         list.append(Object.assign(document.createElement("dd"), { textContent: String(value) }));
     }
-    $("stop").disabled = p.State !== "running";
-    $("resume").disabled = p.State === "running";
+    const running = p.State === "running";
+    $("stop").disabled = !running;
+    $("resume").disabled = running;
+    // Nothing reads what is sent to a session that ended.
+    $("send-text").disabled = !running;
+    document.querySelector("#send-form button").disabled = !running;
+    // The live screen while it runs, its last screen once it ended, and live again on resume.
+    if (terminal && terminal.name === name && terminal.live !== running)
+        showScreen(name, p);
+}
+
+function showScreen(name, p) {
+    if (p.State === "running")
+        openTerminal(name, p.path);
+    else
+        showLastScreen(name, p.path);
 }
 
 async function showSession(name) {
@@ -149,7 +163,7 @@ async function showSession(name) {
         })
         .catch(ex => { $("journal").textContent = "The journal cannot be read: " + ex.message });
     if (!terminal || terminal.name !== name)
-        openTerminal(name, p.path);
+        showScreen(name, p);
 }
 
 function explain(name) {
@@ -172,10 +186,31 @@ function closeTerminal() {
     }
 }
 
+/* The last screen the agent of an ended session drew, as capture shows it: read-only. */
+async function showLastScreen(name, path) {
+    closeTerminal();
+    const term = new Terminal({ cols: 120, rows: 30, convertEol: true, fontSize: 13,
+                                disableStdin: true });
+    terminal = { term, channel: null, name, live: false };
+    $("terminal").replaceChildren();
+    term.open($("terminal"));
+    try {
+        const [text] = await client.call(path, SESSION, "Capture", [0]);
+        if (!terminal || terminal.term !== term)
+            return; // another screen was opened meanwhile
+        term.write(text);
+        $("terminal-note").textContent = "The session has ended: this is the last screen its " +
+            "agent drew. Resume it to go on.";
+    } catch (ex) {
+        $("terminal-note").textContent = "The last screen is not available: " + ex.message;
+    }
+    $("terminal-note").hidden = false;
+}
+
 async function openTerminal(name, path) {
     closeTerminal();
     const term = new Terminal({ cols: 120, rows: 30, convertEol: false, fontSize: 13 });
-    terminal = { term, channel: null, name };
+    terminal = { term, channel: null, name, live: true };
     $("terminal").replaceChildren();
     term.open($("terminal"));
     $("terminal-note").hidden = true;
@@ -210,7 +245,7 @@ function act(method, args) {
     client.call(p.path, SESSION, method, args || [], INTERACTIVE).then(() => {
         if (method === "Remove")
             cockpit.location.go([]);
-        else if (method === "Resume")
+        else if (method === "Resume" && !terminal?.live)
             openTerminal(name, p.path);
     }, showError);
 }

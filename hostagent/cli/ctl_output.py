@@ -118,9 +118,25 @@ def snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
+_ENDED = ("stopped", "failed")
+
+
 def as_json(props: dict[str, Any]) -> dict[str, Any]:
-    """Properties in the one JSON shape every verb uses: snake_case keys, null for unknown."""
-    return {snake(k): (None if v == UNKNOWN else v) for k, v in props.items()}
+    """Properties in the one JSON shape every verb uses: snake_case keys, null for what is
+    not known or not set (the bus's 0, "" and UINT64_MAX for those), as list --json has it."""
+    return {snake(k): _json_value(k, v, props) for k, v in props.items()}
+
+
+def _json_value(key: str, value: Any, props: dict[str, Any]) -> Any:
+    if value == UNKNOWN or value == "":
+        return None
+    if value == 0 and (key.endswith("At") or key == "ExitSignal"):
+        return None  # a time that has not come, no signal
+    if key == "Leader" and props.get("State") != "running":
+        return None  # the pid of a server that is gone is nobody's
+    if key == "ExitStatus" and (props.get("State") not in _ENDED or props.get("ExitSignal")):
+        return None  # no exit yet, or the agent was killed rather than exiting
+    return value
 
 
 def emit_json(args: argparse.Namespace, value: Any) -> None:

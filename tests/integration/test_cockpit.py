@@ -159,6 +159,12 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
         browser.js("document.getElementById('confirm-yes').click()")
         if button == "kill":
             until(lambda: props(sb, "from-cockpit")["State"] != "running", "killed from the page")
+            # Ended: its last screen, read-only, where the live one was; nothing to send to.
+            browser.until("document.querySelector('#terminal .xterm-rows')?.innerText"
+                          ".includes('sent-42') && !document.getElementById('terminal-note')"
+                          ".hidden", "the last screen of the ended session")  # fmt: skip
+            assert browser.js("document.getElementById('send-text').disabled")
+            browser.screenshot(REPO / "docs" / "cockpit-ended.png")
     until(lambda: sb.ctl("status", "from-cockpit", system=True).returncode == 4,
           "removed from the page")  # fmt: skip
     browser.until("location.hash === '#/' || location.hash === ''", "back at the list")

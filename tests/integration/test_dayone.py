@@ -9,7 +9,7 @@ import select
 import time
 
 from hostagent import BUS_NAME
-from tests.integration.helpers import create, props, settled, unit_state, until
+from tests.integration.helpers import create, new_name, props, settled, unit_state, until
 from tests.sandbox import REPO, Sandbox
 
 
@@ -71,14 +71,40 @@ def test_an_agent_that_exits_badly_leaves_failed_its_status_and_last_screen(sb: 
         assert (p["State"], p["Result"], p["ExitStatus"]) == ("failed", "exit-code", 3)
         assert p["LastError"] == "the agent exited with status 3"
         screen = sb.ctl("capture", name, user="alice", system=True).check().stdout
-        assert "the last words" in screen and not screen.endswith("\n\n")  # no blank rows
+        # No padding down to tmux's "Pane is dead" line, nor that line: what the agent left.
+        assert screen == "the last words\n", screen
         status = sb.ctl("status", name, user="alice", system=True)
         assert status.returncode == 3 and "exited with status 3" in status.stdout
         assert "Leader" not in status.stdout  # no stale pid
+        said = json.loads(sb.ctl("--json", "status", name, user="alice", system=True).stdout)
+        assert (said["exit_status"], said["exit_signal"], said["leader"]) == (3, None, None)
+        assert said["worktree"] is None and said["stopped_at"] and said["result"] == "exit-code"
         assert "the agent exited with status 3" in sb.journal(lines=50)
         sb.ctl("resume", name, user="alice", system=True).check()
         p = ended(sb, name)  # runs again, and fails again, for the same reason
         assert p["ResumeCount"] == 1 and p["ExitStatus"] == 3
+    finally:
+        sb.ctl("rm", name)
+
+
+def test_a_full_screen_agent_that_clears_its_screen_leaves_its_last_frame(sb: Sandbox) -> None:
+    """An agent on the alternate screen leaves a blank terminal when it exits; capture shows
+    the last frame the daemon saw it draw instead (here, a question the preset reads as
+    blocked, so the test knows the daemon has seen it)."""
+    frame = "working on it\\nDo you want to proceed? (y/n)"
+    script = f'printf "\\033[?1049h\\033[H{frame}"; read x; printf "\\033[?1049l"; exit 5'
+    name = new_name()
+    sb.ctl("new", "--name", name, "--preset", "demo-agent", "--cwd", "/tmp",
+           "--replace-command", "--", "sh", "-c", script, user="alice", system=True).check()  # fmt: skip
+    try:
+        sb.ctl(
+            "wait", name, "--for", "blocked", "--timeout", "30", user="alice", system=True
+        ).check()
+        sb.ctl("send", name, "y", user="alice", system=True).check()
+        assert ended(sb, name)["ExitStatus"] == 5
+        screen = sb.ctl("capture", name, user="alice", system=True).check().stdout
+        assert "working on it\nDo you want to proceed? (y/n)" in screen, screen
+        assert "Pane is dead" not in screen
     finally:
         sb.ctl("rm", name)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hostagent.daemon.host.scope import own_unit
+from hostagent.daemon.host.tmux import FINAL_BYTES, final_screen
 from hostagent.session import State, agent_end, unit_end
 from tests.unit.fakes import Host, run
 from tests.unit.test_lifecycle import create
@@ -26,6 +27,58 @@ from tests.unit.test_lifecycle import create
 )
 def test_agent_end(status: int | None, signal: int | None, result: str, why: str) -> None:
     assert agent_end(status, signal) == (result, why)
+
+
+DEAD_33 = "Pane is dead (status 4, Wed Dec  2 10:59:05 2026)"  # tmux 3.3
+DEAD_35 = "Pane is dead (status 4, Wed Dec 2 10:59:05 2026)"  # tmux 3.5's default format
+TUI = "╭─ Codex ─╮\n│ > fix the tests │\n╰─────────╯"
+
+
+@pytest.mark.parametrize(
+    ("capture", "last_seen", "shown"),
+    [
+        # what the agent printed, tmux's padding and line gone
+        (
+            "building\nerror: no such file\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n"
+            + DEAD_33
+            + "\n",
+            "",
+            "building\nerror: no such file\n",
+        ),
+        (
+            "ok\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n"
+            + DEAD_35
+            + "\n",
+            "",
+            "ok\n",
+        ),
+        # a full-screen agent cleared the terminal leaving its alternate screen: its last frame
+        (
+            "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n"
+            + DEAD_33
+            + "\n",
+            TUI,
+            TUI + "\n",
+        ),
+        # ... unless it printed something after it (Codex's "to resume, run ...")
+        (
+            "To continue, run codex resume 019a\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n"
+            + DEAD_33,
+            TUI,
+            "To continue, run codex resume 019a\n",
+        ),
+        # a screen read after the server dropped the line, or a user's own look-alike above it
+        ("Pane is dead is what I typed\n$ ", "", "Pane is dead is what I typed\n$\n"),
+        ("", "", "\n"),
+    ],
+)
+def test_final_screen(capture: str, last_seen: str, shown: str) -> None:
+    assert final_screen(capture, last_seen) == shown
+
+
+def test_a_final_screen_keeps_its_end_within_the_bound() -> None:
+    shown = final_screen("x" * (FINAL_BYTES * 2) + "\nthe end\n" + DEAD_33, "")
+    assert shown.endswith("the end\n") and len(shown.encode()) <= FINAL_BYTES + 1
 
 
 @pytest.mark.parametrize(

@@ -306,3 +306,36 @@ def test_sizes_are_shown_as_systemd_shows_them(size: int, shown: str) -> None:
 def test_spans_are_shown_as_systemd_shows_them(seconds: int, shown: str) -> None:
     assert format_timespan(seconds) == shown
     assert shown == "infinity" or parse_timespan(shown) == seconds
+
+
+@pytest.mark.parametrize(
+    ("props", "shown"),
+    [
+        # running: no stop, no exit yet, no worktree
+        (
+            {"State": "running", "StartedAt": 5, "StoppedAt": 0, "ExitStatus": 0,
+             "ExitSignal": 0, "Worktree": "", "Leader": 42, "ResumeCount": 0},
+            {"state": "running", "started_at": 5, "stopped_at": None, "exit_status": None,
+             "exit_signal": None, "worktree": None, "leader": 42, "resume_count": 0},
+        ),
+        # a clean exit's 0 is a status, not an unknown
+        (
+            {"State": "stopped", "StoppedAt": 9, "ExitStatus": 0, "ExitSignal": 0, "Leader": 0},
+            {"state": "stopped", "stopped_at": 9, "exit_status": 0, "exit_signal": None,
+             "leader": None},
+        ),
+        # killed: a signal, and no status
+        (
+            {"State": "failed", "ExitStatus": 0, "ExitSignal": 9, "LastError": "killed"},
+            {"state": "failed", "exit_status": None, "exit_signal": 9, "last_error": "killed"},
+        ),
+        ({"State": "failed", "ExitStatus": 3, "ExitSignal": 0, "Result": "exit-code"},
+         {"state": "failed", "exit_status": 3, "exit_signal": None, "result": "exit-code"}),
+    ],
+)  # fmt: skip
+def test_status_json_says_null_for_what_is_not_known_or_not_set(
+    props: dict[str, object], shown: dict[str, object]
+) -> None:
+    from hostagent.cli.ctl_output import as_json
+
+    assert as_json(props) == shown

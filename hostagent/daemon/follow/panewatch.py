@@ -72,6 +72,9 @@ class PaneWatch:
         self.on_verdict = on_verdict
         self.tmux = tmux_client
         self.screen_verdict: Verdict | None = None
+        # The last screen read that showed anything: what the agent drew last, kept for its
+        # final screen when it clears the terminal on its way out (an alternate screen left).
+        self.last_screen = ""
         self.hook: Verdict | None = None
         self.verdict: Verdict | None = None
         self.progress: int | None = None
@@ -230,6 +233,8 @@ class PaneWatch:
                     self._loop.call_later(min(RETRY_MAX, backoff), self._request)
                 return
             self._retries = 0
+            if screen.strip():
+                self.last_screen = screen
             flowing = self._loop.time() - self._last_output < SETTLE
             view = View(screen, title, self.progress, flowing, command)
             self.screen_verdict = activity.classify(self.rules, view)

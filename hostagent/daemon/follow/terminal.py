@@ -149,7 +149,8 @@ class Terminal:
         if session.record.state is not State.RUNNING and not session.removed:
             final = self.registry.store.load_screen(session.name)
             if final is not None:
-                kept = final.splitlines()
+                # One kept before tmux's padding was taken off shows without it too.
+                kept = tmux.final_screen(final, "").splitlines()
                 return "\n".join(kept[-(lines + self.settings.config.rows) :]) + "\n"
         name = self._running(session).name
         try:

@@ -210,3 +210,25 @@ class Tmux:
 def remove_socket(sock: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(sock)
+
+
+FINAL_BYTES = 64 * 1024  # of a final screen at most, from the end: one per session is kept
+
+
+# tmux's line under a pane whose program exited (remain-on-exit), written on the bottom row.
+_PANE_IS_DEAD = re.compile(r"Pane is dead( \(.*\))?")
+
+
+def final_screen(capture: str, last_seen: str) -> str:
+    """What a session that ended shows (capture, watch's preview, the Cockpit page): the
+    screen its agent left, without tmux's "Pane is dead" line or the blank rows tmux pads
+    down to it; when the agent cleared the terminal on its way out (a full-screen program
+    leaving the alternate screen), the last screen the daemon saw it draw. At most
+    FINAL_BYTES, from the end, ending in one newline."""
+    lines = capture.rstrip().split("\n")
+    if lines and _PANE_IS_DEAD.fullmatch(lines[-1].strip()):
+        lines.pop()
+    text = "\n".join(lines).rstrip()
+    if not text:
+        text = last_seen.rstrip()
+    return text.encode()[-FINAL_BYTES:].decode(errors="ignore") + "\n"

@@ -31,7 +31,6 @@ from hostagent.session import SUCCESS, Event, State, agent_end, unit_end
 log = logging.getLogger(__name__)
 
 FINAL_LINES = 200  # of scrollback kept with the final screen
-FINAL_BYTES = 64 * 1024  # at most, from the end: the state directory holds one per session
 
 
 @dataclass(frozen=True)
@@ -129,8 +128,8 @@ class Endings:
             if await self.left_to_recovery(session):
                 return
             status, signal = ended
-            final = screen.rstrip("\n").encode()[-FINAL_BYTES:].decode(errors="ignore")
-            self.registry.store.save_screen(session.name, final + "\n")
+            seen = session.watch.last_screen if session.watch is not None else ""
+            self.registry.store.save_screen(session.name, tmux.final_screen(screen, seen))
             result, why = agent_end(status, signal)
             log.info("session '%s': %s", session.name, why or "the agent exited")
             await self.guard.after_exit(session)
