@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from hostagent.cli.polkitagent import wanted
+from hostagent.cli.watch_actions import Actions
 from hostagent.cli.watch_keys import (
     ACTIVITY_COLOURS,
     ACTIVITY_COLUMN,
@@ -68,6 +70,11 @@ class Screen:
     def shown(self) -> list[SessionView]:
         ordered = sorted(self.f.sessions.values(), key=lambda s: s.name)
         return [s for s in ordered if matches(s, self.keys.filter)]
+
+    def owns(self, name: str) -> bool:
+        """Whether this user owns session name ("" for a new one, hers): no password then."""
+        session = self.f.sessions.get(name)
+        return not name or session is None or session.owner == os.getuid()
 
     def selected(self) -> SessionView | None:
         sessions = self.shown()
@@ -122,17 +129,10 @@ class Screen:
         for y, text in enumerate(lines[-room:], top + 1):
             put(y, 0, text)
 
-    def run_ctl(self, args: tuple[str, ...]) -> None:
-        result = subprocess.run([*self.ctl, *args], capture_output=True, text=True, check=False)
-        what = {
-            "new": f"new {result.stdout.strip()}",
-            "send": f"typed into {args[1]}",
-        }.get(args[0], f"{args[0]} {args[-1]}")
-        self.keys.message = (result.stderr.strip() or f"{what}: done").splitlines()[-1]
 
-
-async def run(connect: Callable[[], Any], ctl: list[str]) -> int:
-    """The watch loop on a curses screen; returns the exit code."""
+async def run(connect: Callable[[], Any], ctl: list[str], may_ask: bool = False) -> int:
+    """The watch loop on a curses screen; returns the exit code. may_ask: polkit may ask this
+    user for a password (watch_actions says why that takes the terminal)."""
     win = curses.initscr()
     curses.noecho()
     curses.cbreak()
@@ -145,6 +145,12 @@ async def run(connect: Callable[[], Any], ctl: list[str]) -> int:
     follower = Follower(connect, redraw.set)
     screen = Screen(win, follower, ctl, wants_colour() and curses.has_colors())
     keys: asyncio.Queue[Key] = asyncio.Queue()
+
+    def said(message: str) -> None:
+        screen.keys.message = message
+        redraw.set()
+
+    actions = Actions(ctl, said)
 
     def on_input() -> None:
         while True:
@@ -204,14 +210,21 @@ async def run(connect: Callable[[], Any], ctl: list[str]) -> int:
                 curses.endwin()
                 subprocess.run([*ctl, "attach", *command.args], check=False)
                 win.refresh()
+            elif may_ask and not screen.owns(command.session):
+                loop.remove_reader(sys.stdin.fileno())  # the keys typed are the password's
+                try:
+                    await actions.on_terminal(win, command.args)
+                finally:
+                    loop.add_reader(sys.stdin.fileno(), on_input)
             else:
-                screen.run_ctl(command.args)
+                actions.in_background(command.args)
     except HostAgentError as e:
         curses.endwin()
         print(f"hostagentctl watch: {e.message}", file=sys.stderr)
         return 1
     finally:
         loop.remove_reader(sys.stdin.fileno())
+        actions.cancel()
         follower.close()
         curses.endwin()
 
@@ -233,4 +246,5 @@ async def watch(system: bool, address: str | None, host: str | None, machine: st
     async def connect() -> Client:
         return await Client.connect(system, address, host, machine)
 
-    return await run(connect, ctl_command(system, host, machine))
+    may_ask = wanted(system, True, bool(host or machine or address))
+    return await run(connect, ctl_command(system, host, machine), may_ask)

@@ -79,6 +79,7 @@ class Command:
 
     kind: str  # "quit", "attach" or "ctl"
     args: tuple[str, ...] = ()
+    session: str = ""  # the session it acts on; "" for a new one
 
 
 @dataclass
@@ -117,7 +118,7 @@ class Keys:
             verb, name = self.confirming
             self.confirming = None
             if ch in ("y", "Y"):
-                return Command("ctl", (*CONFIRMED[verb], name))
+                return Command("ctl", (*CONFIRMED[verb], name), name)
             self.message = f"{verb} {name}: not done"
             return None
         if ch in ("q", ESCAPE):
@@ -140,7 +141,7 @@ class Keys:
         elif ch in ("s", "x", "d"):
             self.confirming = ({"s": "stop", "x": "kill", "d": "remove"}[str(ch)], current)
         elif ch == "r":
-            return Command("ctl", ("resume", current))
+            return Command("ctl", ("resume", current), current)
         return None
 
     def _open(self, prompt: Prompt, text: str = "") -> None:
@@ -172,7 +173,7 @@ class Keys:
         if not text:
             return None
         if prompt is Prompt.TYPE:
-            return Command("ctl", ("send", self.target, "--", self.typed))
+            return Command("ctl", ("send", self.target, "--", self.typed), self.target)
         try:
             words = shlex.split(text)
         except ValueError as e:

@@ -134,3 +134,24 @@ def until(check: object, what: str, timeout: float = 20.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"never: {what}")
         time.sleep(0.1)
+
+
+# carol acts on others' sessions after typing her own password (polkit's auth_self).
+AUTH_RULE = """\
+polkit.addRule(function(action, subject) {
+    if (action.id == "org.hostagent.HostAgent1.manage-any" && subject.user == "carol") {
+        return polkit.Result.AUTH_SELF_KEEP;
+    }
+});
+"""
+AUTH_RULE_PATH = "/etc/polkit-1/rules.d/50-hostagent-auth-test.rules"
+
+
+def echo_is_off(sb: Sandbox) -> bool:
+    """Whether pkttyagent has turned its terminal's echo off: it reads the password only then,
+    and flushes what was typed before."""
+    script = (
+        "for p in $(pgrep -x pkttyagent); do t=$(readlink /proc/$p/fd/0); "
+        'case $t in /dev/pts/*) stty -F "$t" -a | grep -qw -- -echo && exit 0;; esac; done; exit 1'
+    )
+    return sb.sh(script).returncode == 0

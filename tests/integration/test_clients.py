@@ -14,7 +14,14 @@ import pytest
 
 from hostagent.client.follow import Follower, Link
 from hostagent.client.library import Client
-from tests.integration.helpers import create, settled, until
+from tests.integration.helpers import (
+    AUTH_RULE,
+    AUTH_RULE_PATH,
+    create,
+    echo_is_off,
+    settled,
+    until,
+)
 from tests.sandbox import Sandbox
 
 SOCK = "/tmp/watch.sock"
@@ -82,6 +89,56 @@ def test_watch_keys_stop_and_resume_the_selected_session(sb: Sandbox, watching: 
     sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "r", user="alice").check()
     until_watch_shows(sb, f"resume {watching}: done")
     assert settled(sb, watching)[0] == "running"
+
+
+def test_watch_asks_for_a_password_on_the_terminal_and_comes_back(sb: Sandbox) -> None:
+    """carol, whom polkit asks for her own password to act on others' sessions, stops root's
+    session from watch: watch hands the terminal to the prompt and comes back; a Ctrl-C there
+    cancels the action, not watch; the right password stops the session."""
+    sock = "/tmp/watch-carol.sock"
+    roots = create(sb, "shell")
+    sb.sh(f"cat > {AUTH_RULE_PATH}", input=AUTH_RULE).check()
+    sb.run("chpasswd", input="carol:s3cret\n").check()
+    sb.run("systemctl", "restart", "polkit").check()
+
+    def screen() -> str:
+        return sb.run("tmux", "-S", sock, "capture-pane", "-p", "-t", "watch", user="carol").stdout
+
+    def shows(text: str) -> str:
+        until(lambda: text in screen(), f"watch's terminal showing {text!r}")
+        return screen()
+
+    def press(*keys: str) -> None:
+        sb.run("tmux", "-S", sock, "send-keys", "-t", "watch", *keys, user="carol").check()
+
+    try:
+        # In a login session of hers, as she would run it: polkit finds the terminal's agent.
+        sb.run("su", "-l", "carol", "-c", f"tmux -S {sock} -f /dev/null new-session -d "
+               "-s watch -x 140 -y 30 'hostagentctl --system watch'").check()  # fmt: skip
+        rows = [line.split()[0] for line in shows(roots).splitlines()[3:] if line.strip()]
+        for _ in range(rows.index(roots)):
+            press("Down")
+        for attempt in ("cancel", "password"):
+            press("s")
+            shows(f"stop {roots}? (y/n)")
+            press("y")
+            shows("Password:")
+            until(lambda: echo_is_off(sb), "the prompt reading the password")
+            if attempt == "cancel":
+                press("C-c")
+                shows(f"stop {roots}: cancelled")
+                assert settled(sb, roots)[0] == "running"
+            else:
+                press("-l", "s3cret")
+                press("Enter")
+                shows(f"stop {roots}: done")
+                assert settled(sb, roots)[0] == "stopped"
+        assert "hostagent ·" in screen(), "watch's own screen is back"
+    finally:
+        sb.run("tmux", "-S", sock, "kill-server", user="carol")
+        sb.run("rm", "-f", AUTH_RULE_PATH)
+        sb.run("systemctl", "restart", "polkit")
+        sb.ctl("rm", roots)
 
 
 def keys(sb: Sandbox, *keys: str, sock: str = SOCK) -> None:

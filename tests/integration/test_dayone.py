@@ -9,7 +9,17 @@ import select
 import time
 
 from hostagent import BUS_NAME
-from tests.integration.helpers import create, new_name, props, settled, unit_state, until
+from tests.integration.helpers import (
+    AUTH_RULE,
+    AUTH_RULE_PATH,
+    create,
+    echo_is_off,
+    new_name,
+    props,
+    settled,
+    unit_state,
+    until,
+)
 from tests.sandbox import REPO, Sandbox
 
 
@@ -300,26 +310,6 @@ def test_doctor_says_which_daemon_answers_and_which_presets_are_ready(sb: Sandbo
     said = json.loads(sb.ctl("--json", "doctor", user="alice", system=True).stdout)
     assert said["mode"] == "system" and "shell" in said["presets_ready"]
     assert said["problems"] == []
-
-
-AUTH_RULE = """\
-polkit.addRule(function(action, subject) {
-    if (action.id == "org.hostagent.HostAgent1.manage-any" && subject.user == "carol") {
-        return polkit.Result.AUTH_SELF_KEEP;
-    }
-});
-"""
-AUTH_RULE_PATH = "/etc/polkit-1/rules.d/50-hostagent-auth-test.rules"
-
-
-def echo_is_off(sb: Sandbox) -> bool:
-    """Whether pkttyagent has turned its terminal's echo off: it reads the password only then,
-    and flushes what was typed before."""
-    script = (
-        "for p in $(pgrep -x pkttyagent); do t=$(readlink /proc/$p/fd/0); "
-        'case $t in /dev/pts/*) stty -F "$t" -a | grep -qw -- -echo && exit 0;; esac; done; exit 1'
-    )
-    return sb.sh(script).returncode == 0
 
 
 def on_a_terminal(sb: Sandbox, user: str, command: str, password: str | None) -> tuple[str, int]:

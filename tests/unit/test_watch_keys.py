@@ -7,6 +7,7 @@ import curses
 import pytest
 
 from hostagent.cli.watch import wants_colour
+from hostagent.cli.watch_actions import outcome
 from hostagent.cli.watch_keys import Command, Keys, Prompt, matches
 from hostagent.client.follow import SessionView
 
@@ -31,14 +32,14 @@ def press(keys: Keys, *typed: str | int) -> list[Command | None]:
         ([curses.KEY_DOWN, "a"], Command("attach", ("b",))),
         ([curses.KEY_DOWN, curses.KEY_DOWN, curses.KEY_DOWN, "a"], Command("attach", ("c",))),
         ([curses.KEY_UP, "a"], Command("attach", ("a",))),
-        (["r"], Command("ctl", ("resume", "a"))),
-        (["s", "y"], Command("ctl", ("stop", "a"))),
-        (["x", "y"], Command("ctl", ("kill", "--whom", "all", "-s", "TERM", "a"))),
-        (["j", "d", "Y"], Command("ctl", ("rm", "b"))),
+        (["r"], Command("ctl", ("resume", "a"), "a")),
+        (["s", "y"], Command("ctl", ("stop", "a"), "a")),
+        (["x", "y"], Command("ctl", ("kill", "--whom", "all", "-s", "TERM", "a"), "a")),
+        (["j", "d", "Y"], Command("ctl", ("rm", "b"), "b")),
         (["s", "n"], None),
         (["x", "\x1b"], None),
-        (["t", "fix the bug", "\n"], Command("ctl", ("send", "a", "--", "fix the bug"))),
-        (["t", "-rf", "\n"], Command("ctl", ("send", "a", "--", "-rf"))),
+        (["t", "fix the bug", "\n"], Command("ctl", ("send", "a", "--", "fix the bug"), "a")),
+        (["t", "-rf", "\n"], Command("ctl", ("send", "a", "--", "-rf"), "a")),
         (["t", "\n"], None),
         (["t", "oops", "\x1b"], None),
         (["n", "demo-agent", "\n"], Command("ctl", ("new", "--preset", "demo-agent", "--cwd", "/w"))),
@@ -90,3 +91,21 @@ def test_a_filter_matches_every_word_anywhere(words: str, shown: bool) -> None:
                                                  ({"NO_COLOR": ""}, True)])  # fmt: skip
 def test_no_color_turns_colour_off(environ: dict[str, str], colour: bool) -> None:
     assert wants_colour(environ) is colour
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "stdout", "stderr", "said"),
+    [
+        (("stop", "a"), 0, "", "", "stop a: done"),
+        (("new", "--preset", "shell"), 0, "t-1\n", "", "new t-1: done"),
+        (("send", "a", "--", "hi"), 0, "", "", "typed into a: done"),
+        (("stop", "a"), 1, "", "Failed to stop session 'a': it belongs to root\n",
+         "Failed to stop session 'a': it belongs to root"),
+        (("stop", "a"), 130, "", "", "stop a: cancelled"),  # Ctrl-C at the password prompt
+        (("rm", "a"), 1, "", "", "rm a: failed (exit status 1)"),
+    ],
+)  # fmt: skip
+def test_an_actions_outcome_on_the_status_line(
+    args: tuple[str, ...], code: int, stdout: str, stderr: str, said: str
+) -> None:
+    assert outcome(args, code, stdout, stderr) == said
