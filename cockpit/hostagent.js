@@ -22,7 +22,10 @@ const INTERACTIVE = { flags: "i" };
 const client = cockpit.dbus(BUS, { bus: "system", superuser: "try" });
 const sessions = new Map(); // name -> properties
 const users = new Map(); // uid -> user name
-let terminal = null; // { term, channel, name } while a session's screen is shown
+let terminal = null; // { term, channel, name, live } while a session's screen is shown
+let me = null; // the logged-in user: cockpit.user()'s { id, name, groups }
+// Cockpit's administrative access: on, the page's calls run as root.
+const administrative = cockpit.permission({ admin: true });
 
 const $ = id => document.getElementById(id);
 
@@ -87,7 +90,7 @@ function render() {
         const p = sessions.get(name);
         const row = body.insertRow();
         row.dataset.name = name;
-        row.className = "activity-" + p.Activity;
+        row.className = "activity-" + p.Activity + " state-" + p.State;
         const cells = [name, users.get(p.Owner) || String(p.Owner), p.Preset, p.State, p.Activity,
             age(p), human(p.MemoryCurrent, "bytes"), p.Branch || "-"];
         for (const text of cells)
@@ -124,14 +127,30 @@ function renderSession(name) {
         list.append(Object.assign(document.createElement("dd"), { textContent: String(value) }));
     }
     const running = p.State === "running";
-    $("stop").disabled = !running;
-    $("resume").disabled = running;
-    // Nothing reads what is sent to a session that ended.
-    $("send-text").disabled = !running;
-    document.querySelector("#send-form button").disabled = !running;
+    // What the daemon would refuse is not offered (as Cockpit's own pages do), rather than
+    // refused after a confirmation; nothing reads what is sent to a session that ended.
+    const acts = mayAct(p);
+    $("stop").disabled = !acts || !running;
+    $("resume").disabled = !acts || running;
+    $("kill").disabled = $("remove").disabled = !acts;
+    $("send-text").disabled = !acts || !running;
+    document.querySelector("#send-form button").disabled = !acts || !running;
+    $("not-yours").hidden = acts;
+    $("not-yours").textContent = acts ? "" : "This is " + (users.get(p.Owner) || p.Owner) +
+        "'s session: you may look at it, not act on it. An administrator acts on it with " +
+        "administrative access turned on.";
     // The live screen while it runs, its last screen once it ended, and live again on resume.
     if (terminal && terminal.name === name && terminal.live !== running)
         showScreen(name, p);
+}
+
+/* Who may act on a session, as the daemon and polkit decide: its owner, root (which
+ * administrative access makes the page's calls), and the hostagent-admin group. */
+function mayAct(p) {
+    if (!me)
+        return false;
+    return p.Owner === me.id || me.id === 0 || administrative.allowed === true ||
+        (me.groups || []).includes("hostagent-admin");
 }
 
 function showScreen(name, p) {
@@ -260,6 +279,22 @@ function confirmThen(button, method, args) {
 
 /* ---- a new session ------------------------------------------------------------------------ */
 
+function seconds(text) {
+    // systemd's time spans, as RuntimeMaxSec= and hostagentctl -p take them: 90, 30min, 1h 30min.
+    const units = { "": 1, s: 1, sec: 1, m: 60, min: 60, h: 3600, hr: 3600, d: 86400, w: 604800 };
+    let total = 0;
+    const parts = text.trim().match(/\d+(?:\.\d+)?\s*[a-z]*/gi);
+    if (!parts || parts.join("").replace(/\s/g, "") !== text.replace(/\s/g, ""))
+        throw new Error("'" + text + "' is not a time span; write it as systemd does: 30min, 8h.");
+    for (const part of parts) {
+        const [, number, unit] = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(part);
+        if (!(unit.toLowerCase() in units))
+            throw new Error("'" + text + "' is not a time span; write it as systemd does: 30min, 8h.");
+        total += Number(number) * units[unit.toLowerCase()];
+    }
+    return Math.round(total);
+}
+
 function bytes(text) {
     const m = /^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$/i.exec(text);
     if (!m)
@@ -295,7 +330,7 @@ async function createSession(event) {
         if ($("new-tasks").value)
             options.tasks_max = { t: "t", v: Number($("new-tasks").value) };
         if ($("new-runtime").value)
-            options.runtime_max_sec = { t: "t", v: Number($("new-runtime").value) };
+            options.runtime_max_sec = { t: "t", v: seconds($("new-runtime").value) };
         if ($("new-worktree").checked)
             options.worktree = { t: "s", v: "" };
         const cwd = $("new-cwd").value || (await cockpit.user()).home;
@@ -382,8 +417,10 @@ document.addEventListener("DOMContentLoaded", () => {
         $("send-text").value = "";
     });
     cockpit.addEventListener("locationchanged", navigate);
+    administrative.addEventListener("changed", render);
     followBus();
-    loadUsers().catch(() => {}).then(loadAll).then(navigate).catch(showError)
+    cockpit.user().then(user => { me = user }).catch(() => {})
+        .then(loadUsers).catch(() => {}).then(loadAll).then(navigate).catch(showError)
         .finally(() => { document.body.dataset.ready = "yes" });
     window.setInterval(refreshCounters, COUNTERS_MS);
 });

@@ -120,15 +120,31 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     browser.js("document.getElementById('resume').click()")
     until(lambda: props(sb, "alices")["State"] == "running", "alices resumed from the page")
 
-    # root's session: the daemon refuses her, and the page says so as Cockpit shows errors.
+    # root's session: what the daemon would refuse her is not offered, and the page says why.
     browser.js("location.hash = '#/session/roots-one'")
     browser.until("document.getElementById('session-name').innerText === 'roots-one'", "roots")
-    browser.js("document.getElementById('stop').click(); "
-               "document.getElementById('confirm-yes').click()")  # fmt: skip
-    alert = browser.until("!document.getElementById('alert').hidden && "
-                          "document.getElementById('alert-text').innerText", "the refusal")  # fmt: skip
-    assert "belongs to another user" in alert, alert
+    note = browser.until("!document.getElementById('not-yours').hidden && "
+                         "document.getElementById('not-yours').innerText", "why not")  # fmt: skip
+    assert "root's session" in note, note
+    offered = browser.js("['stop', 'kill', 'remove', 'resume', 'send-text']"
+                         ".filter(id => !document.getElementById(id).disabled)")  # fmt: skip
+    assert offered == [], offered
+    browser.screenshot(REPO / "docs" / "cockpit-not-yours.png")
     assert props(sb, "roots-one")["State"] == "running"
+
+    # Her session that failed: marked in the list, and its page shows the last screen.
+    sb.ctl("new", "--preset", "shell", "--name", "alice-fails", "--cwd", "/home/alice", "--",
+           "-c", "echo the build broke; exit 3", user="alice", system=True).check()  # fmt: skip
+    browser.js("location.hash = '#/'")
+    browser.until("document.querySelector('tr[data-name=\"alice-fails\"].state-failed')",
+                  "the failed session marked in the list")  # fmt: skip
+    browser.js("location.hash = '#/session/alice-fails'")
+    browser.until("document.querySelector('#terminal .xterm-rows')?.innerText"
+                  ".includes('the build broke')", "its last screen")  # fmt: skip
+    assert "Pane is dead" not in browser.js("document.querySelector('#terminal').innerText")
+    assert browser.js("document.getElementById('send-text').disabled")
+    browser.screenshot(REPO / "docs" / "cockpit-ended.png")
+    sb.ctl("rm", "alice-fails", system=True).check()
 
     # New session, from the form: only installed agents are offered.
     browser.js("location.hash = '#/'")
@@ -139,12 +155,15 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     browser.js("""(() => {
         document.getElementById('new-preset').value = 'shell';
         document.getElementById('new-name').value = 'from-cockpit';
+        document.getElementById('new-runtime').value = '1h 30min';
         document.getElementById('new-create').click(); })()""")
     until(
         lambda: sb.ctl("status", "from-cockpit", system=True).returncode == 0,
         "the session made there",
     )
     assert props(sb, "from-cockpit")["Owner"] == sb.uid("alice")
+    runtime = sb.run("systemctl", "show", "-P", "RuntimeMaxUSec", "hostagent-from-cockpit.scope")
+    assert runtime.stdout.strip() == "1h 30min", "the form takes systemd's time spans"
     browser.until("document.getElementById('session-name').innerText === 'from-cockpit'",
                   "its page")  # fmt: skip
     # A line sent from the form, then Kill and Remove, each confirmed.
@@ -164,39 +183,42 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
                           ".includes('sent-42') && !document.getElementById('terminal-note')"
                           ".hidden", "the last screen of the ended session")  # fmt: skip
             assert browser.js("document.getElementById('send-text').disabled")
-            browser.screenshot(REPO / "docs" / "cockpit-ended.png")
     until(lambda: sb.ctl("status", "from-cockpit", system=True).returncode == 4,
           "removed from the page")  # fmt: skip
     browser.until("location.hash === '#/' || location.hash === ''", "back at the list")
 
 
 def test_an_admin_with_administrative_access_acts_as_root(console: Sandbox) -> None:
-    """carol may use sudo. Without Cockpit's administrative access the page acts as carol, and
-    the daemon refuses her; once she turns it on (what Cockpit's "Limited access" button does),
-    the page's calls go through Cockpit's root bridge and the stop is done."""
+    """carol may use sudo. Without Cockpit's administrative access the page acts as carol and
+    does not offer what the daemon would refuse her; once she turns it on (what Cockpit's
+    "Limited access" button does), the page's calls go through Cockpit's root bridge and the
+    stop is offered and done."""
     sb = console
     sb.sh("echo 'carol ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/carol").check()
     sb.ctl("new", "--preset", "shell", "--name", "alices-own", user="alice", system=True).check()
     carol = logged_in(sb, "carol")
     try:
 
-        def stop_from_the_page() -> str:
+        def open_it() -> None:
             carol.js("location.hash = '#/session/alices-own'")
             carol.until("document.getElementById('session-name').innerText === 'alices-own'",
                         "its page")  # fmt: skip
-            carol.js("document.getElementById('stop').click(); "
-                     "document.getElementById('confirm-yes').click()")  # fmt: skip
-            until(lambda: props(sb, "alices-own")["State"] == "stopped"
-                  or not carol.js("document.getElementById('alert').hidden"),
-                  "the stop done, or refused")  # fmt: skip
-            return str(carol.js("document.getElementById('alert-text').innerText"))
 
-        assert "belongs to another user" in stop_from_the_page()
+        open_it()  # as carol: not offered
+        carol.until("!document.getElementById('not-yours').hidden", "why she may not act")
+        assert carol.js("document.getElementById('stop').disabled")
         carol.js("cockpit.dbus(null, {bus: 'internal'})"
                  ".call('/superuser', 'cockpit.Superuser', 'Start', ['sudo'])")  # fmt: skip
         carol.go(PAGE)
         carol.until("document.body && document.body.dataset.ready === 'yes'", "the page again")
-        assert stop_from_the_page() == ""
+        open_it()  # as root now
+        carol.until("!document.getElementById('stop').disabled", "the stop offered")
+        carol.js("document.getElementById('stop').click(); "
+                 "document.getElementById('confirm-yes').click()")  # fmt: skip
+        until(lambda: props(sb, "alices-own")["State"] == "stopped"
+              or not carol.js("document.getElementById('alert').hidden"),
+              "the stop done, or refused")  # fmt: skip
+        assert carol.js("document.getElementById('alert-text').innerText") == ""
         assert props(sb, "alices-own")["State"] == "stopped"
     finally:
         carol.close()
