@@ -14,6 +14,8 @@ from hostagent.daemon.bus.export import Interface
 from hostagent.daemon.bus.manager import MANAGER
 from hostagent.daemon.bus.session import SESSION
 from hostagent.errors import ALL_ERRORS
+from hostagent.options import OPTION_TYPES
+from hostagent.resources import PROPERTIES
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "dbus-api.md"
 ACTS = "owner, root or polkit `manage-any`"
@@ -26,11 +28,12 @@ DOCS: dict[str, tuple[str, str]] = {
     "GetSessionByPID": (OPEN, "The session whose scope holds pid; NoSessionForPID."),
     "CreateSession": (
         "anyone, for themselves; `user` is root's",
-        "Create and start a session; replies once its scope runs. Options: `command` as, "
-        "`args` as, `prompt` s, `env` a{ss}, `agent_session` s, `memory_max` t, "
-        "`memory_high` t, `cpu_weight` t, `tasks_max` t, `runtime_max_sec` t, `columns` q, "
-        "`rows` q, `user` u. An unknown option is InvalidArgs. `args` go with every start; "
-        "`prompt` only with the first. The program is looked up by the owner's login shell; "
+        "Create and start a session; replies once its scope runs. Options: "
+        + ", ".join(f"`{key}` {signature}" for key, signature in OPTION_TYPES.items())
+        + ". An unknown option is InvalidArgs. `args` go with every start; `prompt` only with "
+        "the first. `properties` are systemd resource-control assignments in systemd's words "
+        "(`CPUQuota=50%`, `AllowedCPUs=0-3`; " + ", ".join(PROPERTIES) + "), kept and given "
+        "to the scope at every start. The program is looked up by the owner's login shell; "
         "AgentNotFound names the PATH searched.",
     ),
     "ResumeSession": (ACTS, "Start a stopped, dormant or failed session again; AlreadyRunning."),
@@ -128,6 +131,11 @@ DOCS: dict[str, tuple[str, str]] = {
         "",
         "How it last ended, in systemd's words: success, exit-code, signal, timeout, oom-kill "
         "or resources (a start that could not be set up); empty while it runs.",
+    ),
+    "Properties": (
+        "",
+        "Its systemd resource-control assignments beyond Limits, in systemd's words, as "
+        "CreateSession's `properties` gave them (CPUQuota=50%).",
     ),
     "Limits": (
         "",

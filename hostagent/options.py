@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from hostagent import resources
 from hostagent.config import COLUMNS_BOUNDS, LIMIT_BOUNDS, ROWS_BOUNDS, limit_problem
 from hostagent.errors import InvalidArgs, quote
 from hostagent.session import Limits
@@ -33,6 +34,7 @@ OPTION_TYPES: dict[str, str] = {
     "rows": "q",
     "worktree": "s",  # a git worktree on this branch ("" for hostagent/NAME)
     "base": "s",  # what a new worktree branch starts from (default: HEAD)
+    "properties": "as",  # systemd resource-control assignments, NAME=VALUE (resources.py)
     **{k: "t" for k in LIMIT_BOUNDS},
 }
 BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
@@ -51,6 +53,7 @@ class CreateRequest:
     limits: Limits = field(default_factory=Limits)
     worktree: str | None = None  # None: no worktree; "": one on the default branch
     base: str = ""
+    properties: list[str] = field(default_factory=list)
 
 
 def parse_options(options: dict[str, tuple[str, Any]]) -> CreateRequest:
@@ -108,6 +111,8 @@ def _apply(req: CreateRequest, key: str, value: Any) -> None:
                 f"Option '{key}' must be a git branch or revision name, not {quote(value)}."
             )
         setattr(req, key, value)
+    elif key == "properties":
+        req.properties = check_properties(value)
     elif key in ("columns", "rows"):
         lo, hi = COLUMNS_BOUNDS if key == "columns" else ROWS_BOUNDS
         if not lo <= value <= hi:
@@ -118,6 +123,25 @@ def _apply(req: CreateRequest, key: str, value: Any) -> None:
         if problem:
             raise InvalidArgs(f"Option '{key}' {problem}.")
         setattr(req.limits, key, int(value))
+
+
+def check_properties(assigned: list[str]) -> list[str]:
+    """The resource-control assignments of option 'properties', each read as systemd reads
+    it and written back in systemd's words; InvalidArgs for one systemd would refuse."""
+    if len(assigned) > resources.MAX_PROPERTIES:
+        raise InvalidArgs(
+            f"Option 'properties' may hold at most {resources.MAX_PROPERTIES} assignments."
+        )
+    shown = []
+    for text in assigned:
+        try:
+            # A percentage is of the memory of the host the scope starts on; any will do here.
+            name, wire = resources.assignment(text, physical=1 << 30)
+        except resources.ResourceProblem as e:
+            known = ", ".join(resources.PROPERTIES)
+            raise InvalidArgs(f"Option 'properties': {e}; hostagent sets {known}.") from None
+        shown.append(f"{name}={wire.shown}")
+    return shown
 
 
 def env_problem(key: str, value: str) -> str | None:

@@ -226,6 +226,8 @@ class SessionRecord:
     stopped_at: int = 0
     resume_count: int = 0
     last_argv: list[str] = field(default_factory=list)
+    # systemd resource-control assignments beyond limits (CPUQuota=50%), in systemd's words
+    properties: list[str] = field(default_factory=list)
     auto_resume: bool = False  # the auto policy will resume it (kept across restarts)
     hook_token: str = ""  # the secret a hook report must carry; new for every start
     worktree: str = ""  # the session's own git worktree, when it has one

@@ -7,11 +7,10 @@ Apart from the verbs (ctl.py): this is where what a user typed becomes what the 
 from __future__ import annotations
 
 import argparse
-import os
 
 from dbus_fast import Variant
 
-from hostagent import values
+from hostagent import resources, values
 
 _PROPS = {  # -p NAME=VALUE -> option key, and how the value reads (as systemd-run's -p)
     "MemoryMax": ("memory_max", "size"),
@@ -64,7 +63,7 @@ def local_memory(args: argparse.Namespace) -> int | None:
     """This host's memory in bytes, for MemoryMax=50%; None for another host's daemon."""
     if args.host or args.machine or args.address:
         return None
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return resources.physical_memory()
 
 
 def build_options(args: argparse.Namespace) -> dict[str, Variant]:
@@ -77,11 +76,24 @@ def build_options(args: argparse.Namespace) -> dict[str, Variant]:
         env[key] = value
     if env:
         options["env"] = Variant("a{ss}", env)
+    assigned: list[str] = []
     for item in args.property or []:
         key, sep, value = item.partition("=")
+        if sep and key in resources.PROPERTIES:
+            try:
+                # Only read here: a percentage is of the memory of the daemon's host.
+                wire = resources.parse(key, value, local_memory(args) or 1 << 30)
+            except resources.ResourceProblem as e:
+                raise UsageError(f"-p {key}: {e}") from None
+            # A percentage stays one: the daemon's host resolves it.
+            assigned.append(f"{key}={wire.shown}")
+            continue
         if not sep or key not in _PROPS:
-            raise UsageError(f"-p takes one of {', '.join(_PROPS)}=VALUE, not '{item}'")
+            known = ", ".join([*_PROPS, *resources.PROPERTIES])
+            raise UsageError(f"-p takes NAME=VALUE for one of {known}; not '{item}'")
         options[_PROPS[key][0]] = _property(key, value, local_memory(args))
+    if assigned:
+        options["properties"] = Variant("as", assigned)
     argv = list(args.argv or [])
     if argv and argv[0] == "--":
         argv = argv[1:]

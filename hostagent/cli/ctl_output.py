@@ -256,13 +256,14 @@ def status_lines(props: dict[str, Any], local: bool = True) -> list[str]:
         "ResumeCount",
         "Command",
         "Limits",
+        "Properties",
         "StartedAt",
         "StoppedAt",
         "MemoryCurrent",
         "CPUUsageNSec",
     ):
         value = props.get(key)
-        if value in ("", None, UNKNOWN) or (key in _ZERO_IS_NONE + _TIMES and not value):
+        if value in ("", None, UNKNOWN, []) or (key in _ZERO_IS_NONE + _TIMES and not value):
             continue
         if key == "Leader" and props.get("State") != "running":
             continue  # the pid of a server that is gone is nobody's

@@ -243,6 +243,33 @@ def test_list_shows_whose_how_old_and_filters_and_new_takes_systemds_values(sb: 
         sb.ctl("rm", name)
 
 
+def test_systemds_other_resource_properties_are_taken_kept_and_shown_back(sb: Sandbox) -> None:
+    """-p takes systemd's resource-control properties beyond hostagent's limits, in systemd's
+    words; the scope carries them, status shows them back, and a resume gives them again."""
+    name = new_name()
+    given = ["CPUQuota=50%", "AllowedCPUs=0", "IOWeight=50", "MemorySwapMax=0", "MemoryLow=64M"]
+    sb.ctl("new", "--preset", "shell", "--name", name, "--cwd", "/tmp",
+           *[arg for p in given for arg in ("-p", p)], user="alice", system=True).check()  # fmt: skip
+    scope = f"hostagent-{name}.scope"
+    wanted = ["500ms", "0", "50", "0", str(64 << 20)]
+    props = "CPUQuotaPerSecUSec,AllowedCPUs,IOWeight,MemorySwapMax,MemoryLow"
+    try:
+        assert sb.run("systemctl", "show", "-P", props, scope).stdout.split() == wanted
+        status = sb.ctl("status", name, user="alice", system=True).check().stdout
+        assert f"Properties: {' '.join(given)}" in status, status
+        said = json.loads(sb.ctl("--json", "status", name, user="alice", system=True).stdout)
+        assert said["properties"] == given
+        sb.ctl("stop", name, user="alice", system=True).check()
+        sb.ctl("resume", name, user="alice", system=True).check()
+        assert sb.run("systemctl", "show", "-P", props, scope).stdout.split() == wanted
+        refused = sb.ctl("new", "--preset", "shell", "-p", "CPUQuota=0%", user="alice",
+                         system=True)  # fmt: skip
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "CPUQuota" in refused.stderr and "50%" in refused.stderr
+    finally:
+        sb.ctl("rm", name)
+
+
 def test_a_sessions_journal_lines_are_findable_by_its_name(sb: Sandbox) -> None:
     name = create(sb, "shell", "--", "-c", "exit 4", user="alice")
     try:

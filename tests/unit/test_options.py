@@ -20,10 +20,13 @@ def test_good_options() -> None:
             "env": ("a{ss}", {"A": "1"}),
             "memory_max": ("t", 1 << 30),
             "columns": ("q", 120),
+            "properties": ("as", ["CPUQuota=50%", "AllowedCPUs=3,0-1", "MemoryLow=1024M"]),
         }
     )
     assert req.args == ["-v"] and req.env == {"A": "1"}
     assert req.limits.memory_max == 1 << 30 and req.columns == 120
+    # kept in systemd's words, as status shows them back
+    assert req.properties == ["CPUQuota=50%", "AllowedCPUs=0-1,3", "MemoryLow=1G"]
 
 
 @pytest.mark.parametrize(
@@ -39,6 +42,10 @@ def test_good_options() -> None:
         pytest.param({"columns": ("q", 3)}, id="tiny-terminal"),
         pytest.param({"command": ("as", [])}, id="empty-command"),
         pytest.param({"agent_session": ("s", "../../etc")}, id="agent-id-path"),
+        pytest.param({"properties": ("as", ["CPUQuota"])}, id="property-without-value"),
+        pytest.param({"properties": ("as", ["Delegate=yes"])}, id="property-not-ours"),
+        pytest.param({"properties": ("as", ["IOWeight=0"])}, id="property-bad-value"),
+        pytest.param({"properties": ("as", ["IOWeight=5"] * 65)}, id="too-many-properties"),
     ],
 )
 def test_bad_options(options: dict[str, tuple[str, Any]]) -> None:

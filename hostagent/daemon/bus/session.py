@@ -105,6 +105,7 @@ _CONST = [
     Property("Branch", "s", _r("branch"), "const"),
     Property("BaseRef", "s", _r("base_ref"), "const"),
     Property("Limits", "a{st}", lambda o: _limits(o.session.record.limits), "const"),
+    Property("Properties", "as", _r("properties"), "const"),
 ]
 _CHANGING = [
     Property("State", "s", _enum("state")),

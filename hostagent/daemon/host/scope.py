@@ -19,6 +19,7 @@ from pathlib import Path
 
 from dbus_fast import Variant
 
+from hostagent import resources
 from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
 from hostagent.daemon.host import agents, checkpoint, tmux
 from hostagent.daemon.host.heldchild import HeldChild
@@ -103,6 +104,11 @@ def scope_properties(
             prop, value = "RuntimeMaxUSec", value if value == NO_LIMIT else value * 1_000_000
         if value:
             props.append((prop, Variant("t", value)))
+    try:
+        extra = resources.scope_properties(record.properties, resources.physical_memory())
+    except resources.ResourceProblem as e:
+        raise SpawnFailed(f"Session '{record.name}': its property {e}.") from None
+    props += [(w.name, Variant(w.signature, w.value)) for w in extra]
     return props
 
 

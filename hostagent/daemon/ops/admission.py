@@ -102,6 +102,7 @@ async def first_record(
         env=dict(req.env),
         path=found.path,
         limits=req.limits.merged_over(config.limits),
+        properties=list(req.properties),
         columns=req.columns or config.columns,
         rows=req.rows or config.rows,
         agent_session=agent_id,
