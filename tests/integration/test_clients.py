@@ -196,6 +196,10 @@ def test_watch_previews_colours_and_its_keys_create_type_filter_kill_and_remove(
         keys(sb, "y")
         until_watch_shows(sb, "kill made-in-watch: done")
         assert settled(sb, "made-in-watch")[0] in ("stopped", "failed")
+        # Its preview is the last screen its shell drew, not tmux's padding and dead line.
+        until(lambda: "alice@" in watch_screen(sb).split("── made-in-watch ")[-1],
+              "the ended session's last screen in the preview")  # fmt: skip
+        assert "Pane is dead" not in watch_screen(sb)
         keys(sb, "d")
         keys(sb, "y")
         until_watch_shows(sb, "rm made-in-watch: done")

@@ -111,7 +111,7 @@ def test_a_report_from_inside_the_scope_needs_the_sessions_token(sb: Sandbox) ->
         sb.ctl("send", name, forged, system=True).check()
         screen = sb.screen_showing(name, "reported-42", user="alice")
         assert "Only a process inside session" in screen
-        assert props(sb, name)["AgentSessionId"] == ""
+        assert props(sb, name)["AgentSessionId"] is None
         with_token = report.format(id="real-3", env="", n=3)
         sb.ctl("send", name, with_token, system=True).check()
         assert sb.screen_showing(name, "reported-43", user="alice")
@@ -132,7 +132,7 @@ def test_an_id_the_cli_chose_is_discovered_on_disk_and_resumed(sb: Sandbox) -> N
     install_discovered_preset(sb)
     name = create(sb, "demo-found", "-e", "DEMO_AGENT_THINK=0", user="alice")
     try:
-        assert props(sb, name)["AgentSessionId"] == ""
+        assert props(sb, name)["AgentSessionId"] is None
         screen = wait_screen(sb, name, "> ")
         own = re.search(r"session ([0-9a-f-]{36})", screen)
         assert own

@@ -123,7 +123,7 @@ def test_a_clean_exit_is_stopped_with_success(sb: Sandbox) -> None:
     name = create(sb, "shell", "--", "-c", "echo done", user="alice")
     try:
         p = ended(sb, name)
-        assert (p["State"], p["Result"], p["LastError"]) == ("stopped", "success", "")
+        assert (p["State"], p["Result"], p["LastError"]) == ("stopped", "success", None)
     finally:
         sb.ctl("rm", name)
 

@@ -149,7 +149,7 @@ def test_records_from_another_boot_with_live_units_are_all_adopted(sb: Sandbox) 
         assert "is unusable" not in sb.journal(lines=20)
         for name in names:
             p = props(sb, name)
-            assert (p["State"], p["DormantReason"], p["Leader"]) == ("running", "", leaders[name])
+            assert (p["State"], p["DormantReason"], p["Leader"]) == ("running", None, leaders[name])
     finally:
         for name in names:
             sb.ctl("rm", name)
@@ -319,6 +319,6 @@ def test_a_failed_resume_keeps_the_id_and_a_later_resume_works(sb: Sandbox) -> N
         sb.run("mkdir", "-p", "/home/alice/vanishing", user="alice").check()
         alice_ctl(sb, "resume", name)
         p = props(sb, name)
-        assert (p["State"], p["AgentSessionId"], p["LastError"]) == ("running", agent_id, "")
+        assert (p["State"], p["AgentSessionId"], p["LastError"]) == ("running", agent_id, None)
     finally:
         sb.ctl("rm", name)

@@ -4,16 +4,20 @@ its scope, and what an exited agent left behind."""
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 
 import pytest
 
 from hostagent.daemon.follow.containment import (
     Proc,
     cgroup_of,
+    children_of,
     describe,
     escaped,
     left_behind,
     read_proc,
+    tree,
 )
 
 SCOPE = "/hostagent.slice/hostagent-a.scope"
@@ -69,3 +73,35 @@ def test_what_an_exited_agent_left_behind_is_everything_but_tmux_and_zombies() -
 def test_this_process_reads_as_itself() -> None:
     me = read_proc(os.getpid())
     assert me is not None and me.ppid == os.getppid() and not me.zombie
+
+
+def test_a_tree_is_read_from_its_root_down_without_listing_all_of_proc(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The guard's cost follows the sessions' processes: it reads the agent's tree through the
+    kernel's children lists, and never lists /proc itself."""
+    listed: list[str] = []
+    real_listdir = os.listdir
+
+    def listdir(path: str) -> list[str]:
+        listed.append(path)
+        return real_listdir(path)
+
+    with subprocess.Popen(["sh", "-c", "sleep 30 & wait"]) as shell:
+        until_children(shell.pid)
+        monkeypatch.setattr(os, "listdir", listdir)
+        found = tree(shell.pid)
+        monkeypatch.undo()
+        shell.kill()
+    assert [p.comm for p in found.values()] == ["sh", "sleep"]
+    assert "/proc" not in listed and all(path.endswith("/task") for path in listed)
+
+
+def until_children(pid: int) -> None:
+    """Until the shell's child runs sleep (its fork and exec are the events; bounded)."""
+    for _ in range(2000):
+        kids = [read_proc(child) for child in children_of(pid)]
+        if any(kid is not None and kid.comm == "sleep" for kid in kids):
+            return
+        time.sleep(0.005)
+    raise AssertionError("the shell never started its sleep")

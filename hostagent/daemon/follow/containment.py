@@ -8,7 +8,11 @@ keeps the scope from ever emptying and serves later sessions' work from inside i
 stopped here, only seen: the session's ``Containment`` property says what was found, and the
 journal has a line. The scope's stop ends what was left behind.
 
-Reading /proc is all this needs: a process's parent and cgroup are readable by anyone.
+Reading /proc is all this needs: a process's parent, children and cgroup are readable by
+anyone. Running sessions are looked at from each agent down its own process tree (the kernel's
+list of each thread's children), so the cost follows the sessions' processes, not everything
+the host runs. What a tree walk cannot see: a process that double-forks (its parent exits, so
+it is no longer the agent's descendant) and then leaves the scope. docs/security.md says so.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ log = logging.getLogger(__name__)
 
 LEFTOVER_GRACE_SEC = 2.0  # what an exiting agent's own children (a SessionEnd hook) may take
 CHECK_INTERVAL_SEC = 30.0  # how often running sessions are looked at for escaped processes
+MAX_TREE = 16384  # processes read from one agent down, at most
 TMUX_SERVER = "tmux: server"
 PIPE = "cat"  # the pane's output, copied by tmux's pipe-pane for the daemon
 
@@ -71,13 +76,33 @@ def cgroup_of(lines: Iterable[str]) -> str:
     return unified or legacy
 
 
-def all_procs() -> dict[int, Proc]:
-    procs = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            proc = read_proc(int(entry))
-            if proc is not None:
-                procs[proc.pid] = proc
+def children_of(pid: int) -> list[int]:
+    """pid's children, as the kernel lists them for each of its threads."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                found += [int(child) for child in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def tree(root: int) -> dict[int, Proc]:
+    """root and its living descendants, read from root down (at most MAX_TREE of them: the
+    scope's TasksMax bounds a real one)."""
+    procs: dict[int, Proc] = {}
+    todo = [root]
+    while todo and len(procs) < MAX_TREE:
+        pid = todo.pop()
+        proc = read_proc(pid)
+        if proc is not None and pid not in procs:
+            procs[pid] = proc
+            todo += children_of(pid)
     return procs
 
 
@@ -147,8 +172,14 @@ class Guard:
                 log.exception("Failed to look for processes outside their scopes")
 
     async def check(self) -> None:
-        procs = await asyncio.to_thread(all_procs)
-        for session in list(self.registry.sessions.values()):
+        running = [
+            s for s in self.registry.sessions.values()
+            if s.record.state is State.RUNNING and s.pane_pid
+        ]  # fmt: skip
+        # One trip to a thread for all of them: a thousand trees of an idle shell each are a
+        # thousand short reads, not worth a thread hop each.
+        trees = await asyncio.to_thread(lambda: [tree(s.pane_pid) for s in running])
+        for session, procs in zip(running, trees, strict=True):
             if session.record.state is State.RUNNING and session.pane_pid:
                 out = escaped(procs, session.pane_pid)
                 if out:
