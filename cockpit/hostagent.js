@@ -140,7 +140,7 @@ function renderSession(name) {
         "'s session: you may look at it, not act on it. An administrator acts on it with " +
         "administrative access turned on.";
     // The live screen while it runs, its last screen once it ended, and live again on resume.
-    if (terminal && terminal.name === name && terminal.live !== running)
+    if (terminal && terminal.name === name)
         showScreen(name, p);
 }
 
@@ -153,11 +153,22 @@ function mayAct(p) {
         (me.groups || []).includes("hostagent-admin");
 }
 
+// The states in which a session's last screen is kept (the daemon saves it as the run ends).
+const ENDED = ["stopped", "failed", "dormant"];
+
 function showScreen(name, p) {
-    if (p.State === "running")
+    const shown = terminal && terminal.name === name ? terminal : null;
+    if (!mayAct(p)) {
+        // Not hers to see: nothing drawn that the daemon would then refuse.
+        if (!shown?.hidden)
+            showNoScreen(name, p);
+        return;
+    }
+    if ((p.State === "running" || p.State === "starting") && !shown?.live)
         openTerminal(name, p.path);
-    else
-        showLastScreen(name, p.path);
+    else if (ENDED.includes(p.State) && shown?.endedAs !== p.State)
+        showLastScreen(name, p.path, p.State);
+    // stopping: what is shown stays until the run has ended
 }
 
 async function showSession(name) {
@@ -200,17 +211,28 @@ function explain(name) {
 function closeTerminal() {
     if (terminal) {
         terminal.channel?.close();
-        terminal.term.dispose();
+        terminal.term?.dispose();
         terminal = null;
     }
+    $("terminal").hidden = false;
+}
+
+function showNoScreen(name, p) {
+    closeTerminal();
+    $("terminal").replaceChildren();
+    $("terminal").hidden = true;
+    terminal = { term: null, channel: null, name, live: false, hidden: true };
+    $("terminal-note").textContent = "Only " + (users.get(p.Owner) || p.Owner) +
+        " and administrators see this session's screen.";
+    $("terminal-note").hidden = false;
 }
 
 /* The last screen the agent of an ended session drew, as capture shows it: read-only. */
-async function showLastScreen(name, path) {
+async function showLastScreen(name, path, state) {
     closeTerminal();
     const term = new Terminal({ cols: 120, rows: 30, convertEol: true, fontSize: 13,
                                 disableStdin: true });
-    terminal = { term, channel: null, name, live: false };
+    terminal = { term, channel: null, name, live: false, endedAs: state };
     $("terminal").replaceChildren();
     term.open($("terminal"));
     try {
@@ -262,10 +284,9 @@ function act(method, args) {
     if (!p)
         return;
     client.call(p.path, SESSION, method, args || [], INTERACTIVE).then(() => {
+        // A resumed session's screen comes back live with its state (renderSession).
         if (method === "Remove")
             cockpit.location.go([]);
-        else if (method === "Resume" && !terminal?.live)
-            openTerminal(name, p.path);
     }, showError);
 }
 

@@ -129,6 +129,10 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     offered = browser.js("['stop', 'kill', 'remove', 'resume', 'send-text']"
                          ".filter(id => !document.getElementById(id).disabled)")  # fmt: skip
     assert offered == [], offered
+    assert browser.js("document.getElementById('terminal').hidden"), "no screen she may not see"
+    assert "see this session's screen" in browser.js(
+        "document.getElementById('terminal-note').innerText"
+    )
     browser.screenshot(REPO / "docs" / "cockpit-not-yours.png")
     assert props(sb, "roots-one")["State"] == "running"
 

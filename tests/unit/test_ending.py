@@ -9,6 +9,7 @@ import pytest
 
 from hostagent.daemon.host.scope import own_unit
 from hostagent.daemon.host.tmux import FINAL_BYTES, final_screen
+from hostagent.daemon.ops.ending import End
 from hostagent.session import State, agent_end, unit_end
 from tests.unit.fakes import Host, run
 from tests.unit.test_lifecycle import create
@@ -177,3 +178,23 @@ def test_an_end_that_comes_with_the_shutdown_is_left_for_recovery(tmp_path: Path
 )  # fmt: skip
 def test_scopes_are_ordered_before_the_daemons_own_service(cgroup: str, unit: str) -> None:
     assert own_unit(cgroup) == unit
+
+
+def test_a_run_that_ended_with_its_terminal_keeps_the_last_screen_its_watch_read(
+    tmp_path: Path,
+) -> None:
+    """A kill of the whole scope takes tmux with it: nothing is left to capture, so the last
+    screen the pane watch read is what capture shows."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a")
+        session = host.registry.get("a")
+        assert session.watch is not None
+        session.watch.last_screen = "$ make\nbuilding…\n\n"  # type: ignore[misc]
+        async with session.lock:
+            await host.core.endings.finish(session, End("signal", "killed by SIGTERM"))
+        assert host.store.load_screen("a") == "$ make\nbuilding…\n"
+        assert await host.core.terminal.capture(session, 0) == "$ make\nbuilding…\n"
+
+    run(body())

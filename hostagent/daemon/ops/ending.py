@@ -109,6 +109,13 @@ class Endings:
             return os.WEXITSTATUS(code), None
         return (None, None) if dead else None
 
+    def _keep_last_seen(self, session: Session) -> None:
+        """A run that ended with its terminal (a stop, a kill of the whole scope, the OOM
+        killer) left no screen to capture: keep the last one its pane watch read instead."""
+        seen = session.watch.last_screen if session.watch is not None else ""
+        if seen.strip() and self.registry.store.load_screen(session.name) is None:
+            self.registry.store.save_screen(session.name, tmux.final_screen("", seen))
+
     async def agent_exited(self, session: Session) -> None:
         """The pane-died hook fired, the agent's process exited, or recovery looks: if the
         agent is gone, keep its last screen and end the session with the reason."""
@@ -160,6 +167,7 @@ class Endings:
         after a clean end, failed otherwise; kept whatever the disk says), its agent no longer
         followed, its terminal's socket gone, and the conversation it was in looked up. The
         caller holds the lock."""
+        self._keep_last_seen(session)
         self.registry.change(
             session,
             Event.UNIT_GONE if end.result == SUCCESS else Event.FAIL,
