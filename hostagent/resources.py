@@ -5,15 +5,22 @@ limits (MemoryMax, MemoryHigh, CPUWeight, TasksMax, RuntimeMaxSec, which the adm
 record keeps them in systemd's words, the scope gets them at every start, and status shows them
 back the same way. On the system daemon a user's scope sits in her own slice, so each of these
 can only narrow what she already has (a protection or a weight counts among her own sessions
-only): none needs a cap.
+only, an address list adds to what her slice's own lists allow): none needs a cap.
+
+Not taken: access controls over devices, sockets, network interfaces and BPF programs, and
+delegation (DeviceAllow=, SocketBindAllow=, BPFProgram=, Delegate=, ...), which are the admin's to
+set on the slice; and what Debian 12's systemd 252 does not know (MemoryZSwapMax=, the
+Startup* memory limits).
 
 Each is read by ``parse`` into the value StartTransientUnit takes and the text shown back.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +72,54 @@ def _percent(text: str, physical: int | None) -> tuple[Any, str]:
     return percent * 10_000, f"{percent}%"  # microseconds of CPU time per second
 
 
+def _usec(text: str, physical: int | None) -> tuple[Any, str]:
+    """A short time span in systemd's words (100ms, 1s, 500us) as microseconds."""
+    m = re.fullmatch(r"(\d+)\s*(us|usec|ms|msec|s|sec)?", text.strip())
+    if not m or int(m.group(1)) == 0:
+        raise ResourceProblem(f"needs a time span such as 100ms or 1s, not '{text}'")
+    factor = {"us": 1, "usec": 1, "ms": 1000, "msec": 1000, "s": 10**6, "sec": 10**6}
+    usec = int(m.group(1)) * factor[m.group(2) or "s"]
+    if usec % 10**6 == 0:
+        return usec, f"{usec // 10**6}s"
+    return usec, f"{usec // 1000}ms" if usec % 1000 == 0 else f"{usec}us"
+
+
+def _boolean(text: str, physical: int | None) -> tuple[Any, str]:
+    word = text.strip().lower()
+    if word in ("yes", "true", "on", "1"):
+        return True, "yes"
+    if word in ("no", "false", "off", "0"):
+        return False, "no"
+    raise ResourceProblem(f"takes yes or no, not '{text}'")
+
+
+_ADDRESS_WORDS = {  # systemd's names for address ranges
+    "any": ("0.0.0.0/0", "::/0"),
+    "localhost": ("127.0.0.0/8", "::1/128"),
+    "link-local": ("169.254.0.0/16", "fe80::/64"),
+    "multicast": ("224.0.0.0/4", "ff00::/8"),
+}
+
+
+def _addresses(text: str, physical: int | None) -> tuple[Any, str]:
+    """IPAddressAllow=/IPAddressDeny=: addresses with prefixes, or systemd's words."""
+    found: list[list[Any]] = []  # (family, address, prefix) structs, as dbus-fast takes them
+    words = text.split()
+    if not words:
+        raise ResourceProblem("needs addresses such as 10.0.0.0/8, localhost or any")
+    for word in words:
+        for item in _ADDRESS_WORDS.get(word, (word,)):
+            try:
+                net = ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ResourceProblem(
+                    f"needs addresses such as 10.0.0.0/8, localhost or any, not '{word}'"
+                ) from None
+            family = socket.AF_INET if net.version == 4 else socket.AF_INET6
+            found.append([family, net.network_address.packed, net.prefixlen])
+    return found, " ".join(words)
+
+
 def _cpu_set(text: str, physical: int | None) -> tuple[Any, str]:
     """0-3,6 as systemd's bitmask (byte i bit j is CPU 8i+j)."""
     chosen: set[int] = set()
@@ -103,7 +158,7 @@ def _per_device(read: Callable[[str, int | None], tuple[Any, str]]) -> Callable[
                 f"needs a device and a value, such as '/dev/sda 10M', not '{text}'"
             )
         number, shown = read(value.strip(), physical)
-        return [(path, number)], f"{path} {shown}"
+        return [[path, number]], f"{path} {shown}"  # dbus-fast takes a struct as a list
 
     return parse
 
@@ -122,10 +177,15 @@ def _oom(text: str, physical: int | None) -> tuple[Any, str]:
 
 # -p NAME -> (systemd's name on the bus, its signature, how the value reads)
 PROPERTIES: dict[str, tuple[str, str, Callable[[str, int | None], tuple[Any, str]]]] = {
+    "CPUAccounting": ("CPUAccounting", "b", _boolean),
     "CPUQuota": ("CPUQuotaPerSecUSec", "t", _percent),
+    "CPUQuotaPeriodSec": ("CPUQuotaPeriodUSec", "t", _usec),
     "AllowedCPUs": ("AllowedCPUs", "ay", _cpu_set),
     "AllowedMemoryNodes": ("AllowedMemoryNodes", "ay", _cpu_set),
+    "StartupAllowedCPUs": ("StartupAllowedCPUs", "ay", _cpu_set),
+    "StartupAllowedMemoryNodes": ("StartupAllowedMemoryNodes", "ay", _cpu_set),
     "StartupCPUWeight": ("StartupCPUWeight", "t", _weight),
+    "IOAccounting": ("IOAccounting", "b", _boolean),
     "IOWeight": ("IOWeight", "t", _weight),
     "StartupIOWeight": ("StartupIOWeight", "t", _weight),
     "IODeviceWeight": ("IODeviceWeight", "a(st)", _per_device(_weight)),
@@ -133,9 +193,14 @@ PROPERTIES: dict[str, tuple[str, str, Callable[[str, int | None], tuple[Any, str
     "IOWriteBandwidthMax": ("IOWriteBandwidthMax", "a(st)", _per_device(_size)),
     "IOReadIOPSMax": ("IOReadIOPSMax", "a(st)", _per_device(_count)),
     "IOWriteIOPSMax": ("IOWriteIOPSMax", "a(st)", _per_device(_count)),
+    "IODeviceLatencyTargetSec": ("IODeviceLatencyTargetUSec", "a(st)", _per_device(_usec)),
+    "MemoryAccounting": ("MemoryAccounting", "b", _boolean),
     "MemoryMin": ("MemoryMin", "t", _size),
     "MemoryLow": ("MemoryLow", "t", _size),
     "MemorySwapMax": ("MemorySwapMax", "t", _size),
+    "TasksAccounting": ("TasksAccounting", "b", _boolean),
+    "IPAddressAllow": ("IPAddressAllow", "a(iayu)", _addresses),
+    "IPAddressDeny": ("IPAddressDeny", "a(iayu)", _addresses),
     "ManagedOOMSwap": ("ManagedOOMSwap", "s", _oom),
     "ManagedOOMMemoryPressure": ("ManagedOOMMemoryPressure", "s", _oom),
 }
@@ -164,13 +229,13 @@ def assignment(text: str, physical: int | None = None) -> tuple[str, Wire]:
 
 def scope_properties(assigned: list[str], physical: int | None) -> list[Wire]:
     """What StartTransientUnit gets for the NAME=value assignments a session carries, in
-    their order; a per-device property given for several devices becomes one list, as systemd
-    keeps it."""
+    their order; a list property given several times (per device, per address) becomes one
+    list, as systemd keeps it."""
     merged: dict[str, Wire] = {}
     for text in assigned:
         name, wire = assignment(text, physical)
         before = merged.get(name)
-        if before is not None and wire.signature == "a(st)":
+        if before is not None and wire.signature.startswith("a("):
             wire = Wire(wire.name, wire.signature, [*before.value, *wire.value], "")
         merged[name] = wire
     return list(merged.values())

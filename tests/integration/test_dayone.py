@@ -247,12 +247,16 @@ def test_systemds_other_resource_properties_are_taken_kept_and_shown_back(sb: Sa
     """-p takes systemd's resource-control properties beyond hostagent's limits, in systemd's
     words; the scope carries them, status shows them back, and a resume gives them again."""
     name = new_name()
-    given = ["CPUQuota=50%", "AllowedCPUs=0", "IOWeight=50", "MemorySwapMax=0", "MemoryLow=64M"]
+    given = ["CPUQuota=50%", "CPUQuotaPeriodSec=10ms", "AllowedCPUs=0", "IOWeight=50",
+             "MemorySwapMax=0", "MemoryLow=64M", "IPAddressDeny=any", "IPAddressAllow=localhost",
+             "TasksAccounting=yes", "IOReadBandwidthMax=/dev/null 1M"]  # fmt: skip
     sb.ctl("new", "--preset", "shell", "--name", name, "--cwd", "/tmp",
            *[arg for p in given for arg in ("-p", p)], user="alice", system=True).check()  # fmt: skip
     scope = f"hostagent-{name}.scope"
-    wanted = {"CPUQuotaPerSecUSec": "500ms", "AllowedCPUs": "0", "IOWeight": "50",
-              "MemorySwapMax": "0", "MemoryLow": str(64 << 20)}  # fmt: skip
+    wanted = {"CPUQuotaPerSecUSec": "500ms", "CPUQuotaPeriodUSec": "10ms", "AllowedCPUs": "0",
+              "IOWeight": "50", "MemorySwapMax": "0", "MemoryLow": str(64 << 20),
+              "IPAddressDeny": "0.0.0.0/0 ::/0", "IPAddressAllow": "127.0.0.0/8 ::1/128",
+              "TasksAccounting": "yes", "IOReadBandwidthMax": "/dev/null 1048576"}  # fmt: skip
 
     def shown() -> dict[str, str]:
         out = sb.run("systemctl", "show", "-p", ",".join(wanted), scope).check().stdout
