@@ -71,6 +71,13 @@ TUI = "╭─ Codex ─╮\n│ > fix the tests │\n╰────────
         # a screen read after the server dropped the line, or a user's own look-alike above it
         ("Pane is dead is what I typed\n$ ", "", "Pane is dead is what I typed\n$\n"),
         ("", "", "\n"),
+        # the watch read the dead pane before the end was handled: not the agent's screen
+        (
+            "\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n"
+            + DEAD_33,
+            "\n\n" + DEAD_33 + "\n",
+            "\n",
+        ),
     ],
 )
 def test_final_screen(capture: str, last_seen: str, shown: str) -> None:

@@ -233,7 +233,9 @@ class PaneWatch:
                     self._loop.call_later(min(RETRY_MAX, backoff), self._request)
                 return
             self._retries = 0
-            if screen.strip():
+            # A dead pane's screen (tmux's line alone, read before the end is handled) is not
+            # something the agent drew.
+            if tmux.agent_screen(screen):
                 self.last_screen = screen
             flowing = self._loop.time() - self._last_output < SETTLE
             view = View(screen, title, self.progress, flowing, command)

@@ -219,16 +219,19 @@ FINAL_BYTES = 64 * 1024  # of a final screen at most, from the end: one per sess
 _PANE_IS_DEAD = re.compile(r"Pane is dead( \(.*\))?")
 
 
-def final_screen(capture: str, last_seen: str) -> str:
-    """What a session that ended shows (capture, watch's preview, the Cockpit page): the
-    screen its agent left, without tmux's "Pane is dead" line or the blank rows tmux pads
-    down to it; when the agent cleared the terminal on its way out (a full-screen program
-    leaving the alternate screen), the last screen the daemon saw it draw. At most
-    FINAL_BYTES, from the end, ending in one newline."""
-    lines = capture.rstrip().split("\n")
+def agent_screen(screen: str) -> str:
+    """What the agent drew on a pane's screen: without tmux's "Pane is dead" line and the
+    blank rows tmux pads down to it; "" when that is all there is."""
+    lines = screen.rstrip().split("\n")
     if lines and _PANE_IS_DEAD.fullmatch(lines[-1].strip()):
         lines.pop()
-    text = "\n".join(lines).rstrip()
-    if not text:
-        text = last_seen.rstrip()
+    return "\n".join(lines).rstrip()
+
+
+def final_screen(capture: str, last_seen: str) -> str:
+    """What a session that ended shows (capture, watch's preview, the Cockpit page): the
+    screen its agent left; when the agent cleared the terminal on its way out (a full-screen
+    program leaving the alternate screen), the last screen the daemon saw it draw. At most
+    FINAL_BYTES, from the end, ending in one newline."""
+    text = agent_screen(capture) or agent_screen(last_seen)
     return text.encode()[-FINAL_BYTES:].decode(errors="ignore") + "\n"

@@ -113,7 +113,7 @@ class Endings:
         """A run that ended with its terminal (a stop, a kill of the whole scope, the OOM
         killer) left no screen to capture: keep the last one its pane watch read instead."""
         seen = session.watch.last_screen if session.watch is not None else ""
-        if seen.strip() and self.registry.store.load_screen(session.name) is None:
+        if tmux.agent_screen(seen) and self.registry.store.load_screen(session.name) is None:
             self.registry.store.save_screen(session.name, tmux.final_screen("", seen))
 
     async def agent_exited(self, session: Session) -> None:
