@@ -46,7 +46,8 @@ DOCS: dict[str, tuple[str, str]] = {
     "RemoveSessionWithFlags": (
         ACTS,
         "As RemoveSession; flag 1 (force) removes the worktree even with changes. Returns a "
-        "note when something was kept (a worktree with changes: where, and how to remove it).",
+        "note when something was kept (a worktree holding files git could not restore: where, "
+        "and how to remove it).",
     ),
     "ListWorktrees": (OPEN, "Each session with a worktree of its own: name, path, branch."),
     "ListPresets": (OPEN, "Every preset: name, description, command."),

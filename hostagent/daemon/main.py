@@ -139,7 +139,7 @@ class Daemon:
         config, presets = settings
         systemd = Systemd(bus, self._on_unit)
         await systemd.connect()
-        store = SidecarStore(state_dir(self.system))
+        store = SidecarStore(state_dir(self.system), runtime_root(self.system) / "records")
         store.prepare()
         self.core = core = Core.assemble(
             scopes=Scopes(systemd, Tmux()),

@@ -12,7 +12,7 @@ import yaml
 
 from hostagent.cli.ctl_output import snake
 from hostagent.daemon.bus.session import SESSION
-from hostagent.daemon.state.store import checksum
+from hostagent.daemon.state.recordfile import checksum
 from tests.sandbox import Sandbox
 
 SESSIONS_DIR = "/var/lib/hostagent/sessions"

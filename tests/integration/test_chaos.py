@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from hostagent.daemon.host import checkpoint
-from hostagent.daemon.state.store import RecordError, record_from_dict
+from hostagent.daemon.state.recordfile import RecordError, record_from_dict
 from tests.sandbox import Sandbox
 
 SESSIONS = "/var/lib/hostagent/sessions"

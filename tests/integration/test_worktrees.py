@@ -84,7 +84,7 @@ def test_three_agents_in_their_own_worktrees(fresh_sandbox: Sandbox) -> None:
     assert sb.run("test", "-e", f"{TREES}/wt-c").returncode != 0
     assert "hostagent/wt-c" in alice(sb, f"git -C {REPO} branch --list 'hostagent/*'")
     kept = sb.ctl("rm", "wt-a", user="alice", system=True).check()
-    assert "has changes and was kept" in kept.stderr and f"{TREES}/wt-a" in kept.stderr
+    assert "'README') and was kept" in kept.stderr and f"{TREES}/wt-a" in kept.stderr
     assert sb.run("test", "-d", f"{TREES}/wt-a").returncode == 0
     sb.ctl("rm", "--force", "wt-b", user="alice", system=True).check()
     assert sb.run("test", "-e", f"{TREES}/wt-b").returncode != 0
@@ -101,6 +101,27 @@ def test_three_agents_in_their_own_worktrees(fresh_sandbox: Sandbox) -> None:
     assert agent_process(sb, "wt-d").cwd == f"{TREES}/wt-d/src"
     # Nothing git made in the repository belongs to root.
     assert sb.run("find", REPO, "-not", "-user", "alice").check().stdout == ""
+
+
+def test_rm_keeps_a_worktree_whose_only_changes_git_ignores(sb: Sandbox) -> None:
+    """A rotated .env that .worktreeinclude brought in, or an ignored note, is nothing git
+    could bring back: rm keeps the worktree and says where it is. An untouched copy of the
+    main worktree's .env is no reason to keep one."""
+    make_repo(sb) if sb.run("test", "-d", GITDIR).returncode else None
+    alice(sb, f"grep -qx 'notes/' {GITDIR}/info/exclude || echo 'notes/' >> {GITDIR}/info/exclude")
+    for name in ("wt-env", "wt-notes", "wt-plain"):
+        new(sb, name, "--worktree").check()
+    alice(
+        sb,
+        f"echo SECRET=2 > {TREES}/wt-env/.env"
+        f" && mkdir {TREES}/wt-notes/notes && echo plan > {TREES}/wt-notes/notes/plan.md",
+    )
+    for name, file in (("wt-env", ".env"), ("wt-notes", "notes/")):
+        said = sb.ctl("rm", name, user="alice", system=True).check().stderr
+        assert f"'{file}') and was kept" in said and f"{TREES}/{name}" in said, said
+        assert alice(sb, f"ls -A {TREES}/{name}").count(file.rstrip("/")) == 1
+    sb.ctl("rm", "wt-plain", user="alice", system=True).check()
+    assert sb.run("test", "-e", f"{TREES}/wt-plain").returncode != 0
 
 
 def test_bad_worktree_requests_are_refused_by_name_and_leave_nothing(sb: Sandbox) -> None:

@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import os
+import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -12,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hostagent.daemon.state.store import SidecarStore
-from hostagent.session import DormantReason, SessionRecord, State
+from hostagent.session import DormantReason, Limits, SessionRecord, State
 
 
 @pytest.fixture
@@ -111,7 +115,7 @@ def test_a_stop_does_not_wait_long_for_a_busy_disk(
 def test_a_record_cut_short_anywhere_is_refused() -> None:
     """A torn write that still parses as YAML must never load with defaults: the checksum
     that closes every record is gone or wrong."""
-    from hostagent.daemon.state.store import RecordError, record_from_dict, record_to_dict
+    from hostagent.daemon.state.recordfile import RecordError, record_from_dict, record_to_dict
 
     rec = SessionRecord(name="a1", uuid="u", owner=1000, preset="shell", cwd="/h", unit="x")
     text = yaml.safe_dump(record_to_dict(rec), sort_keys=False)
@@ -134,7 +138,7 @@ def test_a_version_1_record_loads_when_whole_and_is_refused_when_cut(
     store: SidecarStore,
 ) -> None:
     """Records written before checksums (schema 1) still load, unless a field is missing."""
-    from hostagent.daemon.state.store import record_to_dict
+    from hostagent.daemon.state.recordfile import record_to_dict
 
     whole = record_to_dict(SessionRecord(name="old", uuid="u", unit="hostagent-old.scope"))
     del whole["checksum"]
@@ -178,3 +182,139 @@ def test_what_to_do_about_a_record_that_cannot_be_written(
 ) -> None:
     """A read-only disk is not reported as a full one."""
     assert said in SidecarStore(tmp_path).remedy(error)
+
+
+# ---- the second copy on tmpfs -----------------------------------------------------------
+
+
+def copied_store(tmp_path: Path) -> SidecarStore:
+    s = SidecarStore(tmp_path / "state", tmp_path / "run" / "records")
+    s.prepare()
+    return s
+
+
+def identity(**changes: Any) -> SessionRecord:
+    """A live session's identity: what a shell adopted from the scope alone would lack."""
+    rec = SessionRecord(
+        name="claude1", uuid="u1", owner=1000, preset="claude", cwd="/srv/x",
+        argv=["claude", "--session-id", "c0ffee"], agent_session="c0ffee",
+        hook_token="t0k3n", limits=Limits(memory_max=300 << 20), worktree="/w/claude1",
+        state=State.RUNNING, unit="hostagent-claude1.scope", boot_id="b", created_at=1,
+    )  # fmt: skip
+    return dataclasses.replace(rec, **changes)
+
+
+def _replace(path: Path, make: Callable[[Path], None]) -> None:
+    path.unlink()
+    make(path)
+
+
+# Each way a record can be damaged on disk, as the chaos tests damage it.
+DAMAGE: dict[str, Callable[[Path], object]] = {
+    "empty": lambda path: path.write_bytes(b""),
+    "cut-short": lambda path: path.write_bytes(path.read_bytes()[:40]),
+    "garbage": lambda path: path.write_bytes(b"\x00\xffgarbage: [\n"),
+    "wrong-name": lambda path: path.write_text(path.read_text().replace("claude1", "other")),
+    "directory": lambda path: _replace(path, Path.mkdir),
+    "fifo": lambda path: _replace(path, os.mkfifo),
+    "symlink": lambda path: _replace(path, lambda p: p.symlink_to("/etc/passwd")),
+    "missing": Path.unlink,
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGE.values(), ids=DAMAGE.keys())
+def test_a_damaged_or_missing_record_is_taken_from_its_copy(
+    tmp_path: Path, damage: Callable[[Path], object], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = copied_store(tmp_path)
+    rec = identity()
+    store.save(rec)
+    store.save(SessionRecord(name="other", uuid="u2"))
+    damage(store.path_of("claude1"))
+    again = copied_store(tmp_path)
+    assert {r.name: r for r in again.load_all()}["claude1"] == rec
+    assert again.restored == ["claude1"] and again.quarantined == []
+    assert "restored from its copy" in caplog.text
+    # Written back: the next start needs no copy.
+    assert copied_store(tmp_path).load_all() and store.path_of("claude1").is_file()
+
+
+def test_the_newer_of_a_record_and_its_copy_wins_whatever_the_clock(tmp_path: Path) -> None:
+    store = copied_store(tmp_path)
+    store.save(identity(agent_session=""))
+    old = store.path_of("claude1").read_bytes()
+    store.save(identity())  # the conversation id, learned later
+    store.path_of("claude1").write_bytes(old)  # a backup put back over it
+    os.utime(store.path_of("claude1"), (2e9, 2e9))  # and it looks newer
+    again = copied_store(tmp_path)
+    assert again.load_all()[0].agent_session == "c0ffee"
+    assert again.restored == ["claude1"]
+    # Same revision both sides: the record is taken, nothing is restored.
+    third = copied_store(tmp_path)
+    assert third.load_all()[0].agent_session == "c0ffee" and third.restored == []
+
+
+def test_a_removed_session_does_not_come_back_from_its_copy(tmp_path: Path) -> None:
+    store = copied_store(tmp_path)
+    store.save(identity())
+    store.delete("claude1")
+    assert copied_store(tmp_path).load_all() == []
+    assert not list((tmp_path / "run" / "records").iterdir())
+
+
+def test_a_lost_record_without_a_copy_is_quarantined_and_records_get_copies(
+    tmp_path: Path,
+) -> None:
+    plain = SidecarStore(tmp_path / "state")  # as an older hostagent wrote them
+    plain.prepare()
+    plain.save(identity())
+    plain.save(SessionRecord(name="bad", uuid="u"))
+    plain.path_of("bad").write_bytes(b"")
+    store = copied_store(tmp_path)
+    assert [r.name for r in store.load_all()] == ["claude1"]
+    assert store.quarantined == ["bad"] and store.restored == []
+    assert (tmp_path / "run" / "records" / "claude1.yaml").is_file()
+
+
+def test_a_state_directory_removed_under_the_daemon_is_made_again_with_every_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = copied_store(tmp_path)
+    held = [identity(), identity(name="stopped1", uuid="u3", state=State.STOPPED)]
+    store.holdings = lambda: held
+    for rec in held:
+        store.save(rec)
+    shutil.rmtree(store.directory)
+    store.save(identity(agent_session="beef"))
+    assert "removed or replaced" in caplog.text
+    assert os.stat(store.directory).st_mode & 0o777 == 0o700
+    plain = SidecarStore(tmp_path / "state")  # the records alone, without the copies
+    loaded = {r.name: r for r in plain.load_all()}
+    assert loaded["claude1"].agent_session == "beef" and loaded["stopped1"] == held[1]
+
+
+def test_a_state_directory_replaced_by_an_empty_one_is_written_again(tmp_path: Path) -> None:
+    store = copied_store(tmp_path)
+    held = [identity(), identity(name="stopped1", uuid="u3", state=State.STOPPED)]
+    store.holdings = lambda: held
+    for rec in held:
+        store.save(rec)
+    shutil.rmtree(store.directory)
+    SidecarStore(tmp_path / "state").prepare()  # a reinstall made it again, empty
+    store.save(held[0])
+    assert sorted(p.name for p in store.sessions_dir.iterdir()) == [
+        "claude1.yaml",
+        "stopped1.yaml",
+    ]
+
+
+def test_a_copy_that_cannot_be_written_is_said_once_and_the_record_is_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "records").write_text("not a directory")
+    store = copied_store(tmp_path)
+    store.save(identity())
+    store.save(identity(agent_session="beef"))
+    assert caplog.text.count("Failed to keep a copy") == 1
+    assert store.load_all()[0].agent_session == "beef"

@@ -3,8 +3,10 @@ repository in tests/integration/test_worktrees.py."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +40,42 @@ def test_without_git_a_worktree_is_refused_by_name(monkeypatch: pytest.MonkeyPat
             await worktree.create(me, "/tmp", "a", "", "", "", "")
 
     run(body())
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_what_git_could_not_restore_is_named_and_an_untouched_copy_is_not(
+    tmp_path: Path,
+) -> None:
+    """Real git on a real repository, run as this test's user: the kept-worktree check."""
+    import subprocess
+
+    repo, tree = tmp_path / "repo", tmp_path / "tree"
+
+    def git(*args: str, cwd: Path = repo) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd,
+                       check=True, capture_output=True)  # fmt: skip
+
+    repo.mkdir()
+    git("init", "-q", "-b", "main")
+    (repo / ".gitignore").write_text(".env\nnotes/\n")
+    (repo / "README").write_text("hello\n")
+    git("add", ".")
+    git("commit", "-qm", "start")
+    (repo / ".env").write_text("SECRET=1\n")
+    git("worktree", "add", "-q", "-b", "b", str(tree))
+    me = Owner.from_uid(os.getuid())
+
+    def kept() -> list[str]:
+        return asyncio.run(worktree.unrestorable(me, str(repo), str(tree)))
+
+    assert kept() == []
+    (tree / ".env").write_text("SECRET=1\n")  # as .worktreeinclude copies it
+    assert kept() == []
+    (tree / ".env").write_text("SECRET=2\n")  # rotated
+    assert kept() == [".env"]
+    (tree / ".env").unlink()
+    (tree / "notes").mkdir()
+    (tree / "notes" / "plan.md").write_text("plan\n")
+    assert kept() == ["notes/"]
+    git("mv", "README", "odd name\nwith a newline", cwd=tree)
+    assert kept() == ["odd name\nwith a newline", "notes/"]

@@ -41,7 +41,9 @@ class Worktree:
     new_branch: bool  # made for this worktree (not an existing branch reused)
 
 
-async def _git(owner: Owner, *args: str, timeout: float = GIT_TIMEOUT) -> tuple[int, str, str]:
+async def _git(
+    owner: Owner, *args: str, timeout: float = GIT_TIMEOUT, strip: bool = True
+) -> tuple[int, str, str]:
     git = shutil.which("git")
     if git is None:
         raise WorktreeFailed("git is not installed; install it (apt install git) and retry.")
@@ -53,6 +55,8 @@ async def _git(owner: Owner, *args: str, timeout: float = GIT_TIMEOUT) -> tuple[
     if result is None:
         raise WorktreeFailed(f"git {args[2] if len(args) > 2 else args[0]} did not finish in time.")
     code, out, err = result
+    if not strip:  # names of files, to hand back to a command as they are
+        return code, out.decode(errors="surrogateescape"), err.decode(errors="replace").strip()
     return code, out.decode(errors="replace").strip(), err.decode(errors="replace").strip()
 
 
@@ -200,20 +204,58 @@ async def discard(owner: Owner, tree: Worktree) -> None:
         await _git(owner, "-C", tree.repo, "branch", "-D", tree.branch)
 
 
-async def is_clean(owner: Owner, path: str) -> bool:
-    code, out, _ = await _git(owner, "-C", path, "status", "--porcelain")
-    return code == 0 and not out
+async def unrestorable(owner: Owner, repo: str, path: str) -> list[str]:
+    """What in the worktree git could not bring back once it is removed, as git status names
+    it: changes to tracked files, untracked files, and ignored ones (a rotated .env, notes)
+    unless the main worktree holds the same (a file .worktreeinclude copied in, untouched).
+    ["?"] when git cannot say."""
+    code, out, _ = await _git(
+        owner, "-C", path, "status", "--porcelain=v1", "-z", "--ignored", strip=False
+    )
+    if code != 0:
+        return ["?"]
+    changed: list[str] = []
+    ignored: list[str] = []
+    entries = iter(out.split("\0"))
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        (ignored if entry[:2] == "!!" else changed).append(entry[3:])
+        if entry[0] in "RC":
+            next(entries, None)  # a rename's or copy's old path
+    return changed + await _not_in_main(owner, repo, path, ignored)
+
+
+async def _not_in_main(owner: Owner, repo: str, path: str, ignored: list[str]) -> list[str]:
+    """The ignored files (or directories) of the worktree that the main worktree does not hold
+    the same; all of them when that cannot be told."""
+    if not ignored:
+        return []
+    script = (
+        "wt=$1 top=$2; shift 2; for f; do "
+        'diff -rq -- "$wt/$f" "$top/$f" >/dev/null 2>&1 || printf "%s\\0" "$f"; done'
+    )
+    result = await exec_as_owner(
+        owner, ["/bin/sh", "-c", script, "sh", path, repo, *ignored], GIT_TIMEOUT
+    )
+    if result is None or result[0] != 0:
+        return ignored
+    return [f for f in result[1].decode(errors="surrogateescape").split("\0") if f]
 
 
 async def remove(owner: Owner, repo: str, path: str, force: bool) -> str:
     """Remove a session's worktree (the branch stays); a note for the caller when it is kept."""
     if not os.path.isdir(path):
         return ""
-    if not force and not await is_clean(owner, path):
-        return (
-            f"Worktree {path} has changes and was kept; remove it with "
-            f"'git -C {repo} worktree remove --force {path}', or remove the session with --force."
-        )
+    if not force:
+        kept = await unrestorable(owner, repo, path)
+        if kept:
+            first = "" if kept == ["?"] else f" (first: {quote(kept[0])})"
+            return (
+                f"Worktree {path} holds {len(kept)} changed, untracked or ignored file(s) git "
+                f"could not restore{first} and was kept; remove it with 'git -C {repo} worktree "
+                f"remove --force {path}', or remove the session with --force."
+            )
     args = ["worktree", "remove", *(["--force"] if force else []), path]
     await _git_ok(owner, "-C", repo, *args, what=f"Failed to remove the worktree at {path}")
     return ""

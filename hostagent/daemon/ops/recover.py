@@ -40,13 +40,15 @@ class RecoveryReport:
     to_resume: list[str] = field(default_factory=list)
     orphans_stopped: list[str] = field(default_factory=list)
     orphans_adopted: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)  # records taken from their copies
 
     def summary(self, policy: str) -> str:
         return (
             f"Recovery (policy {policy}): {self.adopted} adopted, {self.dormant} dormant, "
             f"{len(self.to_resume)} to resume, {self.pruned} pruned, {self.stopped} stopped, "
             f"{self.unchanged} unchanged, {len(self.orphans_adopted)} orphan scopes adopted, "
-            f"{len(self.orphans_stopped)} orphan scopes stopped"
+            f"{len(self.orphans_stopped)} orphan scopes stopped, "
+            f"{len(self.restored)} records restored from their copies"
         )
 
 
@@ -64,6 +66,7 @@ class Recovery:
 
     async def run(self) -> RecoveryReport:
         records = self.registry.store.load_all()
+        self.report.restored = list(self.registry.store.restored)
         sessions = [self.registry.add(record) for record in records]
         # Listed after the sessions are known: a unit that ends from here on is seen either in
         # this list or by a signal, which the reconciler holds until recovery is done.

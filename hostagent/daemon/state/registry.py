@@ -136,6 +136,7 @@ class Registry:
         self._operations: dict[int, int] = {}  # owner uid -> operations in flight
         self._unsaved: set[str] = set()  # sessions whose last commit did not reach the disk
         self._retry: asyncio.TimerHandle | None = None
+        store.holdings = lambda: [session.record for session in self.sessions.values()]
 
     # ---- lookup -------------------------------------------------------------------------
 

@@ -5,151 +5,83 @@ of the daemon leaves the old record or the new one, never half of either. The fs
 this survive a power cut run on a worker thread shortly after (FLUSH_DELAY), batched, so that
 disk latency never stalls the event loop; at shutdown ``flush`` waits for them, a few
 seconds at most.
-A record proves itself: it names its format version, carries every field it needs, and (from
-version 2 on) ends with a checksum of its content. One that does not parse, lacks a field, fails
-its checksum, names another session, or comes from a future schema is moved to ``corrupt/`` and
-logged; it never stops the other sessions from loading, and recovery adopts its live scope from
-what systemd and tmux say.
+A record proves itself (recordfile.py); one that does not is moved to ``corrupt/`` and logged,
+and never stops the other sessions from loading.
+
+Each record has a second copy under the daemon's runtime directory (/run/hostagent/records on
+the system daemon): on tmpfs, out of reach of anything that removes /var/lib/hostagent (an
+admin's mistake, a purge with sessions live), and gone at reboot with the sessions it
+describes. Every write numbers the record (``revision``); a load takes the copy where the
+record is missing, damaged or older, so a live session keeps its preset, conversation id, hook
+token, limits and worktree. A record lost with its copy too is adopted from what systemd and
+tmux say (recover.py). A save that finds the state directory gone or replaced makes it again and
+writes every record the daemon holds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import errno
-import hashlib
-import json
 import logging
 import os
 import queue
-import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from hostagent.session import (
-    SCHEMA_VERSION,
-    DormantReason,
-    Limits,
-    SessionRecord,
-    State,
-    name_problem,
-)
-from hostagent.yamlfile import LOADER
+from hostagent.daemon.state.recordfile import SUFFIX, RecordError, dump, load
+from hostagent.session import SessionRecord
 
 log = logging.getLogger(__name__)
 
-# libyaml's safe dumper where PyYAML has it (Debian's and PyPI's do): ten times faster, which
-# a start with a thousand records feels.
-_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-SUFFIX = ".yaml"
 FLUSH_DELAY = 0.2  # seconds between a write and its fsync
 
 
-CHECKSUM = "checksum"  # the last key of a version 2 record: sha256 of everything before it
-# Fields every record has had since version 1; a record without one of them was cut short.
-REQUIRED = ("name", "uuid", "owner", "preset", "cwd", "state", "unit", "boot_id", "created_at")
-
-
-class RecordError(Exception):
-    """A sidecar that cannot be trusted."""
-
-
-def checksum(data: dict[str, Any]) -> str:
-    """The checksum of a record's fields, independent of how YAML laid them out."""
-    fields = {k: v for k, v in data.items() if k != CHECKSUM}
-    canonical = json.dumps(fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def record_to_dict(record: SessionRecord) -> dict[str, Any]:
-    """The record as it is written, its checksum last."""
-    data = dataclasses.asdict(record)
-    data["state"] = record.state.value
-    data["dormant_reason"] = record.dormant_reason.value
-    data[CHECKSUM] = checksum(data)
-    return data
-
-
-def record_from_dict(data: Any, expected_name: str | None = None) -> SessionRecord:
-    if not isinstance(data, dict):
-        raise RecordError("not a mapping")
-    version = data.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise RecordError(f"bad schema_version {version!r}")
-    if version > SCHEMA_VERSION:
-        raise RecordError(f"schema_version {version} is newer than {SCHEMA_VERSION}")
-    if version >= 2 and data.get(CHECKSUM) != checksum(data):
-        raise RecordError("its checksum is missing or wrong (cut short, or changed by hand)")
-    missing = [key for key in REQUIRED if key not in data]
-    if missing:
-        raise RecordError(f"field {missing[0]!r} is missing (cut short?)")
-    fields = {f.name: f for f in dataclasses.fields(SessionRecord)}
-    defaults = SessionRecord()
-    values: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in fields:
-            continue  # written by a newer minor version; harmless to drop
-        values[key] = _coerce(key, value, getattr(defaults, key))
-    record = SessionRecord(**values)
-    problem = name_problem(record.name)
-    if problem:
-        raise RecordError(f"name {record.name!r} {problem}")
-    if expected_name is not None and record.name != expected_name:
-        raise RecordError(f"holds session {record.name!r}, not {expected_name!r}")
-    return record
-
-
-def _coerce(key: str, value: Any, default: Any) -> Any:
-    try:
-        if isinstance(default, State):
-            return State(value)
-        if isinstance(default, DormantReason):
-            return DormantReason(value or "")
-        if isinstance(default, Limits):
-            if not isinstance(value, dict):
-                raise TypeError
-            return Limits(**{k: int(v) for k, v in value.items() if hasattr(default, k)})
-        # bool is an int to Python, not to a record: neither stands for the other.
-        if isinstance(value, bool) != isinstance(default, bool):
-            raise TypeError
-        if not isinstance(value, type(default)):
-            raise TypeError
-        if isinstance(default, list) and not all(isinstance(x, str) for x in value):
-            raise TypeError
-        if isinstance(default, dict) and not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            raise TypeError
-    except (TypeError, ValueError):
-        raise RecordError(f"field {key!r} has a bad value {value!r}") from None
-    return value
-
-
 class SidecarStore:
-    """Records under ``directory``; only the daemon reads or writes them."""
+    """Records under ``directory``, and their copies under ``copies`` when given; only the
+    daemon reads or writes them."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, copies: Path | None = None) -> None:
         self.directory = directory
         self.sessions_dir = directory / "sessions"
         self.corrupt_dir = directory / "corrupt"
         self.screens_dir = directory / "screens"
+        self.copies_dir = copies
         self._dirty: set[Path] = set()
         self._flush_scheduled = False
         self._syncer = _Syncer(self._sync)
-        self.quarantined: list[str] = []  # names whose records the last load_all moved aside
+        self.quarantined: list[str] = []  # names whose records the last load lost for good
+        self.restored: list[str] = []  # names the last load took from their copies
         self.last_error = 0  # the errno of the last save that failed
+        # Every record the daemon holds (the registry says), to write again into a state
+        # directory that was removed or replaced under the running daemon.
+        self.holdings: Callable[[], Iterable[SessionRecord]] = tuple
+        self._revisions: dict[str, int] = {}
+        # The sessions directory, held open: a removed one shows no links, and its inode
+        # cannot be reused by a new directory while held.
+        self._dir_fd = -1
+        self._prepared = False  # prepare() ran: from then on a lost directory is made again
+        self._copy_failing = False  # said once, until a copy is written again
 
     def prepare(self) -> None:
         for d in (self.directory, self.sessions_dir, self.corrupt_dir, self.screens_dir):
             d.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(d, 0o700)
+        self._prepared = True
+        if self._dir_fd >= 0:
+            os.close(self._dir_fd)
+            self._dir_fd = -1
+        self._dir_fd = os.open(self.sessions_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if self.copies_dir is not None:
+            try:
+                self.copies_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.chmod(self.copies_dir, 0o700)
+            except OSError as e:
+                self._copy_failed(e)
 
     def remedy(self, error: int | None = None) -> str:
         """What an admin does about records that cannot be written, by the error's errno
@@ -168,7 +100,17 @@ class SidecarStore:
         return self.sessions_dir / f"{name}{SUFFIX}"
 
     def save(self, record: SessionRecord) -> None:
-        text = yaml.dump(record_to_dict(record), Dumper=_Dumper, sort_keys=False)
+        """Write the record, then its copy; OSError when the record cannot be written (the
+        old one stays whole, and its copy with it)."""
+        name = record.name
+        self._check_directory(name)
+        revision = self._revisions.get(name, 0) + 1
+        text = self._write(record, revision)
+        self._revisions[name] = revision
+        self._write_copy(name, text)
+
+    def _write(self, record: SessionRecord, revision: int) -> str:
+        text = dump(record, revision)
         final = self.path_of(record.name)
         tmp = final.with_name(f".{final.name}.tmp")
         try:
@@ -184,8 +126,75 @@ class SidecarStore:
                     os.unlink(tmp)
             raise
         self._written(final)
+        return text
+
+    def _check_directory(self, saving: str) -> None:
+        """The state directory the daemon prepared is still there; if it was removed or
+        replaced, make it again and write every record held (but the one being saved) into
+        it, so that nothing the daemon knows is lost at its next start."""
+        if not self._prepared:
+            return
+        try:
+            kept, now = os.fstat(self._dir_fd), os.stat(self.sessions_dir)
+            if kept.st_nlink and (kept.st_dev, kept.st_ino) == (now.st_dev, now.st_ino):
+                return
+        except OSError:
+            pass
+        log.error(
+            "The state directory %s was removed or replaced while hostagent ran; "
+            "making it again and writing every session's record into it", self.directory,
+        )  # fmt: skip
+        try:
+            self.prepare()
+        except OSError as e:
+            log.error("Failed to make %s again: %s", self.directory, e)
+            return  # the save says why, with its remedy
+        for held in self.holdings():
+            if held.name == saving:
+                continue
+            revision = self._revisions.get(held.name, 0) + 1
+            try:
+                text = self._write(held, revision)
+            except OSError as e:
+                log.error("session '%s': Failed to write its record: %s", held.name, e)
+                continue
+            self._revisions[held.name] = revision
+            self._write_copy(held.name, text)
+
+    def _write_copy(self, name: str, text: str) -> None:
+        """The record's second copy, on tmpfs: best effort (the record itself is written), a
+        failure said once until a copy succeeds again."""
+        if self.copies_dir is None:
+            return
+        final = self.copies_dir / f"{name}{SUFFIX}"
+        tmp = final.with_name(f".{final.name}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with open(fd, "wb") as f:
+                f.write(text.encode())
+            os.rename(tmp, final)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            self._copy_failed(e)
+            return
+        self._copy_failing = False
+
+    def _copy_failed(self, e: OSError) -> None:
+        if not self._copy_failing:
+            log.warning(
+                "Failed to keep a copy of session records in %s (%s); a record lost from "
+                "%s can then not be restored", self.copies_dir, e.strerror, self.sessions_dir,
+            )  # fmt: skip
+        self._copy_failing = True
 
     def delete(self, name: str) -> None:
+        # The copy first: a crash between the two leaves the record, never a copy that would
+        # bring a removed session back.
+        if self.copies_dir is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.copies_dir / f"{name}{SUFFIX}")
+        self._revisions.pop(name, None)
         try:
             os.unlink(self.path_of(name))
         except FileNotFoundError:
@@ -259,9 +268,10 @@ class SidecarStore:
         self._sync_dir()
 
     def load_all(self) -> list[SessionRecord]:
-        """Every trustworthy record; the others are quarantined and logged."""
-        records = []
-        self.quarantined = []
+        """Every trustworthy record, each the newer of the record and its copy; a damaged
+        record is quarantined and logged, and taken from its copy when that is whole."""
+        found: dict[str, tuple[SessionRecord, int]] = {}
+        damaged: set[str] = set()
         for path in sorted(self.sessions_dir.iterdir()):
             if path.name.startswith("."):
                 if path.name.endswith(".tmp"):
@@ -273,21 +283,58 @@ class SidecarStore:
             if not path.name.endswith(SUFFIX):
                 continue
             try:
-                records.append(self._load(path))
+                found[path.name[: -len(SUFFIX)]] = load(path)
             except (OSError, RecordError, yaml.YAMLError, UnicodeDecodeError) as e:
                 self.quarantine(path, str(e).splitlines()[0] if str(e) else type(e).__name__)
-                self.quarantined.append(path.name[: -len(SUFFIX)])
-        return records
+                damaged.add(path.name[: -len(SUFFIX)])
+        self.restored = []
+        for name, (copy, revision) in sorted(self._load_copies().items()):
+            have = found.get(name)
+            if have is not None and have[1] >= revision:
+                continue
+            why = "damaged" if name in damaged else "missing" if have is None else "older"
+            log.warning(
+                "session '%s': its record was %s; restored from its copy in %s",
+                name, why, self.copies_dir,
+            )  # fmt: skip
+            found[name] = (copy, revision)
+            self.restored.append(name)
+            try:
+                self._write(copy, revision)
+            except OSError as e:  # the next change writes it, or says why it cannot
+                log.error("session '%s': Failed to write its record: %s", name, e)
+        self.quarantined = sorted(damaged - set(self.restored))
+        self._revisions = {name: revision for name, (_, revision) in found.items()}
+        # Records that have no copy yet (written by an older hostagent, or before a reboot
+        # emptied /run) get one now.
+        for name, (record, revision) in found.items():
+            if self.copies_dir is not None and not (self.copies_dir / f"{name}{SUFFIX}").exists():
+                self._write_copy(name, dump(record, revision))
+        return [record for record, _ in found.values()]
 
-    def _load(self, path: Path) -> SessionRecord:
-        # O_NONBLOCK: a FIFO planted here must not hang the daemon's start.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise RecordError("not a regular file")
-        with os.fdopen(fd, encoding="utf-8") as f:
-            data = yaml.load(f, Loader=LOADER)  # a safe loader, C or Python
-        return record_from_dict(data, expected_name=path.name[: -len(SUFFIX)])
+    def _load_copies(self) -> dict[str, tuple[SessionRecord, int]]:
+        """The whole copies; a damaged one is dropped (its record, if whole, makes it again)."""
+        copies: dict[str, tuple[SessionRecord, int]] = {}
+        if self.copies_dir is None:
+            return copies
+        try:
+            paths = sorted(self.copies_dir.iterdir())
+        except OSError:
+            return copies
+        for path in paths:
+            if path.name.startswith("."):
+                with contextlib.suppress(OSError):
+                    path.unlink()  # an interrupted copy
+                continue
+            if not path.name.endswith(SUFFIX):
+                continue
+            try:
+                copies[path.name[: -len(SUFFIX)]] = load(path)
+            except (OSError, RecordError, yaml.YAMLError, UnicodeDecodeError) as e:
+                log.warning("Copy %s is unusable (%s); dropped", path, e)
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        return copies
 
     def quarantine(self, path: Path, reason: str) -> None:
         target = self.corrupt_dir / f"{path.name}.{int(time.time())}"
