@@ -136,6 +136,12 @@ def now_usec() -> int:
     return time.time_ns() // 1000
 
 
+def boot_usec() -> int:
+    """Microseconds since this boot (CLOCK_BOOTTIME): a clock that is never stepped, to tell
+    how long ago something of this boot happened whatever the wall clock did meanwhile."""
+    return time.clock_gettime_ns(time.CLOCK_BOOTTIME) // 1000
+
+
 def name_problem(name: str) -> str | None:
     """Why name is not a valid session name, or None when it is."""
     if not name:
@@ -223,6 +229,7 @@ class SessionRecord:
     leader_pid: int = 0
     created_at: int = 0
     started_at: int = 0
+    started_boottime: int = 0  # boot_usec() at the last start: the run's age on a steady clock
     stopped_at: int = 0
     resume_count: int = 0
     last_argv: list[str] = field(default_factory=list)

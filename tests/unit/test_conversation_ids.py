@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hostagent.daemon.follow import hooks
-from hostagent.daemon.follow.discovery import discover, pick_listed
+from hostagent.daemon.follow.discovery import discover, pick_listed, run_began
 from hostagent.daemon.follow.transcript import conversation_state
 from hostagent.identity import Owner
 from hostagent.launch import Conversation
@@ -217,3 +217,41 @@ def test_claude_config_dir_is_where_the_transcript_is_looked_for(tmp_path: Path)
     env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "elsewhere")}
     got = asyncio.run(conversation_state(p, _me(tmp_path), "/x", env, "claude", ID_A))
     assert got is Conversation.RESUMABLE
+
+
+S = 1_000_000  # a second, in µs
+
+
+@pytest.mark.parametrize(
+    ("started_at", "started_boottime", "now", "boot_now", "began"),
+    [
+        pytest.param(1000 * S, 50 * S, 1100 * S, 150 * S, 1000 * S, id="steady-clock"),
+        # Stepped back by an hour 100 s after the start: files written since are older than
+        # the stamp; the start moves back with the clock.
+        pytest.param(5000 * S, 50 * S, 1500 * S, 150 * S, 1400 * S, id="stepped-back"),
+        pytest.param(1000 * S, 50 * S, 9000 * S, 150 * S, 1000 * S, id="stepped-forward"),
+        pytest.param(1000 * S, 0, 500 * S, 150 * S, 1000 * S, id="older-record"),
+        pytest.param(1000 * S, 900 * S, 500 * S, 150 * S, 1000 * S, id="another-boot"),
+    ],
+)
+def test_when_a_run_began_on_the_clock_as_it_reads_now(
+    started_at: int, started_boottime: int, now: int, boot_now: int, began: int
+) -> None:
+    assert run_began(started_at, started_boottime, now, boot_now) == began
+
+
+def test_a_conversation_written_after_the_clock_stepped_back_is_found(tmp_path: Path) -> None:
+    """The run started 30 s ago; 10 s later the clock went back an hour, and the agent then
+    wrote its rollout: its mtime is older than the start's stamp, and it is still this run's
+    conversation."""
+    rule = load_presets([BUILTIN_DIR], strict=True)["codex"].discover
+    assert rule is not None
+    real = time.time()
+    path = _rollout(tmp_path, "2026/11/30", "2026-11-30T10-00-00", ID_B, "/srv/app", 0)
+    os.utime(path, (real - 3610, real - 3610))  # written 20 s after the start, after the step
+    started_at = int((real - 30) * 1e6)
+    owner = _me(tmp_path)
+    assert asyncio.run(discover(rule, owner, "/srv/app", started_at, set())) == ""
+    boot_now = 20_000 * S
+    since = run_began(started_at, boot_now - 30 * S, int((real - 3600) * 1e6), boot_now)
+    assert asyncio.run(discover(rule, owner, "/srv/app", since, set())) == ID_B

@@ -26,7 +26,7 @@ from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
 from hostagent.permissions import TOKEN_ENV, token_matches
 from hostagent.presets import Preset
-from hostagent.session import State
+from hostagent.session import State, boot_usec, now_usec
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,14 @@ class Conversations:
         preset = self.settings.preset(record.preset)
         if preset is None or preset.discover is None:
             return
+        # A run of this boot is dated on the steady clock too; one a reboot ended is not.
+        since = (
+            record.started_at
+            if until_usec
+            else discovery.run_began(
+                record.started_at, record.started_boottime, now_usec(), boot_usec()
+            )
+        )
         claimed = {
             s.record.agent_session
             for s in self.registry.sessions.values()
@@ -197,12 +205,12 @@ class Conversations:
                 list(preset.discover.command), preset, record.command[0]
             )
             found = await discovery.discover_listed(
-                preset.discover, session.owner, record.cwd, record.started_at, claimed, env,
-                command, until_usec,
+                preset.discover, session.owner, record.cwd, since, claimed, env, command,
+                until_usec,
             )  # fmt: skip
         else:
             found = await discovery.discover(
-                preset.discover, session.owner, record.cwd, record.started_at, claimed, until_usec
+                preset.discover, session.owner, record.cwd, since, claimed, until_usec
             )
         if found:
             self.set_id(session, found, "discovered", "")

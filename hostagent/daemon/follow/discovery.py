@@ -3,8 +3,9 @@ rollout files, for example).
 
 The look is done by a small program run as the session's owner, so nothing under a user's home
 is ever opened as root. It picks the newest file that matches the preset's glob, was written
-since the session's last start (and, for a run that a reboot ended, before this boot), is not
-claimed by another session, and (where the preset says
+since the session's last start (``run_began``: on a clock stepped back since, that start moves
+back with it; for a run that a reboot ended, before this boot), is not claimed by another
+session, and (where the preset says
 which JSON field of its first line holds the working directory) belongs to the session's cwd.
 Newest wins, so a rotation that starts a new file is followed too.
 
@@ -57,6 +58,16 @@ for path in glob.glob(pattern, recursive=True):
 if best:
     print(best[1])
 """
+
+
+def run_began(started_at: int, started_boottime: int, now: int, boot_now: int) -> int:
+    """When the run began, on the wall clock as it reads now (µs): its start stamp, or earlier
+    when the clock was stepped back since, by as much as the steady boot-time clock says. A
+    file the agent wrote after such a step is older than the stamp, not than this. A step
+    forward needs nothing: what was written since is newer than the stamp all the same."""
+    if not started_boottime or started_boottime > boot_now:
+        return started_at  # a record from before boot times were kept, or another boot's run
+    return min(started_at, now - (boot_now - started_boottime))
 
 
 def render_glob(template: str, home: str, cwd: str) -> str:

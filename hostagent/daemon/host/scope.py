@@ -29,7 +29,7 @@ from hostagent.daemon.host.systemd import Systemd, SystemdError, UnitExists
 from hostagent.daemon.state.paths import PANE_DIED, hooks_fifo
 from hostagent.errors import InvalidArgs, NotRunning, SpawnFailed, StopFailed
 from hostagent.identity import Owner
-from hostagent.session import Limits, SessionRecord, name_from_unit, now_usec
+from hostagent.session import Limits, SessionRecord, boot_usec, name_from_unit, now_usec
 from hostagent.values import INFINITY
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,7 @@ class Started:
     invocation_id: str
     started_at: int
     pane_pid: int = 0  # the agent's process, as tmux started it
+    started_boottime: int = 0
 
 
 def own_unit(cgroup: str) -> str:
@@ -296,7 +297,9 @@ class Scopes:
         server, _, pane = out.partition(" ")
         leader = int(server) if server.isdigit() else 0
         leader = leader if self.leader_alive_in(record.unit, leader) else 0
-        return Started(leader, invocation, now_usec(), int(pane) if pane.isdigit() else 0)
+        return Started(
+            leader, invocation, now_usec(), int(pane) if pane.isdigit() else 0, boot_usec()
+        )
 
     async def _started_before(self, unit: str, pid: int) -> str:
         """The start was retried after systemd came back and found the unit: "done" when

@@ -201,6 +201,7 @@ class Lifecycle:
                 leader_pid=started.leader_pid,
                 invocation_id=started.invocation_id,
                 started_at=started.started_at,
+                started_boottime=started.started_boottime,
                 dormant_reason=DormantReason.NONE,
                 last_error="",
                 result="",
