@@ -16,6 +16,7 @@ from hostagent.daemon.state.recordfile import checksum
 from tests.sandbox import Sandbox
 
 SESSIONS_DIR = "/var/lib/hostagent/sessions"
+COPIES_DIR = "/run/hostagent/records"  # each record's second copy, on tmpfs
 
 
 def new_name() -> str:

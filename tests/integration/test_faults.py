@@ -10,7 +10,15 @@ import subprocess
 import pytest
 
 from hostagent.daemon.host import checkpoint
-from tests.integration.helpers import SESSIONS_DIR, create, props, record, settled, unit_state
+from tests.integration.helpers import (
+    COPIES_DIR,
+    SESSIONS_DIR,
+    create,
+    props,
+    record,
+    settled,
+    unit_state,
+)
 from tests.sandbox import Sandbox
 
 CONFIG = "/etc/hostagent/hostagent.yaml"
@@ -27,9 +35,9 @@ def finish(proc: subprocess.Popen) -> tuple[int, str]:
 
 @pytest.mark.parametrize("orphans", ["default", "stop"])
 def test_a_torn_record_costs_no_live_session(sb: Sandbox, orphans: str) -> None:
-    """Cut short, the record still parses as YAML; it goes to corrupt/, and the session's
-    running scope is adopted for its owner, even where the admin opted into stopping
-    orphans."""
+    """Cut short, the record still parses as YAML; it goes to corrupt/. With its copy under
+    /run lost too (test_identity.py has the copy restore it), the session's running scope is
+    adopted for its owner, even where the admin opted into stopping orphans."""
     sb.run("mkdir", "-p", "/home/alice/torn", user="alice").check()
     name = create(sb, "shell", user="alice", cwd="/home/alice/torn")
     try:
@@ -38,6 +46,7 @@ def test_a_torn_record_costs_no_live_session(sb: Sandbox, orphans: str) -> None:
             config(sb, "recovery:\\n  orphans: stop\\n")
         path = f"{SESSIONS_DIR}/{name}.yaml"
         sb.sh(f"head -c 400 {path} > {path}.cut && mv {path}.cut {path}").check()
+        sb.run("rm", f"{COPIES_DIR}/{name}.yaml").check()
         sb.daemon_start()
         journal = sb.journal(lines=40)
         assert "is unusable (its checksum is missing or wrong" in journal

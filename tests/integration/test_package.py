@@ -213,12 +213,19 @@ def test_a_session_runs_unhardened_and_man_and_completion_work(installed: Sandbo
 def test_remove_and_purge_leave_running_sessions_to_a_reinstall(
     installed: Sandbox, deb: Path
 ) -> None:
+    """A purge with sessions live takes the records, not the sessions: a reinstalled daemon
+    finds each again with its identity (preset, conversation id, limits, start time) from the
+    copies under /run/hostagent."""
     sb = installed
     if sb.run("systemctl", "is-active", "hostagent-pkg.scope").stdout.strip() != "active":
         sb.ctl("new", "--preset", "shell", "--name", "pkg", user="alice", system=True).check()
+    sb.ctl("new", "--preset", "demo-agent", "--name", "pkg-agent", "--cwd", "/home/alice",
+           "-p", "MemoryMax=300M", user="alice", system=True).check()  # fmt: skip
+    before = json.loads(sb.ctl("--json", "status", "pkg-agent", system=True).check().stdout)
+    assert before["agent_session_id"] and before["preset"] == "demo-agent"
     env = {"DEBIAN_FRONTEND": "noninteractive"}
     removed = sb.run("apt-get", "remove", "-y", "hostagent", env=env, timeout=300).check()
-    assert "1 session(s) still run in their own scopes" in removed.stderr + removed.stdout
+    assert "2 session(s) still run in their own scopes" in removed.stderr + removed.stdout
     assert sb.run("systemctl", "is-active", "hostagent").stdout.strip() != "active"
     assert sb.run("systemctl", "is-active", "hostagent-pkg.scope").stdout.strip() == "active"
     assert sb.run("test", "-d", "/var/lib/hostagent/sessions").returncode == 0
@@ -236,7 +243,11 @@ def test_remove_and_purge_leave_running_sessions_to_a_reinstall(
     sb.run("systemctl", "start", "hostagent").check()
     listed = sb.ctl("--json", "list", system=True).check().stdout
     assert '"pkg"' in listed and '"running"' in listed, listed
-    assert "1 orphan scopes adopted" in sb.journal(lines=50)
+    assert "2 records restored from their copies" in sb.journal(lines=50)
+    after = json.loads(sb.ctl("--json", "status", "pkg-agent", system=True).check().stdout)
+    for key in ("preset", "agent_session_id", "limits", "started_at", "uuid", "state"):
+        assert after[key] == before[key], key
+    sb.ctl("rm", "pkg-agent", system=True).check()
     # apt purge of an installed package runs postrm twice (remove, then purge): said once.
     purged = sb.run("apt-get", "purge", "-y", "hostagent", env=env, timeout=300).check()
     assert (purged.stderr + purged.stdout).count("still run in their own scopes") == 1

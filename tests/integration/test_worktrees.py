@@ -122,6 +122,8 @@ def test_rm_keeps_a_worktree_whose_only_changes_git_ignores(sb: Sandbox) -> None
         assert alice(sb, f"ls -A {TREES}/{name}").count(file.rstrip("/")) == 1
     sb.ctl("rm", "wt-plain", user="alice", system=True).check()
     assert sb.run("test", "-e", f"{TREES}/wt-plain").returncode != 0
+    for name in ("wt-env", "wt-notes"):  # as the note says
+        alice(sb, f"git -C {REPO} worktree remove --force {TREES}/{name}")
 
 
 def test_bad_worktree_requests_are_refused_by_name_and_leave_nothing(sb: Sandbox) -> None:

@@ -108,3 +108,45 @@ def test_a_pane_read_before_the_start_returns_is_followed_after_it(tmp_path: Pat
         assert session.verdict.rule != "not read yet", session.verdict
 
     run(body())
+
+
+class ScriptedTmux(FakeTmux):
+    """A tmux that shows one screen, or never answers."""
+
+    def __init__(self, screen: str, hangs: bool = False) -> None:
+        super().__init__(FakeSystemd())
+        self.screen, self.hangs = screen, hangs
+
+    async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str, str]:
+        if self.hangs:
+            await asyncio.Event().wait()
+        return self.screen, "", "bash"
+
+
+@pytest.mark.parametrize(
+    ("screen", "hangs", "kept"),
+    [
+        pytest.param(
+            "$ echo sent-42\nsent-42\n$ ", False, "$ echo sent-42\nsent-42\n$ ", id="read"
+        ),
+        pytest.param("\n\nPane is dead (signal 15)", False, "before", id="dead-pane"),
+        pytest.param("", True, "before", id="stuck-server"),
+    ],
+)
+def test_a_look_before_a_stop_keeps_what_the_agent_drew_last(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, screen: str, hangs: bool, kept: str
+) -> None:
+    """Before a stop or kill takes the terminal, the screen is read at once (output of the
+    moment before is not lost to the wait for the pane to settle), and a stuck tmux server
+    does not hold the stop up."""
+    monkeypatch.setattr(panewatch, "LOOK_NOW_TIMEOUT", 0.01)
+
+    async def body() -> None:
+        watch = panewatch.PaneWatch("a", Owner.from_uid(os.geteuid()), tmp_path / "a.sock",
+                                    tmp_path / "a.out", GENERIC, lambda verdict: None,
+                                    ScriptedTmux(screen, hangs))  # fmt: skip
+        watch.last_screen = "before"
+        await watch.look_now()
+        assert watch.last_screen == kept
+
+    run(body())

@@ -51,6 +51,7 @@ READ_SIZE = 65536
 RETRIES = 5
 RETRY_DELAY = 0.5
 RETRY_MAX = 30.0  # the slowest a never-read pane is looked at again
+LOOK_NOW_TIMEOUT = 2.0  # for the screen read before a stop or kill takes the terminal
 
 
 class PaneWatch:
@@ -243,6 +244,20 @@ class PaneWatch:
             self._publish()
             if not self._again:
                 return
+
+    async def look_now(self) -> None:
+        """Read the screen at once and keep it as the last one the agent drew: a stop or a
+        kill of the whole scope is about to take the terminal, and output of the moment
+        before must not be lost to the wait for the pane to settle. Bounded: a stuck tmux
+        server does not hold the stop up."""
+        if self.closed:
+            return
+        with contextlib.suppress(tmux.TmuxError, TimeoutError):
+            screen, _, _ = await asyncio.wait_for(
+                self.tmux.screen_and_title(self.owner, self.sock), LOOK_NOW_TIMEOUT
+            )
+            if tmux.agent_screen(screen):
+                self.last_screen = screen
 
     def report_hook(self, verdict: Verdict) -> None:
         self.hook = verdict

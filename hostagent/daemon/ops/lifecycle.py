@@ -269,7 +269,15 @@ class Lifecycle:
         await self.reconciler.endings.finish(session)
 
     async def _stop_scope(self, session: Session) -> None:
+        await self._look_last(session)
         await self.scopes.stop(session.record.unit, self.settings.config.stop_timeout_sec + 30)
+
+    @staticmethod
+    async def _look_last(session: Session) -> None:
+        """The screen as it is before a stop or kill takes the terminal with it: the one the
+        ended session shows (ending.py keeps it)."""
+        if session.watch is not None:
+            await session.watch.look_now()
 
     async def _unit_alive(self, session: Session) -> bool:
         """Whether systemd still has the session's unit; when systemd cannot say, assume so
@@ -347,6 +355,7 @@ class Lifecycle:
                     f"Session '{session.name}' is {session.record.state.value}, not running."
                 )
             if whom == "all":
+                await self._look_last(session)
                 self.registry.killed(session, signal)
             await self.scopes.kill(
                 session.record, session.owner, session.paths.socket, whom, signal
