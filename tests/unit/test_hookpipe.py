@@ -87,3 +87,43 @@ def test_the_hook_never_blocks_without_a_reader(tmp_path: Path) -> None:
         await asyncio.wait_for(hook(host, "a", "Stop", {"session_id": "x"}, token), 5)
 
     run(body())
+
+
+def test_without_its_fifo_a_hook_takes_the_bus_and_the_fifo_is_made_again(
+    tmp_path: Path,
+) -> None:
+    """The owner's hooks FIFO removed under a running session: the hook hands its event to
+    `hostagentctl hook` (a stand-in here records what it was given), and the next start of
+    one of the owner's sessions (as a report over the bus does) makes the FIFO again."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        host.core.settings.presets["hooked"] = HOOKED
+        await host.lifecycle.create(me(), "a", "hooked", str(tmp_path), CreateRequest())
+        session = host.registry.get("a")
+        fifo = session.paths.runtime_dir / "hooks.fifo"
+        fifo.unlink()
+        (pipe,) = host.core.conversations.pipes.values()
+        assert not pipe.intact()
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        said = tmp_path / "said"
+        ctl = bin_dir / "hostagentctl"
+        ctl.write_text(f'#!/bin/sh\necho "$@" > {said}\ncat >> {said}\n')
+        ctl.chmod(0o755)
+        settings = json.loads(session.paths.hooks_file.read_text())
+        command = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
+        proc = await asyncio.create_subprocess_shell(
+            command,
+            stdin=asyncio.subprocess.PIPE,
+            env={"PATH": f"{bin_dir}:{os.environ['PATH']}", TOKEN_ENV: "t"},
+        )
+        await proc.communicate(b'{"session_id": "abc", "source": "x"}')
+        assert proc.returncode == 0
+        words, payload = said.read_text().split("\n", 1)
+        assert words.split()[-2:] == ["hook", "Stop"]
+        assert json.loads(payload) == {"session_id": "abc", "source": "x", "notification_type": ""}
+        host.core.conversations.open_pipe(session)
+        assert fifo.is_fifo() and host.core.conversations.pipes[session.record.owner].intact()
+
+    run(body())

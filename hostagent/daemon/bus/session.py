@@ -7,6 +7,7 @@ PropertiesChanged carries exactly what changed.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from dbus_fast import Variant
@@ -252,6 +253,9 @@ async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str,
         token if isinstance(token, str) else "",
         record.hook_token,
     )
+    # A hook takes this way when the owner's hooks FIFO is gone: make it again.
+    with contextlib.suppress(OSError, KeyError):
+        o.f.conversations.open_pipe(o.session)
     await o.f.conversations.report_hook(o.session, event, values)
 
 

@@ -78,7 +78,9 @@ class Conversations:
         path = preset and preset.hooks_format and self.hooks_path(preset, session)
         if preset is None or not path:
             return
-        command = hookpipe.hook_command(session.paths.runtime_dir, session.name)
+        command = hookpipe.hook_command(
+            session.paths.runtime_dir, session.name, self.registry.system
+        )
         hooks.write_settings(
             path,
             hooks.settings(preset.hooks_format, command, _admin_defaults(preset.hooks_defaults)),
@@ -94,10 +96,14 @@ class Conversations:
     # ---- the hooks FIFO -----------------------------------------------------------------
 
     def open_pipe(self, session: Session) -> None:
-        """Read the hooks FIFO of the session's owner (once per owner)."""
+        """Read the hooks FIFO of the session's owner (once per owner; made again when it
+        was removed or replaced since)."""
         uid = session.record.owner
         if uid in self.pipes:
-            return
+            if self.pipes[uid].intact():
+                return
+            log.warning("The hooks FIFO of user %d was removed or replaced; making it again", uid)
+            self.pipes.pop(uid).close()
         pipe = hookpipe.HookPipe(session.owner, session.paths.runtime_dir, self._on_line)
         pipe.open()
         self.pipes[uid] = pipe

@@ -10,7 +10,8 @@ write them as one line to ``hooks.fifo`` in the owner's 0700 runtime directory:
 Only the owner's processes can reach that directory, and each line must carry the session's
 secret token, which only the session's own processes receive (in their environment). The hook
 opens the FIFO read-write, so it never blocks: with the daemon down, the line is dropped when the
-hook exits. One FIFO per owner, read on the daemon's event loop; lines are short, so each write
+hook exits. With the FIFO gone (a cleanup of /run, the owner's rm), the hook takes the slow way,
+``hostagentctl hook`` over the bus, and the daemon makes the FIFO again when it hears from it. One FIFO per owner, read on the daemon's event loop; lines are short, so each write
 is atomic.
 """
 
@@ -34,22 +35,25 @@ MAX_LINE = 1024
 READ_SIZE = 65536
 FIELDS = 6
 
-# $1 the FIFO, $2 the session, $3 the event; the hook's JSON on stdin. Built-ins only.
+# $1 the FIFO, $2 the daemon's bus (--system or --user), $3 the session, $4 the event; the
+# hook's JSON on stdin. Built-ins only, but for the slow way when the FIFO is gone.
 SCRIPT = (
     'p=; while IFS= read -r l || [ -n "$l" ]; do p="$p$l "; done; '
     'g() { v=; case $p in *"\\"$1\\""*) v=${p#*"\\"$1\\""}; v=${v#*\\"}; v=${v%%\\"*};; esac; }; '
     "g session_id; s=$v; g source; o=$v; g notification_type; n=$v; "
-    '[ -p "$1" ] || exit 0; exec 3<>"$1"; '
-    'printf \'%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n\' "$2" "$HOSTAGENT_HOOK_TOKEN" "$3" '
+    '[ -p "$1" ] || { printf \'{"session_id":"%s","source":"%s","notification_type":"%s"}\' '
+    '"$s" "$o" "$n" | hostagentctl "$2" hook "$4" >/dev/null 2>&1; exit 0; }; exec 3<>"$1"; '
+    'printf \'%s\\t%s\\t%s\\t%s\\t%s\\t%s\\n\' "$3" "$HOSTAGENT_HOOK_TOKEN" "$4" '
     '"$s" "$o" "$n" >&3; exit 0'
 )
 
 Report = Callable[[int, list[str]], None]  # (owner uid, the line's fields)
 
 
-def hook_command(runtime_dir: Path, name: str) -> list[str]:
+def hook_command(runtime_dir: Path, name: str, system: bool) -> list[str]:
     """The hook command for session name, before the event name the settings add."""
-    return ["/bin/sh", "-c", SCRIPT, "hostagent-hook", str(hooks_fifo(runtime_dir)), name]
+    bus = "--system" if system else "--user"
+    return ["/bin/sh", "-c", SCRIPT, "hostagent-hook", str(hooks_fifo(runtime_dir)), bus, name]
 
 
 class HookPipe:
@@ -76,6 +80,17 @@ class HookPipe:
         os.fchmod(fd, 0o600)
         self._fd = fd
         asyncio.get_running_loop().add_reader(fd, self._on_readable)
+
+    def intact(self) -> bool:
+        """Whether the FIFO being read is still the one at its path: removed (a cleanup of
+        /run, the owner's rm) or replaced, hooks could no longer reach it."""
+        if self._fd < 0:
+            return False
+        try:
+            held, there = os.fstat(self._fd), os.lstat(self.path)
+        except OSError:
+            return False
+        return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
 
     def close(self) -> None:
         if self._fd >= 0:
