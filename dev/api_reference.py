@@ -106,6 +106,11 @@ DOCS: dict[str, tuple[str, str]] = {
     "Version": ("", "The daemon's version."),
     "Mode": ("", "`system` or `user`."),
     "BootID": ("", "The boot id the daemon started under."),
+    "SetAsideRecords": (
+        "",
+        "Damaged records the daemon moved to `corrupt/` under its state directory (file names, "
+        "`NAME.yaml.SECONDS`), newest last; `hostagentctl doctor` says how to restore one.",
+    ),
     "Name": ("", "The session's name."),
     "Uuid": ("", "A uuid that never changes, even across resumes."),
     "Preset": ("", "The preset it was created with."),

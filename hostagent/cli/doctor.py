@@ -104,6 +104,20 @@ def no_bus(system: bool, reason: object) -> int:
     return EXIT_FAILURE
 
 
+def set_aside_note(files: list[str], mode: str) -> str:
+    """What doctor says of damaged records the daemon set aside, and how to restore one."""
+    state = "/var/lib/hostagent" if mode == "system" else "~/.local/state/hostagent"
+    shown = ", ".join(files[-3:]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    restart = (
+        "systemctl restart hostagent" if mode == "system" else "systemctl --user restart hostagent"
+    )
+    return (
+        f"note: {len(files)} damaged record(s) set aside in {state}/corrupt ({shown}). A live "
+        f"session's came back from its copy under /run; to bring back a stopped one, repair the "
+        f"file, move it to {state}/sessions/NAME.yaml and run '{restart}'; then delete it."
+    )
+
+
 async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
     problems: list[str] = []
     try:
@@ -128,6 +142,10 @@ async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
         print(f"presets ready here: {', '.join(sorted(here)) or 'none'}")
     if missing and not a.json:
         print(f"presets whose program is not installed for you: {', '.join(sorted(missing))}")
+    aside = list(props.get("SetAsideRecords") or [])
+    said["set_aside_records"] = aside
+    if aside and not a.json:
+        print(set_aside_note(aside, mode))
     if mode == "system" and POLKIT not in await _names(c, "ListNames", "ListActivatableNames"):
         problems.append(  # polkitd starts on demand, so activatable is enough
             "polkit is not running: only root may act on other users' sessions "

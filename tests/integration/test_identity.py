@@ -5,6 +5,8 @@ stop and resume afterwards go back into the same conversation."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.integration.helpers import (
@@ -14,6 +16,7 @@ from tests.integration.helpers import (
     props,
     record,
     settled,
+    until,
     wait_screen,
 )
 from tests.sandbox import Sandbox
@@ -97,7 +100,10 @@ def test_a_damaged_record_of_a_live_session_is_restored_from_its_copy(
     journal = sb.journal(lines=40)
     assert f"session '{name}': its record was damaged; restored from its copy" in journal
     assert "1 records restored from their copies" in journal
-    assert sb.run("sh", "-c", f"ls /var/lib/hostagent/corrupt | grep -c '^{name}.yaml'").stdout
+    # Set aside, and doctor lists it with how to restore one.
+    aside = json.loads(sb.ctl("--json", "doctor").stdout)["set_aside_records"]
+    assert any(f.startswith(f"{name}.yaml.") for f in aside), aside
+    assert "damaged record(s) set aside in /var/lib/hostagent/corrupt" in sb.ctl("doctor").stdout
     same_session_resumed(sb, name, before)
 
 
@@ -134,3 +140,21 @@ def test_a_restart_with_both_record_and_copy_gone_adopts_the_scope_as_before(
     assert f"adopted it as session '{name}'" in sb.journal(lines=40)
     assert props(sb, name)["State"] == "running"
     alice(sb, "rm", "--force", name)
+
+
+def test_a_removed_hooks_fifo_is_made_again_and_no_hook_is_lost(sb: Sandbox) -> None:
+    """The owner's hooks FIFO removed under a running session (a cleanup of /run): the
+    agent's next hooks go over the bus, the daemon makes the FIFO again, and the hook's
+    conversation id and activity still arrive."""
+    name = new_name()
+    alice(sb, "new", "--preset", "demo-agent", "--name", name)
+    wait_screen(sb, name, "> ")
+    fifo = f"/run/hostagent/{sb.uid('alice')}/hooks.fifo"
+    sb.run("rm", fifo).check()
+    alice(sb, "send", name, "are you there")
+    wait_screen(sb, name, "You said: are you there")
+    until(lambda: sb.run("test", "-p", fifo).returncode == 0, "the hooks FIFO made again")
+    assert "made again" in sb.journal(lines=40)
+    explained = alice(sb, "explain", name)
+    assert "hook" in explained, explained
+    alice(sb, "rm", name)

@@ -227,6 +227,7 @@ MANAGER = Interface(
         Property("Version", "s", lambda f: __version__, "const"),
         Property("Mode", "s", lambda f: "system" if f.services.system else "user", "const"),
         Property("BootID", "s", lambda f: f.services.lifecycle.boot_id, "const"),
+        Property("SetAsideRecords", "as", lambda f: f.services.registry.store.set_aside(), "false"),
     ],
     signals=[
         Signal("SessionNew", [("name", "s"), ("path", "o")]),

@@ -336,6 +336,14 @@ class SidecarStore:
                     path.unlink()
         return copies
 
+    def set_aside(self) -> list[str]:
+        """The damaged records in corrupt/, oldest first: kept for an admin to restore."""
+        try:
+            found = [(p.lstat().st_mtime, p.name) for p in self.corrupt_dir.iterdir()]
+        except OSError:
+            return []
+        return [name for _, name in sorted(found)]
+
     def quarantine(self, path: Path, reason: str) -> None:
         target = self.corrupt_dir / f"{path.name}.{int(time.time())}"
         try:
