@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from dbus_fast import Variant
 
 from hostagent import SESSION_INTERFACE
@@ -128,7 +129,10 @@ def install_discovered_preset(sb: Sandbox) -> None:
     sb.ctl("reload").check()
 
 
-def test_an_id_the_cli_chose_is_discovered_on_disk_and_resumed(sb: Sandbox) -> None:
+@pytest.mark.parametrize("clock", ["steady", "stepped-back"])
+def test_an_id_the_cli_chose_is_discovered_on_disk_and_resumed(sb: Sandbox, clock: str) -> None:
+    """Found at the stop, and resumed. With the conversation's time stepped back an hour (as a
+    clock stepped back after the start leaves it), it is found all the same."""
     install_discovered_preset(sb)
     name = create(sb, "demo-found", "-e", "DEMO_AGENT_THINK=0", user="alice")
     try:
@@ -138,6 +142,9 @@ def test_an_id_the_cli_chose_is_discovered_on_disk_and_resumed(sb: Sandbox) -> N
         assert own
         alice(sb, "send", name, "find me")
         wait_screen(sb, name, "You said: find me")
+        if clock == "stepped-back":
+            conversation = f"/home/alice/.demo-agent/sessions/{own.group(1)}.jsonl"
+            sb.run("touch", "-d", "1 hour ago", conversation, user="alice").check()
         alice(sb, "stop", name)
         assert props(sb, name)["AgentSessionId"] == own.group(1)
         alice(sb, "resume", name)

@@ -3,7 +3,7 @@ rollout files, for example).
 
 The look is done by a small program run as the session's owner, so nothing under a user's home
 is ever opened as root. It picks the newest file that matches the preset's glob, was written
-since the session's last start (``run_began``: on a clock stepped back since, that start moves
+(by its modification or inode change time, whichever is later) since the session's last start (``run_began``: on a clock stepped back since, that start moves
 back with it; for a run that a reboot ended, before this boot), is not claimed by another
 session, and (where the preset says
 which JSON field of its first line holds the working directory) belongs to the session's cwd.
@@ -38,10 +38,14 @@ for path in glob.glob(pattern, recursive=True):
     if not m or m.group(1) in claimed:
         continue
     try:
-        mtime = os.stat(path).st_mtime
+        st = os.stat(path)
     except OSError:
         continue
-    if mtime < float(since) or (float(until) and mtime > float(until)):
+    # Written since the start by its inode's change time too, which only the kernel's clock
+    # sets: a file whose modification time was set back (a tool that keeps times) is still
+    # this run's. Before the boot and newest by its modification time, the agent's own word.
+    mtime = st.st_mtime
+    if max(mtime, st.st_ctime) < float(since) or (float(until) and mtime > float(until)):
         continue
     if field:
         try:
@@ -53,8 +57,8 @@ for path in glob.glob(pattern, recursive=True):
             continue
         if value != cwd:
             continue
-    if best is None or mtime > best[0]:
-        best = (mtime, m.group(1))
+    if best is None or (mtime, st.st_ctime) > best[0]:
+        best = ((mtime, st.st_ctime), m.group(1))
 if best:
     print(best[1])
 """
