@@ -127,16 +127,22 @@ def as_json(props: dict[str, Any]) -> dict[str, Any]:
     return {snake(k): _json_value(k, v, props) for k, v in props.items()}
 
 
-def _json_value(key: str, value: Any, props: dict[str, Any]) -> Any:
-    if value == UNKNOWN or value == "":
-        return None
+def _unset(key: str, value: Any, props: dict[str, Any]) -> bool:
+    """A property that says nothing: null in --json, left out of status."""
+    if value is None or value == UNKNOWN or value == "":
+        return True
     if value == 0 and (key.endswith("At") or key == "ExitSignal"):
-        return None  # a time that has not come, no signal
+        return True  # a time that has not come, no signal
     if key == "Leader" and props.get("State") != "running":
-        return None  # the pid of a server that is gone is nobody's
-    if key == "ExitStatus" and (props.get("State") not in _ENDED or props.get("ExitSignal")):
-        return None  # no exit yet, or the agent was killed rather than exiting
-    return value
+        return True  # the pid of a server that is gone is nobody's
+    # No exit yet, or the agent was killed rather than exiting.
+    return key == "ExitStatus" and (
+        props.get("State") not in _ENDED or bool(props.get("ExitSignal"))
+    )
+
+
+def _json_value(key: str, value: Any, props: dict[str, Any]) -> Any:
+    return None if _unset(key, value, props) else value
 
 
 def emit_json(args: argparse.Namespace, value: Any) -> None:
@@ -213,7 +219,8 @@ def human_age(started_usec: int | None, now: float | None = None) -> str:
     return human_span(max(0.0, (time.time() if now is None else now) - started_usec / 1e6))
 
 
-_ZERO_IS_NONE = ("Leader", "ExitStatus", "ExitSignal", "Limits")
+# status leaves these out at zero or empty too: a clean exit's status 0 is said in JSON only.
+_QUIET_AT_ZERO = ("Leader", "ExitStatus", "Limits", "Command", "Properties")
 _TIMES = ("StartedAt", "StoppedAt")
 
 
@@ -263,10 +270,8 @@ def status_lines(props: dict[str, Any], local: bool = True) -> list[str]:
         "CPUUsageNSec",
     ):
         value = props.get(key)
-        if value in ("", None, UNKNOWN, []) or (key in _ZERO_IS_NONE + _TIMES and not value):
+        if _unset(key, value, props) or (key in _QUIET_AT_ZERO and not value):
             continue
-        if key == "Leader" and props.get("State") != "running":
-            continue  # the pid of a server that is gone is nobody's
         shown = _shown(key, value)
         if key == "Owner" and local:
             shown = f"{user_name(value)} ({value})"

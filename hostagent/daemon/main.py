@@ -161,10 +161,12 @@ class Daemon:
         exporter = Exporter(bus)
         frontend = core.front(Authorizer(bus, use_polkit=self.system), exporter, self.reload)
         frontend.export_all()
+        # A daemon that refused calls while its file was broken owns its name already.
+        named = self.misconfigured is not None
         if self.misconfigured is not None:
             self.misconfigured.close()
         await exporter.follow_callers()
-        if not await _own_name(bus):
+        if not named and not await _own_name(bus):
             log.error("Failed to own %s: it is taken; is another hostagent running?", BUS_NAME)
             return 1
         log.info(
