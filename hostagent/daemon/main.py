@@ -54,6 +54,7 @@ log = logging.getLogger("hostagent")
 
 STATUS_INTERVAL = 0.5  # seconds between two STATUS= updates at most
 STOP_FLUSH_TIMEOUT = 5.0  # seconds a stop waits for the records' fsync
+STATE_CHECK_SEC = 30.0  # how soon a removed state directory is made again with no write
 NAME_TIMEOUT = 10.0  # seconds a start waits for the bus name a previous daemon held
 
 
@@ -222,6 +223,7 @@ class Daemon:
         tasks.append(loop.create_task(core.terminal.watch_all()))
         tasks.append(loop.create_task(core.look_for_ended()))
         tasks.append(loop.create_task(core.endings.guard.run()))
+        tasks.append(loop.create_task(self._keep_state_directory()))
         if self.to_resume:
             cfg = core.settings.config
             tasks.append(
@@ -280,6 +282,14 @@ class Daemon:
                 self.notify(f"STATUS={line}")
                 last = line
                 await asyncio.sleep(STATUS_INTERVAL)
+
+    async def _keep_state_directory(self) -> None:
+        """A state directory removed or replaced under the daemon is made again with every
+        record within STATE_CHECK_SEC, even while nothing changes (a stat each time)."""
+        assert self.core is not None
+        while True:
+            await asyncio.sleep(STATE_CHECK_SEC)
+            self.core.registry.store.check()
 
     async def _watchdog(self, interval: float) -> None:
         while True:

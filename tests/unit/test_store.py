@@ -318,3 +318,14 @@ def test_a_copy_that_cannot_be_written_is_said_once_and_the_record_is_kept(
     store.save(identity(agent_session="beef"))
     assert caplog.text.count("Failed to keep a copy") == 1
     assert store.load_all()[0].agent_session == "beef"
+
+
+def test_a_check_with_no_write_makes_a_removed_state_directory_again(tmp_path: Path) -> None:
+    store = copied_store(tmp_path)
+    held = [identity()]
+    store.holdings = lambda: held
+    store.save(held[0])
+    store.check()  # nothing to do
+    shutil.rmtree(store.directory)
+    store.check()
+    assert [r.name for r in SidecarStore(tmp_path / "state").load_all()] == ["claude1"]

@@ -128,6 +128,11 @@ class SidecarStore:
         self._written(final)
         return text
 
+    def check(self) -> None:
+        """Make the state directory again, with every record held, if it was removed or
+        replaced (main.py asks now and then; every save asks first)."""
+        self._check_directory("")
+
     def _check_directory(self, saving: str) -> None:
         """The state directory the daemon prepared is still there; if it was removed or
         replaced, make it again and write every record held (but the one being saved) into
