@@ -276,14 +276,20 @@ def test_a_lost_record_without_a_copy_is_quarantined_and_records_get_copies(
     assert (tmp_path / "run" / "records" / "claude1.yaml").is_file()
 
 
-def test_a_state_directory_removed_under_the_daemon_is_made_again_with_every_record(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def holding_two(tmp_path: Path) -> tuple[SidecarStore, list[SessionRecord]]:
+    """A store whose daemon holds a live and a stopped session, both written."""
     store = copied_store(tmp_path)
     held = [identity(), identity(name="stopped1", uuid="u3", state=State.STOPPED)]
     store.holdings = lambda: held
     for rec in held:
         store.save(rec)
+    return store, held
+
+
+def test_a_state_directory_removed_under_the_daemon_is_made_again_with_every_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, held = holding_two(tmp_path)
     shutil.rmtree(store.directory)
     store.save(identity(agent_session="beef"))
     assert "removed or replaced" in caplog.text
@@ -294,11 +300,7 @@ def test_a_state_directory_removed_under_the_daemon_is_made_again_with_every_rec
 
 
 def test_a_state_directory_replaced_by_an_empty_one_is_written_again(tmp_path: Path) -> None:
-    store = copied_store(tmp_path)
-    held = [identity(), identity(name="stopped1", uuid="u3", state=State.STOPPED)]
-    store.holdings = lambda: held
-    for rec in held:
-        store.save(rec)
+    store, held = holding_two(tmp_path)
     shutil.rmtree(store.directory)
     SidecarStore(tmp_path / "state").prepare()  # a reinstall made it again, empty
     store.save(held[0])

@@ -28,7 +28,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import yaml
@@ -277,21 +277,12 @@ class SidecarStore:
         record is quarantined and logged, and taken from its copy when that is whole."""
         found: dict[str, tuple[SessionRecord, int]] = {}
         damaged: set[str] = set()
-        for path in sorted(self.sessions_dir.iterdir()):
-            if path.name.startswith("."):
-                if path.name.endswith(".tmp"):
-                    try:
-                        path.unlink(missing_ok=True)  # an interrupted write; the record is intact
-                    except OSError as e:
-                        log.error("Failed to remove %s, left by an interrupted write: %s", path, e)
-                continue
-            if not path.name.endswith(SUFFIX):
-                continue
+        for name, path in _record_files(sorted(self.sessions_dir.iterdir())):
             try:
-                found[path.name[: -len(SUFFIX)]] = load(path)
-            except (OSError, RecordError, yaml.YAMLError, UnicodeDecodeError) as e:
+                found[name] = load(path)
+            except LOAD_ERRORS as e:
                 self.quarantine(path, str(e).splitlines()[0] if str(e) else type(e).__name__)
-                damaged.add(path.name[: -len(SUFFIX)])
+                damaged.add(name)
         self.restored = []
         for name, (copy, revision) in sorted(self._load_copies().items()):
             have = found.get(name)
@@ -326,16 +317,10 @@ class SidecarStore:
             paths = sorted(self.copies_dir.iterdir())
         except OSError:
             return copies
-        for path in paths:
-            if path.name.startswith("."):
-                with contextlib.suppress(OSError):
-                    path.unlink()  # an interrupted copy
-                continue
-            if not path.name.endswith(SUFFIX):
-                continue
+        for name, path in _record_files(paths):
             try:
-                copies[path.name[: -len(SUFFIX)]] = load(path)
-            except (OSError, RecordError, yaml.YAMLError, UnicodeDecodeError) as e:
+                copies[name] = load(path)
+            except LOAD_ERRORS as e:
                 log.warning("Copy %s is unusable (%s); dropped", path, e)
                 with contextlib.suppress(OSError):
                     path.unlink()
@@ -364,6 +349,24 @@ class SidecarStore:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+LOAD_ERRORS = (OSError, RecordError, yaml.YAMLError, UnicodeDecodeError)
+
+
+def _record_files(paths: list[Path]) -> Iterator[tuple[str, Path]]:
+    """(session name, path) of each record among paths; a temp file an interrupted write left
+    is removed (the record it was to replace is whole)."""
+    for path in paths:
+        if path.name.startswith("."):
+            if path.name.endswith(".tmp"):
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError as e:
+                    log.error("Failed to remove %s, left by an interrupted write: %s", path, e)
+            continue
+        if path.name.endswith(SUFFIX):
+            yield path.name[: -len(SUFFIX)], path
 
 
 class _Syncer:
