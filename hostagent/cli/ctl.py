@@ -12,6 +12,7 @@ import contextlib
 import fnmatch
 import json
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -367,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
     if output:  # -o json and friends are --json by systemctl's name
         args.json = {"short": None, "json": "short", "json-pretty": "pretty"}[output]
     guard_output()
+    if args.verb == "logs" and args.follow:
+        # Ctrl-C ends a follow as it ends journalctl's, even where the parent left SIGINT
+        # ignored (a job a shell put in the background): Python would not catch it then.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         code = asyncio.run(run(args))
         sys.stdout.flush()  # a closed pipe shows here, not in Python's own flush at exit

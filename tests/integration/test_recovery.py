@@ -13,6 +13,7 @@ from hostagent import SESSION_INTERFACE
 from hostagent.client.library import Client
 from tests.integration.busclient import add_match
 from tests.integration.helpers import (
+    COPIES_DIR,
     SESSIONS_DIR,
     agent_process,
     create,
@@ -281,7 +282,8 @@ def test_a_scope_without_a_record_is_stopped_or_adopted_as_configured(
             f"mkdir -p /etc/hostagent && printf 'recovery:\\n  orphans: {policy}\\n'"
             " > /etc/hostagent/hostagent.yaml"
         ).check()
-        sb.run("rm", f"{SESSIONS_DIR}/{name}.yaml").check()
+        # The record and its copy (test_identity.py has the copy bring a record back).
+        sb.run("rm", f"{SESSIONS_DIR}/{name}.yaml", f"{COPIES_DIR}/{name}.yaml").check()
         sb.daemon_start()
         if policy == "stop":
             sb.wait_unit_state(f"hostagent-{name}.scope", ("",))
