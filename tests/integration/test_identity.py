@@ -154,7 +154,7 @@ def test_a_removed_hooks_fifo_is_made_again_and_no_hook_is_lost(sb: Sandbox) -> 
     alice(sb, "send", name, "are you there")
     wait_screen(sb, name, "You said: are you there")
     until(lambda: sb.run("test", "-p", fifo).returncode == 0, "the hooks FIFO made again")
-    assert "made again" in sb.journal(lines=40)
+    assert "removed or replaced; making it again" in sb.journal(lines=40)
     explained = alice(sb, "explain", name)
     assert "hook" in explained, explained
     alice(sb, "rm", name)
