@@ -211,8 +211,10 @@ def test_an_admin_with_administrative_access_acts_as_root(console: Sandbox) -> N
         open_it()  # as carol: not offered
         carol.until("!document.getElementById('not-yours').hidden", "why she may not act")
         assert carol.js("document.getElementById('stop').disabled")
-        carol.js("cockpit.dbus(null, {bus: 'internal'})"
-                 ".call('/superuser', 'cockpit.Superuser', 'Start', ['sudo'])")  # fmt: skip
+        # Cockpit's promise is a thenable, not a Promise, which the browser would not await:
+        # the page must not be reloaded before the root bridge is up.
+        carol.js("Promise.resolve(cockpit.dbus(null, {bus: 'internal'})"
+                 ".call('/superuser', 'cockpit.Superuser', 'Start', ['sudo']))")  # fmt: skip
         carol.go(PAGE)
         carol.until("document.body && document.body.dataset.ready === 'yes'", "the page again")
         open_it()  # as root now
