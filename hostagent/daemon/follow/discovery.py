@@ -3,9 +3,9 @@ rollout files, for example).
 
 The look is done by a small program run as the session's owner, so nothing under a user's home
 is ever opened as root. It picks the newest file that matches the preset's glob, was written
-(by its modification or inode change time, whichever is later) since the session's last start (``run_began``: on a clock stepped back since, that start moves
-back with it; for a run that a reboot ended, before this boot), is not claimed by another
-session, and (where the preset says
+(by its modification or inode change time, whichever is later) since the session's last start
+(``run_began``: on a clock stepped back since, that start moves back with it; for a run that a
+reboot ended, before this boot), is not claimed by another session, and (where the preset says
 which JSON field of its first line holds the working directory) belongs to the session's cwd.
 Newest wins, so a rotation that starts a new file is followed too.
 

@@ -11,8 +11,8 @@ Only the owner's processes can reach that directory, and each line must carry th
 secret token, which only the session's own processes receive (in their environment). The hook
 opens the FIFO read-write, so it never blocks: with the daemon down, the line is dropped when the
 hook exits. With the FIFO gone (a cleanup of /run, the owner's rm), the hook takes the slow way,
-``hostagentctl hook`` over the bus, and the daemon makes the FIFO again when it hears from it. One FIFO per owner, read on the daemon's event loop; lines are short, so each write
-is atomic.
+``hostagentctl hook`` over the bus, and the daemon makes the FIFO again when it hears from it.
+One FIFO per owner, read on the daemon's event loop; lines are short, so each write is atomic.
 """
 
 from __future__ import annotations

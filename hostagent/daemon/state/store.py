@@ -112,18 +112,10 @@ class SidecarStore:
     def _write(self, record: SessionRecord, revision: int) -> str:
         text = dump(record, revision)
         final = self.path_of(record.name)
-        tmp = final.with_name(f".{final.name}.tmp")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with open(fd, "wb") as f:  # a loop over short writes
-                f.write(text.encode())
-            os.rename(tmp, final)
+            _replace(final, text.encode())
         except OSError as e:
             self.last_error = e.errno or 0
-            # A full disk or a plant: the old record stays whole, and no temp file is left.
-            with contextlib.suppress(OSError):
-                if not os.path.isdir(tmp):
-                    os.unlink(tmp)
             raise
         self._written(final)
         return text
@@ -171,16 +163,9 @@ class SidecarStore:
         failure said once until a copy succeeds again."""
         if self.copies_dir is None:
             return
-        final = self.copies_dir / f"{name}{SUFFIX}"
-        tmp = final.with_name(f".{final.name}.tmp")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with open(fd, "wb") as f:
-                f.write(text.encode())
-            os.rename(tmp, final)
+            _replace(self.copies_dir / f"{name}{SUFFIX}", text.encode())
         except OSError as e:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
             self._copy_failed(e)
             return
         self._copy_failing = False
@@ -210,16 +195,8 @@ class SidecarStore:
 
     def save_screen(self, name: str, text: str) -> None:
         """Best effort: a screen that cannot be written is only a screen lost."""
-        path = self.screens_dir / f"{name}.txt"
-        tmp = path.with_name(f".{path.name}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with open(fd, "wb") as f:
-                f.write(text.encode(errors="replace"))
-            os.rename(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            _replace(self.screens_dir / f"{name}.txt", text.encode(errors="replace"))
 
     def load_screen(self, name: str) -> str | None:
         try:
@@ -352,6 +329,22 @@ class SidecarStore:
 
 
 LOAD_ERRORS = (OSError, RecordError, yaml.YAMLError, UnicodeDecodeError)
+
+
+def _replace(final: Path, data: bytes) -> None:
+    """final holds data, or (OSError) stays as it was: written to a temp file beside it and
+    renamed over it. A full disk or a plant leaves no temp file behind."""
+    tmp = final.with_name(f".{final.name}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with open(fd, "wb") as f:  # a loop over short writes
+            f.write(data)
+        os.rename(tmp, final)
+    except OSError:
+        with contextlib.suppress(OSError):
+            if not os.path.isdir(tmp):  # a directory planted there is not ours to remove
+                os.unlink(tmp)
+        raise
 
 
 def _record_files(paths: list[Path]) -> Iterator[tuple[str, Path]]:
