@@ -14,6 +14,7 @@ import time
 import yaml
 from dbus_fast import Message, MessageType, Variant
 
+from bench import probe
 from bench.report import machine, percentile, table
 from hostagent import SESSION_INTERFACE
 from hostagent.bus.call import add_match
@@ -136,18 +137,9 @@ async def streaming_cost(sb: Sandbox, client: Client, seconds: float) -> dict[st
         await client.create(name, "shell", "/tmp", {})
         await client.wait(name, ["idle"], WAIT)
         await client.send_text(name, command, True)
-        pid = sb.daemon_pid()
-        before, t0 = cpu_ticks(sb, pid), time.monotonic()
-        await asyncio.sleep(seconds)  # the measurement window, not a synchronisation
-        after, t1 = cpu_ticks(sb, pid), time.monotonic()
-        result[kind] = (after - before) / 100 / (t1 - t0) * 100
+        result[kind] = await probe.cpu_percent(sb, seconds)
         await client.remove(name)
     return result
-
-
-def cpu_ticks(sb: Sandbox, pid: int) -> int:
-    fields = sb.run("cat", f"/proc/{pid}/stat").stdout.rpartition(")")[2].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime
 
 
 async def idle_cost(sb: Sandbox, client: Client, sessions: int, seconds: float) -> dict[str, float]:
@@ -160,20 +152,17 @@ async def idle_cost(sb: Sandbox, client: Client, sessions: int, seconds: float) 
             await client.wait(name, ["idle"], WAIT)
 
     await asyncio.gather(*(one(n) for n in names))
-    pid = sb.daemon_pid()
-    before, t0 = cpu_ticks(sb, pid), time.monotonic()
-    await asyncio.sleep(seconds)  # the measurement window, not a synchronisation
-    after, t1 = cpu_ticks(sb, pid), time.monotonic()
+    cpu = await probe.cpu_percent(sb, seconds)
     cats = int(sb.sh("pgrep -c -x cat || true").stdout.strip() or 0)
-    rss = int(sb.run("ps", "-o", "rss=", "-p", str(pid)).stdout.strip() or 0)
+    rss = probe.daemon_rss_mb(sb)
     for name in names:
         await client.remove(name)
     return {
         "sessions": sessions,
-        "seconds": t1 - t0,
-        "cpu_percent": (after - before) / 100 / (t1 - t0) * 100,
+        "seconds": seconds,
+        "cpu_percent": cpu,
         "pipe_processes": cats,
-        "rss_mb": rss / 1024,
+        "rss_mb": rss,
     }
 
 

@@ -97,6 +97,14 @@ def test_a_tree_is_read_from_its_root_down_without_listing_all_of_proc(
     assert "/proc" not in listed and all(path.endswith("/task") for path in listed)
 
 
+def test_a_lone_process_costs_no_read_of_its_own() -> None:
+    """An idle shell has no descendants, so nothing of it can have left its cgroup: the guard
+    reads its children list and nothing more."""
+    with subprocess.Popen(["sleep", "30"]) as lone:
+        assert tree(lone.pid) == {}
+        lone.kill()
+
+
 def until_children(pid: int) -> None:
     """Until the shell's child runs sleep (its fork and exec are the events; bounded)."""
     for _ in range(2000):

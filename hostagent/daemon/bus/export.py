@@ -11,10 +11,8 @@ error replies.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import inspect
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +22,8 @@ from dbus_fast import Message, MessageFlag, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
 from hostagent.bus.call import DBUS, PROPERTIES, add_match, close_fds
-from hostagent.bus.compat import fix_body, fix_str
+from hostagent.bus.compat import PremarshalledReply, fix_body, fix_str
+from hostagent.daemon.bus.replies import FileReply, Prepared
 from hostagent.errors import HostAgentError, LimitsExceeded
 
 log = logging.getLogger(__name__)
@@ -53,43 +52,6 @@ class Call:
 
 
 Handler = Callable[..., Awaitable[Any] | Any]
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A handler's single reply value that has already been through ``fix_value``: it is sent
-    as it is. For large replies that a handler caches between changes."""
-
-    value: Any
-
-
-@dataclass(frozen=True)
-class FileReply:
-    """A handler's reply of one file descriptor (signature ``h``): large output goes through
-    a sealed memfd, as systemd's DumpByFileDescriptor does, so a caller that never reads its
-    replies holds a few bytes of the daemon's connection, not megabytes. The exporter closes
-    the descriptor once the reply is written."""
-
-    fd: int
-
-    @classmethod
-    def of(cls, data: bytes, name: str) -> FileReply:
-        """data in a memfd sealed against any change, read from its start."""
-        fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            fcntl.fcntl(
-                fd,
-                fcntl.F_ADD_SEALS,
-                fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE,
-            )
-            os.lseek(fd, 0, os.SEEK_SET)
-        except BaseException:
-            os.close(fd)
-            raise
-        return cls(fd)
 
 
 @dataclass
@@ -286,7 +248,7 @@ class Exporter:
         if inspect.isawaitable(result):
             result = await result
         if isinstance(result, Prepared):
-            return Message.new_method_return(msg, method.out_sig, [result.value])
+            return PremarshalledReply(msg, method.out_sig, result.body(method.out_sig))
         if isinstance(result, FileReply):
             return Message.new_method_return(msg, "h", [0], [result.fd])
         if not method.out_args:

@@ -15,7 +15,8 @@ from dbus_fast import Variant
 from hostagent import MANAGER_INTERFACE, MANAGER_PATH, __version__
 from hostagent.bus.compat import fix_value
 from hostagent.daemon.bus import session as bus_session
-from hostagent.daemon.bus.export import Call, Interface, Method, Prepared, Property, Signal
+from hostagent.daemon.bus.export import Call, Interface, Method, Property, Signal
+from hostagent.daemon.bus.replies import Prepared
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SESSION, SessionObject, session_path
 from hostagent.daemon.follow.terminal import check_activities

@@ -15,7 +15,8 @@ from dbus_fast import Variant
 from hostagent import SESSION_INTERFACE, SESSION_PATH_PREFIX, UINT64_MAX
 from hostagent.bus.paths import path_encode
 from hostagent.config import LIMIT_PROPERTIES, over_caps
-from hostagent.daemon.bus.export import Call, FileReply, Interface, Method, Property
+from hostagent.daemon.bus.export import Call, Interface, Method, Property
+from hostagent.daemon.bus.replies import FileReply
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.follow.hooks import check_event
 from hostagent.daemon.follow.terminal import check_activities, check_capture, check_text

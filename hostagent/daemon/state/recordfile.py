@@ -129,14 +129,20 @@ def dump(record: SessionRecord, revision: int) -> str:
     return yaml.dump(record_to_dict(record, revision), Dumper=_Dumper, sort_keys=False)
 
 
-def load(path: Path) -> tuple[SessionRecord, int]:
-    """The record in path and its revision; RecordError (or OSError, yaml.YAMLError,
-    UnicodeDecodeError) when it cannot be trusted."""
+def read(path: Path) -> str:
+    """The text of the record file at path; RecordError when it is not a regular file
+    (OSError, UnicodeDecodeError when it cannot be read)."""
     # O_NONBLOCK: a FIFO planted here must not hang the daemon's start.
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise RecordError("not a regular file")
     with os.fdopen(fd, encoding="utf-8") as f:
-        data = yaml.load(f, Loader=LOADER)  # a safe loader, C or Python
-    return record_from_dict(data, expected_name=path.name[: -len(SUFFIX)]), revision_of(data)
+        return f.read()
+
+
+def parse(text: str, name: str) -> tuple[SessionRecord, int]:
+    """The record named name in text, and its revision; RecordError (or yaml.YAMLError) when
+    it cannot be trusted."""
+    data = yaml.load(text, Loader=LOADER)  # a safe loader, C or Python
+    return record_from_dict(data, expected_name=name), revision_of(data)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from hostagent.daemon.state.recordfile import SUFFIX, RecordError, dump, load
+from hostagent.daemon.state.recordfile import SUFFIX, RecordError, dump, parse, read
 from hostagent.session import SessionRecord
 
 log = logging.getLogger(__name__)
@@ -253,15 +253,18 @@ class SidecarStore:
         """Every trustworthy record, each the newer of the record and its copy; a damaged
         record is quarantined and logged, and taken from its copy when that is whole."""
         found: dict[str, tuple[SessionRecord, int]] = {}
+        texts: dict[str, str] = {}
         damaged: set[str] = set()
         for name, path in _record_files(sorted(self.sessions_dir.iterdir())):
             try:
-                found[name] = load(path)
+                texts[name] = read(path)
+                found[name] = parse(texts[name], name)
             except LOAD_ERRORS as e:
+                texts.pop(name, None)
                 self.quarantine(path, str(e).splitlines()[0] if str(e) else type(e).__name__)
                 damaged.add(name)
         self.restored = []
-        for name, (copy, revision) in sorted(self._load_copies().items()):
+        for name, (copy, revision) in sorted(self._load_copies(texts).items()):
             have = found.get(name)
             if have is not None and have[1] >= revision:
                 continue
@@ -285,8 +288,11 @@ class SidecarStore:
                 self._write_copy(name, dump(record, revision))
         return [record for record, _ in found.values()]
 
-    def _load_copies(self) -> dict[str, tuple[SessionRecord, int]]:
-        """The whole copies; a damaged one is dropped (its record, if whole, makes it again)."""
+    def _load_copies(self, records: dict[str, str]) -> dict[str, tuple[SessionRecord, int]]:
+        """The whole copies that differ from their record's text (records: the whole
+        records' texts); a damaged one is dropped (its record, if whole, makes it again).
+        A copy the same to the byte as its record says nothing new, and is not parsed: that
+        halves a restart's reading at 1000 records."""
         copies: dict[str, tuple[SessionRecord, int]] = {}
         if self.copies_dir is None:
             return copies
@@ -296,7 +302,9 @@ class SidecarStore:
             return copies
         for name, path in _record_files(paths):
             try:
-                copies[name] = load(path)
+                text = read(path)
+                if records.get(name) != text:
+                    copies[name] = parse(text, name)
             except LOAD_ERRORS as e:
                 log.warning("Copy %s is unusable (%s); dropped", path, e)
                 with contextlib.suppress(OSError):
