@@ -93,6 +93,23 @@ def test_any_argv_and_env_round_trip(
     assert s.load_all() == [rec]
 
 
+@pytest.mark.parametrize(
+    "text", ["\x7f", "a\x85b", "\u2028\u2029", "\ufeff", "\x00\x1b[1m", "😀 ❯ é", "\t\r\n", '"\\']
+)
+def test_text_yaml_would_misread_is_written_so_both_loaders_read_it_back(
+    tmp_path: Path, text: str
+) -> None:
+    """Records are written as JSON, which YAML reads, once what YAML takes as a line break or
+    refuses raw is escaped."""
+    s = SidecarStore(tmp_path)
+    s.prepare()
+    rec = SessionRecord(name="x", cwd=f"/tmp/{text}", argv=[text], env={"A": text})
+    s.save(rec)
+    loaded = yaml.safe_load(s.path_of("x").read_text())  # PyYAML's own, strictest reader
+    assert (loaded["cwd"], loaded["argv"], loaded["env"]) == (rec.cwd, [text], {"A": text})
+    assert s.load_all() == [rec]
+
+
 def test_a_stop_does_not_wait_long_for_a_busy_disk(
     store: SidecarStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
