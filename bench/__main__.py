@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,8 +27,20 @@ INTRO = """\
 Measured by `bench/` (`sudo .venv/bin/python -m bench`) inside the real-systemd sandbox of the
 tests (systemd 252, dbus-daemon, tmux, Debian 12's Python and dbus-fast 1.84 for the daemon),
 on this project's machine: {machine}. Figures are medians or percentiles of repeated runs, each
-beside its baseline in the same run. Run {when}, mode {mode}.
+beside its baseline in the same run. Run {when}, mode {mode}, on commit {commit}.
 """
+
+
+def commit() -> str:
+    """The commit measured, and whether the tree had changes beside it."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=BENCHMARKS_MD.parent.parent, capture_output=True, text=True
+        ).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + (" with uncommitted changes" if git("status", "--porcelain") else "")
 
 
 def figures(
@@ -118,7 +131,12 @@ def main() -> None:
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     report = "\n\n".join(
         [
-            INTRO.format(machine=machine(), when=when, mode="quick" if args.quick else "full"),
+            INTRO.format(
+                machine=machine(),
+                when=when,
+                mode="quick" if args.quick else "full",
+                commit=commit(),
+            ),
             goals.section(figures_),
             create_text,
             hostile_text,

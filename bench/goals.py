@@ -62,15 +62,16 @@ def _s(x: float) -> str:
     return f"{x:.2f} s"
 
 
-# Noise: the spread of each guarded figure over quick runs of one tree, as
-# docs/benchmarks-notes.md records it.
+# Noise: twice the largest distance from the median that five quick runs of one tree showed
+# (docs/benchmarks-notes.md, "Run-to-run noise"), so that a slow minute on CI's machine does
+# not fail a sound change, and a real regression still does.
 GOALS = [
-    Goal("create, one after another (ours ÷ raw)", "create_ratio", 1.2, _ratio, noise=0.12),
+    Goal("create, one after another (ours ÷ raw)", "create_ratio", 1.2, _ratio, noise=0.46),
     Goal("create, 20 at once (ours ÷ raw)", "create20_ratio", 1.2, _ratio),
-    Goal("ListSessions p50 at 100 ÷ at 10", "list_growth", 3.0, _ratio, noise=1.0),
+    Goal("ListSessions p50 at 100 ÷ at 10", "list_growth", 3.0, _ratio, noise=1.76),
     Goal("ListSessions p99 at the largest size", "list_p99", 5.0, _ms),
     Goal("daemon RSS at the largest size", "rss_mb", 80.0, lambda x: f"{x:.0f} MB"),
-    Goal("idle CPU at the largest size (whole service)", "idle_cpu", 0.5, _pct, noise=0.25),
+    Goal("idle CPU at the largest size (whole service)", "idle_cpu", 0.5, _pct, noise=0.01),
     Goal("hook cost to the agent, p95", "hook_p95", 20.0, _ms),
     Goal("screen → PropertiesChanged, p95", "latency_p95", 100.0, _ms),
     Goal("READY after a restart, largest size live", "restart_s", 2.0, _s),
