@@ -40,7 +40,9 @@ def commit() -> str:
         ).stdout.strip()
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + (" with uncommitted changes" if git("status", "--porcelain") else "")
+    # Changes to docs/ alone (this report's own text, say) measure the same code.
+    changed = git("status", "--porcelain", "--", ".", ":!docs")
+    return head + (" with uncommitted changes" if changed else "")
 
 
 def figures(

@@ -130,7 +130,8 @@ STREAMS = {
 
 
 async def streaming_cost(sb: Sandbox, client: Client, seconds: float) -> dict[str, float]:
-    """The daemon's share of one core while one session streams output."""
+    """The service's share of one core (the daemon and its helpers) while one session streams
+    output."""
     result = {}
     for kind, command in STREAMS.items():
         name = f"stream-{kind.replace(' ', '-')}"
@@ -220,12 +221,13 @@ def figures_text(
                 for path, v in hooks.items()
             ],
         )
-        + "\n\nThe daemon's share of one core while one session streams output "
+        + "\n\nThe service's share of one core (its cgroup: the daemon and the helpers it runs) "
+        "while one session streams output "
         f"({3 if quick else 10} s each):\n\n"
         + table(["output", "daemon CPU %"], [[k, f"{v:.1f}"] for k, v in streams.items()])
         + "\n\n"
         f"Idle cost: {cost['sessions']} idle shell sessions watched for "
-        f"{cost['seconds']:.0f} s: the daemon used **{cost['cpu_percent']:.2f} %** of one core "
+        f"{cost['seconds']:.0f} s: the service used **{cost['cpu_percent']:.2f} %** of one core "
         f"(RSS {cost['rss_mb']:.0f} MB); {cost['pipe_processes']} `cat` processes carry the "
         "panes' output (one per session, blocked in read).\n"
     )

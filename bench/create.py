@@ -76,7 +76,7 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         "concurrent ones. Baseline: `systemd-run --scope --slice=hostagent.slice tmux "
         "new-session -d` for the same shell; ours: `busctl call … CreateSession`, which "
         "replies once the scope runs. Both clients are C programs started per call.\n\n"
-        + table(["run", "raw ms", "hostagent ms", "ratio (goal ≤ 1.3)"], rows)
+        + table(["run", "raw ms", "hostagent ms", "ratio (goals above)"], rows)
         + "\n"
     )
     return text, med

@@ -83,6 +83,8 @@ GOALS = [
 def verdict(goal: Goal, figures: Figures) -> str:
     if goal.met(figures):
         return "met"
+    if not goal.guarded:
+        return "missed"
     return "**failed**" if goal.failed(figures) else "missed, within noise"
 
 
