@@ -108,7 +108,7 @@ def test_descriptors_in_a_burst_arrive_with_their_messages(bus_daemon: tuple[str
     """A reply carrying a descriptor (CaptureByFileDescriptor) can meet a full socket: the
     writer offers it with sendmsg once and forgets the descriptor, so the paced socket must
     keep it for the message's first bytes, or the reply arrives without it."""
-    from hostagent.daemon.bus.export import FileReply
+    from hostagent.daemon.bus.replies import FileReply
 
     count = 200
     address, daemon_pid = bus_daemon
@@ -155,7 +155,7 @@ def test_descriptors_in_a_burst_arrive_with_their_messages(bus_daemon: tuple[str
 def test_a_file_reply_is_sealed_and_read_from_its_start() -> None:
     import fcntl
 
-    from hostagent.daemon.bus.export import FileReply
+    from hostagent.daemon.bus.replies import FileReply
 
     reply = FileReply.of(b"screen\n" * 1000, "t")
     try:
