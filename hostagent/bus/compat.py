@@ -90,7 +90,9 @@ class PremarshalledReply(Message):
     dbus-fast's writer turns a message into bytes by calling its ``_marshall``; that is a
     cpdef method in 1.84 and in 5.x, so this subclass's override is the one called. The header
     is marshalled here as dbus-fast marshals it: a method return carries the reply serial, the
-    destination and the signature (tests/unit/test_compat.py holds the two byte for byte).
+    destination and the signature (tests/unit/test_bus_pieces.py holds the two byte for byte).
+    ``Marshaller`` comes from dbus-fast's private module, which 1.84 and 5.x both have with the
+    same ``marshall()``; a release without it fails at import, not on the wire.
     """
 
     def __init__(self, call: Message, signature: str, body: bytes) -> None:
