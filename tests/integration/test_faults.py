@@ -35,9 +35,10 @@ def finish(proc: subprocess.Popen) -> tuple[int, str]:
 
 @pytest.mark.parametrize("orphans", ["default", "stop"])
 def test_a_torn_record_costs_no_live_session(sb: Sandbox, orphans: str) -> None:
-    """Cut short, the record still parses as YAML; it goes to corrupt/. With its copy under
-    /run lost too (test_identity.py has the copy restore it), the session's running scope is
-    adopted for its owner, even where the admin opted into stopping orphans."""
+    """Cut short, the record no longer parses (a YAML one written by an older hostagent could
+    still parse, and fails its checksum: tests/unit/test_store.py); it goes to corrupt/. With
+    its copy under /run lost too (test_identity.py has the copy restore it), the session's
+    running scope is adopted for its owner, even where the admin opted into stopping orphans."""
     sb.run("mkdir", "-p", "/home/alice/torn", user="alice").check()
     name = create(sb, "shell", user="alice", cwd="/home/alice/torn")
     try:
@@ -49,7 +50,7 @@ def test_a_torn_record_costs_no_live_session(sb: Sandbox, orphans: str) -> None:
         sb.run("rm", f"{COPIES_DIR}/{name}.yaml").check()
         sb.daemon_start()
         journal = sb.journal(lines=40)
-        assert "is unusable (its checksum is missing or wrong" in journal
+        assert f"Record {path} is unusable (" in journal
         assert f"adopted it as session '{name}'" in journal
         p = props(sb, name)
         assert (p["State"], p["Owner"], p["Cwd"]) == (

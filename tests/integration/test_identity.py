@@ -31,7 +31,7 @@ DAMAGE = {
     "empty": ": > {path}",
     "cut-short": "head -c 400 {path} > {path}.cut && mv {path}.cut {path}",
     "garbage": r"printf '\000\377garbage: [\n' > {path}",
-    "wrong-name": "sed -i 's/^name: .*/name: someone-else/' {path}",
+    "wrong-name": """sed -i 's/^  "name": .*/  "name": "someone-else",/' {path}""",
     "directory": "rm {path} && mkdir {path}",
     "fifo": "rm {path} && mkfifo {path}",
     "symlink": "rm {path} && ln -s /etc/passwd {path}",
