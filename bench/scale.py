@@ -132,7 +132,7 @@ async def measure(sb: Sandbox, steps: list[int], idle: Idle, quiet: float) -> Sc
 # Runs inside the sandbox: the containment guard's own walk over every session's agent (the
 # pane's first process, found here by one scan that is not timed), timed as the guard runs it.
 CONTAINMENT_WALK = """
-import os, statistics, sys, time
+import os, statistics, time
 from hostagent.daemon.follow.containment import PIPE, TMUX_SERVER, family, read_proc, tree
 procs = [p for p in map(read_proc, map(int, filter(str.isdigit, os.listdir("/proc")))) if p]
 servers = {p.pid for p in procs if p.comm == TMUX_SERVER}

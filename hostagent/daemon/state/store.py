@@ -257,10 +257,10 @@ class SidecarStore:
         damaged: set[str] = set()
         for name, path in _record_files(sorted(self.sessions_dir.iterdir())):
             try:
-                texts[name] = read(path)
-                found[name] = parse(texts[name], name)
+                text = read(path)
+                found[name] = parse(text, name)
+                texts[name] = text
             except LOAD_ERRORS as e:
-                texts.pop(name, None)
                 self.quarantine(path, str(e).splitlines()[0] if str(e) else type(e).__name__)
                 damaged.add(name)
         self.restored = []
