@@ -58,9 +58,16 @@ def checksum(data: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+_FIELDS = dataclasses.fields(SessionRecord)
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def record_to_dict(record: SessionRecord, revision: int = 0) -> dict[str, Any]:
     """The record as it is written, its checksum last."""
-    data = dataclasses.asdict(record)
+    # A shallow copy: the text is made from it at once, and dataclasses.asdict's deep walk
+    # cost more than the rest of a write.
+    data = {f.name: getattr(record, f.name) for f in _FIELDS}
+    data["limits"] = vars(record.limits).copy()
     data["state"] = record.state.value
     data["dormant_reason"] = record.dormant_reason.value
     data[REVISION] = revision
@@ -132,8 +139,13 @@ def dump(record: SessionRecord, revision: int) -> str:
     """The record's text, as the store writes it: JSON, which is YAML (every hostagent reads
     it with its YAML loader, older ones included), written by Python's C encoder. PyYAML's
     dumper walks a record in Python at about a millisecond a write, and a create writes two."""
-    text = json.dumps(record_to_dict(record, revision), ensure_ascii=False, indent=2)
-    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
+    # One key a line, each value on it in JSON's flow form: json's indent would leave the C
+    # encoder for its Python one, which cost as much as the rest of the write.
+    lines = ",\n".join(
+        f"  {_ENCODE(key)}: {_ENCODE(value)}"
+        for key, value in record_to_dict(record, revision).items()
+    )
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", "{\n" + lines + "\n}") + "\n"
 
 
 def read(path: Path) -> str:
