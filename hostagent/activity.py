@@ -5,7 +5,9 @@ without code. A rule looks at one thing: the last non-empty lines of the screen,
 title, the last OSC 9;4 progress state, the pane's foreground process (a shell's running
 command), or whether output is still flowing. The first rule
 that matches wins; when none does, a quiet screen is the preset's fallback (``idle``), never
-``blocked``: blocked needs a matched question or approval screen.
+``blocked``: blocked needs a matched question or approval screen. A screen with nothing on it
+is ``unknown``, whatever the fallback and the hooks say: an agent that has drawn nothing yet is
+still starting, and a message sent on an idle there lands in whatever it asks first.
 
 Hooks, where the CLI has them, override the screen, with two exceptions learned from herdr and
 the Claude docs: a rule marked ``visible`` (the screen plainly shows a spinner or a dialog) beats
@@ -88,6 +90,8 @@ class Verdict:
         }
 
 
+NOTHING_DRAWN = "nothing drawn yet"
+
 GENERIC = Rules(rules=(Rule(Activity.WORKING, "generic output", output=True),))
 
 
@@ -121,6 +125,8 @@ def classify(rules: Rules, view: View) -> Verdict:
         matched = _match(rule, view)
         if matched is not None:
             return Verdict(rule.activity, rule.source, rule.name, matched, rule.visible)
+    if not view.screen.strip():
+        return Verdict(Activity.UNKNOWN, "screen", NOTHING_DRAWN, "")
     return Verdict(rules.fallback, "fallback", "no rule matched", "")
 
 
@@ -136,6 +142,8 @@ def combine(screen: Verdict, hook: Verdict | None, quiet_sec: float) -> Verdict:
     """One verdict from the screen's and the last hook's."""
     if hook is None or screen.visible:
         return screen
+    if screen.rule == NOTHING_DRAWN and hook.activity is Activity.IDLE:
+        return screen  # a start-up hook fires before the agent has drawn its prompt
     if hook.activity is Activity.WORKING and quiet_sec >= HOOK_STALE_SEC:
         return screen
     return hook

@@ -37,7 +37,15 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from modelscript import EDIT_TOOLS, TOOL_COMMAND, decide, fill, last_user_text, pick_tool
+from modelscript import (
+    EDIT_TOOLS,
+    TOOL_COMMAND,
+    calls_tool,
+    decide,
+    fill,
+    last_user_text,
+    pick_tool,
+)
 
 HOLD_LIMIT = 120.0
 release = threading.Event()
@@ -72,7 +80,7 @@ def anthropic(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             hold()
     yield "content_block_stop", {"type": "content_block_stop", "index": 0}
     stop = "end_turn"
-    if kind in ("tool", "edit") and tools:
+    if calls_tool(kind, tools):
         name, args = pick_tool(tools, kind, text)
         block = {"type": "tool_use", "id": f"toolu_{time.time_ns()}", "name": name, "input": {}}
         yield "content_block_start", {"type": "content_block_start", "index": 1,
@@ -144,7 +152,7 @@ def chat(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield {**base, "choices": [{"index": 0, "delta": {"tool_calls": [call]},
                                     "finish_reason": None}]}  # fmt: skip
         finish = "tool_calls"
-    elif kind in ("tool", "edit") and tools:
+    elif calls_tool(kind, tools):
         name, args = pick_tool(tools, kind, text)
         call = {"index": 0, "id": f"call_{time.time_ns()}", "type": "function",
                 "function": {"name": name, "arguments": json.dumps(args)}}  # fmt: skip
@@ -205,7 +213,7 @@ def responses(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     yield "response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
                                         "item": done}  # fmt: skip
     output = [done]
-    if kind in ("tool", "edit") and tools:
+    if calls_tool(kind, tools):
         name, args = pick_tool(tools, kind, text)
         call = {"type": "function_call", "id": f"fc_{time.time_ns()}", "status": "completed",
                 "call_id": f"call_{time.time_ns()}", "name": name,
@@ -249,11 +257,11 @@ def gemini(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     words = text.split(" ")
     for i, word in enumerate(words):
         last_word = i == len(words) - 1
-        finish = "STOP" if last_word and not (kind in ("tool", "edit") and tools) else None
+        finish = "STOP" if last_word and not calls_tool(kind, tools) else None
         yield chunk([{"text": word + ("" if last_word else " ")}], finish)
         if kind == "slow" and i == 0:
             hold()
-    if kind in ("tool", "edit") and tools:
+    if calls_tool(kind, tools):
         name, args = pick_tool(tools, kind, text)
         yield chunk([{"functionCall": {"name": name, "args": args}}], "STOP")
 

@@ -14,6 +14,12 @@ from typing import Any
 TOOL_COMMAND = "touch approved-by-user.txt"
 SHELL_TOOLS = ("Bash", "bash", "run_shell_command", "shell", "exec_command", "shell_command")
 EDIT_TOOLS = ("Write", "write_file", "write", "create", "str_replace_based_edit_tool", "edit")
+# The tools with which each CLI lets the model ask the user a question with choices: Claude's,
+# Codex's, Gemini's and Qwen's, OpenCode's, and Copilot's form (ask_user with a schema).
+QUESTION_TOOLS = ("AskUserQuestion", "request_user_input", "ask_user", "question")
+TOOL_KINDS = ("tool", "edit", "ask")  # the kinds answered with a call of one of the CLI's tools
+QUESTION = "Which approach do you want?"
+CHOICES = (("Refactor it", "Clean the code up first"), ("Leave it", "Keep the code as it is"))
 _CONTEXT = re.compile(r"^\s*(<([\w:-]+)[^>]*>.*?</\2>\s*)+", re.S)
 
 
@@ -25,7 +31,11 @@ def decide(last_user: str, tool_result: bool) -> tuple[str, str]:
     last_user = (last_user.strip().splitlines() or [""])[0]
     lowered = last_user.lower()
     if tool_result:
+        if "question tool" in lowered:
+            return "text", "Thanks, I will go with your choice."
         return ("slow" if "slow" in lowered else "text"), "Done: the command ran."
+    if "question tool" in lowered:
+        return "ask", f"I have a question for you. {QUESTION}"
     if "overloaded" in lowered:
         return "error", "The stand-in model is overloaded; try again later."
     if "run" in lowered.split() or "run " in lowered:
@@ -69,11 +79,46 @@ def fill(schema: dict[str, Any], name: str = "") -> Any:
     return "."
 
 
+def question_args(schema: dict[str, Any]) -> dict[str, Any]:
+    """One question with two choices, in the shape the CLI's question tool takes."""
+    props = schema.get("properties", {})
+    if "requestedSchema" in props:  # a form: one field whose values are the choices
+        field = {"type": "string", "title": "Approach", "enum": [c[0] for c in CHOICES]}
+        return {
+            "message": QUESTION,
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"approach": field},
+                "required": ["approach"],
+            },
+        }
+    question: dict[str, Any] = {
+        "question": QUESTION, "header": "Approach", "id": "approach", "type": "choice",
+        "options": [{"label": label, "description": why} for label, why in CHOICES],
+        "multiSelect": False, "multiple": False,
+    }  # fmt: skip
+    item = props.get("questions", {}).get("items", {}).get("properties", {})
+    return {"questions": [{k: v for k, v in question.items() if k in item}]}
+
+
+def calls_tool(kind: str, tools: list[tuple[str, dict[str, Any]]]) -> bool:
+    """Whether the answer of kind is a call of one of tools: a question only where the CLI
+    has a question tool (Qwen and Aider have none, and get the question as text)."""
+    if kind == "ask":
+        return any(name in QUESTION_TOOLS for name, _ in tools)
+    return kind in TOOL_KINDS and bool(tools)
+
+
 def pick_tool(
     tools: list[tuple[str, dict[str, Any]]], kind: str, text: str
 ) -> tuple[str, dict[str, Any]]:
-    """The CLI's shell tool (kind "tool") or file-writing tool (kind "edit"), and arguments."""
+    """The CLI's shell tool (kind "tool"), file-writing tool (kind "edit") or question tool
+    (kind "ask"), and arguments."""
     by_name = dict(tools)
+    if kind == "ask":
+        for name in QUESTION_TOOLS:
+            if name in by_name:
+                return name, question_args(by_name[name])
     if kind == "edit":
         for name in EDIT_TOOLS:
             if name in by_name:

@@ -66,7 +66,7 @@ class Core:
         lifecycle = Lifecycle(
             registry, scopes, terminal, conversations, reconciler, settings, boot_id
         )
-        registry.listeners += [terminal, endings]
+        registry.listeners += [terminal, endings, conversations]
         conversations.on_pane_died = endings.agent_exited_soon
         return cls(
             settings, registry, scopes, terminal, conversations, endings, reconciler, lifecycle,

@@ -12,7 +12,7 @@ from dbus_fast import Message, MessageType
 from hostagent import SESSION_INTERFACE
 from hostagent.client.library import Client
 from tests.integration.busclient import add_match, with_client
-from tests.integration.helpers import create, wait_screen
+from tests.integration.helpers import create, new_name, until, wait_screen
 from tests.sandbox import Sandbox
 
 WAIT = 15_000_000  # µs: a bound for the waits, never a sleep
@@ -159,3 +159,43 @@ def test_activity_is_followed_again_after_a_daemon_restart(sb: Sandbox) -> None:
         assert wait(sb, name, "blocked") == "blocked"
     finally:
         sb.ctl("rm", name)
+
+
+def test_a_first_turn_that_never_pauses_reads_working(sb: Sandbox, screen_preset: None) -> None:
+    """Codex's slow first request: from its first screen on, the spinner redraws every tenth
+    of a second and never lets the output settle. The pane is read all the same (within a
+    second, docs/architecture.md), so the session is working long before the turn ends."""
+    name = create(sb, "demo-screen", "-e", "DEMO_AGENT_THINK=120", "--", "a slow first request")
+    try:
+        assert wait(sb, name, "working", "blocked", "idle") == "working"
+        explained = with_client(sb, lambda c: c.explain(name))
+        assert (explained["source"], explained["activity"]) == ("screen", "working"), explained
+    finally:
+        sb.ctl("rm", name)
+
+
+def test_an_agent_that_has_drawn_nothing_is_not_idle(sb: Sandbox, screen_preset: None) -> None:
+    """Aider draws nothing for its first seconds, and a message sent on an idle then went
+    into its first question. The stand-in agent is held before it draws anything (its start
+    waits on a FIFO): the daemon reads the empty screen as unknown, and idle comes only once
+    the prompt is drawn."""
+    name = new_name()
+    gate = f"/tmp/{name}.gate"
+    sb.run("mkfifo", gate).check()
+    create(sb, "demo-screen", "--replace-command", "--", "sh", "-c",
+           f"read go < {gate}; exec /usr/lib/hostagent/hostagent-demo-agent", name=name)  # fmt: skip
+    try:
+        explained: dict[str, str] = {}
+
+        def read_once() -> bool:
+            explained.update(with_client(sb, lambda c: c.explain(name)))
+            return explained["rule"] != "not read yet"
+
+        until(read_once, "the daemon read the held agent's screen")
+        assert (explained["activity"], explained["rule"]) == ("unknown", "nothing drawn yet")
+        sb.sh(f"echo go > {gate}").check()
+        assert wait(sb, name, "idle") == "idle"
+        wait_screen(sb, name, "Demo Agent")
+    finally:
+        sb.ctl("rm", name)
+        sb.run("rm", "-f", gate)

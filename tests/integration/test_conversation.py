@@ -12,7 +12,7 @@ from hostagent import SESSION_INTERFACE
 from hostagent.client.library import Client
 from hostagent.errors import AccessDenied
 from tests.integration.busclient import with_client
-from tests.integration.helpers import create, props, wait_screen
+from tests.integration.helpers import create, props, until, wait_screen
 from tests.sandbox import Sandbox
 
 DISCOVERED_PRESET = """\
@@ -150,6 +150,27 @@ def test_an_id_the_cli_chose_is_discovered_on_disk_and_resumed(sb: Sandbox, cloc
         alice(sb, "resume", name)
         assert props(sb, name)["Command"][-2:] == ["--resume", own.group(1)]
         wait_screen(sb, name, "[user] find me")
+    finally:
+        sb.ctl("rm", name)
+        sb.run("rm", "-f", "/etc/hostagent/presets.d/demo-found.yaml")
+        sb.ctl("reload")
+
+
+def test_an_id_the_cli_chose_is_learned_while_the_session_runs(sb: Sandbox) -> None:
+    """Codex and OpenCode choose their ids and write them down at the first turn: the id is
+    learned when the turn ends (the session goes idle), not only at the stop, so status, the
+    bus and every client show it while the agent runs."""
+    install_discovered_preset(sb)
+    name = create(sb, "demo-found", "-e", "DEMO_AGENT_THINK=1", user="alice")
+    try:
+        own = re.search(r"session ([0-9a-f-]{36})", wait_screen(sb, name, "> "))
+        assert own
+        assert props(sb, name)["AgentSessionId"] is None  # no conversation on disk yet
+        alice(sb, "send", name, "find me while I run")
+        wait_screen(sb, name, "You said: find me while I run")
+        until(lambda: props(sb, name)["AgentSessionId"] == own.group(1),
+              "the id was learned at the turn's end")  # fmt: skip
+        assert props(sb, name)["State"] == "running"
     finally:
         sb.ctl("rm", name)
         sb.run("rm", "-f", "/etc/hostagent/presets.d/demo-found.yaml")

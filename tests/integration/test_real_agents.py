@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.helpers import create, props
+from tests.integration.helpers import create, props, until
 from tests.integration.real_agents import (
     AGENTS,
     ENTER,
@@ -239,6 +239,10 @@ def test_a_real_cli_from_first_run_to_resume(
     control(sb, "release")
     screen(sb, agent, name, "Finished now.")
     assert wait(sb, agent, name, "idle") == "idle"
+    if agent.preset != "aider":
+        # Learned while the session runs, those a CLI chooses itself (Codex, OpenCode) too.
+        until(lambda: props(sb, name, agent.user)["AgentSessionId"],
+              f"{agent.key}'s conversation id learned after a turn, while it runs")  # fmt: skip
 
     approval_turn(sb, agent, name, project)
     if agent.hooks:
@@ -274,6 +278,64 @@ def test_a_real_cli_stopped_before_its_first_prompt_resumes(
         after = props(sb, name, agent.user)
         assert after["State"] == "running" and not after["LastError"], after
     finally:
+        sb.ctl("rm", name, user=agent.user, system=True)
+
+
+# The CLIs whose model can ask the user a question with choices through a tool of their own.
+QUESTIONING = [a for a in AGENTS if a.key in ("claude", "gemini", "opencode", "copilot")]
+
+
+@pytest.mark.parametrize("agent", QUESTIONING, ids=[a.key for a in QUESTIONING])
+def test_a_real_clis_question_tool_reads_blocked_from_its_screen(
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes, agent: RealAgent
+) -> None:
+    """The question a CLI's own tool draws (Claude's AskUserQuestion, Copilot's ask_user
+    form, Gemini's ask_user, OpenCode's question) is blocked by the preset's screen rule, not
+    only by a hook, and still after a daemon restart with the question open, when no hook
+    says it again. Answering it goes on to the model's reply and idle."""
+    sb = sandbox
+    program_of(agents, agent)
+    name = homes.create(agent, homes.ensure_set_up(agent))
+    try:
+        screen(sb, agent, name, agent.ready)
+        assert wait(sb, agent, name, "idle") == "idle"
+        type_line(sb, agent, name, "ask me with the question tool")
+        screen(sb, agent, name, "Leave it")
+        for restart in (True, False):
+            assert wait(sb, agent, name, "blocked") == "blocked"
+            why = explain(sb, agent, name)
+            assert why["source"] in ("screen", "title"), why
+            if restart:
+                sb.daemon_restart()
+        keys(sb, agent, name, ENTER)  # the first choice
+        screen(sb, agent, name, "go with your choice")
+        assert wait(sb, agent, name, "idle") == "idle"
+    finally:
+        sb.ctl("rm", name, user=agent.user, system=True)
+
+
+def test_codex_with_a_slow_first_request_reads_working_while_it_waits(
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes
+) -> None:
+    """Codex started with a prompt in a trusted folder sends it at once, and redraws "Working
+    (Ns • esc to interrupt)" without a pause while the model holds its reply: the pane is
+    read all the same, so the session is working during the wait, not unknown until the
+    turn ends."""
+    sb = sandbox
+    agent = next(a for a in AGENTS if a.key == "codex")
+    program_of(agents, agent)
+    project = homes.ensure_set_up(agent)
+    env = [x for k, v in agent.env.items() for x in ("-e", f"{k}={v}")]
+    control(sb, "hold")
+    name = create(sb, agent.preset, *env, "--", "slow please", user=agent.user, cwd=project)
+    try:
+        assert wait(sb, agent, name, "working") == "working"
+        assert explain(sb, agent, name)["activity"] == "working"
+        control(sb, "release")
+        screen(sb, agent, name, "Finished now.")
+        assert wait(sb, agent, name, "idle") == "idle"
+    finally:
+        control(sb, "release")
         sb.ctl("rm", name, user=agent.user, system=True)
 
 

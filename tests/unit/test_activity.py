@@ -9,6 +9,7 @@ import pytest
 from hostagent.activity import (
     GENERIC,
     HOOK_STALE_SEC,
+    NOTHING_DRAWN,
     Rule,
     Rules,
     Verdict,
@@ -21,7 +22,7 @@ from hostagent.activity import (
 )
 from hostagent.session import Activity
 
-W, B, IDLE = Activity.WORKING, Activity.BLOCKED, Activity.IDLE
+W, B, IDLE, UNKNOWN = Activity.WORKING, Activity.BLOCKED, Activity.IDLE, Activity.UNKNOWN
 
 RULES = Rules(
     rules=(
@@ -42,8 +43,11 @@ RULES = Rules(
         (View("You said: Proceed? (y/n)\n> "), IDLE, "fallback"),
         (View("", title="✋ Action Required"), B, "title"),
         (View("", progress=3), W, "progress"),
-        (View("", progress=0), IDLE, "fallback"),
+        (View("> ", progress=0), IDLE, "fallback"),
         (View("", output_flowing=True), W, "output"),
+        # Nothing drawn yet: still starting, not idle (Aider's first seconds).
+        (View(""), UNKNOWN, "screen"),
+        (View("\n  \n\n", progress=0), UNKNOWN, "screen"),
     ],
 )
 def test_classify(view: View, activity: Activity, source: str) -> None:
@@ -80,6 +84,7 @@ SCREEN_IDLE = Verdict(IDLE, "fallback", "no rule matched", "")
 SCREEN_BLOCKED = Verdict(B, "screen", "q", "Proceed?", visible=True)
 HOOK_WORKING = Verdict(W, "hook", "hook UserPromptSubmit", "UserPromptSubmit")
 HOOK_IDLE = Verdict(IDLE, "hook", "hook Stop", "Stop")
+SCREEN_BLANK = Verdict(UNKNOWN, "screen", NOTHING_DRAWN, "")
 
 
 @pytest.mark.parametrize(
@@ -91,6 +96,8 @@ HOOK_IDLE = Verdict(IDLE, "hook", "hook Stop", "Stop")
         (SCREEN_BLOCKED, HOOK_IDLE, 1.0, SCREEN_BLOCKED),
         (SCREEN_IDLE, HOOK_WORKING, HOOK_STALE_SEC, SCREEN_IDLE),  # an interrupted turn
         (SCREEN_IDLE, HOOK_IDLE, 999.0, HOOK_IDLE),
+        (SCREEN_BLANK, HOOK_IDLE, 1.0, SCREEN_BLANK),  # a start-up hook before the first draw
+        (SCREEN_BLANK, HOOK_WORKING, 1.0, HOOK_WORKING),
     ],
 )
 def test_combine(screen: Verdict, hook: Verdict | None, quiet: float, expected: Verdict) -> None:

@@ -11,12 +11,17 @@ from typing import Any
 
 import pytest
 
+from hostagent.activity import Verdict
 from hostagent.daemon.follow import hooks
 from hostagent.daemon.follow.discovery import discover, pick_listed, run_began
 from hostagent.daemon.follow.transcript import conversation_state
+from hostagent.daemon.state.registry import Session
 from hostagent.identity import Owner
 from hostagent.launch import Conversation
-from hostagent.presets import BUILTIN_DIR, Discovery, load_presets
+from hostagent.options import CreateRequest
+from hostagent.presets import BUILTIN_DIR, Discovery, IdSource, Preset, load_presets
+from hostagent.session import Activity
+from tests.unit.fakes import Host, me, run
 
 ID_A = "0b9c2a3e-1111-4222-8333-444455556666"
 ID_B = "7d1f0c9e-aaaa-4bbb-8ccc-ddddeeeeffff"
@@ -249,3 +254,77 @@ def test_a_conversation_whose_time_was_set_back_is_still_this_runs(tmp_path: Pat
     path = _rollout(tmp_path, "2026/11/30", "2026-11-30T10-00-00", ID_B, "/srv/app", 3600)
     assert path.stat().st_mtime < started_at / 1e6 - 3000
     assert asyncio.run(discover(rule, _me(tmp_path), "/srv/app", started_at, set())) == ID_B
+
+
+class _Shown:
+    """A pane watch that shows whatever verdict the test sets."""
+
+    def __init__(self) -> None:
+        self.verdict: Verdict | None = None
+        self.last_screen = ""
+
+    def report_hook(self, verdict: Verdict) -> None:
+        pass
+
+    async def look_now(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+FOUND = Preset(name="found", command=["agent"], id_source=IdSource.DISCOVERED,
+               discover=Discovery(glob="{home}/*.jsonl", id_pattern="(.*)"))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("activities", "looks"),
+    [
+        pytest.param(["idle"], 1, id="first-prompt"),
+        pytest.param(["working", "idle"], 1, id="turn-ended"),
+        pytest.param(["idle", "working", "idle"], 2, id="found-nothing-then-a-turn"),
+        pytest.param(["working", "blocked", "working"], 0, id="never-idle"),
+        pytest.param(["idle", "idle"], 1, id="still-idle"),
+    ],
+)
+def test_a_discovered_id_is_looked_for_each_time_the_session_goes_idle(
+    tmp_path: Path, activities: list[str], looks: int
+) -> None:
+    """Codex and OpenCode write their id at the first turn: it is looked for while the session
+    runs, once each time it goes idle without an id, and never once it has one."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        host.core.settings.presets["found"] = FOUND
+        await host.lifecycle.create(me(), "a", "found", str(tmp_path), CreateRequest())
+        session = host.registry.get("a")
+        shown = _Shown()
+        session.watch = shown
+        asked: list[int] = []
+
+        async def find(s: Session, until_usec: int = 0) -> str:
+            asked.append(1)
+            return ""
+
+        host.core.conversations.find = find  # type: ignore[method-assign, assignment]
+        for name in activities:
+            shown.verdict = Verdict(Activity(name), "screen", "test", "")
+            host.registry.announce(session)
+            await host.core.background.settle()
+        assert len(asked) == looks
+        if looks:  # once found, an idle looks no more
+
+            async def found(s: Session, until_usec: int = 0) -> str:
+                asked.append(1)
+                return ID_A
+
+            host.core.conversations.find = found  # type: ignore[method-assign, assignment]
+            for name in ("working", "idle", "working", "idle"):
+                shown.verdict = Verdict(Activity(name), "screen", "test", "")
+                host.registry.announce(session)
+                await host.core.background.settle()
+            assert len(asked) == looks + 1
+            assert session.record.agent_session == ID_A
+            assert session.record.agent_session_source == "discovered"
+
+    run(body())

@@ -20,6 +20,17 @@ from hostagent.session import Activity, State
 from tests.unit.fakes import FakeSystemd, FakeTmux, FakeUnit, Host, me, run
 
 
+def watching(
+    tmp_path: Path, tmux_client: FakeTmux, seen: list[Activity] | None = None
+) -> panewatch.PaneWatch:
+    """A watch of pane "a" through tmux_client, each verdict's activity added to seen."""
+    verdicts = seen if seen is not None else []
+    return panewatch.PaneWatch("a", Owner.from_uid(os.geteuid()), tmp_path / "a.sock",
+                               tmp_path / "a.out", GENERIC,
+                               lambda verdict: verdicts.append(verdict.activity),
+                               tmux_client)  # fmt: skip
+
+
 class BusyTmux(FakeTmux):
     """A tmux whose reads time out the first `busy` times, as behind full helper slots."""
 
@@ -47,10 +58,7 @@ def test_a_pane_never_read_is_looked_at_until_it_is(
     async def body() -> None:
         fake = BusyTmux(busy)
         seen: list[Activity] = []
-        watch = panewatch.PaneWatch("a", Owner.from_uid(os.geteuid()), tmp_path / "a.sock",
-                                    tmp_path / "a.out", GENERIC,
-                                    lambda verdict: seen.append(verdict.activity),
-                                    fake)  # fmt: skip
+        watch = watching(tmp_path, fake, seen)
         watch.open()
         try:
             watch._request()
@@ -142,11 +150,52 @@ def test_a_look_before_a_stop_keeps_what_the_agent_drew_last(
     monkeypatch.setattr(panewatch, "LOOK_NOW_TIMEOUT", 0.01)
 
     async def body() -> None:
-        watch = panewatch.PaneWatch("a", Owner.from_uid(os.geteuid()), tmp_path / "a.sock",
-                                    tmp_path / "a.out", GENERIC, lambda verdict: None,
-                                    ScriptedTmux(screen, hangs))  # fmt: skip
+        watch = watching(tmp_path, ScriptedTmux(screen, hangs))
         watch.last_screen = "before"
         await watch.look_now()
         assert watch.last_screen == kept
+
+    run(body())
+
+
+class CountingTmux(ScriptedTmux):
+    """A tmux that shows a spinner and says when it was first read."""
+
+    def __init__(self) -> None:
+        super().__init__("⠋ Working (3s • esc to interrupt)")
+        self.read = asyncio.Event()
+
+    async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str, str]:
+        self.read.set()
+        return await super().screen_and_title(owner, sock)
+
+
+def test_a_pane_whose_first_output_never_pauses_is_read_all_the_same(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Codex's first turn redraws "Working (Ns …)" without ever pausing for SETTLE: a pane
+    never read may wait for its output to settle, but not past FIRST_READ_MAX. The writer
+    never pauses for even a tenth of SETTLE, and stops only once the pane was read (or after
+    far longer than SETTLE, which fails the test)."""
+    monkeypatch.setattr(panewatch, "FIRST_READ_MAX", 0.05)
+
+    async def body() -> None:
+        fake = CountingTmux()
+        seen: list[Activity] = []
+        watch = watching(tmp_path, fake, seen)
+        watch.open()
+        writer = os.open(tmp_path / "a.out", os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            for _ in range(int(20 * panewatch.SETTLE / 0.01)):
+                os.write(writer, "\r\x1b[K⠙ Working".encode())
+                if fake.read.is_set():
+                    break
+                await asyncio.sleep(0.01)  # the pace of a redraw, not a wait for an event
+            assert fake.read.is_set(), "the busy pane was never read"
+            await asyncio.sleep(0)  # the verdict is published in the same task
+            assert seen and seen[-1] is Activity.WORKING
+        finally:
+            os.close(writer)
+            watch.close()
 
     run(body())

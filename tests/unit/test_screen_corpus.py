@@ -94,7 +94,8 @@ def test_accuracy_per_cli_is_reported() -> None:
 
 
 @pytest.mark.parametrize("label", LABELS)
-def test_accuracy_per_label_is_at_least_95_percent(label: str) -> None:
+def test_every_screen_of_the_corpus_reads_its_label(label: str) -> None:
+    """The corpus is what the rules are made against: every screen in it reads right."""
     screens = [s for s in SCREENS if s.label == label]
     wrong = Counter(
         f"{s.path.parent.name}/{s.path.name} -> {verdict_of(s)}"
@@ -102,7 +103,19 @@ def test_accuracy_per_label_is_at_least_95_percent(label: str) -> None:
         if verdict_of(s) != label
     )
     accuracy = 1 - sum(wrong.values()) / len(screens)
-    assert accuracy >= 0.95, f"{label}: {accuracy:.0%} of {len(screens)}; wrong: {sorted(wrong)}"
+    assert not wrong, f"{label}: {accuracy:.0%} of {len(screens)}; wrong: {sorted(wrong)}"
+
+
+def test_every_question_tool_reads_blocked_from_its_screen() -> None:
+    """The question a CLI's own question tool draws (Claude's AskUserQuestion, Copilot's
+    ask_user form, Gemini's ask_user, OpenCode's question) is blocked from the screen alone:
+    after a daemon restart no hook says so again."""
+    asked = {s.preset: s for s in SCREENS if "question-tool" in s.path.name}
+    assert set(asked) >= {"claude", "copilot", "gemini", "opencode"}
+    for screen in asked.values():
+        view = View(screen.text, screen.title.strip())
+        verdict = classify(PRESETS[screen.preset].activity, view)
+        assert (verdict.activity.value, verdict.visible) == ("blocked", True), screen.path
 
 
 def test_prose_and_typed_text_never_read_blocked() -> None:

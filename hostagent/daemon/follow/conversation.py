@@ -2,9 +2,10 @@
 
 An id is assigned up front where the CLI takes one (``launch``). Otherwise it is learned from
 the CLI's lifecycle hooks, which also report rotations such as Claude's ``/clear``, or found on
-disk after the fact (``discovery``). Whatever the source, the newest id wins and the ones it
-replaced are kept in the record's history, so a resume continues the conversation the user
-last saw.
+disk (``discovery``): while the session runs, each time it goes idle without an id (a turn
+ended, or the agent's first prompt), and again when it ends or resumes. Whatever the source,
+the newest id wins and the ones it replaced are kept in the record's history, so a resume
+continues the conversation the user last saw.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
 from hostagent.permissions import TOKEN_ENV, token_matches
 from hostagent.presets import Preset
-from hostagent.session import State, boot_usec, now_usec
+from hostagent.session import Activity, State, boot_usec, now_usec
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,52 @@ class Conversations:
         self.flow = HookFlow(self.report_hook, background)
         # Told when a line says a session's pane died (tmux's hook; ending.py verifies it).
         self.on_pane_died: Callable[[Session], None] = lambda session: None
+        self._activity: dict[str, Activity] = {}  # as last announced, to see a turn end
+        self._looking: set[str] = set()  # sessions whose id is being looked for on disk
+
+    # ---- Listener: an id learned while the session runs ---------------------------------
+
+    def session_added(self, session: Session) -> None:
+        pass
+
+    def session_removed(self, session: Session) -> None:
+        self._activity.pop(session.name, None)
+
+    def session_changed(self, session: Session) -> None:
+        now, before = session.activity, self._activity.get(session.name)
+        self._activity[session.name] = now
+        record = session.record
+        if (
+            now is Activity.IDLE
+            and before is not Activity.IDLE
+            and record.state is State.RUNNING
+            and not record.agent_session
+            and session.name not in self._looking
+        ):
+            preset = self.settings.preset(record.preset)
+            if preset is not None and preset.discover is not None:
+                self._looking.add(session.name)
+                self.background.start(
+                    self._learn(session), f"look for session '{session.name}''s conversation"
+                )
+
+    async def _learn(self, session: Session) -> None:
+        """Look on disk, without the session's lock (a CLI's own listing can take a while),
+        and take what was found under it, unless the session has since changed course."""
+        try:
+            found = await self.find(session)
+            if not found:
+                return
+            async with session.lock:
+                record = session.record
+                if (
+                    not session.removed
+                    and record.state is State.RUNNING
+                    and not record.agent_session
+                ):
+                    self.set_id(session, found, "discovered", "")
+        finally:
+            self._looking.discard(session.name)
 
     @staticmethod
     def command_with_hooks(preset: Preset, command: list[str], paths: SessionPaths) -> list[str]:
@@ -186,12 +233,19 @@ class Conversations:
         )
 
     async def discover(self, session: Session, until_usec: int = 0) -> None:
-        """Look on disk for the conversation of a preset whose CLI cannot be told an id: the
-        newest written since the session's last start, and not after until_usec if set."""
+        """Look on disk for the conversation of a preset whose CLI cannot be told an id, and
+        make it the session's; the caller holds the session lock."""
+        found = await self.find(session, until_usec)
+        if found:
+            self.set_id(session, found, "discovered", "")
+
+    async def find(self, session: Session, until_usec: int = 0) -> str:
+        """The conversation on disk of a preset whose CLI cannot be told an id: the newest
+        written since the session's last start, and not after until_usec if set; "" if none."""
         record = session.record
         preset = self.settings.preset(record.preset)
         if preset is None or preset.discover is None:
-            return
+            return ""
         # A run of this boot is dated on the steady clock too; one a reboot ended is not.
         since = (
             record.started_at
@@ -218,8 +272,7 @@ class Conversations:
             found = await discovery.discover(
                 preset.discover, session.owner, record.cwd, since, claimed, until_usec
             )
-        if found:
-            self.set_id(session, found, "discovered", "")
+        return found or ""
 
 
 def _admin_defaults(path: str) -> dict[str, object]:

@@ -10,7 +10,9 @@ loop and never parses the bytes beyond OSC 9;4 progress and their count; output 
   pause, while the agent is not working: output starting, or a dialog drawn, shows at once;
 - while it works: once every WORKING_INTERVAL while output flows, at the end of a large burst
   (a dialog or a prompt drawn, not a spinner's tick) where one comes, else on the interval;
-- once output has been quiet for SETTLE, to see where the agent stopped;
+- once output has been quiet for SETTLE, to see where the agent stopped; a pane never read
+  yet waits for that at most FIRST_READ_MAX, so an agent whose first turn redraws without
+  pause (Codex's "Working (12s • esc to interrupt)") is read within a second all the same;
 - within a budget: BUDGET classifications may follow each other at once (a line typed, then the
   agent's answer), refilled at RATE a second, so a session that streams output costs a few tmux
   calls a second at most.
@@ -46,6 +48,7 @@ BIG_BURST = 256  # bytes: more than a spinner's tick or a timer's redraw
 BUDGET = 6.0  # classifications that may follow each other at once
 RATE = 4.0  # classifications a second, on average, while output keeps coming
 SETTLE = 0.4
+FIRST_READ_MAX = 1.0  # the longest busy output keeps a pane that was never read unread
 WORKING_INTERVAL = 1.0
 READ_SIZE = 65536
 RETRIES = 5
@@ -81,7 +84,7 @@ class PaneWatch:
         self.progress: int | None = None
         self._loop = asyncio.get_running_loop()
         self._read_fd = -1
-        self._last_output = self._loop.time()
+        self._last_output = self._opened_at = self._loop.time()
         self._last_classified = 0.0
         self._tokens = BUDGET
         self._tokens_at = self._loop.time()
@@ -108,6 +111,7 @@ class PaneWatch:
         if os.geteuid() != self.owner.uid:
             os.fchown(self._read_fd, self.owner.uid, self.owner.gid)
         self._loop.add_reader(self._read_fd, self._on_readable)
+        self._opened_at = self._loop.time()
         self._settle = self._loop.call_at(self._last_output + SETTLE, self._on_settle)
 
     async def start(self) -> None:
@@ -196,6 +200,8 @@ class PaneWatch:
     def _on_settle(self) -> None:
         self._settle = None
         due = self._last_output + SETTLE
+        if not self._last_classified:
+            due = min(due, self._opened_at + FIRST_READ_MAX)
         if self._loop.time() < due:
             self._settle = self._loop.call_at(due, self._on_settle)
             return
