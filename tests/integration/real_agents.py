@@ -199,6 +199,20 @@ def set_up_user(sb: Sandbox, agent: RealAgent, program: str, node: str) -> str:
     return project
 
 
+def outside_scopes(sb: Sandbox, user: str) -> set[str]:
+    """The user's processes, by name and unit, outside hostagent's units, the user manager and
+    the user's session bus: what an agent started that would outlive its session (a service
+    of the user's own, as the accessibility bus is). The session bus is the user's login
+    plumbing, which any D-Bus client (Copilot) starts; docs/security.md says so."""
+    script = (
+        f"for p in $(pgrep -u {user}); do c=$(tail -1 /proc/$p/cgroup 2>/dev/null) || continue; "
+        "case $c in */hostagent*|*/init.scope|*/dbus.service|*/dbus-broker.service) continue;; "
+        "esac; "
+        'echo "$(cat /proc/$p/comm 2>/dev/null) ${c##*/}"; done'
+    )
+    return set(sb.sh(script).check().stdout.splitlines())
+
+
 def start_model_api(sb: Sandbox) -> None:
     """The stand-in model API as a transient service of the machine (gone after a reboot)."""
     sb.run("systemctl", "stop", "hostagent-modelapi.service")

@@ -12,6 +12,7 @@ with the reason, never passed.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from tests.integration.real_agents import (
     hide_machine_installs,
     installed,
     log_size,
+    outside_scopes,
     requests_since,
     set_up_user,
     start_model_api,
@@ -223,6 +225,7 @@ def test_a_real_cli_from_first_run_to_resume(
     sb = sandbox
     program = program_of(agents, agent)
     project = set_up_user(sb, agent, program, agents["node22"][1])
+    before = outside_scopes(sb, agent.user)
     name = homes.create(agent, project)
     # Found as the user's own terminal finds it: in ~/.local/bin, through the login PATH.
     assert (
@@ -251,6 +254,9 @@ def test_a_real_cli_from_first_run_to_resume(
     sb.ctl("stop", name, user=agent.user, system=True).check()
     stopped = props(sb, name, agent.user)
     assert stopped["State"] == "stopped"
+    # Nothing of the agent's is left outside its scope: no service of the user's own either
+    # (Codex's look for a screen reader started the accessibility bus).
+    assert outside_scopes(sb, agent.user) - before == set()
     if agent.preset != "aider":  # Aider has no conversation ids: its history file resumes
         assert stopped["AgentSessionId"], f"{agent.key}'s conversation id was never learned"
 
@@ -281,7 +287,34 @@ def test_a_real_cli_stopped_before_its_first_prompt_resumes(
         sb.ctl("rm", name, user=agent.user, system=True)
 
 
+def test_after_a_reboot_every_real_cli_is_dormant_and_resumes_its_conversation(
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes
+) -> None:
+    sb = sandbox
+    for agent in AGENTS:
+        if agent.key in agents and "node22" in agents:
+            homes.ensure_conversed(agent)
+    if not homes.conversed:
+        pytest.skip("no real CLI is installed")
+    sessions = list(homes.conversed.values())
+    sb.reboot()
+    sb.daemon_start()
+    start_model_api(sb)
+    for agent, name in sessions:
+        before = props(sb, name, agent.user)
+        assert before["State"] == "dormant" and before["DormantReason"] == "reboot", before
+    for agent, name in sessions:
+        sb.ctl("resume", name, user=agent.user, system=True).check()
+    for agent, name in sessions:
+        screen(sb, agent, name, agent.ready)
+        assert wait(sb, agent, name, "idle") == "idle"
+        conversation_continues(sb, agent, name, "please run it slowly")
+
+
 # The CLIs whose model can ask the user a question with choices through a tool of their own.
+# These tests and the slow Codex one run after the reboot: a session of theirs in the project
+# of a session the reboot ended would be a newer conversation of that cwd, and discovery
+# (Codex, OpenCode) takes the newest one the ended run could have written.
 QUESTIONING = [a for a in AGENTS if a.key in ("claude", "gemini", "opencode", "copilot")]
 
 
@@ -339,28 +372,23 @@ def test_codex_with_a_slow_first_request_reads_working_while_it_waits(
         sb.ctl("rm", name, user=agent.user, system=True)
 
 
-def test_after_a_reboot_every_real_cli_is_dormant_and_resumes_its_conversation(
+def test_aider_is_never_idle_before_its_prompt(
     sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes
 ) -> None:
+    """Aider draws nothing for its first seconds, then notices, then its prompt: the session
+    is idle only once the prompt is there (a message sent on an earlier idle went into its
+    first question)."""
     sb = sandbox
-    for agent in AGENTS:
-        if agent.key in agents and "node22" in agents:
-            homes.ensure_conversed(agent)
-    if not homes.conversed:
-        pytest.skip("no real CLI is installed")
-    sessions = list(homes.conversed.values())
-    sb.reboot()
-    sb.daemon_start()
-    start_model_api(sb)
-    for agent, name in sessions:
-        before = props(sb, name, agent.user)
-        assert before["State"] == "dormant" and before["DormantReason"] == "reboot", before
-    for agent, name in sessions:
-        sb.ctl("resume", name, user=agent.user, system=True).check()
-    for agent, name in sessions:
-        screen(sb, agent, name, agent.ready)
+    agent = next(a for a in AGENTS if a.key == "aider")
+    program_of(agents, agent)
+    name = homes.create(agent, homes.ensure_set_up(agent))
+    try:
         assert wait(sb, agent, name, "idle") == "idle"
-        conversation_continues(sb, agent, name, "please run it slowly")
+        shown = sb.ctl("capture", name, user=agent.user, system=True).check().stdout
+        drawn = [line for line in shown.splitlines() if line.strip()]
+        assert drawn and re.fullmatch(r"[\w-]*>\s*", drawn[-1]), f"idle on:\n{shown}"
+    finally:
+        sb.ctl("rm", name, user=agent.user, system=True)
 
 
 def test_presets_say_which_agents_each_user_has_installed(
