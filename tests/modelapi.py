@@ -39,6 +39,7 @@ from typing import Any
 
 from modelscript import (
     EDIT_TOOLS,
+    HOLDING,
     TOOL_COMMAND,
     calls_tool,
     decide,
@@ -76,7 +77,7 @@ def anthropic(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     for i, word in enumerate(words):
         delta = {"type": "text_delta", "text": word + (" " if i < len(words) - 1 else "")}
         yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
-        if kind == "slow" and i == 0:
+        if kind in HOLDING and i == 0:
             hold()
     yield "content_block_stop", {"type": "content_block_stop", "index": 0}
     stop = "end_turn"
@@ -125,7 +126,7 @@ def chat(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         for t in body.get("tools", [])
         if isinstance(t, dict) and "function" in t
     ]
-    if kind == "tool" and not tools:
+    if kind in ("tool", "late-tool") and not tools:
         # A CLI without tools (Aider) runs the shell blocks of an answer, once the user agrees.
         text += f"\n\n```bash\n{TOOL_COMMAND}\n```\n"
     base = {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion.chunk",
@@ -136,7 +137,7 @@ def chat(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         if i == 0:
             delta["role"] = "assistant"
         yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
-        if kind == "slow" and i == 0:
+        if kind in HOLDING and i == 0:
             hold()
     finish = "stop"
     patch_tool = any(
@@ -206,7 +207,7 @@ def responses(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             "type": "response.output_text.delta", "item_id": msg_id, "output_index": 0,
             "content_index": 0, "delta": word + (" " if i < len(words) - 1 else ""),
         }  # fmt: skip
-        if kind == "slow" and i == 0:
+        if kind in HOLDING and i == 0:
             hold()
     done = {**item, "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": []}]}  # fmt: skip
@@ -259,7 +260,7 @@ def gemini(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         last_word = i == len(words) - 1
         finish = "STOP" if last_word and not calls_tool(kind, tools) else None
         yield chunk([{"text": word + ("" if last_word else " ")}], finish)
-        if kind == "slow" and i == 0:
+        if kind in HOLDING and i == 0:
             hold()
     if calls_tool(kind, tools):
         name, args = pick_tool(tools, kind, text)

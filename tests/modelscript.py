@@ -17,14 +17,16 @@ EDIT_TOOLS = ("Write", "write_file", "write", "create", "str_replace_based_edit_
 # The tools with which each CLI lets the model ask the user a question with choices: Claude's,
 # Codex's, Gemini's and Qwen's, OpenCode's, and Copilot's form (ask_user with a schema).
 QUESTION_TOOLS = ("AskUserQuestion", "request_user_input", "ask_user", "question")
-TOOL_KINDS = ("tool", "edit", "ask")  # the kinds answered with a call of one of the CLI's tools
+# The kinds answered with a call of one of the CLI's tools; "late-tool" holds its reply first.
+TOOL_KINDS = ("tool", "late-tool", "edit", "ask")
+HOLDING = ("slow", "late-tool")  # the kinds whose reply waits for POST /control/release
 QUESTION = "Which approach do you want?"
 CHOICES = (("Refactor it", "Clean the code up first"), ("Leave it", "Keep the code as it is"))
 _CONTEXT = re.compile(r"^\s*(<([\w:-]+)[^>]*>.*?</\2>\s*)+", re.S)
 
 
 def decide(last_user: str, tool_result: bool) -> tuple[str, str]:
-    """(kind, text): kind is "tool", "text" or "slow"."""
+    """(kind, text): kind is one of TOOL_KINDS, "text", "slow" or "error"."""
     # What the user typed, without the context some CLIs put before it in the same text
     # (Copilot's <current_datetime>), and only its first line: Aider appends its rules after.
     last_user = _CONTEXT.sub("", last_user)
@@ -38,6 +40,8 @@ def decide(last_user: str, tool_result: bool) -> tuple[str, str]:
         return "ask", f"I have a question for you. {QUESTION}"
     if "overloaded" in lowered:
         return "error", "The stand-in model is overloaded; try again later."
+    if "after a wait" in lowered:  # an approval drawn after a slow request
+        return "late-tool", "I will run a command."
     if "run" in lowered.split() or "run " in lowered:
         return "tool", "I will run a command."
     if "slow" in lowered:
@@ -115,6 +119,7 @@ def pick_tool(
     """The CLI's shell tool (kind "tool"), file-writing tool (kind "edit") or question tool
     (kind "ask"), and arguments."""
     by_name = dict(tools)
+    kind = "tool" if kind == "late-tool" else kind
     if kind == "ask":
         for name in QUESTION_TOOLS:
             if name in by_name:
