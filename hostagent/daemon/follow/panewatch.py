@@ -84,6 +84,7 @@ class PaneWatch:
         self.progress: int | None = None
         self._loop = asyncio.get_running_loop()
         self._read_fd = -1
+        # The first settle is counted from here, and so is the bound on the first read.
         self._last_output = self._opened_at = self._loop.time()
         self._last_classified = 0.0
         self._tokens = BUDGET
@@ -111,7 +112,6 @@ class PaneWatch:
         if os.geteuid() != self.owner.uid:
             os.fchown(self._read_fd, self.owner.uid, self.owner.gid)
         self._loop.add_reader(self._read_fd, self._on_readable)
-        self._opened_at = self._loop.time()
         self._settle = self._loop.call_at(self._last_output + SETTLE, self._on_settle)
 
     async def start(self) -> None:
