@@ -19,6 +19,8 @@ drives it by what it types:
 - ``slow``: the reply holds after its first words until ``POST /control/release`` (or 120 s), so
   a test can see "working" without racing the model;
 - ``overloaded``: HTTP 529 (Anthropic) or 503, every time, so the CLI shows its retrying;
+- ``refused``: HTTP 400, every time: a failure no CLI retries, so it shows the error and its
+  prompt again;
 - ``write /abs/path``: a call to the CLI's file-writing tool, for its edit approval;
 - ``question``: an answer that asks a numbered question in prose (not a dialog);
 - anything else: a one-line answer that quotes the prompt.
@@ -330,19 +332,25 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def _overloaded(self, body: dict[str, Any]) -> bool:
+    def _failed(self, body: dict[str, Any]) -> bool:
         """An error reply when the script says so; False when the request goes on."""
-        if "overloaded" not in json.dumps(last_user_text(body)).lower():
+        said = json.dumps(last_user_text(body)).lower()
+        if "overloaded" in said:
+            status = 529 if self.path.startswith("/v1/messages") else 503
+            err = {"type": "overloaded_error", "message": "Overloaded", "code": status}
+        elif "refused" in said:
+            status = 400
+            err = {"type": "invalid_request_error", "message": "Refused by the stand-in model",
+                   "code": status}  # fmt: skip
+        else:
             return False
-        status = 529 if self.path.startswith("/v1/messages") else 503
-        err = {"type": "overloaded_error", "message": "Overloaded", "code": status}
         self._json({"type": "error", "error": err}, status)
         return True
 
     def do_POST(self) -> None:
         body = self._body()
         path = self.path.split("?")[0]
-        if not path.startswith("/control/") and self._overloaded(body):
+        if not path.startswith("/control/") and self._failed(body):
             return
         if path == "/control/release":
             release.set()
