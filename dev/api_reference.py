@@ -125,7 +125,8 @@ DOCS: dict[str, tuple[str, str]] = {
     "Containment": (
         "",
         "Empty, or what left the scope since this start: processes of the agent's in another "
-        "cgroup, or processes still there after the agent exited (the journal has a line too).",
+        "cgroup, processes still there after the agent exited, or a service the agent had a "
+        "bus start outside the scope (the journal has a line too).",
     ),
     "Unit": ("", "The scope's unit name."),
     "Leader": ("", "The tmux server's pid (stale once the session no longer runs)."),

@@ -28,6 +28,7 @@ from hostagent.config import Config, config_paths, load_config
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.core import Core
+from hostagent.daemon.follow.activations import ActivationWatch
 from hostagent.daemon.host import userunit
 from hostagent.daemon.host.confine import Confiner
 from hostagent.daemon.host.owner import set_confiner
@@ -223,6 +224,8 @@ class Daemon:
         tasks.append(loop.create_task(core.terminal.watch_all()))
         tasks.append(loop.create_task(core.look_for_ended()))
         tasks.append(loop.create_task(core.endings.guard.run()))
+        activations = ActivationWatch(core.registry, core.endings.guard)
+        tasks.append(loop.create_task(activations.run()))
         tasks.append(loop.create_task(self._keep_state_directory()))
         if self.to_resume:
             cfg = core.settings.config

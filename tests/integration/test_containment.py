@@ -59,3 +59,54 @@ def test_a_process_that_moves_to_another_cgroup_is_flagged(sandbox: Sandbox) -> 
     finally:
         sb.run("systemctl", "stop", escapee)
         sb.ctl("rm", name)
+
+
+# A session service that never takes its name: whoever asks for it waits on the bus, so the
+# asker is still in its scope when the bus daemon's line about it is read.
+NEVER = "org.hostagent.TestNever"
+NEVER_SERVICE = f"[D-BUS Service]\nName={NEVER}\nExec=/bin/sleep infinity\n"
+NEVER_SERVICE += "SystemdService=hostagent-test-never.service\n"
+NEVER_UNIT = f"[Service]\nType=dbus\nBusName={NEVER}\nExecStart=/bin/sleep infinity\n"
+
+
+def test_a_service_the_agent_has_its_session_bus_start_is_flagged(sandbox: Sandbox) -> None:
+    sb = sandbox
+    sb.run("tee", f"/usr/share/dbus-1/services/{NEVER}.service", input=NEVER_SERVICE).check()
+    sb.run("tee", "/usr/lib/systemd/user/hostagent-test-never.service", input=NEVER_UNIT).check()
+    sb.run("systemctl", "--user", "-M", "alice@", "daemon-reload").check()
+    bus = sb.user_env("alice")["DBUS_SESSION_BUS_ADDRESS"]
+    asker = (
+        "echo ready; read line; dbus-send --session --print-reply --reply-timeout=600000 "
+        f"--dest={NEVER} /org/hostagent/TestNever {NEVER}.Ping"
+    )
+    name = new_name()
+    sb.ctl(
+        "new", "--name", name, "-e", f"DBUS_SESSION_BUS_ADDRESS={bus}", "--replace-command",
+        "--", "sh", "-c", asker, user="alice", system=True,
+    ).check()  # fmt: skip
+    try:
+        assert sb.screen_showing(name, "ready", user="alice")
+
+        async def run(client):  # type: ignore[no-untyped-def]
+            return await wait_for_property(
+                client, name, "Containment", bool,
+                lambda: sb.ctl("send", name, "go", user="alice", system=True).check(), GUARD_WAIT,
+            )  # fmt: skip
+
+        seen = with_client(sb, run)
+        assert seen[-1] == (
+            f"the agent had the owner's session bus start {NEVER} "
+            "(hostagent-test-never.service), which runs outside the session's scope and "
+            "outlives it"
+        )
+        assert f"session '{name}': the agent had the owner's session bus start" in sb.journal()
+        # It outlives the session indeed: the stop ends the scope, not the service.
+        sb.ctl("stop", name, user="alice", system=True).check()
+        state = sb.run(
+            "systemctl", "--user", "-M", "alice@", "is-active", "hostagent-test-never.service"
+        ).stdout.strip()
+        assert state in ("active", "activating"), state
+    finally:
+        sb.run("systemctl", "--user", "-M", "alice@", "stop", "hostagent-test-never.service")
+        sb.ctl("stop", name, user="alice", system=True)
+        sb.ctl("rm", name, user="alice", system=True)

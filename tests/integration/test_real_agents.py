@@ -11,14 +11,18 @@ with the reason, never passed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import secrets
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
+from tests.integration.busclient import wait_for_property, with_client
 from tests.integration.helpers import create, props, until
 from tests.integration.real_agents import (
     AGENTS,
@@ -318,20 +322,42 @@ def test_after_a_reboot_every_real_cli_is_dormant_and_resumes_its_conversation(
 QUESTIONING = [a for a in AGENTS if a.key in ("claude", "gemini", "opencode", "copilot")]
 
 
+def without_hooks(sb: Sandbox, agent: RealAgent) -> RealAgent:
+    """agent with a copy of its preset that gives the CLI no hooks (an admin's preset in
+    /etc/hostagent/presets.d), so that only the screen can say what it does."""
+    builtin = Path(__file__).parents[2] / "hostagent" / "builtin-presets" / f"{agent.preset}.yaml"
+    preset = yaml.safe_load(builtin.read_text())
+    preset.pop("hooks", None)
+    preset["name"] = f"{agent.preset}-no-hooks"
+    path = f"/etc/hostagent/presets.d/{preset['name']}.yaml"
+    sb.sh(
+        f"mkdir -p /etc/hostagent/presets.d && cat > {path}", input=yaml.safe_dump(preset)
+    ).check()
+    sb.ctl("reload").check()
+    return dataclasses.replace(agent, preset=preset["name"], hooks=False)
+
+
 @pytest.mark.parametrize("agent", QUESTIONING, ids=[a.key for a in QUESTIONING])
 def test_a_real_clis_question_tool_reads_blocked_from_its_screen(
     sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes, agent: RealAgent
 ) -> None:
     """The question a CLI's own tool draws (Claude's AskUserQuestion, Copilot's ask_user
-    form, Gemini's ask_user, OpenCode's question) is blocked by the preset's screen rule, not
-    only by a hook, and still after a daemon restart with the question open, when no hook
-    says it again. Answering it goes on to the model's reply and idle."""
+    form, Gemini's ask_user, OpenCode's question) is blocked by the preset's screen rule
+    alone: the session runs a copy of the preset without hooks. It stays blocked after a
+    daemon restart with the question open. Answering it goes on to the model's reply and
+    idle."""
     sb = sandbox
     program_of(agents, agent)
-    name = homes.create(agent, homes.ensure_set_up(agent))
+    project = homes.ensure_set_up(agent)
+    agent = without_hooks(sb, agent)
+    name = homes.create(agent, project)
     try:
         screen(sb, agent, name, agent.ready)
         assert wait(sb, agent, name, "idle") == "idle"
+        type_line(sb, agent, name, "say hello")
+        screen(sb, agent, name, "You said")
+        assert wait(sb, agent, name, "idle") == "idle"
+        assert explain(sb, agent, name)["source"] != "hook"  # no hook reported the turn
         type_line(sb, agent, name, "ask me with the question tool")
         screen(sb, agent, name, "Leave it")
         for restart in (True, False):
@@ -370,6 +396,36 @@ def test_codex_with_a_slow_first_request_reads_working_while_it_waits(
     finally:
         control(sb, "release")
         sb.ctl("rm", name, user=agent.user, system=True)
+
+
+def test_codex_on_its_owners_session_bus_is_flagged_for_the_bus_it_started(
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]]
+) -> None:
+    """The codex preset keeps Codex off its owner's session bus. A user who gives the bus back
+    (-e DBUS_SESSION_BUS_ADDRESS) gets Codex's screen-reader check at its first run, which has
+    the bus start the accessibility bus outside the session's scope, to outlive it: the
+    session says so. bob has never run Codex, so his first run is this one."""
+    sb = sandbox
+    agent = dataclasses.replace(next(a for a in AGENTS if a.key == "codex"), user="bob")
+    project = set_up_user(sb, agent, program_of(agents, agent), agents["node22"][1])
+    a11y = "at-spi-dbus-bus.service"
+    sb.run("systemctl", "--user", "-M", "bob@", "stop", a11y)
+    env = {**agent.env, "DBUS_SESSION_BUS_ADDRESS": sb.user_env("bob")["DBUS_SESSION_BUS_ADDRESS"]}
+    given = [x for k, v in env.items() for x in ("-e", f"{k}={v}")]
+    name = create(sb, agent.preset, *given, user="bob", cwd=project)
+
+    async def run(client):  # type: ignore[no-untyped-def]
+        return await wait_for_property(
+            client, name, "Containment", lambda said: "org.a11y.Bus" in said, lambda: None, 60,
+            already=True,
+        )  # fmt: skip
+
+    try:
+        seen = with_client(sb, run)
+        assert f"the owner's session bus start org.a11y.Bus ({a11y})" in seen[-1], seen
+    finally:
+        sb.ctl("rm", name, user="bob", system=True)
+        sb.run("systemctl", "--user", "-M", "bob@", "stop", a11y)
 
 
 def test_aider_is_never_idle_before_its_prompt(

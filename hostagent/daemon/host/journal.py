@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import subprocess
+from collections.abc import AsyncIterator
 
 from hostagent.errors import LimitsExceeded, SpawnFailed
 from hostagent.log import journal_argv
@@ -21,6 +22,7 @@ from hostagent.log import journal_argv
 MAX_READERS = 64  # journalctl processes at once, for all callers together
 MAX_READERS_PER_USER = 4  # so that one user's follows leave room for everyone else's
 MAX_LINES = 10_000  # the most lines one call shows before following
+JOURNALCTL_ENV = {"PATH": "/usr/bin:/bin", "SYSTEMD_COLORS": "0", "LANG": "C.UTF-8"}
 
 
 class JournalReaders:
@@ -50,7 +52,7 @@ class JournalReaders:
                 stdin=subprocess.DEVNULL,
                 stdout=write_end,
                 stderr=subprocess.DEVNULL,
-                env={"PATH": "/usr/bin:/bin", "SYSTEMD_COLORS": "0", "LANG": "C.UTF-8"},
+                env=JOURNALCTL_ENV,
             )
         except OSError as e:
             os.close(read_end)
@@ -71,3 +73,24 @@ class JournalReaders:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
                 await proc.wait()
+
+
+async def follow(argv: list[str], max_line: int) -> AsyncIterator[bytes]:
+    """The lines journalctl (argv) writes, for the daemon itself, as they come; journalctl is
+    ended when the caller stops reading. A line longer than max_line ends the follow."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=JOURNALCTL_ENV,
+        limit=max_line,
+    )
+    assert proc.stdout is not None
+    try:
+        while line := await proc.stdout.readline():
+            yield line
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
