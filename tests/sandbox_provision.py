@@ -27,6 +27,13 @@ Restart=no
 # Tests park the daemon at named points (hostagent/daemon/host/checkpoint.py).
 Environment=HOSTAGENT_CHECKPOINT_DIR={CHECKPOINT_DIR}
 """
+# Debian 13's systemd, nested in this machine's containers, now and then does not hear that a
+# user manager's cgroup has emptied once it is stopped: a poweroff then waited out the unit's
+# stop timeout (two minutes) with nothing left to stop, and the harness killed the machine
+# after 60 s. No session under test runs in user@.service, so its wait is cut short here.
+_USER_MANAGER_DROPIN = """[Service]
+TimeoutStopSec=5s
+"""
 _IDLE_SERVICES = (
     "postgresql.service",
     "postgresql@.service",
@@ -82,6 +89,9 @@ def provision(r: Path, upper: Path, install: bool) -> None:
         skel = r / "usr/share/base-files" / f"dot.{dot}"
         if skel.exists():
             shutil.copyfile(skel, r / "root" / f".{dot}")
+    user_manager = r / "etc/systemd/system/user@.service.d/sandbox.conf"
+    user_manager.parent.mkdir(parents=True, exist_ok=True)
+    user_manager.write_text(_USER_MANAGER_DROPIN)
     if not install:
         return
     for program, module in _MODULES.items():
