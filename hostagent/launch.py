@@ -100,12 +100,13 @@ def conversation_glob(
     template: str, agent_id: str, home: str, cwd: str, env: dict[str, str]
 ) -> str:
     """A preset path template made concrete: ``{$VAR:-default}`` takes the session's
-    environment (Claude's CLAUDE_CONFIG_DIR), then ``{home}``, ``{cwd_dashed}``, ``{id}``
-    and ``{id8}`` (the id's first 8 characters, as Gemini names its files)."""
+    environment (Claude's CLAUDE_CONFIG_DIR), then ``{home}``, ``{cwd}``, ``{cwd_dashed}``,
+    ``{id}`` and ``{id8}`` (the id's first 8 characters, as Gemini names its files)."""
     path = _ENV_DEFAULT.sub(lambda m: env.get(m.group(1)) or m.group(2), template)
     return (
         path.replace("{home}", home)
         .replace("{cwd_dashed}", cwd_dashed(cwd))
+        .replace("{cwd}", cwd)
         .replace("{id8}", agent_id[:8])
         .replace("{id}", agent_id)
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 from hostagent import yamlfile
 from hostagent.activity import GENERIC, Rule, Rules
 from hostagent.session import Activity, name_problem
+from hostagent.usage import READERS
 
 log = logging.getLogger(__name__)
 
@@ -65,16 +66,19 @@ class Preset:
     hooks_defaults: str = ""  # an admin's settings file the hooks file takes the place of
     activity: Rules = GENERIC
     worktree_setup: str = ""  # run as the owner in a new worktree before the agent starts
+    usage_format: str = ""  # "" (not read) or a reader of usage.READERS
+    usage_file: str = ""  # the record it reads: a path template (launch.conversation_glob)
     source: str = "built-in"
 
 
 _KNOWN = {
     "name", "description", "command", "env", "agent_id", "resume", "hooks", "activity",
-    "worktree_setup", "prompt_args",
+    "worktree_setup", "prompt_args", "usage",
 }  # fmt: skip
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
 _DISCOVER_KNOWN = {"glob", "id", "cwd_field", "command", "id_field", "time_field"}
 _RESUME_KNOWN = {"args", "conversation", "turn", "list"}
+_USAGE_KNOWN = {"format", "file"}
 _HOOKS_KNOWN = {"format", "args", "env", "defaults", "activity"}
 _ACTIVITY_KNOWN = {"rules", "fallback"}
 _RULE_KNOWN = {"activity", "screen", "lines", "title", "progress", "output", "command", "visible"}
@@ -141,9 +145,23 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
     if not isinstance(setup, str):
         raise doc.error("worktree_setup", "must be a shell command")
     preset.worktree_setup = setup
+    _parse_usage(doc, data.get("usage", {}), preset)
     hook_map = yamlfile.expect_str_map(doc, hooks.get("activity", {}), "hooks.activity")
     preset.activity = _parse_activity(doc, data.get("activity"), hook_map, preset.name)
     return preset
+
+
+def _parse_usage(doc: yamlfile.Document, value: object, preset: Preset) -> None:
+    usage = yamlfile.expect_mapping(doc, value, "usage")
+    yamlfile.reject_unknown(doc, usage, _USAGE_KNOWN, "usage")
+    if not usage:
+        return
+    if usage.get("format") not in READERS:
+        raise doc.error("usage.format", f"must be one of: {', '.join(READERS)}")
+    path = usage.get("file")
+    if not isinstance(path, str) or not path.startswith(("/", "{")):
+        raise doc.error("usage.file", "must be a path template ({home}/…, {cwd}/…)")
+    preset.usage_format, preset.usage_file = usage["format"], path
 
 
 def _activity(doc: yamlfile.Document, value: object, fld: str) -> Activity:

@@ -19,6 +19,7 @@ drives it by what it types:
 - ``slow``: the reply holds after its first words until ``POST /control/release`` (or 120 s), so
   a test can see "working" without racing the model;
 - ``overloaded``: HTTP 529 (Anthropic) or 503, every time, so the CLI shows its retrying;
+- every reply says it used the tokens of modelscript.SERVED, in the format's own words;
 - ``refused``: HTTP 400, every time: a failure no CLI retries, so it shows the error and its
   prompt again;
 - ``write /abs/path``: a call to the CLI's file-writing tool, for its edit approval;
@@ -42,6 +43,7 @@ from typing import Any
 from modelscript import (
     EDIT_TOOLS,
     HOLDING,
+    SERVED,
     TOOL_COMMAND,
     calls_tool,
     decide,
@@ -61,6 +63,21 @@ def hold() -> None:
 # --- wire formats -----------------------------------------------------------------------------
 
 
+def anthropic_usage() -> dict[str, int]:
+    """Anthropic's input_tokens leaves out what was read from or written to the cache."""
+    return {"input_tokens": SERVED["input"] - SERVED["cache_read"] - SERVED["cache_write"],
+            "cache_read_input_tokens": SERVED["cache_read"],
+            "cache_creation_input_tokens": SERVED["cache_write"],
+            "output_tokens": SERVED["output"]}  # fmt: skip
+
+
+def chat_usage() -> dict[str, Any]:
+    return {"prompt_tokens": SERVED["input"], "completion_tokens": SERVED["output"],
+            "total_tokens": SERVED["input"] + SERVED["output"],
+            "prompt_tokens_details": {"cached_tokens": SERVED["cache_read"]},
+            "completion_tokens_details": {"reasoning_tokens": SERVED["reasoning"]}}  # fmt: skip
+
+
 def anthropic(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     users = [m for m in body.get("messages", []) if m.get("role") == "user"]
     last = users[-1] if users else {}
@@ -68,7 +85,7 @@ def anthropic(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     result = any(isinstance(p, dict) and p.get("type") == "tool_result" for p in parts)
     kind, text = decide(last_user_text(body), result)
     tools = [(t["name"], t.get("input_schema", {})) for t in body.get("tools", []) if "name" in t]
-    usage = {"input_tokens": 12, "output_tokens": 1}
+    usage = {**anthropic_usage(), "output_tokens": 1}
     message = {"id": f"msg_{time.time_ns()}", "type": "message", "role": "assistant",
                "model": body.get("model", "stand-in"), "content": [], "stop_reason": None,
                "stop_sequence": None, "usage": usage}  # fmt: skip
@@ -94,7 +111,7 @@ def anthropic(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         stop = "tool_use"
     yield "message_delta", {"type": "message_delta",
                             "delta": {"stop_reason": stop, "stop_sequence": None},
-                            "usage": {"output_tokens": 20}}  # fmt: skip
+                            "usage": {"output_tokens": SERVED["output"]}}  # fmt: skip
     yield "message_stop", {"type": "message_stop"}
 
 
@@ -115,7 +132,7 @@ def anthropic_whole(body: dict[str, Any]) -> dict[str, Any]:
                 blocks[-1]["input"] = json.loads(d["partial_json"])
         elif ev["type"] == "message_delta":
             message["stop_reason"] = ev["delta"]["stop_reason"]
-    return {**message, "content": blocks, "usage": {"input_tokens": 12, "output_tokens": 20}}
+    return {**message, "content": blocks, "usage": anthropic_usage()}
 
 
 def chat(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -162,7 +179,7 @@ def chat(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield {**base, "choices": [{"index": 0, "delta": {"tool_calls": [call]},
                                     "finish_reason": None}]}  # fmt: skip
         finish = "tool_calls"
-    usage = {"prompt_tokens": 12, "completion_tokens": 20, "total_tokens": 32}
+    usage = chat_usage()
     yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage}
 
 
@@ -179,7 +196,7 @@ def chat_whole(body: dict[str, Any]) -> dict[str, Any]:
     return {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion",
             "created": int(time.time()), "model": body.get("model", "stand-in"),
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 12, "completion_tokens": 20, "total_tokens": 32}}  # fmt: skip
+            "usage": chat_usage()}  # fmt: skip
 
 
 def responses(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -226,9 +243,11 @@ def responses(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         yield "response.output_item.done", {"type": "response.output_item.done",
                                             "output_index": 1, "item": call}  # fmt: skip
         output.append(call)
-    usage = {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 0},
-             "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0},
-             "total_tokens": 32}  # fmt: skip
+    usage = {"input_tokens": SERVED["input"],
+             "input_tokens_details": {"cached_tokens": SERVED["cache_read"]},
+             "output_tokens": SERVED["output"],
+             "output_tokens_details": {"reasoning_tokens": SERVED["reasoning"]},
+             "total_tokens": SERVED["input"] + SERVED["output"]}  # fmt: skip
     final = {**response, "status": "completed", "output": output, "usage": usage}
     yield "response.completed", {"type": "response.completed", "response": final}
 
@@ -240,7 +259,13 @@ def gemini(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     result = any("functionResponse" in p for p in parts)
     config = body.get("generationConfig", {})
     schema = config.get("responseJsonSchema") or config.get("responseSchema")
-    usage = {"promptTokenCount": 12, "candidatesTokenCount": 20, "totalTokenCount": 32}
+    # Gemini counts the tool-use prompt beside the prompt, and the thoughts beside the answer.
+    usage = {"promptTokenCount": SERVED["input"] - SERVED["tool"],
+             "toolUsePromptTokenCount": SERVED["tool"],
+             "cachedContentTokenCount": SERVED["cache_read"],
+             "candidatesTokenCount": SERVED["output"] - SERVED["reasoning"],
+             "thoughtsTokenCount": SERVED["reasoning"],
+             "totalTokenCount": SERVED["input"] + SERVED["output"]}  # fmt: skip
 
     def chunk(parts: list[dict[str, Any]], finish: str | None = None) -> dict[str, Any]:
         cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}

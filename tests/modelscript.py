@@ -22,6 +22,12 @@ TOOL_KINDS = ("tool", "late-tool", "edit", "ask")
 HOLDING = ("slow", "late-tool")  # the kinds whose reply waits for POST /control/release
 QUESTION = "Which approach do you want?"
 CHOICES = (("Refactor it", "Clean the code up first"), ("Leave it", "Keep the code as it is"))
+# What every reply says it used, in tokens: figures found nowhere else, so that where a CLI
+# records them can be found, and what it recorded summed (docs/presets.md, "Usage"). Each wire
+# format says them in its own words; as hostagent counts them, input holds the cached parts
+# and the tool-use prompt, output the reasoning (cache_write: Anthropic's format only).
+SERVED = {"input": 4321, "output": 876, "cache_read": 1111, "cache_write": 2222,
+          "reasoning": 55, "tool": 66}  # fmt: skip
 _CONTEXT = re.compile(r"^\s*(<([\w:-]+)[^>]*>.*?</\2>\s*)+", re.S)
 
 

@@ -92,6 +92,10 @@ def test_assigned_id_needs_a_placeholder(tmp_path: Path) -> None:
         ("prompt_args: [-i]\n", "prompt_args"),
         ("resume:\n  turn: '(x'\n", "resume.turn"),
         ("resume:\n  list: ls\n", "resume.list"),
+        ("usage:\n  format: excel\n  file: '{home}/x'\n", "usage.format"),
+        ("usage:\n  format: claude\n", "usage.file"),
+        ("usage:\n  format: claude\n  file: x.jsonl\n", "usage.file"),
+        ("usage:\n  format: claude\n  file: '{home}/x'\n  price: 3\n", "usage"),
     ],
 )
 def test_hook_and_discovery_rules_are_checked(tmp_path: Path, text: str, field: str) -> None:

@@ -1,0 +1,94 @@
+"""What a session used: the sum, the units people read, and each CLI's record read as the CLI
+wrote it (tests/data/usage/, real records of the real CLIs against the stand-in model)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hostagent.usage import READERS, Usage, format_cost, format_tokens, total
+from tests.modelscript import SERVED
+
+
+@pytest.mark.parametrize(
+    ("count", "shown"),
+    [(0, "0"), (950, "950"), (999, "999"), (1000, "1.0k"), (12_345, "12.3k"), (99_949, "99.9k"),
+     (123_456, "123k"), (4_100_000, "4.1M"), (250_000_000, "250M")],
+)  # fmt: skip
+def test_tokens_as_people_read_them(count: int, shown: str) -> None:
+    assert format_tokens(count) == shown
+
+
+@pytest.mark.parametrize(
+    ("cost", "shown"),
+    [(None, "-"), (0.0, "$0.00"), (0.004, "$0.0040"), (0.42, "$0.42"), (12.345, "$12.35")],
+)
+def test_cost_as_people_read_it(cost: float | None, shown: str) -> None:
+    assert format_cost(cost) == shown
+
+
+def test_a_sum_keeps_a_cost_unknown_only_while_nothing_states_one() -> None:
+    a = Usage(input=10, output=2, calls=1, model="m1")
+    b = Usage(input=5, output=1, cache_read=3, cost_usd=0.5, calls=1, model="m2")
+    assert (a + a).cost_usd is None
+    both = a + b
+    assert (both.input, both.output, both.cache_read, both.calls) == (15, 3, 3, 2)
+    assert both.cost_usd == 0.5 and both.model == "m2"
+    assert total([]) == Usage()
+    assert total([a, b, b]).cost_usd == 1.0
+
+
+def test_a_usage_comes_back_whole_from_its_record() -> None:
+    usage = Usage(4321, 876, 1111, 2222, 0.0231, 2, "stand-in")
+    assert Usage.from_dict(usage.to_dict()) == usage
+    # What a damaged record holds is not believed: no negative count, no cost from text.
+    assert Usage.from_dict({"input": -5, "output": "7", "cost_usd": "1", "calls": True}) == Usage()
+
+
+DATA = Path(__file__).parents[1] / "data" / "usage"
+# The per-call figures the stand-in served (tests/modelscript.py), as hostagent counts them.
+PER_CALL = Usage(SERVED["input"], SERVED["output"], SERVED["cache_read"], 0, None, 1)
+WITH_CACHE_WRITE = Usage(SERVED["input"], SERVED["output"], SERVED["cache_read"],
+                         SERVED["cache_write"], None, 1)  # fmt: skip
+
+
+def times(usage: Usage, calls: int, cost: float | None = None, model: str = "") -> Usage:
+    return Usage(usage.input * calls, usage.output * calls, usage.cache_read * calls,
+                 usage.cache_write * calls, cost, calls, model)  # fmt: skip
+
+
+# Each CLI's record after two turns against the stand-in (one answer, then a command approved
+# and its answer: three model calls), and the session stopped. Aider, streaming, counts the
+# tokens itself and ignores what the server says; it knows no price for the stand-in.
+RECORDS = [
+    ("claude", "2.1.332-two-turns-then-stopped.jsonl",
+     times(WITH_CACHE_WRITE, 3, 0.09841259999999999, "claude-opus-5-5")),
+    ("codex", "0.171.0-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
+    ("gemini", "0.61.0-two-turns-then-stopped.jsonl",
+     times(PER_CALL, 3, None, "gemini-3.8-flash")),
+    ("qwen", "0.24.4-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
+    ("opencode", "1.18.33-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
+    ("copilot", "1.0.102-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "gpt-4o")),
+    ("aider", "0.86.2-two-turns-then-stopped.md", Usage(4700, 29, 0, 0, None, 2)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("cli", "name", "expected"), RECORDS, ids=[r[0] for r in RECORDS])
+def test_each_clis_record_reads_as_what_the_model_served(
+    cli: str, name: str, expected: Usage
+) -> None:
+    text = (DATA / cli / name).read_text(encoding="utf-8")
+    assert READERS[cli](text) == expected
+    # Read again, or read with a last line the CLI is still writing: the same figures.
+    assert READERS[cli](text + text[: len(text) // 3].rsplit("\n", 1)[-1][:40]) == expected
+
+
+def test_every_reader_has_a_real_record() -> None:
+    assert {cli for cli, _, _ in RECORDS} == set(READERS)
+
+
+@pytest.mark.parametrize("cli", sorted(READERS))
+def test_a_record_with_nothing_in_it_reads_as_nothing(cli: str) -> None:
+    for text in ("", "\n", "not json\n", '{"type": "assistant"}\n', "[1, 2]\n"):
+        assert READERS[cli](text) == Usage()
