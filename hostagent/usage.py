@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -80,6 +80,11 @@ class Usage:
             _count(data.get("calls")),
             str(data.get("model") or ""),
         )
+
+
+def one_call(input: int, output: int, cache_read: int, cache_write: int, model: object) -> Usage:
+    """One model call's figures; its cost, where the CLI states one, is the record's."""
+    return Usage(input, output, cache_read, cache_write, None, 1, str(model or ""))
 
 
 def total(usages: Iterable[Usage]) -> Usage:
@@ -157,17 +162,15 @@ def from_claude(text: str) -> Usage:
         key = str(message.get("id") or entry.get("requestId") or entry.get("uuid"))
         read = _count(usage.get("cache_read_input_tokens"))
         write = _count(usage.get("cache_creation_input_tokens"))
-        calls[key] = Usage(
+        calls[key] = one_call(
             _count(usage.get("input_tokens")) + read + write,
             _count(usage.get("output_tokens")),
             read,
             write,
-            None,
-            1,
-            str(message.get("model") or ""),
+            message.get("model"),
         )
     found = total(calls.values())
-    return Usage(**{**found.to_dict(), "cost_usd": cost}) if cost is not None else found
+    return replace(found, cost_usd=cost) if cost is not None else found
 
 
 def from_codex(text: str) -> Usage:
@@ -209,14 +212,12 @@ def from_gemini(text: str) -> Usage:
         tokens = entry.get("tokens")
         if entry.get("type") != "gemini" or not isinstance(tokens, dict):
             continue
-        calls[str(entry.get("id"))] = Usage(
+        calls[str(entry.get("id"))] = one_call(
             _count(tokens.get("input")) + _count(tokens.get("tool")),
             _count(tokens.get("output")) + _count(tokens.get("thoughts")),
             _count(tokens.get("cached")),
             0,
-            None,
-            1,
-            str(entry.get("model") or ""),
+            entry.get("model"),
         )
     return total(calls.values())
 
@@ -231,14 +232,12 @@ def from_qwen(text: str) -> Usage:
         usage = entry.get("usageMetadata")
         if entry.get("type") != "assistant" or not isinstance(usage, dict):
             continue
-        calls[str(entry.get("uuid"))] = Usage(
+        calls[str(entry.get("uuid"))] = one_call(
             _count(usage.get("promptTokenCount")),
             _count(usage.get("candidatesTokenCount")),
             _count(usage.get("cachedContentTokenCount")),
             0,
-            None,
-            1,
-            str(entry.get("model") or ""),
+            entry.get("model"),
         )
     return total(calls.values())
 
@@ -253,14 +252,12 @@ def from_copilot(text: str) -> Usage:
         if entry.get("type") != "session.usage_record" or not isinstance(usage, dict):
             continue
         key = str(usage.get("apiCallId") or entry.get("id") or len(calls))
-        calls[key] = Usage(
+        calls[key] = one_call(
             _count(usage.get("inputTokens")),
             _count(usage.get("outputTokens")),
             _count(usage.get("cacheReadTokens")),
             _count(usage.get("cacheWriteTokens")),
-            None,
-            1,
-            str(usage.get("model") or ""),
+            usage.get("model"),
         )
     return total(calls.values())
 
@@ -281,17 +278,15 @@ def from_opencode(text: str) -> Usage:
         write = _count(_dig(tokens, "cache", "write"))
         stated = entry.get("cost")
         cost += float(stated) if isinstance(stated, int | float) and stated > 0 else 0.0
-        calls[str(entry.get("id") or len(calls))] = Usage(
+        calls[str(entry.get("id") or len(calls))] = one_call(
             _count(tokens.get("input")) + read + write,
             _count(tokens.get("output")) + _count(tokens.get("reasoning")),
             read,
             write,
-            None,
-            1,
-            str(entry.get("modelID") or ""),
+            entry.get("modelID"),
         )
     found = total(calls.values())
-    return Usage(**{**found.to_dict(), "cost_usd": cost}) if cost > 0 else found
+    return replace(found, cost_usd=cost) if cost > 0 else found
 
 
 _AIDER = re.compile(

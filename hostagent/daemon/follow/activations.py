@@ -22,7 +22,7 @@ import logging
 import re
 from dataclasses import dataclass
 
-from hostagent.daemon.follow.containment import Guard, cgroup_of
+from hostagent.daemon.follow.containment import Guard, read_proc
 from hostagent.daemon.host import journal
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.session import State
@@ -76,12 +76,8 @@ def journal_follow_argv(cursor: str) -> list[str]:
 
 def _unit_of(pid: int) -> str:
     """The unit (the cgroup's last part) pid is in, or "" when it is gone."""
-    try:
-        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as f:
-            cgroup = cgroup_of(f.read().splitlines())
-    except OSError:
-        return ""
-    return cgroup.rsplit("/", 1)[-1]
+    proc = read_proc(pid)
+    return proc.cgroup.rsplit("/", 1)[-1] if proc else ""
 
 
 class ActivationWatch:
