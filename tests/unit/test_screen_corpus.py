@@ -128,14 +128,15 @@ def test_held_out_screens_read_their_label_at_least_95_percent(label: str) -> No
 
 def test_every_question_tool_reads_blocked_from_its_screen() -> None:
     """The question a CLI's own question tool draws (Claude's AskUserQuestion, Copilot's
-    ask_user form, Gemini's ask_user, OpenCode's question) is blocked from the screen alone:
-    after a daemon restart no hook says so again."""
+    ask_user form, Gemini's ask_user, OpenCode's question, Codex's request_user_input in Plan
+    mode) is blocked from the screen alone: after a daemon restart no hook says so again, and
+    a terminal title (Codex sets one) is not needed either."""
     asked = {s.preset: s for s in SCREENS if "question-tool" in s.path.name}
-    assert set(asked) >= {"claude", "copilot", "gemini", "opencode"}
+    assert set(asked) >= {"claude", "copilot", "gemini", "opencode", "codex"}
     for screen in asked.values():
-        view = View(screen.text, screen.title.strip())
-        verdict = classify(PRESETS[screen.preset].activity, view)
-        assert (verdict.activity.value, verdict.visible) == ("blocked", True), screen.path
+        for title in (screen.title.strip(), ""):
+            verdict = classify(PRESETS[screen.preset].activity, View(screen.text, title))
+            assert (verdict.activity.value, verdict.visible) == ("blocked", True), screen.path
 
 
 def test_prose_and_typed_text_never_read_blocked() -> None:
