@@ -316,9 +316,10 @@ class Sandbox(DaemonControl):
             text=True,
         )
 
-    def park(self, point: str) -> Parked:
-        """Arm checkpoint point: the next daemon operation to reach it waits there."""
-        return Parked(self, point)
+    def park(self, point: str, session: str = "") -> Parked:
+        """Arm checkpoint point: the next daemon operation to reach it waits there (the next
+        of that session's alone, when one is named)."""
+        return Parked(self, point, session)
 
     def wait_unit_state(self, unit: str, states: tuple[str, ...], timeout: float = 30.0) -> str:
         """The unit's ActiveState once it is one of states ("" is not loaded)."""

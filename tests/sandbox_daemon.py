@@ -122,9 +122,9 @@ class Parked:
     when the daemon is parked; ``release`` closes the writer, and the daemon goes on.
     """
 
-    def __init__(self, sb: Sandbox, point: str) -> None:
+    def __init__(self, sb: Sandbox, point: str, session: str = "") -> None:
         self.sb = sb
-        self.path = f"{CHECKPOINT_DIR}/{point}"
+        self.path = f"{CHECKPOINT_DIR}/{point}" + (f"@{session}" if session else "")
         sb.run("mkdir", "-p", "-m", "0700", CHECKPOINT_DIR).check()
         sb.run("rm", "-f", self.path).check()
         sb.run("mkfifo", "-m", "0600", self.path).check()

@@ -142,12 +142,18 @@ def test_5_bobs_stuck_calls_hold_no_one_elses_slots(sb: Sandbox, guarded: Probe)
     """bob stops his own held child during a resume and queues 255 removes behind it."""
     bobs(sb, "stuck")
     sb.ctl("stop", "stuck", user="bob", system=True).check()
-    with sb.park(checkpoint.SCOPE_STARTED) as parked:
+    # Parked for bob's session alone: the bystander's creates pass the same point meanwhile.
+    with sb.park(checkpoint.SCOPE_STARTED, session="stuck") as parked:
         resume = sb.popen("hostagentctl", "--system", "resume", "stuck", user="bob")
-        parked.wait()
-        shim = sb.run("pgrep", "-u", "bob", "-f", "hostagent-shim").stdout.split()
-        assert len(shim) == 1, shim
-        sb.run("kill", "-STOP", shim[0], user="bob").check()
+        try:
+            parked.wait()
+            shim = sb.run("pgrep", "-u", "bob", "-f", "hostagent-shim").stdout.split()
+            assert len(shim) == 1, shim
+            sb.run("kill", "-STOP", shim[0], user="bob").check()
+        except BaseException:
+            parked.release()
+            finish(resume)
+            raise
         parked.release()
     queued = [
         sb.popen(
@@ -176,7 +182,7 @@ def test_5_bobs_stuck_calls_hold_no_one_elses_slots(sb: Sandbox, guarded: Probe)
             call.communicate(timeout=90)
         assert settled(sb, "stuck")[0] is None  # the first queued remove removed it
     finally:
-        for call in queued:
+        for call in [resume, *queued]:
             finish(call)
         sb.ctl("rm", "stuck")
 

@@ -2,8 +2,9 @@
 
 Races and crashes are tested deterministically: the test parks one side at a chosen point, acts
 (a second call, or SIGKILL of the daemon), then lets it go. A point is armed when a FIFO with its
-name exists in the directory that ``HOSTAGENT_CHECKPOINT_DIR`` names; reaching it blocks until a
-writer has opened the FIFO and closed it again. Without the variable, which only the test
+name (or ``POINT@SESSION``, for one session's operations) exists in the directory that
+``HOSTAGENT_CHECKPOINT_DIR`` names; reaching it blocks until a writer has opened the FIFO and
+closed it again. Without the variable, which only the test
 sandbox's drop-in sets, ``reached`` returns at once and touches nothing on disk.
 
 The directory must be owned by root (or by the daemon's user) and not writable by others, so
@@ -64,10 +65,13 @@ def _wait_for_writer(path: str) -> None:
         fifo.read()
 
 
-async def reached(point: str) -> None:
-    path = _armed(point)
+async def reached(point: str, session: str = "") -> None:
+    """Park here if point is armed: for every operation (a FIFO named point), or for the named
+    session's alone (point@NAME), so that another client's operation passing the same point
+    (a bystander's create) cannot take a test's park."""
+    path = (_armed(f"{point}@{session}") if session else None) or _armed(point)
     if path is None:
         return
-    log.warning("Parked at checkpoint %s", point)
+    log.warning("Parked at checkpoint %s", os.path.basename(path))
     await asyncio.to_thread(_wait_for_writer, path)
     log.warning("Left checkpoint %s", point)

@@ -264,7 +264,7 @@ class Scopes:
                     f"Start job for unit {record.unit} finished with '{result}' ({why}); "
                     f"'journalctl -u {record.unit}' has systemd's side"
                 )
-            await checkpoint.reached(checkpoint.SCOPE_STARTED)
+            await checkpoint.reached(checkpoint.SCOPE_STARTED, record.name)
             # The unit's invocation id is read while tmux starts: both are waits on others.
             try:
                 (code, out, err), invocation = await asyncio.gather(
