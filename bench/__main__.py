@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench import activity, create, goals, hostile, plot, realcli, scale
+from bench import activity, create, goals, hostile, plot, realcli, scale, usage
 from bench.report import BENCHMARKS_MD, machine, table
 from tests.sandbox import Sandbox
 
@@ -46,7 +46,11 @@ def commit() -> str:
 
 
 def figures(
-    sc: scale.Scale, cr: dict[str, float], act: dict[str, float], host: dict[str, float]
+    sc: scale.Scale,
+    cr: dict[str, float],
+    act: dict[str, float],
+    host: dict[str, float],
+    used: dict[str, float],
 ) -> goals.Figures:
     """The run's figures that goals.GOALS name."""
     by_n = {p.n: p for p in sc.points}
@@ -63,6 +67,7 @@ def figures(
         "restart_s": top.restart_s,
         "reboot_s": top.reboot_s,
         "hostile_ratio": host["worst_p99_ratio"],
+        **used,
     }
 
 
@@ -127,8 +132,9 @@ def main() -> None:
         except Exception as e:  # a real CLI misbehaving must not cost the other figures
             print(f"bench: the real-CLI benchmark failed: {e!r}", file=sys.stderr)
             real = None
+        usage_text, usage_figures = usage.run(sb, args.quick)
         sc = scale.run(sb, args.quick)
-    figures_ = figures(sc, create_figures, activity_figures, hostile_figures)
+    figures_ = figures(sc, create_figures, activity_figures, hostile_figures, usage_figures)
     pngs = plot.draw(sc, out / "bench")
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     report = "\n\n".join(
@@ -144,6 +150,7 @@ def main() -> None:
             hostile_text,
             scale_section(sc, pngs, out),
             activity_text,
+            usage_text,
             "## A real CLI's approval dialog\n\n"
             + (realcli.__doc__ or "").split("\n\n")[0]
             + "\n\n"

@@ -53,6 +53,27 @@ function human(value, kind) {
     return Math.floor(s / 86400) + "d";
 }
 
+// Tokens and cost as hostagentctl writes them: 12.3k, $0.42; "-" for what is not known.
+function tokens(n) {
+    for (const [unit, size] of [["M", 1e6], ["k", 1e3]])
+        if (n >= size)
+            return (n / size < 100 ? (n / size).toFixed(1) : (n / size).toFixed(0)) + unit;
+    return String(n);
+}
+
+function dollars(cost) {
+    if (cost === undefined || cost === null)
+        return "-";
+    return "$" + (cost > 0 && cost < 0.01 ? cost.toFixed(4) : cost.toFixed(2));
+}
+
+function usageCells(props) {
+    const used = props.Usage ? unwrap(props.Usage) : null;
+    if (!used || !(used.calls || used.input || used.output))
+        return ["-", used ? dollars(used.cost_usd) : "-"];
+    return [tokens(used.input + used.output), dollars(used.cost_usd)];
+}
+
 function age(props) {
     if (props.State !== "running" || !props.StartedAt)
         return "-";
@@ -92,7 +113,7 @@ function render() {
         row.dataset.name = name;
         row.className = "activity-" + p.Activity + " state-" + p.State;
         const cells = [name, users.get(p.Owner) || String(p.Owner), p.Preset, p.State, p.Activity,
-            age(p), human(p.MemoryCurrent, "bytes"), p.Branch || "-"];
+            age(p), human(p.MemoryCurrent, "bytes"), ...usageCells(p), p.Branch || "-"];
         for (const text of cells)
             row.insertCell().textContent = text;
         row.addEventListener("click", () => cockpit.location.go(["session", name]));
@@ -118,6 +139,8 @@ function renderSession(name) {
         Command: (p.Command || []).join(" "), Conversation: p.AgentSessionId || "-",
         Age: age(p), Memory: human(p.MemoryCurrent, "bytes"),
         "CPU time": unknown(p.CPUUsageNSec) ? "-" : human(p.CPUUsageNSec / 1e9),
+        Tokens: usageCells(p)[0], Cost: usageCells(p)[1],
+        "Dormant because": p.DormantReason || "-",
         Resumes: p.ResumeCount, Result: p.Result || "-", "Last error": p.LastError || "-",
     };
     const list = $("props");

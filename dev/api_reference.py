@@ -62,6 +62,16 @@ DOCS: dict[str, tuple[str, str]] = {
         "of 0 waits forever; Timeout.",
     ),
     "Reload": ("root (the user, in user mode)", "Re-read hostagent.yaml and the presets."),
+    "GetUsage": (
+        "anyone: their own rows; root, the daemon's user and polkit `manage-any` all",
+        "What each user's sessions used per preset, in the hours that start in [since, until) "
+        "(until 0: now), removed sessions included: (uid, preset, usage as the Usage property).",
+    ),
+    "LiftBudget": (
+        "root (the user, in user mode) or polkit `manage-any`",
+        "Lift the user's budgets for the rest of the day, and resume the sessions a budget "
+        "stopped (dormant, reason `budget`); their names.",
+    ),
     "Stop": (ACTS, "As StopSession."),
     "Kill": (ACTS, "As KillSession."),
     "Resume": (ACTS, "As ResumeSession."),
@@ -132,7 +142,13 @@ DOCS: dict[str, tuple[str, str]] = {
     "Leader": ("", "The tmux server's pid (stale once the session no longer runs)."),
     "StartedAt": ("", "µs since the epoch."),
     "StoppedAt": ("", "µs since the epoch."),
-    "DormantReason": ("", "`reboot` or `lost` while dormant, else empty."),
+    "DormantReason": ("", "`reboot`, `lost` or `budget` while dormant, else empty."),
+    "Usage": (
+        "",
+        "What the agent used, from its CLI's own record, across every conversation, restart "
+        "and resume: `input`, `output`, `cache_read`, `cache_write`, `calls` (t), `model` (s), "
+        "and `cost_usd` (d) only where the CLI or an admin's price states one.",
+    ),
     "LastError": ("", "Why it last ended or failed to start, in words; empty after a clean exit."),
     "Result": (
         "",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hostagent import values, yamlfile
+from hostagent.budgets import Budgets, parse_budgets
 from hostagent.session import Limits
 from hostagent.values import INFINITY, format_limit
 
@@ -94,6 +95,7 @@ class Config:
     users: UserCaps = field(default_factory=UserCaps)
     worktrees_dir: str = ""  # where session worktrees go; "" is beside the repository's git dir
     worktrees_setup: str = ""  # a command run as the owner in each new worktree
+    budgets: Budgets = field(default_factory=Budgets)  # and the admin's prices (budgets.py)
     source: str = "built-in defaults"
 
 
@@ -144,9 +146,21 @@ def _limit(doc: yamlfile.Document, key: str, value: object, fld: str) -> int:
 def parse_config(doc: yamlfile.Document) -> Config:
     data = yamlfile.expect_mapping(doc, doc.data, None)
     yamlfile.reject_unknown(
-        doc, data, {"limits", "users", "tmux", "stop_timeout_sec", "recovery", "worktrees"}, ""
+        doc,
+        data,
+        {
+            "limits",
+            "users",
+            "tmux",
+            "stop_timeout_sec",
+            "recovery",
+            "worktrees",
+            "budgets",
+            "prices",
+        },
+        "",
     )
-    cfg = Config(source=str(doc.path))
+    cfg = Config(source=str(doc.path), budgets=parse_budgets(doc, data))
     limits = yamlfile.expect_mapping(doc, data.get("limits", {}), "limits")
     yamlfile.reject_unknown(doc, limits, set(LIMIT_BOUNDS), "limits")
     for key, value in limits.items():

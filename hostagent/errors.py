@@ -96,6 +96,12 @@ class LimitsExceeded(HostAgentError):
     dbus_name = _own("LimitsExceeded")
 
 
+class BudgetExceeded(HostAgentError):
+    """The owner's sessions, or the session, reached a day's budget the admin set."""
+
+    dbus_name = _own("BudgetExceeded")
+
+
 class StorageFull(HostAgentError):
     """A record could not be written (no space, a read-only or failing disk)."""
 
@@ -149,6 +155,7 @@ ALL_ERRORS: tuple[type[HostAgentError], ...] = (
     ResumeFailed,
     Timeout,
     LimitsExceeded,
+    BudgetExceeded,
     StorageFull,
     StopFailed,
     WorktreeFailed,

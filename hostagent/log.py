@@ -72,12 +72,15 @@ def set_session_fields(fields: Callable[[str], dict[str, str]]) -> None:
 
 
 def fields_of(record: logging.LogRecord) -> dict[str, str]:
-    """HOSTAGENT_SESSION= and friends for a line about one session ("session '%s': ...")."""
+    """HOSTAGENT_SESSION= and friends for a line about one session ("session '%s': ..."), and
+    the fields a line brings itself (``extra={"journal": {...}}``)."""
+    own = getattr(record, "journal", None)
+    own = own if isinstance(own, dict) else {}
     msg = record.msg if isinstance(record.msg, str) else ""
     if not msg.startswith("session '%s'") or not isinstance(record.args, tuple) or not record.args:
-        return {}
+        return own
     name = str(record.args[0])
-    return {"HOSTAGENT_SESSION": name, **_session_fields(name)}
+    return {"HOSTAGENT_SESSION": name, **_session_fields(name), **own}
 
 
 def entry(fields: dict[str, str]) -> bytes:

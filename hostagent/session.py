@@ -41,6 +41,7 @@ class DormantReason(enum.StrEnum):
     NONE = ""
     REBOOT = "reboot"
     LOST = "lost"
+    BUDGET = "budget"  # stopped at a turn's end: its owner, or it, reached a day's budget
 
 
 class Event(enum.StrEnum):
@@ -54,6 +55,7 @@ class Event(enum.StrEnum):
     UNIT_LOST = "unit-lost"  # the unit was gone when the daemon looked (recovery)
     FAIL = "fail"  # the session ended, and not well: its agent failed, or systemd ended it
     ADOPT = "adopt"  # a live unit was found (recovery)
+    OVER_BUDGET = "over-budget"  # a run stopped for a budget is left dormant (budgets.py)
 
 
 # Events that report what has already happened (systemd ended or adopted a unit, the agent
@@ -74,6 +76,7 @@ _TRANSITIONS: dict[tuple[State, Event], State] = {
     **{(s, Event.UNIT_LOST): State.DORMANT for s in LIVE_STATES},
     **{(s, Event.FAIL): State.FAILED for s in LIVE_STATES},
     **{(s, Event.ADOPT): State.RUNNING for s in State},
+    (State.STOPPED, Event.OVER_BUDGET): State.DORMANT,
 }
 
 
@@ -246,6 +249,14 @@ class SessionRecord:
     exit_signal: int = 0  # the signal that killed the agent, when one did
     containment: str = ""  # processes that left the scope or outlived the agent (this start)
     path: str = ""  # the owner's login PATH the program was found in, used by every launch
+    # What the agent used, per conversation id, as its CLI's own record says (usage.Usage's
+    # fields); "" is a record without ids (Aider's), less what it held at the session's start.
+    usage: dict[str, dict[str, object]] = field(default_factory=dict)
+    usage_base: dict[str, object] = field(default_factory=dict)  # that record at the start
+    usage_day: int = 0  # the day usage_today counts (budgets.day_of)
+    usage_today: dict[str, object] = field(default_factory=dict)  # what it used that day
+    usage_logged: dict[str, object] = field(default_factory=dict)  # totals at the last end line
+    usage_read_at: int = 0  # when the record was last read after a run's end (now_usec)
 
     def launch_env(self) -> dict[str, str]:
         """The caller's environment over the login PATH found at creation."""

@@ -32,7 +32,9 @@ from hostagent.cli.ctl_output import (
     listed,
     show_table,
     status_lines,
+    usage_cells,
 )
+from hostagent.cli.ctl_usage import verb_budget, verb_usage
 from hostagent.cli.doctor import no_bus, verb_doctor
 from hostagent.cli.logs import logs, reads_journal_itself, verb_logs
 from hostagent.cli.polkitagent import PolkitAgent, wanted
@@ -85,10 +87,10 @@ async def verb_list(c: Client, a: argparse.Namespace) -> int:
     if a.json:
         emit_json(a, items)
         return 0
-    header = ["Name", "Preset", "State", "Activity", "User", "Age", "Memory", "CPU"]
+    header = ["Name", "Preset", "State", "Activity", "User", "Age", "Memory", "CPU", "Tokens", "Cost"]  # fmt: skip
     rows = [
         [i["name"], i["preset"], i["state"], i["activity"], i["user"], human_age(i["started_at"]),
-         human_bytes(i["memory"]), human_nsec(i["cpu_nsec"])]
+         human_bytes(i["memory"]), human_nsec(i["cpu_nsec"]), *usage_cells(i["usage"])]
         for i in items
     ]  # fmt: skip
     if branches:
@@ -310,11 +312,13 @@ VERBS: dict[str, Callable[[Client, argparse.Namespace], Awaitable[int]]] = {
     "doctor": verb_doctor,
     "reload": verb_reload,
     "hook": verb_hook,
+    "usage": verb_usage,
+    "budget": verb_budget,
 }
 
 
 # Verbs that act on a session, and so may need an administrator's password.
-ACTING = frozenset({"stop", "kill", "resume", "rm", "send", "capture", "attach", "diff"})
+ACTING = frozenset({"stop", "kill", "resume", "rm", "send", "capture", "attach", "diff", "budget"})
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import argparse
 from typing import Any, NoReturn
 
 from hostagent import __version__
+from hostagent.cli.ctl_usage import add_verbs as add_usage_verbs
 
 
 def _global_options(p: argparse.ArgumentParser, after_verb: bool) -> None:
@@ -146,6 +147,7 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("event")
     for verb in ("presets", "info", "doctor", "reload"):
         sub.add_parser(verb, help=_HELP[verb], parents=[common])
+    add_usage_verbs(sub, common)
     return p
 
 
@@ -155,14 +157,18 @@ _TAKES_VALUE = frozenset(
         *("--address", "-H", "--host", "-M", "--machine", "-o", "--output"),
         *("--preset", "--name", "--cwd", "-e", "--env", "-p", "--property"),
         *("--agent-session", "--uid", "-n", "--lines", "--whom", "-s", "--signal"),
-        *("--for", "--timeout", "--state", "--owner"),
+        *("--for", "--timeout", "--state", "--owner", "--since", "--until"),
     }
 )
 
 
+_MOMENTS = frozenset({"--since", "--until"})
+
+
 def bare_json_is_short(argv: list[str]) -> list[str]:
     """ "--json" alone means short JSON; only "--json=MODE" takes a value, as in systemctl.
-    The agent's own command line after ``new`` (or after "--") is left as it is."""
+    "--since -7d" is a moment, as journalctl takes it. The agent's own command line after
+    ``new`` (or after "--") is left as it is."""
     out: list[str] = []
     verb = ""
     for i, word in enumerate(argv):
@@ -171,6 +177,9 @@ def bare_json_is_short(argv: list[str]) -> list[str]:
             return out + argv[i:]
         if word == "--json" and not is_value:
             word = "--json=short"
+        elif is_value and out[-1] in _MOMENTS and word.startswith("-"):
+            out[-1] = f"{out[-1]}={word}"  # "--since -7d": a moment, not an option
+            continue
         elif not verb and not is_value and not word.startswith("-"):
             verb = word
         out.append(word)

@@ -17,6 +17,7 @@ from typing import Any
 from hostagent import UINT64_MAX
 from hostagent.errors import HostAgentError
 from hostagent.escape import printable
+from hostagent.usage import Usage, format_cost, format_tokens
 from hostagent.values import format_limit
 
 EXIT_FAILURE = 1
@@ -142,7 +143,36 @@ def _unset(key: str, value: Any, props: dict[str, Any]) -> bool:
 
 
 def _json_value(key: str, value: Any, props: dict[str, Any]) -> Any:
+    if key == "Usage":
+        return usage_json(value)
     return None if _unset(key, value, props) else value
+
+
+def usage_json(value: Any) -> dict[str, Any] | None:
+    """The Usage property in JSON: every key, cost_usd null where no one states it; null
+    from a daemon too old to say."""
+    return Usage.from_dict(value).to_dict() if isinstance(value, dict) else None
+
+
+def usage_cells(value: Any) -> tuple[str, str]:
+    """list's Tokens and Cost: 12.3k and $0.42; "-" for what is not known."""
+    used = Usage.from_dict(value) if isinstance(value, dict) else None
+    if used is None or not (used.calls or used.tokens):
+        return "-", format_cost(used.cost_usd) if used else "-"
+    return format_tokens(used.tokens), format_cost(used.cost_usd)
+
+
+def usage_line(used: Usage) -> str:
+    """status's Usage line: 12.3k in (1.1k cache read, 2.2k cache write), 876 out, ..."""
+    cached = [
+        f"{format_tokens(n)} cache {kind}"
+        for n, kind in ((used.cache_read, "read"), (used.cache_write, "write"))
+        if n
+    ]
+    parts = [f"{format_tokens(used.input)} in" + (f" ({', '.join(cached)})" if cached else "")]
+    parts += [f"{format_tokens(used.output)} out", f"{used.calls} calls"]
+    parts.append(format_cost(used.cost_usd) if used.cost_usd is not None else "cost unknown")
+    return ", ".join(parts) + (f"; {used.model}" if used.model else "")
 
 
 def emit_json(args: argparse.Namespace, value: Any) -> None:
@@ -165,6 +195,7 @@ def listed(row: Any, props: dict[str, Any], branch: str, local: bool) -> dict[st
         "cpu_nsec": _known(props.get("CPUUsageNSec")) if running else None,
         "result": props.get("Result") or None,
         "last_error": props.get("LastError") or None,
+        "usage": usage_json(props.get("Usage")),
     }
     if branch:
         item["branch"] = branch
@@ -235,6 +266,8 @@ def _shown(key: str, value: Any) -> str:
         return " ".join(f"{k}={format_limit(k, v)}" for k, v in sorted(value.items()))
     if key == "CPUUsageNSec":
         return human_nsec(value)
+    if key == "Usage":
+        return usage_line(Usage.from_dict(value))
     return " ".join(value) if isinstance(value, list) else str(value)
 
 
@@ -268,10 +301,13 @@ def status_lines(props: dict[str, Any], local: bool = True) -> list[str]:
         "StoppedAt",
         "MemoryCurrent",
         "CPUUsageNSec",
+        "Usage",
     ):
         value = props.get(key)
         if _unset(key, value, props) or (key in _QUIET_AT_ZERO and not value):
             continue
+        if key == "Usage" and not (isinstance(value, dict) and value.get("calls")):
+            continue  # nothing used yet, or a preset whose usage is not read
         shown = _shown(key, value)
         if key == "Owner" and local:
             shown = f"{user_name(value)} ({value})"

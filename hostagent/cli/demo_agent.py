@@ -13,6 +13,9 @@ Input lines:
   /clear            rotate to a new conversation id
   /exit             exit 0
   anything else     a message: think briefly, answer, append both to the conversation
+
+Each answer is recorded as one model call with Claude's usage fields (USAGE below), so that
+hostagent follows its usage as it follows Claude Code's.
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ from pathlib import Path
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 PROMPT = "> "
+# What each answer "used", in Anthropic's names: 1000 fresh input tokens, 200 read from the
+# cache, 50 out; hostagent counts that as 1200 in (200 of them cache reads) and 50 out.
+USAGE = {"input_tokens": 1000, "cache_read_input_tokens": 200, "cache_creation_input_tokens": 0,
+         "output_tokens": 50}  # fmt: skip
 QUESTION = "Do you want to proceed? (y/n) "
 
 
@@ -44,9 +51,12 @@ def sessions_dir() -> Path:
 
 
 class Agent:
-    def __init__(self, session_id: str, hooks: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self, session_id: str, hooks: dict[str, list[str]] | None = None, model: str = "demo-1"
+    ) -> None:
         self.session_id = session_id
         self.hooks = hooks or {}
+        self.model = model
 
     def hook(self, event: str, **extra: str) -> None:
         """Run the settings file's commands for event, with Claude's JSON on stdin."""
@@ -71,10 +81,14 @@ class Agent:
     def path(self) -> Path:
         return sessions_dir() / f"{self.session_id}.jsonl"
 
-    def record(self, role: str, text: str) -> None:
+    def record(self, role: str, text: str, model: str = "") -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        entry: dict[str, object] = {"role": role, "text": text, "ts": time.time()}
+        if role == "assistant":  # as Claude Code writes a call: its message, model and usage
+            message = {"id": f"msg_{uuid.uuid4().hex}", "model": model, "usage": USAGE}
+            entry.update(type="assistant", message=message)
         with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps({"role": role, "text": text, "ts": time.time()}) + "\n")
+            f.write(json.dumps(entry) + "\n")
 
     def history(self) -> list[dict[str, str]]:
         with self.path.open(encoding="utf-8") as f:
@@ -98,7 +112,7 @@ class Agent:
         self.spin(seconds)
         reply = f"You said: {text}"
         print(f"● {reply}")
-        self.record("assistant", reply)
+        self.record("assistant", reply, self.model)
         self.hook("Stop")
 
     def ask(self) -> None:
@@ -172,12 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     hooks = load_hooks(args.settings) if args.settings else {}
     if args.resume:
-        agent = Agent(args.resume, hooks)
+        agent = Agent(args.resume, hooks, args.model)
         if not agent.path.exists():
             print(f"No conversation found with session ID: {args.resume}", file=sys.stderr)
             return 1
     else:
-        agent = Agent(args.session_id or str(uuid.uuid4()), hooks)
+        agent = Agent(args.session_id or str(uuid.uuid4()), hooks, args.model)
         if agent.path.exists():
             print(f"Error: Session ID {agent.session_id} is already in use.", file=sys.stderr)
             return 1

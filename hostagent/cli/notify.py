@@ -45,11 +45,16 @@ class Alert:
     urgency: int  # 0 low, 1 normal, 2 critical
 
 
-def alert_for(name: str, before: tuple[str, str], after: tuple[str, str]) -> Alert | None:
-    """What (state, activity) changing from before to after is worth telling. Pure."""
+def alert_for(
+    name: str, before: tuple[str, str], after: tuple[str, str], reason: str = "", why: str = ""
+) -> Alert | None:
+    """What (state, activity) changing from before to after is worth telling; reason is the
+    DormantReason and why the LastError after it. Pure."""
     (state0, activity0), (state1, activity1) = before, after
     if activity1 == "blocked" and activity0 != "blocked":
         return Alert(name, f"{name} needs you", "The agent is waiting for your answer.", 2)
+    if state1 == "dormant" and state0 != "dormant" and reason == "budget":
+        return Alert(name, f"{name} stopped: over budget", why or "A budget was reached.", 2)
     if state0 == "running" and state1 in ENDED:
         return Alert(name, f"{name} exited", f"The session is {state1}.", 1)
     return None
@@ -80,7 +85,7 @@ class Notifier:
         self.known[view.name] = now
         if before is None:
             return  # first sight: nothing changed yet
-        alert = alert_for(view.name, before, now)
+        alert = alert_for(view.name, before, now, view.dormant_reason, view.last_error)
         if alert is not None:
             asyncio.get_running_loop().create_task(self._notify(alert))
 

@@ -14,10 +14,10 @@ import enum
 import shlex
 from dataclasses import dataclass
 
-from hostagent.cli.ctl_output import human_bytes, human_nsec, human_span, user_name
+from hostagent.cli.ctl_output import human_bytes, human_nsec, human_span, usage_cells, user_name
 from hostagent.client.follow import SessionView
 
-HEADER = ("NAME", "OWNER", "PRESET", "STATE", "ACTIVITY", "MEMORY", "CPU", "AGE", "BRANCH")
+HEADER = ("NAME", "OWNER", "PRESET", "STATE", "ACTIVITY", "MEMORY", "CPU", "TOKENS", "COST", "AGE", "BRANCH")  # fmt: skip
 ACTIVITY_COLUMN = HEADER.index("ACTIVITY")
 KEYS = "↑↓ select  ⏎ attach  n new  t type  / filter  s stop  x kill  d remove  r resume  q quit"
 # curses' colour numbers, one per activity; the ones not here are drawn plainly.
@@ -50,6 +50,7 @@ def rows(sessions: list[SessionView], now: float) -> list[tuple[str, ...]]:
             s.activity,
             human_bytes(s.memory),
             human_nsec(s.cpu_nsec),
+            *usage_cells(s.usage),
             human_span(s.age(now)) if s.state == "running" else "-",
             s.branch or "-",
         )

@@ -18,14 +18,14 @@ import enum
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dbus_fast import Message, MessageType
 
 from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE, UINT64_MAX
 from hostagent.bus.call import DBUS, PROPERTIES, add_match, name_owner
-from hostagent.client.library import Client
+from hostagent.client.library import Client, plain
 from hostagent.errors import HostAgentError
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,9 @@ class SessionView:
     memory: int = UINT64_MAX
     cpu_nsec: int = UINT64_MAX
     branch: str = ""  # the branch of the session's own worktree, if it has one
+    dormant_reason: str = ""
+    last_error: str = ""
+    usage: dict[str, Any] = field(default_factory=dict)  # the Usage property, plain
 
     def update(self, props: dict[str, Any]) -> None:
         for key, attr in _FIELDS.items():
@@ -70,6 +73,9 @@ _FIELDS = {
     "Branch": "branch",
     "MemoryCurrent": "memory",
     "CPUUsageNSec": "cpu_nsec",
+    "DormantReason": "dormant_reason",
+    "LastError": "last_error",
+    "Usage": "usage",
 }
 
 
@@ -166,7 +172,7 @@ class Follower:
             (props,) = await self.client._call(
                 view.path, PROPERTIES, "GetAll", "s", [SESSION_INTERFACE]
             )
-            view.update({k: v.value for k, v in props.items()})
+            view.update({k: plain(v.value) for k, v in props.items()})
 
     async def refresh_counters(self) -> None:
         """Read memory and CPU again (systemd does not signal them)."""
@@ -202,7 +208,7 @@ class Follower:
         elif msg.member == "PropertiesChanged" and msg.body[0] == SESSION_INTERFACE:
             changed = next((v for v in self.sessions.values() if v.path == msg.path), None)
             if changed is not None:
-                changed.update({k: v.value for k, v in msg.body[1].items()})
+                changed.update({k: plain(v.value) for k, v in msg.body[1].items()})
                 self.on_change()
 
     def _schedule_load(self) -> None:

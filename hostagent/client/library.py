@@ -20,6 +20,7 @@ from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFA
 from hostagent.bus.call import DBUS, PROPERTIES, CallError, call, call_for_fd
 from hostagent.bus.paths import path_encode
 from hostagent.errors import InvalidArgs, from_dbus
+from hostagent.usage import Usage
 
 LONG_CALL = None  # create, resume and stop reply when systemd's job is done; no client timeout
 
@@ -32,6 +33,13 @@ class SessionRow:
     activity: str
     owner: int
     path: str
+
+
+def plain(value: Any) -> Any:
+    """A property's value without the Variants inside it (Usage's a{sv})."""
+    if isinstance(value, dict):
+        return {k: plain(v.value if isinstance(v, Variant) else v) for k, v in value.items()}
+    return value
 
 
 def default_system() -> bool:
@@ -226,6 +234,15 @@ class Client:
     async def reload(self) -> None:
         await self._manager("Reload")
 
+    async def usage(self, since_usec: int, until_usec: int) -> list[tuple[int, str, Usage]]:
+        """(uid, preset, usage) over the hours that start in [since, until) (0: now)."""
+        (rows,) = await self._manager("GetUsage", "tt", [since_usec, until_usec])
+        return [(int(uid), str(preset), Usage.from_dict(plain(u))) for uid, preset, u in rows]
+
+    async def lift_budget(self, uid: int) -> list[str]:
+        (resumed,) = await self._manager("LiftBudget", "u", [uid], timeout=LONG_CALL)
+        return [str(name) for name in resumed]
+
     async def manager_properties(self) -> dict[str, Any]:
         (props,) = await self._call(MANAGER_PATH, PROPERTIES, "GetAll", "s", [MANAGER_INTERFACE])
         return {k: v.value for k, v in props.items()}
@@ -235,7 +252,7 @@ class Client:
     async def properties(self, name: str) -> dict[str, Any]:
         (path,) = await self._manager("GetSession", "s", [name])
         (props,) = await self._call(path, PROPERTIES, "GetAll", "s", [SESSION_INTERFACE])
-        return {k: v.value for k, v in props.items()}
+        return {k: plain(v.value) for k, v in props.items()}
 
     async def capture(self, name: str, lines: int) -> str:
         """The screen and lines of scrollback. Through a file descriptor where the connection

@@ -20,6 +20,7 @@ from hostagent.daemon.bus.manager import BusFrontend
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
+from hostagent.daemon.follow.usage import UsageWatch
 from hostagent.daemon.host.journal import JournalReaders
 from hostagent.daemon.host.ports import Emitter, ScopeRunner
 from hostagent.daemon.ops.ending import Endings
@@ -27,6 +28,7 @@ from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.ops.reconcile import Reconciler
 from hostagent.daemon.ops.recover import Recovery, RecoveryReport
 from hostagent.daemon.state.background import Background
+from hostagent.daemon.state.ledger import Ledger
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
 from hostagent.daemon.state.store import SidecarStore
@@ -45,6 +47,7 @@ class Core:
     reconciler: Reconciler
     lifecycle: Lifecycle
     background: Background
+    usage: UsageWatch
 
     @classmethod
     def assemble(
@@ -66,18 +69,23 @@ class Core:
         lifecycle = Lifecycle(
             registry, scopes, terminal, conversations, reconciler, settings, boot_id
         )
-        registry.listeners += [terminal, endings, conversations]
+        ledger = Ledger(store.directory / "usage")
+        usage = UsageWatch(registry, settings, background, ledger, lifecycle.stop_for_budget)
+        registry.listeners += [terminal, endings, conversations, usage]
         conversations.on_pane_died = endings.agent_exited_soon
+        lifecycle.over_budget = usage.over_budget
         return cls(
             settings, registry, scopes, terminal, conversations, endings, reconciler, lifecycle,
-            background,
+            background, usage,
         )  # fmt: skip
 
     def front(self, auth: Authorizer, exporter: Emitter, reload: Callable[[], None]) -> BusFrontend:
         """The bus objects over this core, listening to the registry; export_all puts them
         on the bus."""
         journal = JournalReaders(self.registry.system)
-        services = Services(self.lifecycle, self.conversations, auth, exporter, reload, journal)
+        services = Services(
+            self.lifecycle, self.conversations, auth, exporter, reload, journal, self.usage
+        )
         frontend = BusFrontend(services)
         self.registry.listeners.append(frontend)
         return frontend

@@ -374,3 +374,28 @@ def test_notify_raises_blocked_and_exited_and_attach_opens_a_terminal(
         assert history[0]["summary"]["data"] == "wants-you exited"
     finally:
         sb.ctl("rm", "wants-you", user="alice")
+
+
+def test_notify_says_when_a_budget_stopped_a_session(sb: Sandbox, desktop: None) -> None:
+    """alice's own daemon with a budget of one token a session: her first turn passes it, the
+    session stops at the turn's end, and her desktop hears why."""
+    config = "/home/alice/.config/hostagent/hostagent.yaml"
+    sb.sh(f"mkdir -p {config.rsplit('/', 1)[0]} && cat > {config}",
+          input="budgets:\n  session:\n    tokens_per_day: 1\n", user="alice").check()  # fmt: skip
+    sb.ctl("reload", user="alice").check()
+    sb.ctl("new", "--preset", "demo-agent", "--name", "spender", "--cwd", "/tmp",
+           "-e", "DEMO_AGENT_THINK=0", user="alice").check()  # fmt: skip
+    try:
+        sb.ctl("wait", "spender", "--for", "idle", "--timeout", "20", user="alice").check()
+        alice(sb, "systemd-run", "--user", "--unit=test-notify", "-p", "Type=notify",
+              "/usr/bin/hostagent-notify")  # fmt: skip
+        sb.ctl("send", "spender", "spend it", user="alice").check()
+        until(lambda: displayed(sb) == 1, "a notification for the budget")
+        alice(sb, "dunstctl", "close")
+        history = json.loads(alice(sb, "dunstctl", "history"))["data"][0]
+        assert history[0]["summary"]["data"] == "spender stopped: over budget"
+        assert "it used 1250 tokens today, the budget is 1" in history[0]["body"]["data"]
+    finally:
+        sb.ctl("rm", "spender", user="alice")
+        sb.run("rm", "-f", config)
+        sb.ctl("reload", user="alice")

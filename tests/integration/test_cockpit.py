@@ -91,6 +91,12 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     listed = browser.js("document.querySelector('#sessions tr[data-name=\"roots-one\"]').innerText")
     assert "root" in listed and "shell" in listed and "running" in listed
     sb.ctl("wait", "alices", "--for", "idle", "--timeout", "30", system=True).check()
+    # A turn: its tokens are in the row once its usage is read (the stand-in's 1200 in, 50 out).
+    sb.ctl("send", "alices", "count this", user="alice", system=True).check()
+    browser.until(
+        "document.querySelector('#sessions tr[data-name=\"alices\"]').innerText.includes('1.2k')",
+        "alices' tokens in her row",
+    )
     sb.ctl("send", "alices", "/ask", user="alice", system=True).check()
     browser.until("document.querySelector('tr[data-name=\"alices\"].activity-blocked')",
                   "alices marked blocked")  # fmt: skip

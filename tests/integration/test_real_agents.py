@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hostagent.usage import Usage
 from tests.integration.busclient import wait_for_property, with_client
 from tests.integration.helpers import create, props, until
 from tests.integration.real_agents import (
@@ -37,6 +38,7 @@ from tests.integration.real_agents import (
     set_up_user,
     start_model_api,
 )
+from tests.modelscript import SERVED
 from tests.sandbox import Sandbox
 
 WAIT = "120"  # seconds, a bound for each wait on an event: a Node CLI starts in a few
@@ -203,6 +205,35 @@ def conversation_continues(sb: Sandbox, agent: RealAgent, name: str, earlier: st
         )
 
 
+# What each call the stand-in answers carries, as hostagent counts it: input with its cached
+# parts, and the cache write only where the wire format has one (Anthropic's). Aider counts
+# tokens itself while it streams and ignores what the server says (docs/presets.md).
+def per_call(agent: RealAgent) -> Usage | None:
+    if agent.preset == "aider":
+        return None
+    write = SERVED["cache_write"] if agent.preset == "claude" else 0
+    return Usage(SERVED["input"], SERVED["output"], SERVED["cache_read"], write, None, 1)
+
+
+def used(sb: Sandbox, agent: RealAgent, name: str, calls: int) -> Usage:
+    """The session's Usage once it counts at least calls model calls (it is read when a turn
+    ends), checked to be exactly what the stand-in served for each."""
+    seen: list[Usage] = []
+
+    def counted() -> bool:
+        seen.append(Usage.from_dict(props(sb, name, agent.user).get("Usage") or {}))
+        return seen[-1].calls >= calls
+
+    until(counted, f"{agent.key}'s usage of {calls} calls, read after its turn", timeout=60)
+    got, each = seen[-1], per_call(agent)
+    if each is None:
+        assert got.input > 0 and got.output > 0, got
+    else:
+        figures = (got.input, got.output, got.cache_read, got.cache_write)
+        assert figures == tuple(n * got.calls for n in (each.input, each.output, each.cache_read, each.cache_write)), got  # fmt: skip
+    return got
+
+
 def approval_turn(sb: Sandbox, agent: RealAgent, name: str, project: str) -> None:
     """The CLI's own approval dialog reads blocked; approving runs the command, then the held
     answer reads working, then idle."""
@@ -250,10 +281,14 @@ def test_a_real_cli_from_first_run_to_resume(
         # Learned while the session runs, those a CLI chooses itself (Codex, OpenCode) too.
         until(lambda: props(sb, name, agent.user)["AgentSessionId"],
               f"{agent.key}'s conversation id learned after a turn, while it runs")  # fmt: skip
+    first = used(sb, agent, name, 1)
 
     approval_turn(sb, agent, name, project)
     if agent.hooks:
         assert explain(sb, agent, name).get("last_hook"), f"{agent.key}'s hooks never reported"
+    second = used(sb, agent, name, first.calls + 1)
+    sb.daemon_restart()  # what a session used is the same to a new daemon
+    assert used(sb, agent, name, second.calls) == second
 
     sb.ctl("stop", name, user=agent.user, system=True).check()
     stopped = props(sb, name, agent.user)
@@ -264,10 +299,13 @@ def test_a_real_cli_from_first_run_to_resume(
     if agent.preset != "aider":  # Aider has no conversation ids: its history file resumes
         assert stopped["AgentSessionId"], f"{agent.key}'s conversation id was never learned"
 
+    assert used(sb, agent, name, second.calls).calls == second.calls
+
     sb.ctl("resume", name, user=agent.user, system=True).check()
     screen(sb, agent, name, agent.ready)
     assert wait(sb, agent, name, "idle") == "idle"
     conversation_continues(sb, agent, name, "please run it slowly")
+    used(sb, agent, name, second.calls + 1)  # the resumed run counts on
     homes.conversed[agent.key] = (agent, name)
 
 
@@ -301,18 +339,21 @@ def test_after_a_reboot_every_real_cli_is_dormant_and_resumes_its_conversation(
     if not homes.conversed:
         pytest.skip("no real CLI is installed")
     sessions = list(homes.conversed.values())
+    before = {name: used(sb, agent, name, 1) for agent, name in sessions}
     sb.reboot()
     sb.daemon_start()
     start_model_api(sb)
     for agent, name in sessions:
-        before = props(sb, name, agent.user)
-        assert before["State"] == "dormant" and before["DormantReason"] == "reboot", before
+        after = props(sb, name, agent.user)
+        assert after["State"] == "dormant" and after["DormantReason"] == "reboot", after
+        assert Usage.from_dict(after["Usage"]) == before[name], agent.key
     for agent, name in sessions:
         sb.ctl("resume", name, user=agent.user, system=True).check()
     for agent, name in sessions:
         screen(sb, agent, name, agent.ready)
         assert wait(sb, agent, name, "idle") == "idle"
         conversation_continues(sb, agent, name, "please run it slowly")
+        used(sb, agent, name, before[name].calls + 1)
 
 
 # The CLIs whose model can ask the user a question with choices through a tool of their own.

@@ -110,7 +110,10 @@ def test_reboot_with_five_sessions_resumes_each_conversation_as_it_was(
         alice_ctl(sb, "send", name, f"message number {i}")
         wait_screen(sb, name, f"You said: message number {i}")
     wait_screen(sb, silent, "> ")
+    for name in talked:  # what each used, read at its turn's end
+        until(lambda n=name: props(sb, n)["Usage"]["calls"] == 1, f"{name}'s usage read")
     before = {n: props(sb, n) for n in names}
+    assert before[talked[0]]["Usage"]["model"] == "model-0"
 
     sb.reboot()
     sb.daemon_start()
@@ -118,6 +121,7 @@ def test_reboot_with_five_sessions_resumes_each_conversation_as_it_was(
         p = props(sb, name)
         assert (p["State"], p["DormantReason"]) == ("dormant", "reboot"), name
         assert p["AgentSessionId"] == before[name]["AgentSessionId"]
+        assert p["Usage"] == before[name]["Usage"], name  # what it used survives the reboot
 
     for i, name in enumerate(names):
         alice_ctl(sb, "resume", name)
@@ -132,6 +136,8 @@ def test_reboot_with_five_sessions_resumes_each_conversation_as_it_was(
         if name in talked:
             assert ["--resume", agent_id] == p["Command"][-4:-2]
             wait_screen(sb, name, f"[user] message number {i}")
+            alice_ctl(sb, "send", name, "and once more")
+            until(lambda n=name: props(sb, n)["Usage"]["calls"] == 2, f"{name} counts on")
         else:
             # Stopped before its first message: a fresh start under the same assigned id.
             assert ["--session-id", agent_id] == p["Command"][-4:-2]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hostagent.activity import Verdict
 from hostagent.config import Config
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.core import Core
@@ -336,3 +337,20 @@ class FakeExporter:
     def emit_changed(self, path: str, interface: str, changed: dict[str, Any]) -> None:
         if changed:
             self.emitted.append((path, interface, "PropertiesChanged"))
+
+
+class ShownWatch:
+    """A pane watch that shows whatever verdict the test sets (session.watch)."""
+
+    def __init__(self) -> None:
+        self.verdict: Verdict | None = None
+        self.last_screen = ""
+
+    def report_hook(self, verdict: Verdict) -> None:
+        pass
+
+    async def look_now(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -98,6 +98,7 @@ def services(host: Host, callers: dict[str, int]) -> Services:
         FakeExporter(),
         lambda: None,
         JournalReaders(system=True),
+        host.core.usage,
     )
 
 

@@ -45,6 +45,7 @@ CASES = [
     (State.RUNNING, Event.UNIT_LOST),
     (State.RUNNING, Event.FAIL),
     (State.DORMANT, Event.ADOPT),
+    (State.STOPPED, Event.OVER_BUDGET),
 ]
 
 

@@ -21,7 +21,7 @@ from hostagent.launch import Conversation
 from hostagent.options import CreateRequest
 from hostagent.presets import BUILTIN_DIR, Discovery, IdSource, Preset, load_presets
 from hostagent.session import Activity
-from tests.unit.fakes import Host, me, run
+from tests.unit.fakes import Host, ShownWatch, me, run
 
 ID_A = "0b9c2a3e-1111-4222-8333-444455556666"
 ID_B = "7d1f0c9e-aaaa-4bbb-8ccc-ddddeeeeffff"
@@ -256,23 +256,6 @@ def test_a_conversation_whose_time_was_set_back_is_still_this_runs(tmp_path: Pat
     assert asyncio.run(discover(rule, _me(tmp_path), "/srv/app", started_at, set())) == ID_B
 
 
-class _Shown:
-    """A pane watch that shows whatever verdict the test sets."""
-
-    def __init__(self) -> None:
-        self.verdict: Verdict | None = None
-        self.last_screen = ""
-
-    def report_hook(self, verdict: Verdict) -> None:
-        pass
-
-    async def look_now(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 FOUND = Preset(name="found", command=["agent"], id_source=IdSource.DISCOVERED,
                discover=Discovery(glob="{home}/*.jsonl", id_pattern="(.*)"))  # fmt: skip
 
@@ -298,7 +281,7 @@ def test_a_discovered_id_is_looked_for_each_time_the_session_goes_idle(
         host.core.settings.presets["found"] = FOUND
         await host.lifecycle.create(me(), "a", "found", str(tmp_path), CreateRequest())
         session = host.registry.get("a")
-        shown = _Shown()
+        shown = ShownWatch()
         session.watch = shown
         asked: list[int] = []
 

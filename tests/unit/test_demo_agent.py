@@ -94,3 +94,12 @@ def test_hooks_from_a_settings_file_report_each_id(tmp_path: Path) -> None:
         ("SessionStart", "clear"),
     ]
     assert events[0]["session_id"] == "s5" != events[-1]["session_id"]
+
+
+def test_each_answer_is_recorded_as_a_model_call_in_claudes_usage_fields(tmp_path: Path) -> None:
+    """So that hostagent follows the stand-in's usage as it follows Claude Code's."""
+    from hostagent.usage import READERS, Usage
+
+    agent(tmp_path, "--session-id", "s9", "--model", "demo-2", stdin="one\ntwo\n/exit\n")
+    used = READERS["claude"](conversation(tmp_path, "s9").read_text())
+    assert used == Usage(2400, 100, 400, 0, None, 2, "demo-2")

@@ -19,6 +19,7 @@ from hostagent.daemon.bus.export import Call, Interface, Method, Property, Signa
 from hostagent.daemon.bus.replies import Prepared
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SESSION, SessionObject, session_path
+from hostagent.daemon.bus.usage import get_usage, lift_budget
 from hostagent.daemon.follow.terminal import check_activities
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.owner import build_env
@@ -223,6 +224,13 @@ MANAGER = Interface(
             waits=True,
         ),
         Method("Reload", [], [], _reload),
+        Method(
+            "GetUsage",
+            [("since_usec", "t"), ("until_usec", "t")],
+            [("usage", "a(usa{sv})")],
+            get_usage,
+        ),
+        Method("LiftBudget", [("uid", "u")], [("resumed", "as")], lift_budget),
     ],
     properties=[
         Property("Version", "s", lambda f: __version__, "const"),

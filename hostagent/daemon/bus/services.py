@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
+from hostagent.daemon.follow.usage import UsageWatch
 from hostagent.daemon.host.journal import JournalReaders
 from hostagent.daemon.host.ports import Emitter, ScopeRunner, SystemdPort
 from hostagent.daemon.ops.lifecycle import Lifecycle
@@ -28,6 +29,7 @@ class Services:
     exporter: Emitter
     reload: Callable[[], None]
     journal: JournalReaders
+    usage: UsageWatch
 
     @property
     def registry(self) -> Registry:

@@ -18,8 +18,10 @@ from hostagent.config import LIMIT_PROPERTIES, over_caps
 from hostagent.daemon.bus.export import Call, Interface, Method, Property
 from hostagent.daemon.bus.replies import FileReply
 from hostagent.daemon.bus.services import Services
+from hostagent.daemon.bus.usage import usage_variants
 from hostagent.daemon.follow.hooks import check_event
 from hostagent.daemon.follow.terminal import check_activities, check_capture, check_text
+from hostagent.daemon.follow.usage import usage_of
 from hostagent.daemon.host.scope import check_signal
 from hostagent.daemon.host.systemd import SCOPE_IFACE
 from hostagent.daemon.state.registry import Session
@@ -126,6 +128,7 @@ _CHANGING = [
     Property("ExitSignal", "i", _r("exit_signal")),
     Property("ResumeCount", "u", _r("resume_count")),
     Property("Command", "as", _r("last_argv")),
+    Property("Usage", "a{sv}", lambda o: usage_variants(usage_of(o.session))),
 ]
 _COUNTERS = [
     Property("MemoryCurrent", "t", lambda o: o._scope_counter("MemoryCurrent"), "false"),

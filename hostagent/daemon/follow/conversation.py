@@ -203,6 +203,9 @@ class Conversations:
             verdict = preset and activity.hook_verdict(preset.activity, event, report.subtype)
             if verdict and session.watch is not None:
                 session.watch.report_hook(verdict)
+            # Heard even when the activity it reports is the one shown: a turn too quick to be
+            # seen working still ended (follow/usage.py reads its usage then).
+            self.registry.announce(session)
 
     def set_id(
         self, session: Session, agent_id: str, how: str, why: str, quiet: bool = False

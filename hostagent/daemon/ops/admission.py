@@ -20,9 +20,12 @@ from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.owner import check_cwd
 from hostagent.daemon.state.paths import SessionPaths
-from hostagent.daemon.state.registry import Registry
+from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
 from hostagent.errors import (
+    AlreadyRunning,
+    BudgetExceeded,
+    Busy,
     InvalidArgs,
     InvalidCwd,
     InvalidName,
@@ -169,3 +172,25 @@ def quota_problem(registry: Registry, config: Config, owner_uid: int, asked: Lim
                 "(users.sessions in hostagent.yaml); remove one with 'hostagentctl rm'"
             )
     return None
+
+
+def check_not_stopping(session: Session) -> None:
+    if session.lock.locked() and session.record.state is State.STOPPING:
+        raise Busy(f"Session '{session.name}' is stopping; wait for it, then try again.")
+
+
+def check_resumable(session: Session) -> None:
+    state = session.record.state
+    if state in (State.STARTING, State.RUNNING):
+        raise AlreadyRunning(f"Session '{session.name}' is already {state.value}.")
+    if state is State.STOPPING:
+        raise Busy(f"Session '{session.name}' is stopping; wait for it, then resume.")
+
+
+def check_budget(why: str, what: str) -> None:
+    """BudgetExceeded when a budget says why what may not start (budgets.py)."""
+    if why:
+        raise BudgetExceeded(
+            f"{what}: {why}; it can start tomorrow, or once an admin lifts the budget "
+            "('hostagentctl budget lift USER')."
+        )

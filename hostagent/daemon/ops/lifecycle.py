@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import NoReturn
 
 from hostagent.daemon.follow.conversation import Conversations
@@ -24,13 +24,18 @@ from hostagent.daemon.host.runtimedir import prepare_runtime_dir
 from hostagent.daemon.host.systemd import SystemdError
 from hostagent.daemon.host.tmux import remove_socket
 from hostagent.daemon.ops import resumeplan
-from hostagent.daemon.ops.admission import check_request, first_record, quota_problem
+from hostagent.daemon.ops.admission import (
+    check_budget,
+    check_not_stopping,
+    check_request,
+    check_resumable,
+    first_record,
+    quota_problem,
+)
 from hostagent.daemon.ops.reconcile import GONE_STATES, Reconciler
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
 from hostagent.errors import (
-    AlreadyRunning,
-    Busy,
     LimitsExceeded,
     NoSuchSession,
     NotRunning,
@@ -72,12 +77,15 @@ class Lifecycle:
         self.reconciler = reconciler
         self.settings = settings
         self.boot_id = boot_id
+        # Why a budget keeps owner (or the session, when given) from starting today, or ""
+        # (follow/usage.py sets it; a core without usage follows no budget).
+        self.over_budget: Callable[[int, Session | None], str] = lambda uid, session: ""
 
     @contextlib.asynccontextmanager
     async def _locked(self, session: Session) -> AsyncIterator[None]:
         """The session's lock for one whole operation; the waiting is a checkpoint for tests."""
         if session.lock.locked():
-            await checkpoint.reached(checkpoint.LOCK_WAIT)
+            await checkpoint.reached(checkpoint.LOCK_WAIT, session.name)
         async with session.lock:
             if session.removed:
                 raise NoSuchSession(f"Session '{session.name}' was removed meanwhile.")
@@ -113,6 +121,7 @@ class Lifecycle:
         )
         if problem:
             raise LimitsExceeded(f"Session '{name}' was not created: {problem}.")
+        check_budget(self.over_budget(owner_uid, None), f"Session '{name}' was not created")
         with self.registry.operation(owner_uid):
             self.registry.reserved[name] = owner_uid
             try:
@@ -142,7 +151,7 @@ class Lifecycle:
                         f"Session '{name}' was not created: its record cannot be written "
                         f"({e.strerror}); {self.registry.store.remedy(e.errno)}, then try again."
                     ) from None
-                await checkpoint.reached(checkpoint.CREATE_RECORDED)
+                await checkpoint.reached(checkpoint.CREATE_RECORDED, name)
                 log.info("session '%s': created (uuid %s, preset %s, owner %d)",
                          name, record.uuid, preset.name, record.owner)  # fmt: skip
                 self.registry.announce_new(session)
@@ -189,7 +198,7 @@ class Lifecycle:
                 self.terminal.prepare(session),
                 caps if self.registry.system else None,
             )
-            await checkpoint.reached(checkpoint.SPAWN_STARTED)
+            await checkpoint.reached(checkpoint.SPAWN_STARTED, session.name)
         except (SpawnFailed, OSError) as e:
             self._fail(
                 session, e.message if isinstance(e, SpawnFailed) else f"Failed to spawn: {e}"
@@ -241,13 +250,8 @@ class Lifecycle:
 
     # Each takes the Session the caller was authorized for, never a name to look up again.
 
-    @staticmethod
-    def _not_stopping(session: Session) -> None:
-        if session.lock.locked() and session.record.state is State.STOPPING:
-            raise Busy(f"Session '{session.name}' is stopping; wait for it, then try again.")
-
     async def stop(self, session: Session) -> None:
-        self._not_stopping(session)
+        check_not_stopping(session)
         async with self._operation(session):
             if session.record.state not in (State.RUNNING, State.STARTING):
                 raise NotRunning(
@@ -257,7 +261,7 @@ class Lifecycle:
 
     async def _stop_locked(self, session: Session) -> None:
         self.registry.change(session, Event.STOP)
-        await checkpoint.reached(checkpoint.STOP_RECORDED)
+        await checkpoint.reached(checkpoint.STOP_RECORDED, session.name)
         try:
             await self._stop_scope(session)
         except StopFailed:
@@ -265,7 +269,7 @@ class Lifecycle:
                 # The session is what systemd says: still running.
                 self.registry.change(session, Event.ADOPT)
                 raise
-        await checkpoint.reached(checkpoint.STOP_DONE)
+        await checkpoint.reached(checkpoint.STOP_DONE, session.name)
         await self.reconciler.endings.finish(session)
 
     async def _stop_scope(self, session: Session) -> None:
@@ -295,21 +299,31 @@ class Lifecycle:
         With no caller (an automatic resume), the owner's standing decides."""
         if exempt is None:
             exempt = exempt_from_caps(session.record.owner, self.registry.system)
-        self._not_stopping(session)
+        check_not_stopping(session)
         # Answered before waiting for the lock: a resume that is under way has already
         # committed starting, so a second one fails at once instead of queueing behind it.
-        self._check_resumable(session)
+        check_resumable(session)
         async with self._operation(session):
-            self._check_resumable(session)
+            check_resumable(session)
+            check_budget(
+                self.over_budget(session.record.owner, session), f"Session '{session.name}'"
+            )
             await self._resume_locked(session, exempt)
 
-    @staticmethod
-    def _check_resumable(session: Session) -> None:
-        state = session.record.state
-        if state in (State.STARTING, State.RUNNING):
-            raise AlreadyRunning(f"Session '{session.name}' is already {state.value}.")
-        if state is State.STOPPING:
-            raise Busy(f"Session '{session.name}' is stopping; wait for it, then resume.")
+    async def stop_for_budget(self, session: Session, why: str) -> None:
+        """Stop a session whose turn ended over a budget: dormant, reason budget (budgets.py)."""
+        async with self._operation(session):
+            if session.record.state is not State.RUNNING:
+                return
+            log.info("session '%s': stopped at its turn's end: %s", session.name, why)
+            await self._stop_locked(session)
+            if session.record.state.value == State.STOPPED.value:  # not failed on the way
+                self.registry.change(
+                    session,
+                    Event.OVER_BUDGET,
+                    dormant_reason=DormantReason.BUDGET,
+                    last_error=f"Stopped at its turn's end: {why}.",
+                )
 
     async def _resume_locked(self, session: Session, exempt: bool) -> None:
         record = session.record
@@ -336,7 +350,7 @@ class Lifecycle:
             auto_resume=False,
             hook_token=secrets.token_hex(16),
         )
-        await checkpoint.reached(checkpoint.RESUME_RECORDED)
+        await checkpoint.reached(checkpoint.RESUME_RECORDED, session.name)
         problem = await check_cwd(owner, record.cwd)
         if problem:
             self._fail(
@@ -367,7 +381,7 @@ class Lifecycle:
         async with self._operation(session):
             if session.record.state in LIVE_STATES:
                 await self._stop_locked(session)
-                await checkpoint.reached(checkpoint.REMOVE_STOPPED)
+                await checkpoint.reached(checkpoint.REMOVE_STOPPED, session.name)
             self.registry.forget(session)
             self.registry.store.delete_screen(session.name)
             remove_socket(session.paths.socket)

@@ -29,6 +29,7 @@ from hostagent.session import (
     State,
     name_problem,
 )
+from hostagent.usage import Usage
 from hostagent.yamlfile import LOADER
 
 # What a YAML loader will not take raw inside a double-quoted string: characters outside
@@ -119,6 +120,8 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
             if not isinstance(value, dict):
                 raise TypeError
             return Limits(**{k: int(v) for k, v in value.items() if hasattr(default, k)})
+        if key in _USAGE_FIELDS:
+            return _usage_value(key, value)
         # bool is an int to Python, not to a record: neither stands for the other.
         if isinstance(value, bool) != isinstance(default, bool):
             raise TypeError
@@ -133,6 +136,21 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
     except (TypeError, ValueError):
         raise RecordError(f"field {key!r} has a bad value {value!r}") from None
     return value
+
+
+_USAGE_FIELDS = frozenset({"usage", "usage_base", "usage_today", "usage_logged"})
+
+
+def _usage_value(key: str, value: Any) -> Any:
+    """A usage field as the record keeps it: Usage's fields (one Usage, or one per
+    conversation id under "usage"), whatever of them made sense."""
+    if not isinstance(value, dict):
+        raise TypeError
+    if key != "usage":
+        return Usage.from_dict(value).to_dict() if value else {}
+    if not all(isinstance(k, str) and isinstance(v, dict) for k, v in value.items()):
+        raise TypeError
+    return {k: Usage.from_dict(v).to_dict() for k, v in value.items()}
 
 
 def dump(record: SessionRecord, revision: int) -> str:

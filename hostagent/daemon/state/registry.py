@@ -71,6 +71,7 @@ class Session:
         self.removed = False
         self.waiters: set[Waiter] = set()
         self.last_hook: HookReport | None = None
+        self.hooks_heard = 0  # reports heard, to tell a new one from the last
         self.killed_with = 0  # the signal a kill of every process sent, until the unit ends
         self.unit_result = ""  # systemd's Result for the scope, when it said one
         self.pane_pid = 0  # the agent's process, followed while the session runs (ending.py)
@@ -238,6 +239,7 @@ class Registry:
     def heard(session: Session, report: HookReport) -> None:
         """The last hook the agent reported."""
         session.last_hook = report
+        session.hooks_heard += 1
 
     @staticmethod
     def wait(session: Session, waiter: Waiter) -> None:

@@ -113,7 +113,7 @@ class SidecarStore:
         text = dump(record, revision)
         final = self.path_of(record.name)
         try:
-            _replace(final, text.encode())
+            replace_file(final, text.encode())
         except OSError as e:
             self.last_error = e.errno or 0
             raise
@@ -164,7 +164,7 @@ class SidecarStore:
         if self.copies_dir is None:
             return
         try:
-            _replace(self.copies_dir / f"{name}{SUFFIX}", text.encode())
+            replace_file(self.copies_dir / f"{name}{SUFFIX}", text.encode())
         except OSError as e:
             self._copy_failed(e)
             return
@@ -196,7 +196,7 @@ class SidecarStore:
     def save_screen(self, name: str, text: str) -> None:
         """Best effort: a screen that cannot be written is only a screen lost."""
         with contextlib.suppress(OSError):
-            _replace(self.screens_dir / f"{name}.txt", text.encode(errors="replace"))
+            replace_file(self.screens_dir / f"{name}.txt", text.encode(errors="replace"))
 
     def load_screen(self, name: str) -> str | None:
         try:
@@ -339,7 +339,7 @@ class SidecarStore:
 LOAD_ERRORS = (OSError, RecordError, yaml.YAMLError, UnicodeDecodeError)
 
 
-def _replace(final: Path, data: bytes) -> None:
+def replace_file(final: Path, data: bytes) -> None:
     """final holds data, or (OSError) stays as it was: written to a temp file beside it and
     renamed over it. A full disk or a plant leaves no temp file behind."""
     tmp = final.with_name(f".{final.name}.tmp")

@@ -1,0 +1,140 @@
+"""What following usage costs the daemon, at 200 stand-in agent sessions: the whole service's
+CPU while every session sits mid-turn (a ten-minute `/work`, its spinner redrawing), beside the
+same 200 on a copy of the preset that reads no usage; the CPU of the 200 readings when all
+their turns end at once; and idle CPU afterwards, every session at its prompt with its usage
+read."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import yaml
+from dbus_fast import Variant
+
+from bench import probe
+from bench.report import table
+from hostagent.client.library import Client
+from tests.sandbox import Sandbox
+
+SESSIONS = 200
+# The stand-in agent's preset without its usage section: the same sessions, nothing read.
+UNMETERED = "/etc/hostagent/presets.d/demo-unmetered.yaml"
+DEMO = Path(__file__).parents[1] / "hostagent" / "builtin-presets" / "demo-agent.yaml"
+
+
+async def _grow(client: Client, preset: str, prefix: str) -> list[str]:
+    slots = asyncio.Semaphore(16)
+    names = [f"{prefix}{i:03d}" for i in range(SESSIONS)]
+    options = {"env": Variant("a{ss}", {"DEMO_AGENT_THINK": "0"})}
+
+    async def one(name: str) -> None:
+        async with slots:
+            await client.create(name, preset, "/tmp", options)
+
+    await asyncio.gather(*(one(n) for n in names))
+    return names
+
+
+async def _all(client: Client, names: list[str], activity: str, timeout: float = 300) -> None:
+    """Until every one of names reads activity (a bench waiting for its state, with a bound)."""
+    deadline = time.monotonic() + timeout
+    wanted = set(names)
+    while time.monotonic() < deadline:
+        rows = await client.list_sessions()
+        if all(r.activity == activity for r in rows if r.name in wanted):
+            return
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"not every session reached {activity} within {timeout:.0f} s")
+
+
+async def _send_all(client: Client, names: list[str], text: str) -> None:
+    slots = asyncio.Semaphore(16)
+
+    async def one(name: str) -> None:
+        async with slots:
+            await client.send_text(name, text, True)
+
+    await asyncio.gather(*(one(n) for n in names))
+
+
+async def _calls_read(client: Client, names: list[str]) -> int:
+    total = 0
+    for name in names:
+        total += int((await client.properties(name)).get("Usage", {}).get("calls", 0))
+    return total
+
+
+async def _phases(sb: Sandbox, preset: str, prefix: str, window: float) -> tuple[float, float]:
+    """SESSIONS of preset, each after one turn: the service's CPU (% of a core) while all sit
+    mid-turn, and its CPU (ms) from then until every turn has ended and, where the preset
+    follows usage, every second call is read."""
+    client = await Client.connect(True, sb.bus_address)
+    try:
+        names = await _grow(client, preset, prefix)
+        await _all(client, names, "idle")
+        await _send_all(client, names, "first")
+        await _all(client, names, "idle")
+        # Long enough to outlast the window: the turns end on their own after it.
+        await _send_all(client, names, f"/work {window + 20:.0f}")
+        await _all(client, names, "working")
+        cpu = await probe.cpu_percent(sb, window)
+        before = probe.service_cpu_usec(sb)
+        await _all(client, names, "idle")
+        if preset == "demo-agent":
+            deadline = time.monotonic() + 120
+            while await _calls_read(client, names) < 2 * SESSIONS:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("not every turn's usage was read within 120 s")
+                await asyncio.sleep(0.5)
+        return cpu, (probe.service_cpu_usec(sb) - before) / 1000
+    finally:
+        client.close()
+
+
+def _remove(sb: Sandbox, prefix: str) -> None:
+    sb.sh(f"for n in $(hostagentctl --system --no-legend list | awk '/^{prefix}[0-9]/ "
+          "{print $1}'); do hostagentctl --system rm $n; done").check()  # fmt: skip
+
+
+async def measure(sb: Sandbox, quick: bool) -> dict[str, float]:
+    window = 15.0 if quick else 60.0
+    preset = yaml.safe_load(DEMO.read_text())
+    del preset["usage"]
+    preset["name"] = "demo-unmetered"
+    sb.sh(f"mkdir -p /etc/hostagent/presets.d && cat > {UNMETERED}", input=yaml.safe_dump(preset)).check()  # fmt: skip
+    sb.ctl("reload").check()
+    f: dict[str, float] = {}
+    f["unmetered_cpu"], f["unmetered_end_ms"] = await _phases(sb, "demo-unmetered", "u", window)
+    _remove(sb, "u")
+    f["metered_cpu"], f["metered_end_ms"] = await _phases(sb, "demo-agent", "m", window)
+    await asyncio.sleep(15.0)  # the idle definition's pause after the last change
+    f["usage_idle_cpu"] = await probe.cpu_percent(sb, 31.0)
+    _remove(sb, "m")
+    sb.run("rm", "-f", UNMETERED)
+    sb.ctl("reload").check()
+    return f
+
+
+def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
+    f = asyncio.run(measure(sb, quick))
+    per_read = (f["metered_end_ms"] - f["unmetered_end_ms"]) / SESSIONS
+    rows = [
+        ["mid-turn, usage not read (baseline)", f"{f['unmetered_cpu']:.2f} %", "-"],
+        ["mid-turn, usage followed", f"{f['metered_cpu']:.2f} %", "-"],
+        ["turns ending, usage not read (baseline)", "-", f"{f['unmetered_end_ms']:.0f} ms"],
+        ["turns ending, each read", "-", f"{f['metered_end_ms']:.0f} ms"],
+        ["idle afterwards, usage read (31 s)", f"{f['usage_idle_cpu']:.2f} %", "-"],
+    ]
+    text = (
+        f"## Following usage\n\n{(__doc__ or '').strip()}\n\n"
+        f"{SESSIONS} sessions. CPU is the whole service's: its share of one core over a window, "
+        f"or its total over a phase. One reading costs about {per_read:.1f} ms of CPU (the "
+        "turns-ending phases' difference, per session); mid-turn and idle, following usage "
+        "reads nothing.\n\n" + table(["", "CPU share", "CPU total"], rows)
+    )
+    return text, {
+        "usage_midturn_cpu": f["metered_cpu"] - f["unmetered_cpu"],
+        "usage_idle_cpu": f["usage_idle_cpu"],
+    }

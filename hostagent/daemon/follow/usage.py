@@ -1,0 +1,287 @@
+"""Following what each session's agent uses, from its CLI's own record, as the owner.
+
+When a turn ends (the session goes idle), when a conversation id is learned and when the run
+ends, the daemon reads the CLI's record of every conversation the session has had (its
+preset's ``usage``). The reading runs as the owner, as every look under a home does: a small
+``python -I -S`` program made of ``hostagent/usage.py`` (pure, standard library only) and the
+few lines below that find and open the files (OpenCode keeps its messages in SQLite). One
+reading per session at a time; one asked for meanwhile runs once after it.
+
+What a reading finds replaces the session's per-conversation figures, so reading again counts
+nothing twice, and a total survives restarts, reboots, resumes and a new conversation id. The
+increase since the last reading goes into the owner's books (``state/ledger.py``) and the
+session's count for the day, and is checked against the admin's budgets: a session over one is
+stopped at its turn's end, dormant with reason ``budget`` (``Lifecycle.stop_for_budget``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pwd
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from hostagent import budgets, launch
+from hostagent import usage as usage_module
+from hostagent.daemon.host.owner import exec_as_owner
+from hostagent.daemon.state.background import Background
+from hostagent.daemon.state.ledger import Ledger
+from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.settings import Settings
+from hostagent.presets import Preset
+from hostagent.session import LIVE_STATES, Activity, State, now_usec
+from hostagent.usage import Usage, format_cost, format_tokens, total
+
+log = logging.getLogger(__name__)
+
+READ_LIMIT = 64 << 20  # bytes of one record read; a longer one is counted from its start
+_MAIN = f"""
+import glob as _glob, os as _os, sqlite3 as _sqlite3, sys as _sys
+_fmt, _spec = _sys.argv[1], json.loads(_sys.argv[2])
+_out = {{}}
+for _cid, _pattern in _spec.items():
+    _paths = [p for p in _glob.glob(_pattern, recursive=True) if _os.path.isfile(p)]
+    if not _paths:
+        continue
+    _path = max(_paths, key=_os.path.getmtime)  # the one the CLI writes now
+    try:
+        if _fmt == "opencode":
+            _db = _sqlite3.connect("file:" + _path + "?mode=ro", uri=True, timeout=2)
+            _rows = _db.execute(
+                "select id, data from message where session_id = ?", (_cid,)).fetchall()
+            _text = "\\n".join(json.dumps({{"id": i, **json.loads(d)}}) for i, d in _rows)
+        else:
+            with open(_path, encoding="utf-8", errors="replace") as _f:
+                _text = _f.read({READ_LIMIT})
+    except (OSError, ValueError, _sqlite3.Error):
+        continue
+    _out[_cid] = READERS[_fmt](_text).to_dict()
+print(json.dumps(_out))
+"""
+_PROGRAM = Path(usage_module.__file__).read_text(encoding="utf-8") + _MAIN
+
+
+def since(before: Usage, after: Usage) -> Usage:
+    """What after adds to before, never less than nothing (a record the CLI rewrote shorter
+    takes nothing back)."""
+    cost = None
+    if after.cost_usd is not None:
+        cost = max(after.cost_usd - (before.cost_usd or 0.0), 0.0)
+    return Usage(
+        max(after.input - before.input, 0),
+        max(after.output - before.output, 0),
+        max(after.cache_read - before.cache_read, 0),
+        max(after.cache_write - before.cache_write, 0),
+        cost,
+        max(after.calls - before.calls, 0),
+        after.model,
+    )
+
+
+def session_usage(record_usage: dict[str, dict[str, Any]]) -> Usage:
+    return total(Usage.from_dict(u) for u in record_usage.values())
+
+
+def keyed(preset: Preset) -> bool:
+    """Whether the preset's record is one per conversation id (else one per directory)."""
+    return "{id" in preset.usage_file
+
+
+class UsageWatch:
+    def __init__(
+        self,
+        registry: Registry,
+        settings: Settings,
+        background: Background,
+        ledger: Ledger,
+        stop_for_budget: Callable[[Session, str], Awaitable[None]],
+    ) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.background = background
+        self.ledger = ledger
+        self.stop_for_budget = stop_for_budget
+        self._reading: set[str] = set()
+        self._again: set[str] = set()
+        # What each session showed when last heard of: activity, state, conversation id, and
+        # the last hook report (a turn too quick to be seen working still ends with a hook).
+        self._seen: dict[str, tuple[Activity, State, str, int]] = {}
+
+    # ---- Listener: a turn's end, an id learned, a run's end --------------------------------
+
+    def session_added(self, session: Session) -> None:
+        """A new session, or one found at the daemon's start: a live one is read (turns may
+        have ended while no daemon looked), an ended one only if its end was never read."""
+        record = session.record
+        self._seen[session.name] = (session.activity, record.state, "", session.hooks_heard)
+        if record.state in LIVE_STATES or record.stopped_at > record.usage_read_at:
+            # A new session: what a directory's record (Aider's) holds already is not its own.
+            self.read_soon(session, baseline=record.state is State.STARTING and not record.usage)
+
+    def session_removed(self, session: Session) -> None:
+        self._seen.pop(session.name, None)
+        self._again.discard(session.name)
+
+    def session_changed(self, session: Session) -> None:
+        record = session.record
+        now = (session.activity, record.state, record.agent_session, session.hooks_heard)
+        before = self._seen.get(session.name)
+        self._seen[session.name] = now
+        if before is None or now == before:
+            return
+        idle = now[0] is Activity.IDLE
+        turn_ended = idle and (before[0] is not Activity.IDLE or now[3] != before[3])
+        run_ended = now[1] not in LIVE_STATES and before[1] in LIVE_STATES
+        if turn_ended or run_ended or now[2] != before[2]:
+            self.read_soon(session)
+
+    def read_soon(self, session: Session, baseline: bool = False) -> None:
+        preset = self.settings.preset(session.record.preset)
+        if preset is None or not preset.usage_format:
+            return
+        if session.name in self._reading:
+            self._again.add(session.name)
+            return
+        self._reading.add(session.name)
+        self.background.start(
+            self._read(session, preset, baseline and not keyed(preset)),
+            f"read session '{session.name}''s usage",
+        )
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    async def _read(self, session: Session, preset: Preset, baseline: bool) -> None:
+        try:
+            while True:
+                self._again.discard(session.name)
+                await self.read(session, preset, baseline)
+                baseline = False
+                if session.name not in self._again or session.removed:
+                    return
+        finally:
+            self._reading.discard(session.name)
+
+    def _patterns(self, session: Session, preset: Preset) -> dict[str, str]:
+        record = session.record
+        ids = [record.agent_session, *record.agent_session_history] if keyed(preset) else [""]
+        home = session.owner.home
+        return {
+            i: launch.conversation_glob(preset.usage_file, i, home, record.cwd, record.env)
+            for i in dict.fromkeys(ids)
+            if i or not keyed(preset)
+        }
+
+    async def found(self, session: Session, preset: Preset) -> dict[str, Usage] | None:
+        """Each conversation's usage as its record says now; None when it could not be read."""
+        patterns = self._patterns(session, preset)
+        if not patterns:
+            return {}
+        argv = [sys.executable, "-I", "-S", "-c", _PROGRAM, preset.usage_format, json.dumps(patterns)]  # fmt: skip
+        result = await exec_as_owner(session.owner, argv, timeout=30.0)
+        if result is None or result[0] != 0:
+            log.warning(
+                "session '%s': Failed to read its usage: %s",
+                session.name,
+                "timed out" if result is None else result[2].decode(errors="replace")[-300:],
+            )
+            return None
+        prices = self.settings.config.budgets.prices
+        try:
+            read = json.loads(result[1])
+            return {str(k): budgets.priced(Usage.from_dict(v), prices) for k, v in read.items()}
+        except (ValueError, AttributeError):
+            return None
+
+    async def read(self, session: Session, preset: Preset, baseline: bool = False) -> None:
+        found = await self.found(session, preset)
+        if found is None:
+            return
+        async with session.lock:
+            if session.removed:
+                return
+            if baseline:
+                base = found.get("", Usage())
+                self.registry.change(session, usage_base=base.to_dict())
+                return
+            self._take(session, preset, found)
+        await self._check_budget(session)
+
+    def _take(self, session: Session, preset: Preset, found: dict[str, Usage]) -> None:
+        record = session.record
+        if not keyed(preset):
+            found = {"": since(Usage.from_dict(record.usage_base), found.get("", Usage()))}
+        book = {**record.usage, **{k: u.to_dict() for k, u in found.items()}}
+        added = since(session_usage(record.usage), session_usage(book))
+        now = now_usec()
+        day = budgets.day_of(now)
+        today = Usage.from_dict(record.usage_today) if record.usage_day == day else Usage()
+        fields: dict[str, Any] = {}
+        if book != record.usage:
+            fields.update(usage=book, usage_day=day, usage_today=(today + added).to_dict())
+        if added.tokens or added.calls:
+            self.ledger.enter(record.owner, record.preset, now, added)
+        if record.state not in LIVE_STATES:
+            fields.update(self._end_line(session, session_usage(book)), usage_read_at=now)
+        if fields:
+            self.registry.change(session, **fields)
+
+    def _end_line(self, session: Session, used: Usage) -> dict[str, Any]:
+        """The journal line of a run's usage, once per run: what the run added, in fields
+        that journalctl can select and sum (HOSTAGENT_OWNER_UID=, HOSTAGENT_INPUT_TOKENS=)."""
+        run = since(Usage.from_dict(session.record.usage_logged), used)
+        if not (run.tokens or run.calls):
+            return {}
+        fields = {
+            "HOSTAGENT_INPUT_TOKENS": str(run.input),
+            "HOSTAGENT_OUTPUT_TOKENS": str(run.output),
+            "HOSTAGENT_CACHE_READ_TOKENS": str(run.cache_read),
+            "HOSTAGENT_CACHE_WRITE_TOKENS": str(run.cache_write),
+            "HOSTAGENT_MODEL_CALLS": str(run.calls),
+            "HOSTAGENT_MODEL": run.model,
+        }
+        if run.cost_usd is not None:
+            fields["HOSTAGENT_COST_USD"] = f"{run.cost_usd:.6f}"
+        log.info(
+            "session '%s': this run used %s tokens in, %s out, in %d model calls, cost %s",
+            session.name,
+            format_tokens(run.input),
+            format_tokens(run.output),
+            run.calls,
+            format_cost(run.cost_usd),
+            extra={"journal": fields},
+        )
+        return {"usage_logged": used.to_dict()}
+
+    # ---- budgets --------------------------------------------------------------------------
+
+    def over_budget(self, uid: int, session: Session | None) -> str:
+        """Why uid's sessions (or session alone, when given) may not go on today, or ""."""
+        config = self.settings.config.budgets
+        if not (config.user or config.session or config.users):
+            return ""
+        now = now_usec()
+        day = budgets.day_of(now)
+        owner_today = total(self.ledger.used(uid, day, now + 1).values())
+        session_today = Usage()
+        if session is not None and session.record.usage_day == day:
+            session_today = Usage.from_dict(session.record.usage_today)
+        try:
+            name = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            name = str(uid)
+        lifted = self.ledger.lifted(uid, day)
+        return budgets.over_budget(config, name, owner_today, session_today, lifted)
+
+    async def _check_budget(self, session: Session) -> None:
+        if session.record.state is not State.RUNNING or session.activity is not Activity.IDLE:
+            return  # a turn still going is let finish; its end reads again
+        why = self.over_budget(session.record.owner, session)
+        if why:
+            await self.stop_for_budget(session, why)
+
+
+def usage_of(session: Session) -> Usage:
+    return session_usage(session.record.usage)

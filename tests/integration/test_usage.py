@@ -1,0 +1,156 @@
+"""What sessions use, and budgets, on a real systemd with the stand-in agent (which records each
+answer as a model call in Claude's usage fields: 1200 tokens in, 200 of them cached, 50 out).
+A turn's usage is on the bus and in every client, survives a daemon restart and a resume, and
+is in the journal when the run ends; GetUsage keeps removed sessions and shows a user only
+their own. A budget stops its user's session at the end of a turn, leaves another user's
+alone, refuses a resume, and an admin's lift resumes it. The real CLIs:
+tests/integration/test_real_agents.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from hostagent.daemon.bus.session import session_path
+from hostagent.usage import Usage
+from tests.integration.helpers import create, props, until, wait_screen
+from tests.sandbox import Sandbox
+
+CONFIG = "/etc/hostagent/hostagent.yaml"
+ONE = Usage(1200, 50, 200, 0, None, 1, "demo-1")  # one answer of the stand-in agent
+
+
+def times(n: int) -> Usage:
+    return Usage(ONE.input * n, ONE.output * n, ONE.cache_read * n, 0, None, n, ONE.model)
+
+
+def turn(sb: Sandbox, name: str, text: str, user: str = "alice") -> None:
+    sb.ctl("send", name, text, user=user, system=True).check()
+    wait_screen(sb, name, f"You said: {text}")
+
+
+def used(sb: Sandbox, name: str, calls: int, user: str = "alice") -> Usage:
+    """The session's Usage once it counts calls (read when the turn ends)."""
+    seen: list[Usage] = []
+
+    def counted() -> bool:
+        seen.append(Usage.from_dict(props(sb, name, user).get("Usage") or {}))
+        return seen[-1].calls >= calls
+
+    until(counted, f"session {name}'s usage of {calls} calls")
+    return seen[-1]
+
+
+def usage_rows(sb: Sandbox, user: str) -> list[dict]:
+    return json.loads(sb.ctl("--json", "usage", "--since", "-1d", user=user, system=True).stdout)
+
+
+def calls_of(rows: list[dict], uid: int) -> int:
+    return sum(r["calls"] for r in rows if r["owner"] == uid and r["preset"] == "demo-agent")
+
+
+def test_a_turn_is_on_the_bus_in_every_client_and_survives_restart_and_resume(
+    sb: Sandbox,
+) -> None:
+    alice = sb.uid("alice")
+    before = calls_of(usage_rows(sb, "alice"), alice)
+    name = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="alice")
+    try:
+        wait_screen(sb, name, "> ")
+        assert used(sb, name, 0) == Usage()  # nothing said yet: nothing used
+        turn(sb, name, "count me")
+        assert used(sb, name, 1) == ONE
+        listed = json.loads(sb.ctl("--json", "list", name, user="alice", system=True).stdout)
+        assert listed[0]["usage"] == {**ONE.to_dict(), "cost_usd": None}
+        table = sb.ctl("list", name, user="alice", system=True).stdout
+        assert "TOKENS" in table and "1.2k" in table, table
+        status = sb.ctl("status", name, user="alice", system=True).stdout
+        assert "1.2k in (200 cache read), 50 out, 1 calls, cost unknown; demo-1" in status
+        busctl = sb.run(
+            "busctl", "get-property", "org.hostagent.HostAgent1",
+            session_path(name),
+            "org.hostagent.HostAgent1.Session", "Usage", user="alice",
+        ).check().stdout  # fmt: skip
+        assert '"input" t 1200' in busctl and '"cost_usd"' not in busctl, busctl
+
+        sb.daemon_restart()
+        assert used(sb, name, 1) == ONE
+        sb.ctl("stop", name, user="alice", system=True).check()
+
+        def ends() -> list[dict]:
+            out = sb.run("journalctl", f"HOSTAGENT_SESSION={name}", "-o", "json").stdout
+            return [json.loads(x) for x in out.splitlines() if "HOSTAGENT_INPUT_TOKENS" in x]
+
+        until(ends, "the run's usage in the journal")
+        ended = ends()[-1]
+        assert (ended["HOSTAGENT_INPUT_TOKENS"], ended["HOSTAGENT_OUTPUT_TOKENS"]) == ("1200", "50")
+        assert ended["HOSTAGENT_OWNER_UID"] == str(alice)
+
+        sb.ctl("resume", name, user="alice", system=True).check()
+        wait_screen(sb, name, "> ")
+        turn(sb, name, "count me again")
+        assert used(sb, name, 2) == times(2)
+    finally:
+        sb.ctl("rm", name, user="alice", system=True)
+    # The books keep a removed session's calls; a user sees only their own rows.
+    assert calls_of(usage_rows(sb, "alice"), alice) == before + 2
+    assert {r["owner"] for r in usage_rows(sb, "bob")} <= {sb.uid("bob")}
+    assert alice in {r["owner"] for r in usage_rows(sb, "root")}
+
+
+@pytest.fixture
+def budget(sb: Sandbox) -> Iterator[None]:
+    """alice may use what she used today so far and 2000 tokens more (two answers pass it);
+    bob has no budget."""
+    rows = json.loads(sb.ctl("--json", "usage", "--since", "today").stdout)
+    today = sum(r["input"] + r["output"] for r in rows if r["owner"] == sb.uid("alice"))
+    sb.sh(
+        f"cat > {CONFIG}",
+        input=f"budgets:\n  users:\n    alice:\n      tokens_per_day: {today + 2000}\n",
+    ).check()
+    sb.ctl("reload").check()
+    yield
+    sb.run("rm", "-f", CONFIG)
+    sb.ctl("reload").check()
+
+
+def test_a_budget_stops_its_users_session_at_a_turns_end_until_an_admin_lifts_it(
+    sb: Sandbox, budget: None
+) -> None:
+    alices = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="alice")
+    bobs = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="bob")
+    try:
+        for name in (alices, bobs):
+            wait_screen(sb, name, "> ")
+        turn(sb, alices, "first")  # 1250 tokens: within the budget
+        used(sb, alices, 1)
+        assert props(sb, alices, "alice")["State"] == "running"
+        # 2500: over it once the turn has ended (its answer is drawn, then the session stops,
+        # too soon to be sure of seeing the screen)
+        sb.ctl("send", alices, "second", user="alice", system=True).check()
+        until(lambda: props(sb, alices, "alice")["State"] == "dormant", "alice's session stopped")
+        assert Usage.from_dict(props(sb, alices, "alice")["Usage"]).calls == 2
+        stopped = props(sb, alices, "alice")
+        assert stopped["DormantReason"] == "budget"
+        assert "Stopped at its turn's end: its owner's sessions used" in stopped["LastError"]
+        refused = sb.ctl("resume", alices, user="alice", system=True)
+        assert refused.returncode != 0 and "hostagentctl budget lift" in refused.stderr
+
+        turn(sb, bobs, "bob goes on", user="bob")  # another user's session: untouched
+        assert used(sb, bobs, 1, user="bob") == ONE
+        assert props(sb, bobs, "bob")["State"] == "running"
+
+        denied = sb.ctl("budget", "lift", "alice", "--no-ask-password", user="bob", system=True)
+        assert denied.returncode != 0 and "Access denied" in denied.stderr
+        lifted = sb.ctl("budget", "lift", "alice").check().stdout
+        assert f"resumed {alices}" in lifted
+        assert props(sb, alices, "alice")["State"] == "running"
+        wait_screen(sb, alices, "> ")
+        turn(sb, alices, "third")  # lifted for the day: the turn's end stops nothing
+        used(sb, alices, 3)
+        assert props(sb, alices, "alice")["State"] == "running"
+    finally:
+        sb.ctl("rm", alices, user="alice", system=True)
+        sb.ctl("rm", bobs, user="bob", system=True)

@@ -1,0 +1,236 @@
+"""Following usage in the daemon's core (follow/usage.py over the fakes, the reading helper run
+for real as the current user on tmp files): a turn's end reads the CLI's record into the
+session's Usage and the owner's books; totals survive a restart and a new conversation id;
+budgets stop a session at its turn's end and an admin's lift resumes it. The real CLIs are
+driven on a real systemd in tests/integration/test_real_agents.py."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hostagent.activity import Verdict
+from hostagent.budgets import Budget, Budgets, Price, day_of, over_budget, priced
+from hostagent.config import Config
+from hostagent.daemon.follow.usage import since, usage_of
+from hostagent.daemon.state.registry import Session
+from hostagent.errors import BudgetExceeded
+from hostagent.options import CreateRequest
+from hostagent.presets import IdSource, Preset
+from hostagent.session import Activity, DormantReason, State, now_usec
+from hostagent.usage import READERS, Usage
+from tests.unit.fakes import Host, ShownWatch, me, run
+
+DATA = Path(__file__).parents[1] / "data" / "usage"
+CLAUDE = DATA / "claude" / "2.1.332-two-turns-then-stopped.jsonl"
+AIDER = DATA / "aider" / "0.86.2-two-turns-then-stopped.md"
+METER = Preset(
+    name="meter",
+    command=["agent"],
+    id_source=IdSource.ASSIGNED,
+    assign_args=["--session-id", "{id}"],
+    resume_args=["--resume", "{id}"],
+    usage_format="claude",
+    usage_file="{cwd}/{id}.jsonl",
+)
+SHARED = Preset(name="shared", command=["agent"], usage_format="aider", usage_file="{cwd}/h.md")
+TWO_TURNS = READERS["claude"](CLAUDE.read_text())
+
+
+async def turn(host: Host, session: Session) -> None:
+    """A turn: working, then idle, each announced as the pane watch would."""
+    shown = session.watch if isinstance(session.watch, ShownWatch) else ShownWatch()
+    session.watch = shown
+    for name in ("working", "idle"):
+        shown.verdict = Verdict(Activity(name), "screen", "test", "")
+        host.registry.announce(session)
+        await host.settle()
+
+
+async def metered(tmp: Path, config: Config | None = None) -> tuple[Host, Session]:
+    host = await Host.started(tmp / "host", config)
+    host.core.settings.presets.update(meter=METER, shared=SHARED)
+    await host.lifecycle.create(me(), "a", "meter", str(tmp), CreateRequest())
+    await host.settle()
+    return host, host.registry.get("a")
+
+
+def books(host: Host) -> dict[str, Usage]:
+    return host.core.usage.ledger.used(me(), 0, now_usec() + 1)
+
+
+def test_a_turns_end_reads_the_record_into_usage_and_the_books(tmp_path: Path) -> None:
+    async def body() -> None:
+        host, session = await metered(tmp_path)
+        assert usage_of(session) == Usage()  # nothing written yet: nothing used
+        shutil.copy(CLAUDE, tmp_path / f"{session.record.agent_session}.jsonl")
+        await turn(host, session)
+        assert usage_of(session) == TWO_TURNS
+        assert books(host) == {"meter": TWO_TURNS}
+        await turn(host, session)  # read again: nothing counted twice
+        assert usage_of(session) == TWO_TURNS
+        assert books(host) == {"meter": TWO_TURNS}
+
+    run(body())
+
+
+def test_totals_survive_a_restart_and_a_new_conversation(tmp_path: Path) -> None:
+    async def body() -> None:
+        host, session = await metered(tmp_path)
+        first = session.record.agent_session
+        shutil.copy(CLAUDE, tmp_path / f"{first}.jsonl")
+        await turn(host, session)
+        again = host.restart()
+        again.core.settings.presets.update(meter=METER)
+        await again.core.recover()
+        await again.settle()
+        session = again.registry.get("a")
+        assert usage_of(session) == TWO_TURNS  # from the record, and read again: the same
+        assert again.core.usage.ledger.used(me(), 0, now_usec() + 1) == {"meter": TWO_TURNS}
+        # A /clear: the CLI starts a new conversation; the old one still counts.
+        new = "0b9c2a3e-1111-4222-8333-444455556666"
+        again.core.conversations.set_id(session, new, "hook", "clear")
+        shutil.copy(CLAUDE, tmp_path / f"{new}.jsonl")
+        await turn(again, session)
+        assert usage_of(session) == TWO_TURNS + TWO_TURNS
+        assert session.record.usage.keys() == {first, new}
+
+    run(body())
+
+
+def test_a_directorys_record_counts_only_what_came_after_the_session_began(
+    tmp_path: Path,
+) -> None:
+    """Aider's history is one file per directory, for every run there: what it held when the
+    session was created is another session's."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path / "host")
+        host.core.settings.presets.update(shared=SHARED)
+        history = tmp_path / "h.md"
+        shutil.copy(AIDER, history)
+        await host.lifecycle.create(me(), "b", "shared", str(tmp_path), CreateRequest())
+        await host.settle()
+        session = host.registry.get("b")
+        await turn(host, session)
+        assert usage_of(session) == Usage()
+        history.write_text(AIDER.read_text() * 2)
+        await turn(host, session)
+        assert usage_of(session) == READERS["aider"](AIDER.read_text())
+
+    run(body())
+
+
+def test_over_its_owners_budget_a_session_stops_at_its_turns_end_until_lifted(
+    tmp_path: Path,
+) -> None:
+    async def body() -> None:
+        config = Config(budgets=Budgets(user=Budget(tokens=TWO_TURNS.tokens)))
+        host, session = await metered(tmp_path, config)
+        shutil.copy(CLAUDE, tmp_path / f"{session.record.agent_session}.jsonl")
+        await turn(host, session)
+        record = session.record
+        assert (record.state, record.dormant_reason) == (State.DORMANT, DormantReason.BUDGET)
+        assert "its owner's sessions used" in record.last_error
+        with pytest.raises(BudgetExceeded, match="lifts the budget"):
+            await host.lifecycle.resume(session)
+        with pytest.raises(BudgetExceeded):
+            await host.lifecycle.create(me(), "c", "meter", str(tmp_path), CreateRequest())
+        host.core.usage.ledger.lift(me(), day_of(now_usec()))
+        await host.lifecycle.resume(session)
+        assert session.record.state is State.RUNNING
+        await turn(host, session)  # lifted for the day: it goes on
+        assert session.record.state is State.RUNNING
+
+    run(body())
+
+
+def test_a_turn_still_going_is_let_finish(tmp_path: Path) -> None:
+    async def body() -> None:
+        config = Config(budgets=Budgets(session=Budget(tokens=1)))
+        host, session = await metered(tmp_path, config)
+        shutil.copy(CLAUDE, tmp_path / f"{session.record.agent_session}.jsonl")
+        shown = ShownWatch()
+        session.watch = shown
+        shown.verdict = Verdict(Activity.BLOCKED, "screen", "test", "")
+        host.registry.announce(session)
+        host.core.usage.read_soon(session)  # an id learned mid-turn reads too
+        await host.settle()
+        assert usage_of(session) == TWO_TURNS
+        assert session.record.state is State.RUNNING
+        await turn(host, session)
+        assert session.record.dormant_reason is DormantReason.BUDGET
+        assert "it used" in session.record.last_error
+
+    run(body())
+
+
+@pytest.mark.parametrize(
+    ("budgets", "user", "session", "lifted", "why"),
+    [
+        (Budgets(), Usage(10**9, 0), Usage(), False, ""),
+        (
+            Budgets(user=Budget(tokens=100)),
+            Usage(60, 40),
+            Usage(),
+            False,
+            "owner's sessions used 100 tokens",
+        ),
+        (Budgets(user=Budget(tokens=100)), Usage(60, 39), Usage(), False, ""),
+        (Budgets(user=Budget(tokens=100)), Usage(60, 40), Usage(), True, ""),
+        (Budgets(user=Budget(cost_usd=1.0)), Usage(cost_usd=1.5), Usage(), False, "$1.50 today"),
+        (Budgets(user=Budget(cost_usd=1.0)), Usage(5, 5), Usage(), False, ""),  # cost unknown
+        (Budgets(session=Budget(tokens=10)), Usage(5, 5), Usage(5, 5), False, "it used 10 tokens"),
+        (
+            Budgets(user=Budget(tokens=100), users={"alice": Budget(tokens=1000)}),
+            Usage(100, 0),
+            Usage(),
+            False,
+            "",
+        ),
+    ],
+)
+def test_over_budget(budgets: Budgets, user: Usage, session: Usage, lifted: bool, why: str) -> None:
+    said = over_budget(budgets, "alice", user, session, lifted)
+    assert (why in said) if why else said == ""
+
+
+def test_an_admins_price_gives_a_cost_only_where_the_cli_states_none() -> None:
+    prices = {"m": Price(input=1.0, output=10.0, cache_read=0.1, cache_write=2.0)}
+    used = Usage(1_000_000 + 200_000 + 300_000, 100_000, 200_000, 300_000, None, 3, "m")
+    assert priced(used, prices).cost_usd == pytest.approx(1.0 + 1.0 + 0.02 + 0.6)
+    assert priced(Usage(10, 1, cost_usd=0.5, model="m"), prices).cost_usd == 0.5
+    assert priced(Usage(10, 1, model="other"), prices).cost_usd is None
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "added"),
+    [
+        (Usage(), Usage(10, 2, 1, 1, None, 1), Usage(10, 2, 1, 1, None, 1)),
+        (Usage(10, 2, calls=1), Usage(15, 3, calls=2), Usage(5, 1, calls=1)),
+        (
+            Usage(10, 2, calls=1, cost_usd=0.1),
+            Usage(15, 3, calls=2, cost_usd=0.25),
+            Usage(5, 1, calls=1, cost_usd=0.15),
+        ),
+        (Usage(10, 2, calls=2), Usage(4, 1, calls=1), Usage()),  # a record rewritten shorter
+    ],
+)
+def test_since(before: Usage, after: Usage, added: Usage) -> None:
+    got = since(before, after)
+    assert (got.input, got.output, got.calls) == (added.input, added.output, added.calls)
+    assert got.cost_usd == pytest.approx(added.cost_usd) if added.cost_usd else got.cost_usd in (None, 0.0)  # fmt: skip
+
+
+def test_a_desktop_hears_why_a_budget_stopped_a_session() -> None:
+    from hostagent.cli.notify import alert_for
+
+    why = "Stopped at its turn's end: it used 1250 tokens today, the budget is 1."
+    for before in (("running", "idle"), ("stopped", "exited")):  # the stop may be seen first
+        alert = alert_for("a", before, ("dormant", "exited"), "budget", why)
+        assert alert is not None and (alert.summary, alert.body) == ("a stopped: over budget", why)
+    assert alert_for("a", ("stopped", "exited"), ("dormant", "exited"), "reboot") is None
+    # A reboot's dormant session is no news from a running one; an exit still is.
+    assert alert_for("a", ("running", "idle"), ("stopped", "exited")) is not None
