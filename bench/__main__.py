@@ -2,7 +2,7 @@
 
     sudo .venv/bin/python -m bench            # the full run (1000 sessions; ~6 minutes)
     sudo .venv/bin/python -m bench --quick    # a few minutes; what CI runs
-    sudo .venv/bin/python -m bench --only hostile   # one part, printed; nothing written
+    sudo .venv/bin/python -m bench --only usage     # one part (hostile, usage), printed
 
 --out DIR writes the report and plots there instead of docs/ (CI keeps docs/ as committed).
 """
@@ -43,6 +43,10 @@ def commit() -> str:
     # Changes to docs/ alone (this report's own text, say) measure the same code.
     changed = git("status", "--porcelain", "--", ".", ":!docs")
     return head + (" with uncommitted changes" if changed else "")
+
+
+# The parts --only runs alone: each returns its section and its figures.
+PARTS = {"hostile": hostile.run, "usage": usage.run}
 
 
 def figures(
@@ -110,13 +114,16 @@ def main() -> None:
     p = argparse.ArgumentParser(prog="bench")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", type=Path, default=BENCHMARKS_MD.parent)
-    p.add_argument("--only", choices=["hostile"], help="run one part and print it")
+    p.add_argument("--only", choices=sorted(PARTS), help="run one part and print it")
     args = p.parse_args()
     out: Path = args.out
     if args.only:
         with Sandbox(name="bench") as sb:
             sb.daemon_start()
-            print(hostile.run(sb, args.quick)[0])
+            text, part = PARTS[args.only](sb, args.quick)
+            print(text)
+            for line in goals.failures(part):
+                print(line, file=sys.stderr)
         return
     with Sandbox(name="bench") as sb:
         sb.sh(

@@ -6,6 +6,7 @@ driven on a real systemd in tests/integration/test_real_agents.py."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 
@@ -234,3 +235,26 @@ def test_a_desktop_hears_why_a_budget_stopped_a_session() -> None:
     assert alert_for("a", ("stopped", "exited"), ("dormant", "exited"), "reboot") is None
     # A reboot's dormant session is no news from a running one; an exit still is.
     assert alert_for("a", ("running", "idle"), ("stopped", "exited")) is not None
+
+
+def test_a_record_written_after_the_prompt_is_read_by_the_follow_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CLI may write its record after it has drawn its prompt (Qwen Code's memory sub-agent
+    runs then): the session is read again a moment after its turn's end."""
+    from hostagent.daemon.follow import usage as following
+
+    monkeypatch.setattr(following, "FOLLOW_UPS", (0.05, 1.0))
+
+    async def body() -> None:
+        host, session = await metered(tmp_path)
+        await turn(host, session)
+        assert usage_of(session) == Usage()
+        shutil.copy(CLAUDE, tmp_path / f"{session.record.agent_session}.jsonl")
+        deadline = asyncio.get_running_loop().time() + 5
+        while usage_of(session) != TWO_TURNS:  # the timer's reading, awaited with a bound
+            assert asyncio.get_running_loop().time() < deadline, "never read again"
+            await asyncio.sleep(0.02)
+            await host.settle()
+
+    run(body())

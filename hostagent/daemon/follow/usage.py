@@ -16,6 +16,7 @@ stopped at its turn's end, dormant with reason ``budget`` (``Lifecycle.stop_for_
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import pwd
@@ -24,22 +25,25 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from hostagent import budgets, launch
+from hostagent import activity, budgets, launch
 from hostagent import usage as usage_module
 from hostagent.daemon.host.owner import exec_as_owner
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.ledger import Ledger
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
-from hostagent.presets import Preset
+from hostagent.presets import IdSource, Preset
 from hostagent.session import LIVE_STATES, Activity, State, now_usec
 from hostagent.usage import Usage, format_cost, format_tokens, total
 
 log = logging.getLogger(__name__)
 
 READ_LIMIT = 64 << 20  # bytes of one record read; a longer one is counted from its start
+# Seconds after a turn's end to read again: a CLI may write its record after it has drawn its
+# prompt (Qwen Code's memory sub-agent runs then), and nothing else wakes an idle session.
+FOLLOW_UPS = (3.0, 15.0)
 _MAIN = f"""
-import glob as _glob, os as _os, sqlite3 as _sqlite3, sys as _sys
+import glob as _glob, os as _os, sys as _sys
 _fmt, _spec = _sys.argv[1], json.loads(_sys.argv[2])
 _out = {{}}
 for _cid, _pattern in _spec.items():
@@ -49,6 +53,7 @@ for _cid, _pattern in _spec.items():
     _path = max(_paths, key=_os.path.getmtime)  # the one the CLI writes now
     try:
         if _fmt == "opencode":
+            import sqlite3 as _sqlite3  # only here: its import is a good part of a start
             _db = _sqlite3.connect("file:" + _path + "?mode=ro", uri=True, timeout=2)
             _rows = _db.execute(
                 "select id, data from message where session_id = ?", (_cid,)).fetchall()
@@ -56,7 +61,7 @@ for _cid, _pattern in _spec.items():
         else:
             with open(_path, encoding="utf-8", errors="replace") as _f:
                 _text = _f.read({READ_LIMIT})
-    except (OSError, ValueError, _sqlite3.Error):
+    except Exception:  # OSError, ValueError, sqlite3.Error: this record is not read now
         continue
     _out[_cid] = READERS[_fmt](_text).to_dict()
 print(json.dumps(_out))
@@ -86,8 +91,9 @@ def session_usage(record_usage: dict[str, dict[str, Any]]) -> Usage:
 
 
 def keyed(preset: Preset) -> bool:
-    """Whether the preset's record is one per conversation id (else one per directory)."""
-    return "{id" in preset.usage_file
+    """Whether the preset's CLI has conversation ids (its record is read per id: a file each,
+    or OpenCode's rows of one database); else the record is one per directory (Aider's)."""
+    return preset.id_source is not IdSource.NONE
 
 
 class UsageWatch:
@@ -109,6 +115,7 @@ class UsageWatch:
         # What each session showed when last heard of: activity, state, conversation id, and
         # the last hook report (a turn too quick to be seen working still ends with a hook).
         self._seen: dict[str, tuple[Activity, State, str, int]] = {}
+        self._later: dict[str, list[asyncio.TimerHandle]] = {}
 
     # ---- Listener: a turn's end, an id learned, a run's end --------------------------------
 
@@ -124,6 +131,8 @@ class UsageWatch:
     def session_removed(self, session: Session) -> None:
         self._seen.pop(session.name, None)
         self._again.discard(session.name)
+        for handle in self._later.pop(session.name, []):
+            handle.cancel()
 
     def session_changed(self, session: Session) -> None:
         record = session.record
@@ -133,9 +142,37 @@ class UsageWatch:
         if before is None or now == before:
             return
         idle = now[0] is Activity.IDLE
-        turn_ended = idle and (before[0] is not Activity.IDLE or now[3] != before[3])
+        turn_ended = idle and (
+            before[0] is not Activity.IDLE
+            or (now[3] != before[3] and self._hook_ends_turn(session))
+        )
         run_ended = now[1] not in LIVE_STATES and before[1] in LIVE_STATES
         if turn_ended or run_ended or now[2] != before[2]:
+            self.read_soon(session)
+        if turn_ended:
+            self._follow_up(session)
+
+    def _hook_ends_turn(self, session: Session) -> bool:
+        """Whether the last hook report says the agent went idle (Claude's Stop): a prompt
+        submitted is heard while the screen still shows idle, and is no turn's end."""
+        report, preset = session.last_hook, self.settings.preset(session.record.preset)
+        if report is None or preset is None:
+            return False
+        verdict = activity.hook_verdict(preset.activity, report.event, report.subtype)
+        return verdict is not None and verdict.activity is Activity.IDLE
+
+    def _follow_up(self, session: Session) -> None:
+        """Read again FOLLOW_UPS after this turn's end (timers, not tasks: nothing waits on
+        them), unless another turn ends first."""
+        for handle in self._later.pop(session.name, []):
+            handle.cancel()
+        loop = asyncio.get_running_loop()
+        self._later[session.name] = [
+            loop.call_later(delay, self._read_if_running, session) for delay in FOLLOW_UPS
+        ]
+
+    def _read_if_running(self, session: Session) -> None:
+        if not session.removed and session.record.state is State.RUNNING:
             self.read_soon(session)
 
     def read_soon(self, session: Session, baseline: bool = False) -> None:
