@@ -53,11 +53,14 @@ function human(value, kind) {
     return Math.floor(s / 86400) + "d";
 }
 
-// Tokens and cost as hostagentctl writes them: 12.3k, $0.42; "-" for what is not known.
+// Tokens and cost as hostagentctl writes them: 12.3k (cut, never rounded up), $0.42; "-" for
+// what is not known.
 function tokens(n) {
-    for (const [unit, size] of [["M", 1e6], ["k", 1e3]])
+    for (const [unit, size] of [["M", 1e6], ["k", 1e3]]) {
+        const tenths = Math.floor(n * 10 / size);
         if (n >= size)
-            return (n / size < 100 ? (n / size).toFixed(1) : (n / size).toFixed(0)) + unit;
+            return (tenths < 1000 ? (tenths / 10).toFixed(1) : String(Math.floor(tenths / 10))) + unit;
+    }
     return String(n);
 }
 

@@ -95,13 +95,16 @@ def total(usages: Iterable[Usage]) -> Usage:
 
 
 def format_tokens(count: int) -> str:
-    """Tokens as people read them: 950, 12.3k, 4.1M."""
+    """Tokens as people read them: 950, 12.3k, 4.1M; cut, never rounded up (1250 is 1.2k, as
+    the Cockpit page writes it too)."""
     if count < 1000:
         return str(count)
     for unit, size in (("M", 1_000_000), ("k", 1000)):
         if count >= size:
-            scaled = count / size
-            return f"{scaled:.1f}{unit}" if scaled < 100 else f"{scaled:.0f}{unit}"
+            tenths = count * 10 // size
+            return (
+                f"{tenths // 10}.{tenths % 10}{unit}" if tenths < 1000 else f"{tenths // 10}{unit}"
+            )
     return str(count)  # not reached
 
 

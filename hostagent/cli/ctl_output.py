@@ -170,7 +170,10 @@ def usage_line(used: Usage) -> str:
         if n
     ]
     parts = [f"{format_tokens(used.input)} in" + (f" ({', '.join(cached)})" if cached else "")]
-    parts += [f"{format_tokens(used.output)} out", f"{used.calls} calls"]
+    parts += [
+        f"{format_tokens(used.output)} out",
+        f"{used.calls} call{'' if used.calls == 1 else 's'}",
+    ]
     parts.append(format_cost(used.cost_usd) if used.cost_usd is not None else "cost unknown")
     return ", ".join(parts) + (f"; {used.model}" if used.model else "")
 

@@ -67,7 +67,7 @@ def test_a_turn_is_on_the_bus_in_every_client_and_survives_restart_and_resume(
         table = sb.ctl("list", name, user="alice", system=True).stdout
         assert "TOKENS" in table and "1.2k" in table, table
         status = sb.ctl("status", name, user="alice", system=True).stdout
-        assert "1.2k in (200 cache read), 50 out, 1 calls, cost unknown; demo-1" in status
+        assert "1.2k in (200 cache read), 50 out, 1 call, cost unknown; demo-1" in status
         busctl = sb.run(
             "busctl", "get-property", "org.hostagent.HostAgent1",
             session_path(name),
