@@ -98,9 +98,21 @@ async def _phases(sb: Sandbox, preset: str, prefix: str, window: float) -> tuple
         client.close()
 
 
-def _remove(sb: Sandbox, prefix: str) -> None:
-    sb.sh(f"for n in $(hostagentctl --system --no-legend list | awk '/^{prefix}[0-9]/ "
-          "{print $1}'); do hostagentctl --system rm $n; done").check()  # fmt: skip
+async def _remove(sb: Sandbox, prefix: str) -> None:
+    """Every session the bench made with prefix, 16 at a time (each stop waits for its scope)."""
+    client = await Client.connect(True, sb.bus_address)
+    slots = asyncio.Semaphore(16)
+
+    async def one(name: str) -> None:
+        async with slots:
+            await client.remove(name)
+
+    try:
+        rows = await client.list_sessions()
+        mine = [r.name for r in rows if r.name[:1] == prefix and r.name[1:].isdigit()]
+        await asyncio.gather(*(one(name) for name in mine))
+    finally:
+        client.close()
 
 
 async def measure(sb: Sandbox, quick: bool) -> dict[str, float]:
@@ -112,11 +124,11 @@ async def measure(sb: Sandbox, quick: bool) -> dict[str, float]:
     sb.ctl("reload").check()
     f: dict[str, float] = {}
     f["unmetered_cpu"], f["unmetered_end_ms"] = await _phases(sb, "demo-unmetered", "u", window)
-    _remove(sb, "u")
+    await _remove(sb, "u")
     f["metered_cpu"], f["metered_end_ms"] = await _phases(sb, "demo-agent", "m", window)
     await asyncio.sleep(15.0)  # the idle definition's pause after the last change
     f["usage_idle_cpu"] = await probe.cpu_percent(sb, 31.0)
-    _remove(sb, "m")
+    await _remove(sb, "m")
     sb.run("rm", "-f", UNMETERED)
     sb.ctl("reload").check()
     return f
