@@ -78,12 +78,6 @@ GOALS = [
     Goal("READY after a reboot, largest size of records", "reboot_s", 2.0, _s),
     Goal("a bystander's p99 under attack ÷ quiet, worst", "hostile_ratio", 2.0, _ratio),
     Goal(
-        "following usage, 200 sessions mid-turn: CPU beyond not following it",
-        "usage_midturn_cpu",
-        0.5,
-        _pct,
-    ),
-    Goal(
         "idle CPU, 200 sessions with their usage read (whole service)", "usage_idle_cpu", 0.5, _pct
     ),
 ]

@@ -152,7 +152,6 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         "mid-turn and idle, following usage reads nothing.\n\n"
         + table(["", "CPU share", "CPU total"], rows)
     )
-    return text, {
-        "usage_midturn_cpu": f["metered_cpu"] - f["unmetered_cpu"],
-        "usage_idle_cpu": f["usage_idle_cpu"],
-    }
+    # Mid-turn, the two runs differ by their noise (about ±10 % of a core on 90 %): reported
+    # above, not a goal. The goal is idle CPU with every session's usage read.
+    return text, {"usage_idle_cpu": f["usage_idle_cpu"]}
