@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import yaml
@@ -25,16 +26,21 @@ UNMETERED = "/etc/hostagent/presets.d/demo-unmetered.yaml"
 DEMO = Path(__file__).parents[1] / "hostagent" / "builtin-presets" / "demo-agent.yaml"
 
 
-async def _grow(client: Client, preset: str, prefix: str) -> list[str]:
+async def _each(names: list[str], call: Callable[[str], Awaitable[object]]) -> None:
+    """call for every name, 16 at a time, as a busy client would."""
     slots = asyncio.Semaphore(16)
-    names = [f"{prefix}{i:03d}" for i in range(SESSIONS)]
-    options = {"env": Variant("a{ss}", {"DEMO_AGENT_THINK": "0"})}
 
     async def one(name: str) -> None:
         async with slots:
-            await client.create(name, preset, "/tmp", options)
+            await call(name)
 
     await asyncio.gather(*(one(n) for n in names))
+
+
+async def _grow(client: Client, preset: str, prefix: str) -> list[str]:
+    names = [f"{prefix}{i:03d}" for i in range(SESSIONS)]
+    options = {"env": Variant("a{ss}", {"DEMO_AGENT_THINK": "0"})}
+    await _each(names, lambda name: client.create(name, preset, "/tmp", options))
     return names
 
 
@@ -51,13 +57,7 @@ async def _all(client: Client, names: list[str], activity: str, timeout: float =
 
 
 async def _send_all(client: Client, names: list[str], text: str) -> None:
-    slots = asyncio.Semaphore(16)
-
-    async def one(name: str) -> None:
-        async with slots:
-            await client.send_text(name, text, True)
-
-    await asyncio.gather(*(one(n) for n in names))
+    await _each(names, lambda name: client.send_text(name, text, True))
 
 
 async def _calls_read(client: Client, names: list[str]) -> int:
@@ -101,16 +101,10 @@ async def _phases(sb: Sandbox, preset: str, prefix: str, window: float) -> tuple
 async def _remove(sb: Sandbox, prefix: str) -> None:
     """Every session the bench made with prefix, 16 at a time (each stop waits for its scope)."""
     client = await Client.connect(True, sb.bus_address)
-    slots = asyncio.Semaphore(16)
-
-    async def one(name: str) -> None:
-        async with slots:
-            await client.remove(name)
-
     try:
         rows = await client.list_sessions()
         mine = [r.name for r in rows if r.name[:1] == prefix and r.name[1:].isdigit()]
-        await asyncio.gather(*(one(name) for name in mine))
+        await _each(mine, client.remove)
     finally:
         client.close()
 

@@ -13,6 +13,7 @@ import yaml
 from hostagent.cli.ctl_output import snake
 from hostagent.daemon.bus.session import SESSION
 from hostagent.daemon.state.recordfile import checksum
+from hostagent.usage import Usage
 from tests.sandbox import Sandbox
 
 SESSIONS_DIR = "/var/lib/hostagent/sessions"
@@ -156,3 +157,16 @@ def echo_is_off(sb: Sandbox) -> bool:
         'case $t in /dev/pts/*) stty -F "$t" -a | grep -qw -- -echo && exit 0;; esac; done; exit 1'
     )
     return sb.sh(script).returncode == 0
+
+
+def usage_counting(sb: Sandbox, name: str, user: str, calls: int, timeout: float = 20.0) -> Usage:
+    """The session's Usage once it counts at least calls model calls (the daemon reads it
+    when a turn ends)."""
+    seen: list[Usage] = []
+
+    def counted() -> bool:
+        seen.append(Usage.from_dict(props(sb, name, user).get("Usage") or {}))
+        return seen[-1].calls >= calls
+
+    until(counted, f"session {name}'s usage of {calls} calls", timeout)
+    return seen[-1]

@@ -24,7 +24,7 @@ import yaml
 
 from hostagent.usage import Usage
 from tests.integration.busclient import wait_for_property, with_client
-from tests.integration.helpers import create, props, until
+from tests.integration.helpers import create, props, until, usage_counting
 from tests.integration.real_agents import (
     AGENTS,
     ENTER,
@@ -218,14 +218,7 @@ def per_call(agent: RealAgent) -> Usage | None:
 def used(sb: Sandbox, agent: RealAgent, name: str, calls: int) -> Usage:
     """The session's Usage once it counts at least calls model calls (it is read when a turn
     ends), checked to be exactly what the stand-in served for each."""
-    seen: list[Usage] = []
-
-    def counted() -> bool:
-        seen.append(Usage.from_dict(props(sb, name, agent.user).get("Usage") or {}))
-        return seen[-1].calls >= calls
-
-    until(counted, f"{agent.key}'s usage of {calls} calls, read after its turn", timeout=60)
-    got, each = seen[-1], per_call(agent)
+    got, each = usage_counting(sb, name, agent.user, calls, timeout=60), per_call(agent)
     if each is None:
         assert got.input > 0 and got.output > 0, got
     else:

@@ -15,7 +15,7 @@ import pytest
 
 from hostagent.daemon.bus.session import session_path
 from hostagent.usage import Usage
-from tests.integration.helpers import create, props, until, wait_screen
+from tests.integration.helpers import create, props, until, usage_counting, wait_screen
 from tests.sandbox import Sandbox
 
 CONFIG = "/etc/hostagent/hostagent.yaml"
@@ -32,15 +32,7 @@ def turn(sb: Sandbox, name: str, text: str, user: str = "alice") -> None:
 
 
 def used(sb: Sandbox, name: str, calls: int, user: str = "alice") -> Usage:
-    """The session's Usage once it counts calls (read when the turn ends)."""
-    seen: list[Usage] = []
-
-    def counted() -> bool:
-        seen.append(Usage.from_dict(props(sb, name, user).get("Usage") or {}))
-        return seen[-1].calls >= calls
-
-    until(counted, f"session {name}'s usage of {calls} calls")
-    return seen[-1]
+    return usage_counting(sb, name, user, calls)
 
 
 def usage_rows(sb: Sandbox, user: str) -> list[dict]:

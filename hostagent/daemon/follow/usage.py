@@ -305,10 +305,7 @@ class UsageWatch:
         session_today = Usage()
         if session is not None and session.record.usage_day == day:
             session_today = Usage.from_dict(session.record.usage_today)
-        try:
-            name = pwd.getpwuid(uid).pw_name
-        except KeyError:
-            name = str(uid)
+        name = session.owner.name if session is not None else _user_name(uid)
         lifted = self.ledger.lifted(uid, day)
         return budgets.over_budget(config, name, owner_today, session_today, lifted)
 
@@ -318,6 +315,13 @@ class UsageWatch:
         why = self.over_budget(session.record.owner, session)
         if why:
             await self.stop_for_budget(session, why)
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def usage_of(session: Session) -> Usage:
