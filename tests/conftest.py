@@ -14,8 +14,9 @@ from hypothesis import settings
 settings.register_profile("hostagent", deadline=None)
 settings.load_profile("hostagent")
 
-# A bound for hangs, not a speed test: on a machine busy with containers starting agent CLIs,
-# hostagentctl's 300 random command lines (9 s alone) took over 30 s.
+# A bound for hangs, not a speed test: dev/test runs the fast layer beside a lane of containers
+# with real agent CLIs starting on the same two cores, where hostagentctl's 300 random command
+# lines (9 s alone) took over 30 s.
 UNIT_TIMEOUT = 90
 INTEGRATION_TIMEOUT = 240
 

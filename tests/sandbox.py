@@ -29,8 +29,8 @@ from tests.sandbox_host import (
     SandboxError,
     is_mount,
     kill_container,
-    limit_cgroups,
     reap_stale,
+    sandbox_cgroups,
     teardown,
 )
 from tests.sandbox_provision import GUEST_REPO, REPO, provision
@@ -102,7 +102,7 @@ class Sandbox(DaemonControl):
                 check=True,
             )
         provision(self.root, self.upper, self.install)
-        cgroups = limit_cgroups(self.name) if self.layout == "hybrid" else []
+        cgroups = sandbox_cgroups(self.name, limits=self.layout == "hybrid")
         nspawn_env = {**os.environ, "HOSTAGENT_CGROUPS": " ".join(map(str, cgroups))}
         if self.layout == "unified":
             nspawn_env["SYSTEMD_NSPAWN_UNIFIED_HIERARCHY"] = "1"
@@ -112,7 +112,7 @@ class Sandbox(DaemonControl):
         self.proc = subprocess.Popen(
             [
                 # nspawn starts inside cgroups of its own, so the container's view of each
-                # controller is a private subtree (see _enable_limits).
+                # hierarchy is a private subtree (tests/sandbox_host.py, _hierarchies).
                 "/bin/sh",
                 "-c",
                 'for d in $HOSTAGENT_CGROUPS; do echo $$ > "$d/cgroup.procs"; done; exec "$@"',
@@ -147,7 +147,7 @@ class Sandbox(DaemonControl):
         state = self.run("systemctl", "is-system-running", "--wait", timeout=BOOT_TIMEOUT)
         if state.stdout.strip() not in ("running", "degraded"):
             raise SandboxError(f"container did not boot: {state.stdout} {state.stderr}")
-        if cgroups:
+        if any(c.parent.name in LIMIT_CONTROLLERS for c in cgroups):
             self._enable_limits()
         self.boots += 1
         if self.boots == 1 and not (self.upper / "etc" / ".hostagent-users").exists():
@@ -158,7 +158,7 @@ class Sandbox(DaemonControl):
 
         On a host with cgroup v1 controllers (this machine's kind), nspawn mounts them
         read-only, so scopes in the container get no limits. The container sees only its own
-        subtree of each (a cgroup namespace over the cgroups made in _limit_cgroups), so making
+        subtree of each (a cgroup namespace over the cgroups sandbox_cgroups made), so making
         those mounts writable is safe; re-executing PID 1 makes systemd use them.
         """
         for controller in LIMIT_CONTROLLERS:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STATE_ROOT = Path(os.environ.get("HOSTAGENT_SANDBOX_ROOT", "/var/tmp/hostagent-sandbox"))
-CGROUP_V1 = Path("/sys/fs/cgroup")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 LIMIT_CONTROLLERS = ("pids", "memory")  # what TasksMax= and MemoryMax= need
 
 
@@ -60,23 +60,36 @@ def is_mount(path: Path) -> bool:
         return any(line.split()[1] == target for line in f)
 
 
-def limit_cgroups(name: str) -> list[Path]:
-    """A cgroup per limit controller for this sandbox, on hosts that have v1 controllers."""
-    if (CGROUP_V1 / "cgroup.controllers").exists():
-        return []  # a unified host: nspawn delegates its own subtree
+def _hierarchies(limits: bool) -> list[Path]:
+    """The cgroup hierarchies a sandbox's nspawn joins a cgroup of its own in.
+
+    nspawn with --keep-unit on a host without systemd makes its payload cgroup beside its own.
+    Left in the host's root, every container would get the same payload cgroup, so two
+    containers at once would share one tree: each one's systemd would see, kill and remove
+    the other's units. The process-tracking hierarchies (cgroup2, and name=systemd on a
+    hybrid host) get a cgroup per sandbox, and with limits the v1 controllers TasksMax= and
+    MemoryMax= need.
+    """
+    if (CGROUP_ROOT / "cgroup.controllers").exists():
+        return [CGROUP_ROOT]  # a unified host: one tree
+    names = ["unified", "systemd", *(LIMIT_CONTROLLERS if limits else ())]
+    return [CGROUP_ROOT / n for n in names if (CGROUP_ROOT / n / "cgroup.procs").exists()]
+
+
+def sandbox_cgroups(name: str, limits: bool) -> list[Path]:
+    """Make this sandbox's own cgroup in each hierarchy it needs (see _hierarchies)."""
     made = []
-    for controller in LIMIT_CONTROLLERS:
-        hierarchy = CGROUP_V1 / controller
-        if (hierarchy / "cgroup.procs").exists():
-            path = hierarchy / f"hostagent-sandbox-{name}"
-            path.mkdir(exist_ok=True)
-            made.append(path)
+    for hierarchy in _hierarchies(limits):
+        path = hierarchy / f"hostagent-sandbox-{name}"
+        path.mkdir(exist_ok=True)
+        made.append(path)
     return made
 
 
 def remove_cgroups(name: str) -> None:
-    for controller in LIMIT_CONTROLLERS:
-        top = CGROUP_V1 / controller / f"hostagent-sandbox-{name}"
+    """Remove a sandbox's cgroups, deepest first: its systemd is gone, so they are empty."""
+    for hierarchy in _hierarchies(limits=True):
+        top = hierarchy / f"hostagent-sandbox-{name}"
         if not top.is_dir():
             continue
         for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):

@@ -68,3 +68,26 @@ def test_a_dead_runs_sandbox_is_reaped() -> None:
         assert orphan.wait(timeout=10) != 0  # the reaper killed it
     finally:
         other.destroy()
+
+
+def test_two_sandboxes_at_once_each_have_a_cgroup_tree_of_their_own(sandbox: Sandbox) -> None:
+    """Tests boot a machine of their own beside the shared one (and dev/test runs two lanes of
+    them): a unit started in one must not appear in the other's cgroups, where its systemd
+    would stop, kill or remove it as its own."""
+    with Sandbox() as other:
+        other.run("systemd-run", "--unit=only-here", "--collect", "--quiet", "sleep", "600").check()
+        try:
+            other.wait_unit_state("only-here.service", ("active",))
+            here = other.run(
+                "cat",
+                other.cgroup_file("/system.slice/only-here.service", "systemd", "cgroup.procs"),
+            )
+            assert here.check().stdout.split(), "the unit has its process in its own machine"
+            seen = (
+                sandbox.run("ls", sandbox.cgroup_file("/system.slice", "systemd", ""))
+                .check()
+                .stdout.split()
+            )
+            assert "only-here.service" not in seen
+        finally:
+            other.run("systemctl", "stop", "only-here.service")
