@@ -79,6 +79,7 @@ class Sandbox(DaemonControl):
         self.proc: subprocess.Popen[bytes] | None = None
         self.leader = 0
         self.boots = 0
+        self.outside = ""  # this sandbox's cgroups that its own tree is under (boot)
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -103,6 +104,9 @@ class Sandbox(DaemonControl):
             )
         provision(self.root, self.upper, self.install)
         cgroups = sandbox_cgroups(self.name, limits=self.layout == "hybrid")
+        # What tests run inside (nsenter) starts in the same cgroups, above the container's
+        # own tree, where systemd in it sees it as it saw the host's root before (see _command).
+        self.outside = " ".join(str(c) for c in cgroups if c.parent.name not in LIMIT_CONTROLLERS)
         nspawn_env = {**os.environ, "HOSTAGENT_CGROUPS": " ".join(map(str, cgroups))}
         if self.layout == "unified":
             nspawn_env["SYSTEMD_NSPAWN_UNIFIED_HIERARCHY"] = "1"
@@ -272,7 +276,11 @@ class Sandbox(DaemonControl):
         }
         # nsenter's --wd resolves the directory before entering the mount namespace, so the
         # working directory is set by env(1) inside instead.
-        prefix = ["nsenter", "-t", str(self.leader), "-a"]
+        prefix = [
+            *("/bin/sh", "-c", 'for d in $0; do echo $$ > "$d/cgroup.procs"; done; exec "$@"'),
+            self.outside,
+            *("nsenter", "-t", str(self.leader), "-a"),
+        ]
         if user is not None:
             base.update(self.user_env(user) if user not in ("root",) else {})
             prefix += ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"]

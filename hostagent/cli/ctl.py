@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import fnmatch
 import json
 import os
 import signal
@@ -19,85 +18,31 @@ from typing import Any
 
 from hostagent import __version__, values
 from hostagent.cli.ctl_args import bare_json_is_short, parser
+from hostagent.cli.ctl_fleet import hosts_of, run_fleet
+from hostagent.cli.ctl_list import verb_list
 from hostagent.cli.ctl_options import UsageError, build_options
 from hostagent.cli.ctl_output import (
     EXIT_FAILURE,
+    EXIT_USAGE,
     as_json,
-    daemon_named,
     emit_json,
     fail,
-    human_age,
-    human_bytes,
-    human_nsec,
-    listed,
     show_table,
     status_lines,
-    usage_cells,
 )
 from hostagent.cli.ctl_usage import verb_budget, verb_usage
 from hostagent.cli.doctor import no_bus, verb_doctor
 from hostagent.cli.logs import logs, reads_journal_itself, verb_logs
 from hostagent.cli.polkitagent import PolkitAgent, wanted
 from hostagent.cli.terminal_safe import closed_pipe, guard_output
-from hostagent.client.library import Client, SessionRow, prefer_system
+from hostagent.client.library import Client, prefer_system
 from hostagent.client.transport import ssh_argv
 from hostagent.errors import AlreadyRunning, HostAgentError, NoSuchSession, NotRunning, quote
 from hostagent.escape import printable
 
-EXIT_USAGE = 2
 LSB_NOT_RUNNING, LSB_UNKNOWN = 3, 4
 
 # ---- verbs --------------------------------------------------------------------------------
-
-
-def _wanted(row: SessionRow, a: argparse.Namespace, owner: int | None) -> bool:
-    states = {s for s in (a.state or "").split(",") if s}
-    return (
-        (not states or row.state in states)
-        and (owner is None or row.owner == owner)
-        and (not a.patterns or any(fnmatch.fnmatchcase(row.name, p) for p in a.patterns))
-    )
-
-
-async def verb_list(c: Client, a: argparse.Namespace) -> int:
-    owner = None
-    if a.owner:
-        try:
-            owner = values.parse_user(a.owner)
-        except values.ValueProblem as e:
-            raise UsageError(f"--owner: {e}") from None
-    sessions = sorted(
-        (r for r in await c.list_sessions() if _wanted(r, a, owner)), key=lambda r: r.name
-    )
-    branches = await c.branches()
-    slots = asyncio.Semaphore(16)
-
-    async def details(row: SessionRow) -> dict[str, Any]:
-        async with slots:
-            try:
-                return await c.properties(row.name)
-            except HostAgentError:  # removed meanwhile
-                return {}
-
-    props = await asyncio.gather(*(details(r) for r in sessions))
-    local = not (a.host or a.machine or a.address)
-    items = [
-        listed(r, p, branches.get(r.name, ""), local) for r, p in zip(sessions, props, strict=True)
-    ]
-    if a.json:
-        emit_json(a, items)
-        return 0
-    header = ["Name", "Preset", "State", "Activity", "User", "Age", "Memory", "CPU", "Tokens", "Cost"]  # fmt: skip
-    rows = [
-        [i["name"], i["preset"], i["state"], i["activity"], i["user"], human_age(i["started_at"]),
-         human_bytes(i["memory"]), human_nsec(i["cpu_nsec"]), *usage_cells(i["usage"])]
-        for i in items
-    ]  # fmt: skip
-    if branches:
-        header.append("Branch")
-        rows = [[*row, i.get("branch", "")] for row, i in zip(rows, items, strict=True)]
-    show_table(a, header, rows, "session", daemon_named(a))
-    return 0
 
 
 async def verb_status(c: Client, a: argparse.Namespace) -> int:
@@ -322,6 +267,13 @@ ACTING = frozenset({"stop", "kill", "resume", "rm", "send", "capture", "attach",
 
 
 async def run(args: argparse.Namespace) -> int:
+    try:
+        hosts = hosts_of(args)
+    except HostAgentError as e:
+        print(f"hostagentctl: {printable(e.message)}", file=sys.stderr)
+        return EXIT_USAGE
+    if hosts is not None:
+        return await run_fleet(args, hosts, VERBS)
     remote = bool(args.host or args.machine)
     # Like systemctl: another machine's system bus unless --user says otherwise. Locally, the
     # system daemon whenever it is installed, so every user looks in one place.

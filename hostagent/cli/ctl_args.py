@@ -12,6 +12,15 @@ from hostagent import __version__
 from hostagent.cli.ctl_usage import add_verbs as add_usage_verbs
 
 
+class _HostAction(argparse.Action):
+    """-H HOST, as systemctl has it; repeated, a fleet (ctl_fleet): ``host`` is the last one
+    named, ``hosts`` all of them, in their order."""
+
+    def __call__(self, p: Any, ns: argparse.Namespace, value: Any, opt: Any = None) -> None:
+        ns.hosts = [*(getattr(ns, "hosts", None) or []), value]
+        ns.host = value
+
+
 def _global_options(p: argparse.ArgumentParser, after_verb: bool) -> None:
     """The options every verb takes. Like systemctl's, they go before or after the verb; after
     it their defaults are left out, so they never undo one given before it."""
@@ -21,7 +30,22 @@ def _global_options(p: argparse.ArgumentParser, after_verb: bool) -> None:
     bus.add_argument("--system", dest="system", action="store_true", **system_default)
     bus.add_argument("--user", dest="system", action="store_false", **keep)
     p.add_argument("--address", help="connect to this D-Bus address instead", **keep)
-    p.add_argument("-H", "--host", help="operate on [USER@]HOST[:PORT] over ssh", **keep)
+    if not after_verb:
+        p.set_defaults(host=None, hosts=[])
+    p.add_argument(
+        "-H",
+        "--host",
+        action=_HostAction,
+        metavar="[USER@]HOST[:PORT]",
+        help="operate on this host over ssh; repeated, on each of them at once",
+        **keep,
+    )
+    p.add_argument(
+        "--fleet",
+        action="store_true",
+        help="operate on every host of ~/.config/hostagent/hosts (or /etc/hostagent/hosts)",
+        **keep,
+    )
     p.add_argument("-M", "--machine", help="operate on a local container (machinectl list)", **keep)
     p.add_argument("--json", nargs="?", const="short", choices=["pretty", "short"], **keep)
     p.add_argument(

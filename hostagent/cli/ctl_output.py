@@ -20,7 +20,7 @@ from hostagent.escape import printable
 from hostagent.usage import Usage, format_cost, format_tokens
 from hostagent.values import format_limit
 
-EXIT_FAILURE = 1
+EXIT_FAILURE, EXIT_USAGE = 1, 2
 UNKNOWN = UINT64_MAX  # what the daemon sends for a figure systemd does not have
 
 HINTS = {

@@ -17,6 +17,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import sdnotify
@@ -24,8 +25,11 @@ from dbus_fast import BusType, Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
 from hostagent.bus.call import CallError, add_match, call
+from hostagent.client.fleet import Host, fleet_hosts
+from hostagent.client.fleet_follow import FleetFollower
 from hostagent.client.follow import Follower, Link, SessionView
 from hostagent.client.library import Client
+from hostagent.errors import HostAgentError
 
 log = logging.getLogger("hostagent-notify")
 
@@ -62,7 +66,11 @@ def alert_for(
 
 class Notifier:
     def __init__(
-        self, desktop: MessageBus, follower: Follower, attach: list[str], owner: int | None
+        self,
+        desktop: MessageBus,
+        follower: Follower | FleetFollower,
+        attach: list[str],
+        owner: int | None,
     ) -> None:
         self.desktop = desktop
         self.owner = owner  # only this uid's sessions (the system daemon has everybody's)
@@ -73,19 +81,30 @@ class Notifier:
         self.by_session: dict[str, int] = {}
 
     def changed(self) -> None:
-        if self.follower.link is not Link.CONNECTED:
-            return
-        for view in list(self.follower.sessions.values()):
-            if self.owner is None or view.owner == self.owner:
-                self._look(view)
+        for view in list(self._ours()):
+            self._look(view)
+
+    def _ours(self) -> Iterator[SessionView]:
+        """The sessions to tell about, of the daemons followed that are connected now."""
+        f = self.follower
+        if isinstance(f, FleetFollower):
+            # In a fleet, ours are the sessions of the ssh user's uid on each host.
+            for one in f.followers.values():
+                if one.link is Link.CONNECTED:
+                    uid = f.uids.get(one.host)
+                    yield from (v for v in one.sessions.values() if v.owner == uid)
+        elif f.link is Link.CONNECTED:
+            owner = self.owner
+            yield from (v for v in f.sessions.values() if owner is None or v.owner == owner)
 
     def _look(self, view: SessionView) -> None:
         now = (view.state, view.activity)
-        before = self.known.get(view.name)
-        self.known[view.name] = now
+        before = self.known.get(view.key)
+        self.known[view.key] = now
         if before is None:
             return  # first sight: nothing changed yet
-        alert = alert_for(view.name, before, now, view.dormant_reason, view.last_error)
+        # A fleet's session is named HOST:NAME, so the notification says which host it is on.
+        alert = alert_for(view.key, before, now, view.dormant_reason, view.last_error)
         if alert is not None:
             asyncio.get_running_loop().create_task(self._notify(alert))
 
@@ -148,12 +167,13 @@ class Notifier:
             )  # fmt: skip
 
 
-def attach_command(terminal: str, system: bool) -> list[str]:
-    ctl = ["hostagentctl", "--system" if system else "--user", "attach"]
+def attach_command(terminal: str, system: bool, where: list[str] | None = None) -> list[str]:
+    ctl = ["hostagentctl", *(where or []), "--system" if system else "--user", "attach"]
     return [*shlex.split(terminal), *ctl]
 
 
-async def serve(system: bool, terminal: str) -> int:
+async def serve(system: bool, terminal: str, hosts: list[Host] | None = None) -> int:
+    """Follow the local daemon, or with hosts a fleet's system daemons."""
     desktop = await MessageBus(bus_type=BusType.SESSION).connect()
     await add_match(desktop, f"type='signal',interface='{NOTIFICATIONS}'")
 
@@ -161,13 +181,20 @@ async def serve(system: bool, terminal: str) -> int:
         return await Client.connect(system)
 
     notifier: Notifier
-    follower = Follower(connect, lambda: notifier.changed())
-    notifier = Notifier(
-        desktop, follower, attach_command(terminal, system), os.getuid() if system else None
-    )
+    follower: Follower | FleetFollower
+    if hosts:
+        system = True
+        follower = FleetFollower(hosts, system, lambda: notifier.changed())
+        where = [w for h in hosts for w in ("-H", h.target)]
+        notifier = Notifier(desktop, follower, attach_command(terminal, system, where), None)
+    else:
+        follower = Follower(connect, lambda: notifier.changed())
+        owner = os.getuid() if system else None
+        notifier = Notifier(desktop, follower, attach_command(terminal, system), owner)
     desktop.add_message_handler(notifier.on_message)
     await follower.start()
-    log.info("Following the %s daemon", "system" if system else "user")
+    log.info("Following %s", ", ".join(h.name for h in hosts) if hosts else
+             f"the {'system' if system else 'user'} daemon")  # fmt: skip
     sdnotify.SystemdNotifier().notify("READY=1")
     await desktop.wait_for_disconnect()  # type: ignore[no-untyped-call]
     follower.close()
@@ -186,10 +213,27 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("HOSTAGENT_TERMINAL", "x-terminal-emulator -e"),
         help="the command that opens a terminal running what follows it",
     )
+    p.add_argument(
+        "-H",
+        "--host",
+        dest="hosts",
+        action="append",
+        default=[],
+        metavar="[USER@]HOST[:PORT]",
+        help="follow this host's system daemon over ssh (repeated: a fleet)",
+    )
+    p.add_argument(
+        "--fleet", action="store_true", help="follow every host of the hosts file (hostagentctl(1))"
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     try:
-        return asyncio.run(serve(args.system, args.terminal))
+        hosts = fleet_hosts(args.hosts, args.fleet) if args.hosts or args.fleet else None
+    except HostAgentError as e:
+        print(f"hostagent-notify: {e.message}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(serve(args.system, args.terminal, hosts))
     except KeyboardInterrupt:
         return 130
 

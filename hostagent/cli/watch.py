@@ -21,6 +21,7 @@ from hostagent.cli.watch_actions import Actions
 from hostagent.cli.watch_keys import (
     ACTIVITY_COLOURS,
     ACTIVITY_COLUMN,
+    FLEET_HEADER,
     HEADER,
     KEYS,
     Key,
@@ -28,6 +29,8 @@ from hostagent.cli.watch_keys import (
     matches,
     rows,
 )
+from hostagent.client.fleet import Host
+from hostagent.client.fleet_follow import FleetFollower
 from hostagent.client.follow import Follower, Link, SessionView
 from hostagent.client.library import Client
 from hostagent.errors import HostAgentError
@@ -36,7 +39,9 @@ COUNTER_INTERVAL = 5.0  # seconds between reads of memory and CPU, which nothing
 PREVIEW_LINES = 200  # of the selected session's screen asked for; the pane shows what fits
 
 
-def status_line(f: Follower) -> str:
+def status_line(f: Follower | FleetFollower) -> str:
+    if isinstance(f, FleetFollower):
+        return f.status_line()
     if f.link is Link.GONE:
         return "daemon gone: waiting for it to come back"
     if f.link is Link.RECONNECTING:
@@ -52,9 +57,12 @@ def wants_colour(environ: Mapping[str, str] = os.environ) -> bool:
 
 
 class Screen:
-    def __init__(self, win: Any, follower: Follower, ctl: list[str], colour: bool) -> None:
+    def __init__(
+        self, win: Any, follower: Follower | FleetFollower, ctl: list[str], colour: bool
+    ) -> None:
         self.win = win
         self.f = follower
+        self.fleet = isinstance(follower, FleetFollower)
         self.ctl = ctl  # the hostagentctl command line that keys run, bus option included
         self.keys = Keys(cwd=os.getcwd())
         self.colours: dict[str, int] = {}
@@ -68,7 +76,7 @@ class Screen:
         self.preview: tuple[str, str] = ("", "")  # (session, its screen)
 
     def shown(self) -> list[SessionView]:
-        ordered = sorted(self.f.sessions.values(), key=lambda s: s.name)
+        ordered = sorted(self.f.sessions.values(), key=lambda s: (s.host, s.name))
         return [s for s in ordered if matches(s, self.keys.filter)]
 
     def owns(self, name: str) -> bool:
@@ -87,9 +95,11 @@ class Screen:
         height, width = win.getmaxyx()
         sessions = self.shown()
         self.keys.clamp(len(sessions))
-        table = [HEADER, *rows(sessions, time.time())]
-        widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
-        activity_at = sum(w + 2 for w in widths[:ACTIVITY_COLUMN])
+        header = FLEET_HEADER if self.fleet else HEADER
+        table = [header, *rows(sessions, time.time(), self.fleet)]
+        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+        activity_column = ACTIVITY_COLUMN + self.fleet
+        activity_at = sum(w + 2 for w in widths[:activity_column])
 
         def line(cells: tuple[str, ...]) -> str:
             return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True))[: width - 1]
@@ -102,7 +112,7 @@ class Screen:
         listed = f"{len(sessions)} session{'s' if len(sessions) != 1 else ''}"
         where = f" matching '{self.keys.filter}'" if self.keys.filter else ""
         put(0, 0, f"hostagent · {listed}{where}", curses.A_BOLD)
-        put(2, 0, line(HEADER), curses.A_UNDERLINE)
+        put(2, 0, line(header), curses.A_UNDERLINE)
         # The table takes what it needs, up to half the screen; the preview has the rest.
         table_rows = max(1, min(len(sessions), (height - 6) // 2))
         first = max(0, self.keys.selected - table_rows + 1)
@@ -111,7 +121,7 @@ class Screen:
             put(y, 0, line(cells), curses.A_REVERSE if i == self.keys.selected else 0)
             colour = self.colours.get(sessions[i].activity)
             if colour is not None:
-                put(y, activity_at, cells[ACTIVITY_COLUMN], colour)
+                put(y, activity_at, cells[activity_column], colour)
         self._draw_preview(put, 4 + table_rows, height - 3, width)
         status = status_line(self.f) + (f" · {self.keys.message}" if self.keys.message else "")
         put(height - 2, 0, status, curses.A_BOLD)
@@ -122,17 +132,22 @@ class Screen:
         current = self.selected()
         if current is None or bottom - top < 2:
             return
-        put(top, 0, f"── {current.name} " + "─" * max(0, width - len(current.name) - 5))
+        put(top, 0, f"── {current.key} " + "─" * max(0, width - len(current.key) - 5))
         name, screen = self.preview
-        lines = screen.rstrip("\n").splitlines() if name == current.name else []
+        lines = screen.rstrip("\n").splitlines() if name == current.key else []
         room = bottom - top - 1
         for y, text in enumerate(lines[-room:], top + 1):
             put(y, 0, text)
 
 
-async def run(connect: Callable[[], Any], ctl: list[str], may_ask: bool = False) -> int:
-    """The watch loop on a curses screen; returns the exit code. may_ask: polkit may ask this
-    user for a password (watch_actions says why that takes the terminal)."""
+async def run(
+    follow: Callable[[Callable[[], None]], Follower | FleetFollower],
+    ctl: list[str],
+    may_ask: bool = False,
+) -> int:
+    """The watch loop on a curses screen; returns the exit code. follow makes the follower
+    that calls back on each change; may_ask: polkit may ask this user for a password
+    (watch_actions says why that takes the terminal)."""
     win = curses.initscr()
     curses.noecho()
     curses.cbreak()
@@ -142,7 +157,7 @@ async def run(connect: Callable[[], Any], ctl: list[str], may_ask: bool = False)
         curses.curs_set(0)
     loop = asyncio.get_running_loop()
     redraw = asyncio.Event()
-    follower = Follower(connect, redraw.set)
+    follower = follow(redraw.set)
     screen = Screen(win, follower, ctl, wants_colour() and curses.has_colors())
     keys: asyncio.Queue[Key] = asyncio.Queue()
 
@@ -159,14 +174,14 @@ async def run(connect: Callable[[], Any], ctl: list[str], may_ask: bool = False)
             except curses.error:  # no more input
                 return
 
-    async def fetch_preview(name: str) -> None:
-        client = follower.client
+    async def fetch_preview(key: str) -> None:
+        client, name = follower.client_for(key)
         if client is None:
             return
         try:
-            screen.preview = (name, await client.capture(name, PREVIEW_LINES))
+            screen.preview = (key, await client.capture(name, PREVIEW_LINES))
         except HostAgentError as e:
-            screen.preview = (name, f"({e.message})")
+            screen.preview = (key, f"({e.message})")
         redraw.set()
 
     loop.add_reader(sys.stdin.fileno(), on_input)
@@ -188,10 +203,10 @@ async def run(connect: Callable[[], Any], ctl: list[str], may_ask: bool = False)
                 if counters is None or counters.done():
                     counters = loop.create_task(follower.refresh_counters())
             if current is not None:
-                look = (current.name, current.state, current.activity)
+                look = (current.key, current.state, current.activity)
                 if (look != previewed or tick) and (preview is None or preview.done()):
                     previewed = look
-                    preview = loop.create_task(fetch_preview(current.name))
+                    preview = loop.create_task(fetch_preview(current.key))
             waiters = [asyncio.ensure_future(redraw.wait()), asyncio.ensure_future(keys.get())]
             done, pending = await asyncio.wait(
                 waiters, timeout=COUNTER_INTERVAL, return_when=asyncio.FIRST_COMPLETED
@@ -200,7 +215,7 @@ async def run(connect: Callable[[], Any], ctl: list[str], may_ask: bool = False)
                 p.cancel()
             if waiters[1] not in done:
                 continue
-            names = [s.name for s in screen.shown()]
+            names = [s.key for s in screen.shown()]
             command = screen.keys.key(waiters[1].result(), names)
             if command is None:
                 continue
@@ -229,22 +244,44 @@ async def run(connect: Callable[[], Any], ctl: list[str], may_ask: bool = False)
         curses.endwin()
 
 
-def ctl_command(system: bool, host: str | None, machine: str | None) -> list[str]:
+def ctl_command(system: bool, where: list[str]) -> list[str]:
+    """The hostagentctl that keys run: the same host (-H, -M) or fleet, the same bus."""
     exe = sys.argv[0] if os.path.basename(sys.argv[0]) == "hostagentctl" else "hostagentctl"
-    where = ["-H", host] if host else ["-M", machine] if machine else []
     return [exe, *where, "--system" if system else "--user"]
 
 
+def _needs_terminal() -> bool:
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return False
+    print(
+        "hostagentctl watch needs a terminal; 'hostagentctl list' (or --json) prints once.",
+        file=sys.stderr,
+    )
+    return True
+
+
 async def watch(system: bool, address: str | None, host: str | None, machine: str | None) -> int:
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        print(
-            "hostagentctl watch needs a terminal; 'hostagentctl list' (or --json) prints once.",
-            file=sys.stderr,
-        )
+    if _needs_terminal():
         return 1
 
     async def connect() -> Client:
         return await Client.connect(system, address, host, machine)
 
+    def follow(on_change: Callable[[], None]) -> Follower:
+        return Follower(connect, on_change)
+
+    where = ["-H", host] if host else ["-M", machine] if machine else []
     may_ask = wanted(system, True, bool(host or machine or address))
-    return await run(connect, ctl_command(system, host, machine), may_ask)
+    return await run(follow, ctl_command(system, where), may_ask)
+
+
+async def watch_fleet(system: bool, hosts: list[Host], where: list[str]) -> int:
+    """One table of every host's sessions (HOST:NAME), each host followed on its own; where is
+    how the command line named the fleet, for the commands the keys run."""
+    if _needs_terminal():
+        return 1
+
+    def follow(on_change: Callable[[], None]) -> FleetFollower:
+        return FleetFollower(hosts, system, on_change)
+
+    return await run(follow, ctl_command(system, where))

@@ -18,6 +18,7 @@ from hostagent.cli.ctl_output import human_bytes, human_nsec, human_span, usage_
 from hostagent.client.follow import SessionView
 
 HEADER = ("NAME", "OWNER", "PRESET", "STATE", "ACTIVITY", "MEMORY", "CPU", "TOKENS", "COST", "AGE", "BRANCH")  # fmt: skip
+FLEET_HEADER = ("HOST", *HEADER)  # a fleet's: an owner is a uid, which only its host can name
 ACTIVITY_COLUMN = HEADER.index("ACTIVITY")
 KEYS = "↑↓ select  ⏎ attach  n new  t type  / filter  s stop  x kill  d remove  r resume  q quit"
 # curses' colour numbers, one per activity; the ones not here are drawn plainly.
@@ -40,11 +41,13 @@ CONFIRMED = {
 }
 
 
-def rows(sessions: list[SessionView], now: float) -> list[tuple[str, ...]]:
+def rows(sessions: list[SessionView], now: float, fleet: bool = False) -> list[tuple[str, ...]]:
+    """The table's rows; in a fleet, each begins with its host (FLEET_HEADER)."""
     return [
         (
+            *((s.host,) if fleet else ()),
             s.name,
-            user_name(s.owner),
+            user_name(s.owner) if not fleet else str(s.owner),
             s.preset,
             s.state,
             s.activity,

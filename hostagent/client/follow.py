@@ -52,6 +52,12 @@ class SessionView:
     dormant_reason: str = ""
     last_error: str = ""
     usage: dict[str, Any] = field(default_factory=dict)  # the Usage property, plain
+    host: str = ""  # in a fleet, the name of the host it runs on
+
+    @property
+    def key(self) -> str:
+        """How hostagentctl names it: HOST:NAME in a fleet, else its name."""
+        return f"{self.host}:{self.name}" if self.host else self.name
 
     def update(self, props: dict[str, Any]) -> None:
         for key, attr in _FIELDS.items():
@@ -84,11 +90,15 @@ class Follower:
         self,
         connect: Callable[[], Any],
         on_change: Callable[[], None],
+        host: str = "",
     ) -> None:
         """connect: an async callable that returns a connected Client (called again after
-        the bus is lost); on_change: called after every change to the picture."""
+        the bus is lost); on_change: called after every change to the picture; host: the
+        fleet's name for the host followed, set on each of its sessions."""
         self._connect = connect
         self.on_change = on_change
+        self.host = host
+        self.why = ""  # why the last attempt to find the bus again failed
         self.client: Client | None = None
         self.sessions: dict[str, SessionView] = {}
         self.link = Link.RECONNECTING
@@ -100,8 +110,15 @@ class Follower:
 
     # ---- lifecycle ----------------------------------------------------------------------
 
-    async def start(self) -> None:
-        await self._attach()
+    async def start(self, retry: bool = False) -> None:
+        """Follow the daemon. A bus that cannot be reached fails the start, unless retry: then
+        it is looked for again and again, as one lost later is (a fleet's host that is down)."""
+        try:
+            await self._attach()
+        except (OSError, EOFError, HostAgentError) as e:
+            if not retry:
+                raise
+            self._failed(e)
         self._task = asyncio.get_running_loop().create_task(self._keep_bus())
 
     def close(self) -> None:
@@ -132,18 +149,27 @@ class Follower:
         """Find the bus again whenever it drops, waiting longer each time (up to 5 s)."""
         delay = 0.2
         while True:
-            assert self.client is not None
-            await self.client.bus.wait_for_disconnect()  # type: ignore[no-untyped-call]
-            self._set_link(Link.RECONNECTING)
+            if self.client is not None:
+                await self.client.bus.wait_for_disconnect()  # type: ignore[no-untyped-call]
+                self._set_link(Link.RECONNECTING)
             while True:
                 await asyncio.sleep(delay)  # a retry delay, not a synchronisation
                 try:
                     await self._attach()
-                    delay = 0.2
+                    delay, self.why = 0.2, ""
                     break
                 except (OSError, EOFError, HostAgentError) as e:
                     log.debug("bus not back yet: %s", e)
+                    self._failed(e)
                     delay = min(delay * 2, 5.0)
+
+    def _failed(self, e: BaseException) -> None:
+        """An attempt to find the bus failed: drop what it left, and say why."""
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        self.why = getattr(e, "message", "") or str(e)
+        self._set_link(Link.RECONNECTING)
 
     # ---- reading ------------------------------------------------------------------------
 
@@ -153,7 +179,7 @@ class Follower:
         try:
             props = await self.client.manager_properties()
             rows = await self.client.list_sessions()
-            views = {r.name: SessionView(r.name, r.path) for r in rows}
+            views = {r.name: SessionView(r.name, r.path, host=self.host) for r in rows}
             await asyncio.gather(*(self._read(v) for v in views.values()))
         except HostAgentError as e:
             log.debug("daemon went away while being read: %s", e)
@@ -173,6 +199,10 @@ class Follower:
                 view.path, PROPERTIES, "GetAll", "s", [SESSION_INTERFACE]
             )
             view.update({k: plain(v.value) for k, v in props.items()})
+
+    def client_for(self, key: str) -> tuple[Client | None, str]:
+        """The connection a session's calls go on, and its name there (a fleet's differ)."""
+        return self.client, key
 
     async def refresh_counters(self) -> None:
         """Read memory and CPU again (systemd does not signal them)."""
@@ -200,7 +230,7 @@ class Follower:
             return
         if msg.member == "SessionNew" and msg.interface == MANAGER_INTERFACE:
             name, path = msg.body
-            view = self.sessions.setdefault(name, SessionView(name, path))
+            view = self.sessions.setdefault(name, SessionView(name, path, host=self.host))
             self._spawn(self._read_and_tell(view))
         elif msg.member == "SessionRemoved" and msg.interface == MANAGER_INTERFACE:
             if self.sessions.pop(msg.body[0], None) is not None:

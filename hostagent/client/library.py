@@ -101,6 +101,18 @@ class Client:
             )
         return cls(await bus.connect())
 
+    async def own_uid(self) -> int:
+        """The uid the bus knows this connection by: on another host (-H), the ssh user's
+        uid there, which is whose sessions are ours on that host."""
+        try:
+            (uid,) = await call(
+                self.bus, DBUS, "/org/freedesktop/DBus", DBUS, "GetConnectionUnixUser", "s",
+                [self.bus.unique_name], timeout=10,
+            )  # fmt: skip
+        except CallError as e:
+            raise from_dbus(e.name, e.text) from None
+        return int(uid)
+
     def close(self) -> None:
         """Start closing the connection; the socket itself closes once the event loop next
         runs (dbus-fast closes it when it reads the end). A program about to leave its loop

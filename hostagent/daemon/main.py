@@ -243,6 +243,7 @@ class Daemon:
         await asyncio.wait([stop, disconnected], return_when=asyncio.FIRST_COMPLETED)
         self.notify("STOPPING=1")
         log.info("Stopping; sessions keep running in their scopes")
+        core.usage.close()  # a follow-up reading due later is the next daemon's to make
         for t in tasks:
             t.cancel()
         if not core.registry.store.flush(timeout=STOP_FLUSH_TIMEOUT):

@@ -4,7 +4,6 @@ systemd-stdio-bridge to a second container that runs sshd, and -M through machin
 from __future__ import annotations
 
 import json
-import secrets
 import shutil
 import subprocess
 import time
@@ -13,60 +12,28 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.helpers import create
+from tests.integration.network import address, ssh_client, ssh_server, switch
 from tests.sandbox import Sandbox
 
 pytestmark = pytest.mark.skipif(
     not shutil.which("ip") or not shutil.which("sshd", path="/usr/sbin"),
     reason="needs iproute2 and openssh-server (./dev/setup installs them)",
 )
-SERVER_IP = "10.93.0.2"
+SERVER_IP = address(1)
 TARGET = f"alice@{SERVER_IP}"
 
 
 @pytest.fixture(scope="module")
 def machines() -> Iterator[tuple[Sandbox, Sandbox]]:
-    """(client, server): two containers, each in its own network namespace, cabled."""
-    tag = secrets.token_hex(3)
-    nets = {"client": f"ha-c-{tag}", "server": f"ha-s-{tag}"}
-    ip = ["ip", "-n"]
-    for n in nets.values():
-        subprocess.run(["ip", "netns", "add", n], check=True)
-    try:
-        # Two hosts joined by a veth cable: client 10.93.0.1, server 10.93.0.2.
-        subprocess.run(["ip", "link", "add", f"hc{tag}", "netns", nets["client"], "type", "veth",
-                        "peer", "name", f"hs{tag}", "netns", nets["server"]], check=True)  # fmt: skip
-        for side, dev, addr in (
-            ("client", f"hc{tag}", "10.93.0.1"),
-            ("server", f"hs{tag}", SERVER_IP),
-        ):
-            subprocess.run([*ip, nets[side], "addr", "add", f"{addr}/24", "dev", dev], check=True)
-            subprocess.run([*ip, nets[side], "link", "set", dev, "up"], check=True)
-            subprocess.run([*ip, nets[side], "link", "set", "lo", "up"], check=True)
-        with (
-            Sandbox(netns=nets["server"]) as server,
-            Sandbox(netns=nets["client"]) as client,
-        ):
-            server.daemon_start()
-            server.run("ssh-keygen", "-A").check()
-            server.run("systemctl", "start", "ssh").check()
-            client.run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
-                       "/home/alice/.ssh/id_ed25519", user="alice").check()  # fmt: skip
-            client.sh(
-                "printf 'Host *\\n  StrictHostKeyChecking accept-new\\n  BatchMode yes\\n'"
-                " > ~/.ssh/config",
-                user="alice",
-            ).check()
-            key = client.run("cat", "/home/alice/.ssh/id_ed25519.pub").check().stdout
-            server.sh(
-                "mkdir -p -m 700 ~/.ssh && cat >> ~/.ssh/authorized_keys"
-                " && chmod 600 ~/.ssh/authorized_keys",
-                input=key,
-                user="alice",
-            ).check()
-            yield client, server
-    finally:
-        for n in nets.values():
-            subprocess.run(["ip", "netns", "del", n], check=False)
+    """(client, server): two containers on a private network (tests/integration/network.py)."""
+    with (
+        switch(2) as nets,
+        Sandbox(netns=nets[1]) as server,
+        Sandbox(netns=nets[0]) as client,
+    ):
+        server.daemon_start()
+        ssh_server(server, ssh_client(client))
+        yield client, server
 
 
 def remote(client: Sandbox, *args: str) -> subprocess.CompletedProcess[str] | object:

@@ -171,6 +171,13 @@ class UsageWatch:
             loop.call_later(delay, self._read_if_running, session) for delay in FOLLOW_UPS
         ]
 
+    def close(self) -> None:
+        """No follow-up reading starts after this (the daemon stopping)."""
+        for handles in self._later.values():
+            for handle in handles:
+                handle.cancel()
+        self._later.clear()
+
     def _read_if_running(self, session: Session) -> None:
         if not session.removed and session.record.state is State.RUNNING:
             self.read_soon(session)
