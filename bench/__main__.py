@@ -2,7 +2,7 @@
 
     sudo .venv/bin/python -m bench            # the full run (1000 sessions; ~6 minutes)
     sudo .venv/bin/python -m bench --quick    # a few minutes; what CI runs
-    sudo .venv/bin/python -m bench --only usage     # one part (hostile, usage), printed
+    sudo .venv/bin/python -m bench --only usage     # one part (fleet, hostile, usage), printed
 
 --out DIR writes the report and plots there instead of docs/ (CI keeps docs/ as committed).
 """
@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench import activity, create, goals, hostile, plot, realcli, scale, usage
+from bench import activity, create, fleet, goals, hostile, plot, realcli, scale, usage
 from bench.report import BENCHMARKS_MD, machine, table
 from tests.sandbox import Sandbox
 
@@ -47,6 +47,8 @@ def commit() -> str:
 
 # The parts --only runs alone: each returns its section and its figures.
 PARTS = {"hostile": hostile.run, "usage": usage.run}
+# The parts that boot machines of their own (--only runs them alone too).
+OWN_MACHINES = {"fleet": fleet.run}
 
 
 def figures(
@@ -54,9 +56,10 @@ def figures(
     cr: dict[str, float],
     act: dict[str, float],
     host: dict[str, float],
-    used: dict[str, float],
+    parts: dict[str, float],
 ) -> goals.Figures:
-    """The run's figures that goals.GOALS name."""
+    """The run's figures that goals.GOALS name; parts: those the parts (usage, fleet) named
+    themselves."""
     by_n = {p.n: p for p in sc.points}
     top = sc.points[-1]
     return {
@@ -71,7 +74,7 @@ def figures(
         "restart_s": top.restart_s,
         "reboot_s": top.reboot_s,
         "hostile_ratio": host["worst_p99_ratio"],
-        **used,
+        **parts,
     }
 
 
@@ -114,9 +117,17 @@ def main() -> None:
     p = argparse.ArgumentParser(prog="bench")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", type=Path, default=BENCHMARKS_MD.parent)
-    p.add_argument("--only", choices=sorted(PARTS), help="run one part and print it")
+    p.add_argument(
+        "--only", choices=sorted([*PARTS, *OWN_MACHINES]), help="run one part and print it"
+    )
     args = p.parse_args()
     out: Path = args.out
+    if args.only in OWN_MACHINES:
+        text, part = OWN_MACHINES[args.only](args.quick)
+        print(text)
+        for line in goals.failures(part):
+            print(line, file=sys.stderr)
+        return
     if args.only:
         with Sandbox(name="bench") as sb:
             sb.daemon_start()
@@ -141,7 +152,10 @@ def main() -> None:
             real = None
         usage_text, usage_figures = usage.run(sb, args.quick)
         sc = scale.run(sb, args.quick)
-    figures_ = figures(sc, create_figures, activity_figures, hostile_figures, usage_figures)
+    fleet_text, fleet_figures = fleet.run(args.quick)
+    figures_ = figures(
+        sc, create_figures, activity_figures, hostile_figures, {**usage_figures, **fleet_figures}
+    )
     pngs = plot.draw(sc, out / "bench")
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     report = "\n\n".join(
@@ -158,6 +172,7 @@ def main() -> None:
             scale_section(sc, pngs, out),
             activity_text,
             usage_text,
+            fleet_text,
             "## A real CLI's approval dialog\n\n"
             + (realcli.__doc__ or "").split("\n\n")[0]
             + "\n\n"

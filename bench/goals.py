@@ -80,6 +80,7 @@ GOALS = [
     Goal(
         "idle CPU, 200 sessions with their usage read (whole service)", "usage_idle_cpu", 0.5, _pct
     ),
+    Goal("a fleet's list over 3 hosts ÷ the slowest host alone", "fleet_ratio", 1.2, _ratio),
 ]
 
 

@@ -78,8 +78,7 @@ async def placed(
     if any(split_name(n, hosts)[0] is None for n in names):
         answers = await ask(hosts, args.system_bus, _names)
         listings = {a.host: a.value for a in answers if a.value is not None}
-        if any(a.down for a in answers) and len(listings) < len(hosts):
-            report_down(answers)
+        report_down(answers)  # a session there cannot be found: say why
     by_host: dict[Host, list[str]] = {}
     rc = 0
     for name in names:

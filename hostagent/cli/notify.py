@@ -193,10 +193,16 @@ async def serve(system: bool, terminal: str, hosts: list[Host] | None = None) ->
         notifier = Notifier(desktop, follower, attach_command(terminal, system), owner)
     desktop.add_message_handler(notifier.on_message)
     await follower.start()
-    log.info("Following %s", ", ".join(h.name for h in hosts) if hosts else
-             f"the {'system' if system else 'user'} daemon")  # fmt: skip
+    if isinstance(follower, FleetFollower):
+        # Ready once every host was tried: what changes on a host reached by then is told.
+        down = await follower.first_attempts()
+        log.info("Following %s%s", ", ".join(follower.followers),
+                 f" ({', '.join(down)} not reached yet)" if down else "")  # fmt: skip
+    else:
+        log.info("Following the %s daemon", "system" if system else "user")
     sdnotify.SystemdNotifier().notify("READY=1")
-    await desktop.wait_for_disconnect()  # type: ignore[no-untyped-call]
+    with contextlib.suppress(Exception):  # it raises what ended it, unless we did
+        await desktop.wait_for_disconnect()  # type: ignore[no-untyped-call]
     follower.close()
     return 0
 

@@ -140,14 +140,18 @@ class Screen:
             put(y, 0, text)
 
 
+Said = Callable[[str], None]
+
+
 async def run(
-    follow: Callable[[Callable[[], None]], Follower | FleetFollower],
+    follow: Callable[[Callable[[], None], Said], Follower | FleetFollower],
     ctl: list[str],
     may_ask: bool = False,
 ) -> int:
     """The watch loop on a curses screen; returns the exit code. follow makes the follower
-    that calls back on each change; may_ask: polkit may ask this user for a password
-    (watch_actions says why that takes the terminal)."""
+    that calls back on each change, given where a line for the status line goes (from any
+    thread); may_ask: polkit may ask this user for a password (watch_actions says why that
+    takes the terminal)."""
     win = curses.initscr()
     curses.noecho()
     curses.cbreak()
@@ -157,13 +161,18 @@ async def run(
         curses.curs_set(0)
     loop = asyncio.get_running_loop()
     redraw = asyncio.Event()
-    follower = follow(redraw.set)
-    screen = Screen(win, follower, ctl, wants_colour() and curses.has_colors())
-    keys: asyncio.Queue[Key] = asyncio.Queue()
+    screen: Screen
 
     def said(message: str) -> None:
         screen.keys.message = message
         redraw.set()
+
+    def said_elsewhere(message: str) -> None:  # ssh's words, from its reader thread
+        loop.call_soon_threadsafe(said, message)
+
+    follower = follow(redraw.set, said_elsewhere)
+    screen = Screen(win, follower, ctl, wants_colour() and curses.has_colors())
+    keys: asyncio.Queue[Key] = asyncio.Queue()
 
     actions = Actions(ctl, said)
 
@@ -264,10 +273,10 @@ async def watch(system: bool, address: str | None, host: str | None, machine: st
     if _needs_terminal():
         return 1
 
-    async def connect() -> Client:
-        return await Client.connect(system, address, host, machine)
+    def follow(on_change: Callable[[], None], say: Said) -> Follower:
+        async def connect() -> Client:
+            return await Client.connect(system, address, host, machine, ssh_said=say)
 
-    def follow(on_change: Callable[[], None]) -> Follower:
         return Follower(connect, on_change)
 
     where = ["-H", host] if host else ["-M", machine] if machine else []
@@ -281,7 +290,7 @@ async def watch_fleet(system: bool, hosts: list[Host], where: list[str]) -> int:
     if _needs_terminal():
         return 1
 
-    def follow(on_change: Callable[[], None]) -> FleetFollower:
-        return FleetFollower(hosts, system, on_change)
+    def follow(on_change: Callable[[], None], say: Said) -> FleetFollower:
+        return FleetFollower(hosts, system, on_change, lambda host, line: say(f"{host}: {line}"))
 
     return await run(follow, ctl_command(system, where))

@@ -9,6 +9,7 @@ that restarted is (docs/restart-contract.md, per host).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 
 from hostagent.client.fleet import Host
@@ -17,13 +18,22 @@ from hostagent.client.library import Client
 
 
 class FleetFollower:
-    def __init__(self, hosts: list[Host], system: bool, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        hosts: list[Host],
+        system: bool,
+        on_change: Callable[[], None],
+        ssh_said: Callable[[str, str], None] | None = None,
+    ) -> None:
+        """ssh_said(host, line): what ssh says once connected (Client.connect), by host."""
         self.followers: dict[str, Follower] = {}
         self.uids: dict[str, int] = {}  # each host's uid of ours (Client.own_uid)
         for host in hosts:
 
             async def connect(host: Host = host) -> Client:
-                client = await Client.connect(system, host=None if host.local else host.target)
+                said = None if ssh_said is None else functools.partial(ssh_said, host.name)
+                target = None if host.local else host.target
+                client = await Client.connect(system, host=target, ssh_said=said)
                 self.uids[host.name] = await client.own_uid()
                 return client
 
@@ -45,6 +55,11 @@ class FleetFollower:
         to fail) holds up neither the others nor the first drawing of the table."""
         loop = asyncio.get_running_loop()
         self._starting = [loop.create_task(f.start(retry=True)) for f in self.followers.values()]
+
+    async def first_attempts(self) -> list[str]:
+        """Wait until every host was tried once; the names of those that are down."""
+        await asyncio.gather(*self._starting, return_exceptions=True)
+        return [h for h, f in self.followers.items() if f.link is not Link.CONNECTED]
 
     async def refresh_counters(self) -> None:
         await asyncio.gather(*(f.refresh_counters() for f in self.followers.values()))

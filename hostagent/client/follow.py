@@ -150,7 +150,10 @@ class Follower:
         delay = 0.2
         while True:
             if self.client is not None:
-                await self.client.bus.wait_for_disconnect()  # type: ignore[no-untyped-call]
+                # It raises what ended the connection when that was not our own disconnect
+                # (an end of file: ssh gone, dbus-daemon restarted); either way it is gone.
+                with contextlib.suppress(Exception):
+                    await self.client.bus.wait_for_disconnect()  # type: ignore[no-untyped-call]
                 self._set_link(Link.RECONNECTING)
             while True:
                 await asyncio.sleep(delay)  # a retry delay, not a synchronisation

@@ -83,13 +83,15 @@ class Client:
         address: str | None = None,
         host: str | None = None,
         machine: str | None = None,
+        ssh_said: Callable[[str], None] | None = None,
     ) -> Client:
         """The system or session bus; or a bus address; or, like systemctl, a host's bus over
-        ssh (host, "[user@]host[:port]") or a local container's (machine)."""
+        ssh (host, "[user@]host[:port]"; what ssh says later goes to ssh_said, or stderr) or a
+        local container's (machine)."""
         from hostagent.client.transport import machine_bus_address, open_ssh
 
         if host:
-            bus, relay = await open_ssh(host, user_bus=not system)
+            bus, relay = await open_ssh(host, user_bus=not system, ssh_said=ssh_said)
             return cls(bus, relay)
         if machine:
             address = await machine_bus_address(machine)

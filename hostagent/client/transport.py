@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 
 from dbus_fast import BusType
 from dbus_fast.aio import MessageBus
@@ -127,7 +128,12 @@ def ssh_argv(host: str, remote: list[str], tty: bool = False) -> list[str]:
     return ["ssh", "-t" if tty else "-xT", *port, "--", host, *remote]
 
 
-async def open_ssh(host: str, user_bus: bool) -> tuple[MessageBus, Relay]:
+async def open_ssh(
+    host: str, user_bus: bool, ssh_said: Callable[[str], None] | None = None
+) -> tuple[MessageBus, Relay]:
+    """The bus of host over ssh. What ssh says later (a host key added, a warning) goes to
+    ssh_said, called from a thread of its own; by default to stderr, as ssh itself would
+    write it, which a full-screen client (watch) must not let scribble on its screen."""
     relay = Relay(ssh_argv(host, ["systemd-stdio-bridge", *(["--user"] if user_bus else [])]))
     try:
         bus = await asyncio.wait_for(
@@ -139,15 +145,18 @@ async def open_ssh(host: str, user_bus: bool) -> tuple[MessageBus, Relay]:
         raise TransportError(
             f"{why}; check that 'ssh {host} systemd-stdio-bridge' works."
         ) from None
-    threading.Thread(target=_copy_stderr, args=(relay.process,), daemon=True).start()
+    threading.Thread(target=_copy_stderr, args=(relay.process, ssh_said), daemon=True).start()
     return bus, relay
 
 
-def _copy_stderr(process: subprocess.Popen[bytes]) -> None:
-    """ssh's warnings, shown as ssh itself would show them."""
+def _copy_stderr(process: subprocess.Popen[bytes], said: Callable[[str], None] | None) -> None:
     assert process.stderr is not None
     for line in process.stderr:
-        sys.stderr.write(line.decode(errors="replace"))
+        text = line.decode(errors="replace")
+        if said is None:
+            sys.stderr.write(text)
+        elif text.strip():
+            said(text.strip())
 
 
 async def machine_bus_address(machine: str) -> str:

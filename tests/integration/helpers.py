@@ -3,11 +3,15 @@ hostagentctl, its sidecar and systemd, and look at its agent process in /proc.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
+import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+import pytest
 import yaml
 
 from hostagent.cli.ctl_output import snake
@@ -170,3 +174,39 @@ def usage_counting(sb: Sandbox, name: str, user: str, calls: int, timeout: float
 
     until(counted, f"session {name}'s usage of {calls} calls", timeout)
     return seen[-1]
+
+
+def displayed(sb: Sandbox) -> int:
+    """How many notifications alice's desktop shows now."""
+    return int(sb.run("dunstctl", "count", "displayed", user="alice").stdout.strip() or 0)
+
+
+def summaries(sb: Sandbox) -> list[str]:
+    """The summaries of the notifications alice's desktop has closed, newest first."""
+    history = json.loads(sb.run("dunstctl", "history", user="alice").check().stdout)
+    return [n["summary"]["data"] for n in history["data"][0]]
+
+
+@contextlib.contextmanager
+def headless_desktop(sb: Sandbox) -> Iterator[None]:
+    """A headless desktop for alice: Xvfb and dunst (Debian's notification server) on her
+    session bus; test-notify, a hostagent-notify a test starts, is stopped with it."""
+    if not shutil.which("dunst") or not shutil.which("Xvfb"):
+        pytest.skip("needs dunst and xvfb (./dev/setup installs them)")
+
+    def alice(*argv: str) -> None:
+        sb.run(*argv, user="alice").check()
+
+    alice("systemd-run", "--user", "--unit=test-xvfb", "/usr/bin/Xvfb", ":7",
+          "-screen", "0", "1024x300x24")  # fmt: skip
+    alice("systemd-run", "--user", "--unit=test-dunst", "--setenv=DISPLAY=:7", "/usr/bin/dunst")
+    try:
+        until(
+            lambda: sb.run("busctl", "--user", "status", "org.freedesktop.Notifications",
+                           user="alice").returncode == 0,
+            "dunst on the bus",
+        )  # fmt: skip
+        yield
+    finally:
+        for unit in ("test-notify", "test-dunst", "test-xvfb"):
+            sb.run("systemctl", "--user", "stop", unit, user="alice")

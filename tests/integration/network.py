@@ -70,3 +70,28 @@ def ssh_server(server: Sandbox, key: str) -> None:
         input=key,
         user="alice",
     ).check()
+
+
+@contextlib.contextmanager
+def fleet_machines(names: tuple[str, ...]) -> Iterator[tuple[Sandbox, dict[str, Sandbox]]]:
+    """A client and a server per name on one switch, each server running hostagent and sshd;
+    the client's alice names them in her hosts file (NAME alice@ADDRESS) and may ssh to each."""
+    with switch(1 + len(names)) as nets, Sandbox(netns=nets[0]) as client:
+        key = ssh_client(client)
+        servers: dict[str, Sandbox] = {}
+        try:
+            for n, name in enumerate(names, 1):
+                servers[name] = server = Sandbox(netns=nets[n])
+                server.boot()
+                server.daemon_start()
+                ssh_server(server, key)
+            lines = "".join(f"{name} alice@{address(n)}\n" for n, name in enumerate(names, 1))
+            client.sh(
+                "mkdir -p ~/.config/hostagent && cat > ~/.config/hostagent/hosts",
+                input=f"# alice's build hosts\n{lines}",
+                user="alice",
+            ).check()
+            yield client, servers
+        finally:
+            for server in servers.values():
+                server.destroy()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import time
 from collections.abc import Iterator
 
@@ -18,8 +17,11 @@ from tests.integration.helpers import (
     AUTH_RULE,
     AUTH_RULE_PATH,
     create,
+    displayed,
     echo_is_off,
+    headless_desktop,
     settled,
+    summaries,
     until,
 )
 from tests.sandbox import Sandbox
@@ -289,29 +291,12 @@ def alice(sb: Sandbox, *argv: str) -> str:
     return sb.run(*argv, user="alice").check().stdout
 
 
-def displayed(sb: Sandbox) -> int:
-    return int(sb.run("dunstctl", "count", "displayed", user="alice").stdout.strip() or 0)
-
-
 @pytest.fixture
 def desktop(sb: Sandbox) -> Iterator[None]:
-    """A headless desktop for alice: Xvfb and dunst (Debian's notification server) on her
-    session bus, and her own hostagent."""
-    if not shutil.which("dunst") or not shutil.which("Xvfb"):
-        pytest.skip("needs dunst and xvfb (./dev/setup installs them)")
+    """A headless desktop for alice, and her own hostagent."""
     sb.daemon_start(user="alice")
-    alice(sb, "systemd-run", "--user", "--unit=test-xvfb", "/usr/bin/Xvfb", ":7",
-          "-screen", "0", "1024x300x24")  # fmt: skip
-    alice(sb, "systemd-run", "--user", "--unit=test-dunst", "--setenv=DISPLAY=:7",
-          "/usr/bin/dunst")  # fmt: skip
-    until(
-        lambda: sb.run("busctl", "--user", "status", "org.freedesktop.Notifications",
-                       user="alice").returncode == 0,
-        "dunst on the bus",
-    )  # fmt: skip
-    yield
-    for unit in ("test-notify", "test-dunst", "test-xvfb"):
-        sb.run("systemctl", "--user", "stop", unit, user="alice")
+    with headless_desktop(sb):
+        yield
     sb.run("tmux", "-S", "/tmp/attached.sock", "kill-server", user="alice")
     sb.daemon_stop(user="alice")
 
@@ -365,13 +350,11 @@ def test_notify_raises_blocked_and_exited_and_attach_opens_a_terminal(
             "a terminal attached to the session",
         )  # fmt: skip
         until(lambda: displayed(sb) == 0, "the notification closed after its action")
-        history = json.loads(alice(sb, "dunstctl", "history"))["data"][0]
-        assert history[0]["summary"]["data"] == "wants-you needs you"
+        assert summaries(sb)[0] == "wants-you needs you"
         sb.ctl("kill", "--whom", "all", "wants-you", user="alice").check()
         until(lambda: displayed(sb) == 1, "a notification for the exited agent")
         alice(sb, "dunstctl", "close")
-        history = json.loads(alice(sb, "dunstctl", "history"))["data"][0]
-        assert history[0]["summary"]["data"] == "wants-you exited"
+        assert summaries(sb)[0] == "wants-you exited"
     finally:
         sb.ctl("rm", "wants-you", user="alice")
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.helpers import create
-from tests.integration.network import address, ssh_client, ssh_server, switch
+from tests.integration.helpers import create, displayed, headless_desktop, summaries, until
+from tests.integration.network import address, fleet_machines
 from tests.sandbox import Result, Sandbox
 
 pytestmark = pytest.mark.skipif(
@@ -25,29 +26,13 @@ PER_HOST = 20
 
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[tuple[Sandbox, dict[str, Sandbox]]]:
-    """(client, {host name: server}): alice's hosts file names the three servers."""
-    with switch(1 + len(HOSTS)) as nets, Sandbox(netns=nets[0]) as client:
-        key = ssh_client(client)
-        servers: dict[str, Sandbox] = {}
-        try:
-            for n, name in enumerate(HOSTS, 1):
-                servers[name] = server = Sandbox(netns=nets[n])
-                server.boot()
-                server.daemon_start()
-                ssh_server(server, key)
-            lines = "".join(f"{name} alice@{address(n)}\n" for n, name in enumerate(HOSTS, 1))
-            client.sh(
-                "mkdir -p ~/.config/hostagent && cat > ~/.config/hostagent/hosts",
-                input=f"# alice's build hosts\n{lines}",
-                user="alice",
-            ).check()
-            for server in servers.values():
-                for i in range(PER_HOST):
-                    create(server, "shell", user="alice", name=f"job-{i}")
-            yield client, servers
-        finally:
-            for server in servers.values():
-                server.destroy()
+    """(client, {host name: server}): alice's hosts file names the three servers, each with
+    PER_HOST of her shell sessions."""
+    with fleet_machines(HOSTS) as (client, servers):
+        for server in servers.values():
+            for i in range(PER_HOST):
+                create(server, "shell", user="alice", name=f"job-{i}")
+        yield client, servers
 
 
 @contextlib.contextmanager
@@ -113,19 +98,81 @@ def test_wait_returns_the_first_session_on_any_host(
         assert done.stdout.split() in (["three:agent-on-three", "idle"], ["one:job-5", "idle"])
 
 
-def test_a_host_powered_off_is_one_line_and_comes_back_dormant(
+def test_notifications_from_two_hosts_name_their_host(
     fleet: tuple[Sandbox, dict[str, Sandbox]],
 ) -> None:
     client, servers = fleet
-    servers["three"].poweroff()
-    down = ctl(client, "--fleet", "list", "-o", "json")
-    assert down.returncode == 1
-    assert down.stderr.startswith("three: unreachable: ")
-    assert len(down.stderr.strip().splitlines()) == 1
-    assert {r["host"] for r in json.loads(down.stdout)} == {"one", "two"}
-    servers["three"].boot()
-    servers["three"].daemon_start()
-    back = ctl(client, "--fleet", "list", "-o", "json")
-    assert back.returncode == 0, back.stderr
-    there = {r["name"]: r["state"] for r in json.loads(back.stdout) if r["host"] == "three"}
-    assert there == {f"job-{i}": "dormant" for i in range(PER_HOST)}
+    with (
+        headless_desktop(client),
+        made(servers["one"], "demo-agent", "asks") as asks,
+        made(servers["two"], "demo-agent", "asks-too") as asks_too,
+    ):
+        for host, name in (("one", asks), ("two", asks_too)):
+            servers[host].ctl("wait", name, "--for", "idle", "--timeout", "30").check()
+        # Type=notify: systemd-run returns once the notifier follows every host.
+        client.run("systemd-run", "--user", "--unit=test-notify", "-p", "Type=notify",
+                   "/usr/bin/hostagent-notify", "--fleet", user="alice").check()  # fmt: skip
+        assert (
+            "Following one, two, three"
+            in client.run(
+                "journalctl", "_SYSTEMD_USER_UNIT=test-notify.service", "-o", "cat"
+            ).stdout
+        )
+        servers["one"].ctl("send", asks, "/ask").check()
+        servers["two"].ctl("send", asks_too, "/ask").check()
+        until(lambda: displayed(client) == 2, "a notification from each host")
+        client.run("dunstctl", "close-all", user="alice").check()
+        assert sorted(summaries(client)[:2]) == ["one:asks needs you", "two:asks-too needs you"]
+
+
+SOCK = "/tmp/fleet-watch.sock"
+
+
+def watch_shows(client: Sandbox, *texts: str, timeout: float = 60) -> str:
+    """The fleet watch's screen once it shows every one of texts."""
+    deadline = time.monotonic() + timeout
+    while True:
+        screen = client.run("tmux", "-S", SOCK, "capture-pane", "-p", "-t", "watch",
+                            user="alice").stdout  # fmt: skip
+        if all(t in screen for t in texts):
+            return screen
+        assert time.monotonic() < deadline, f"the watch never showed {texts}:\n{screen}"
+        time.sleep(0.2)
+
+
+def test_a_host_powered_off_is_shown_down_and_comes_back_dormant(
+    fleet: tuple[Sandbox, dict[str, Sandbox]],
+) -> None:
+    client, servers = fleet
+    client.run("tmux", "-S", SOCK, "-f", "/dev/null", "new-session", "-d", "-s", "watch",
+               "-x", "160", "-y", "100", "hostagentctl --fleet watch", user="alice").check()  # fmt: skip
+    try:
+        watch_shows(client, "one: connected · two: connected · three: connected", "job-19")
+        # The first row is one's job-0: its screen below the table, and s, y stop it there.
+        watch_shows(client, "── one:job-0 ")
+        client.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "s", "y",
+                   user="alice").check()  # fmt: skip
+        until(lambda: servers["one"].ctl("status", "job-0").returncode == 3, "one's job-0 stopped")
+        assert servers["two"].ctl("status", "job-0").returncode == 0
+        client.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "r", user="alice").check()
+        until(lambda: servers["one"].ctl("status", "job-0").returncode == 0, "job-0 resumed")
+        servers["three"].poweroff()
+        watch_shows(client, "three: down (")
+        # The others keep updating.
+        with made(servers["one"], "shell", "after-the-fall"):
+            screen = watch_shows(client, "after-the-fall", "one: connected · two: connected")
+            assert "three: down (" in screen
+        down = ctl(client, "--fleet", "list", "-o", "json")
+        assert down.returncode == 1
+        assert down.stderr.startswith("three: unreachable: ")
+        assert len(down.stderr.strip().splitlines()) == 1
+        assert {r["host"] for r in json.loads(down.stdout)} == {"one", "two"}
+        servers["three"].boot()
+        servers["three"].daemon_start()
+        watch_shows(client, "three: connected", "dormant", timeout=90)
+        back = ctl(client, "--fleet", "list", "-o", "json")
+        assert back.returncode == 0, back.stderr
+        there = {r["name"]: r["state"] for r in json.loads(back.stdout) if r["host"] == "three"}
+        assert there == {f"job-{i}": "dormant" for i in range(PER_HOST)}
+    finally:
+        client.run("tmux", "-S", SOCK, "kill-server", user="alice")

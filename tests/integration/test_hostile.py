@@ -336,8 +336,8 @@ def test_10_the_smaller_ones(sb: Sandbox, guarded: Probe, alices: str) -> None:
     # A cwd longer than the kernel takes.
     long_cwd = bob(sb, "create", "long-cwd", "{}", "/" + "d" * 5000)
     assert long_cwd["error"].endswith("InvalidCwd") and "4096 bytes" in long_cwd["text"]
-    # 28 MB of options is refused on its size alone (the probe shows nobody waited).
-    big = bob(sb, "big-options", "28")
+    # 31 MB of options is refused on its size alone (the probe shows nobody waited).
+    big = bob(sb, "big-options", "31")
     assert big["error"] == "org.freedesktop.DBus.Error.InvalidArgs", big
     # 64 KiB of text reaches a running session whole.
     typed = bobs(sb, "typist", "--", "-c", "stty raw -echo; head -c 65536 > /tmp/bob-typed; sleep 600")  # fmt: skip

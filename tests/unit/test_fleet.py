@@ -4,6 +4,8 @@ host is asked at once, each within its own time bound (over a stand-in for the c
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +15,11 @@ from hostagent.cli.ctl_args import parser
 from hostagent.cli.ctl_fleet import hosts_of
 from hostagent.client import fleet
 from hostagent.client.fleet import Host, HostsFileError, locate, parse_hosts, split_name, why_down
+from hostagent.client.follow import Follower, Link
 from hostagent.client.library import Client
 from hostagent.client.transport import TransportError
 from hostagent.errors import AccessDenied, NoSuchSession, from_dbus
+from tests.unit.fakes import run
 
 A, B, C = Host("a", "alice@10.0.0.1"), Host("b", "b.example"), Host("c", "bob@c:2222")
 
@@ -149,3 +153,26 @@ def test_every_host_is_asked_at_once_and_a_slow_one_holds_up_no_other(
         (C, None, "unreachable: ssh: Could not resolve hostname c"),
     ]
     assert all(c.closed for c in made)
+
+
+def test_a_follower_whose_bus_ends_looks_for_it_again_and_says_why(
+    bus_daemon: tuple[str, int],
+) -> None:
+    """dbus-fast raises what ended a connection it did not close itself (an end of file: ssh
+    gone with its host, dbus-daemon restarted); the follower must take that as the end too, and
+    look for its bus again, saying why it cannot reach it."""
+    address, pid = bus_daemon
+    changed = asyncio.Event()
+
+    async def body() -> None:
+        follower = Follower(lambda: Client.connect(False, address=address), changed.set, "h")
+        await follower.start()
+        assert follower.link.value == "gone"  # a bus without hostagent on it
+        os.kill(pid, signal.SIGKILL)
+        while follower.link is not Link.RECONNECTING or not follower.why:
+            changed.clear()
+            await asyncio.wait_for(changed.wait(), 10)
+        assert "No such file or directory" in follower.why or "refused" in follower.why
+        follower.close()
+
+    run(body())
