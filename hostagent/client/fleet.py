@@ -129,8 +129,10 @@ def why_down(e: BaseException, timeout: float) -> str:
         return f"unreachable: no answer in {timeout:g} s"
     message = getattr(e, "message", "") or str(e) or type(e).__name__
     name = getattr(e, "dbus_name", "")
-    if name.endswith(("ServiceUnknown", "NameHasNoOwner")) or "was not provided" in message:
-        return "no daemon: hostagent is not running there (systemctl status hostagent)"
+    # The name has no owner and cannot be activated: not installed, masked, or failing to start.
+    no_daemon = ("ServiceUnknown", "NameHasNoOwner", "UnitMasked", "UnitInactive")
+    if name.endswith(no_daemon) or ".Error.Spawn." in name or "was not provided" in message:
+        return f"no daemon: {message} (systemctl status hostagent there)"
     if isinstance(e, AccessDenied) or "Permission denied" in message:
         return f"permission: {message}"
     if name.endswith("Transport") or isinstance(e, OSError):

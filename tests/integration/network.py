@@ -85,6 +85,8 @@ def fleet_machines(names: tuple[str, ...]) -> Iterator[tuple[Sandbox, dict[str, 
                 server.boot()
                 server.daemon_start()
                 ssh_server(server, key)
+                # alice has been there once by hand, as an admin would: its host key is known.
+                client.run("ssh", f"alice@{address(n)}", "true", user="alice").check()
             lines = "".join(f"{name} alice@{address(n)}\n" for n, name in enumerate(names, 1))
             client.sh(
                 "mkdir -p ~/.config/hostagent && cat > ~/.config/hostagent/hosts",

@@ -35,6 +35,33 @@ def fleet() -> Iterator[tuple[Sandbox, dict[str, Sandbox]]]:
         yield client, servers
 
 
+ACTIVATION = "/usr/share/dbus-1/system-services/org.hostagent.HostAgent1.service"
+
+
+def test_a_host_that_fails_says_why_in_one_line(fleet: tuple[Sandbox, dict[str, Sandbox]]) -> None:
+    """No daemon (a host where hostagent is stopped and cannot be activated, as if it were not
+    installed), and no permission (a user whose key that host refuses): one line each, the
+    reachable host's sessions listed, exit status 1."""
+    client, servers = fleet
+    two = servers["two"]
+    two.sh(f"systemctl stop hostagent && mv {ACTIVATION} /root/ && busctl call "
+           "org.freedesktop.DBus / org.freedesktop.DBus ReloadConfig").check()  # fmt: skip
+    try:
+        listed = ctl(client, "-H", f"alice@{address(1)}", "-H", f"alice@{address(2)}",
+                     "-H", f"bob@{address(3)}", "list", "-o", "json")  # fmt: skip
+        assert listed.returncode == 1
+        lines = listed.stderr.strip().splitlines()
+        assert len(lines) == 2, lines
+        assert lines[0].startswith(f"{address(2)}: no daemon: "), lines
+        assert lines[1].startswith(f"{address(3)}: permission: "), lines
+        assert "Permission denied" in lines[1]
+        assert {r["host"] for r in json.loads(listed.stdout)} == {address(1)}
+    finally:
+        two.sh(f"mv /root/{ACTIVATION.rsplit('/', 1)[1]} {ACTIVATION} && busctl call "
+               "org.freedesktop.DBus / org.freedesktop.DBus ReloadConfig")  # fmt: skip
+        two.daemon_start()
+
+
 @contextlib.contextmanager
 def made(server: Sandbox, preset: str, name: str) -> Iterator[str]:
     """alice's session on server, removed after."""
