@@ -18,8 +18,18 @@ from typing import Any
 from hostagent.cli.ctl_list import LIST_HEADER, list_items, list_row
 from hostagent.cli.ctl_options import UsageError
 from hostagent.cli.ctl_output import EXIT_FAILURE, EXIT_USAGE, emit_json, fail, show_table
-from hostagent.client.fleet import Answer, Host, ask, fleet_hosts, locate, split_name
+from hostagent.client.fleet import (
+    HOST_TIMEOUT,
+    Answer,
+    Host,
+    ask,
+    fleet_hosts,
+    locate,
+    split_name,
+    why_down,
+)
 from hostagent.client.library import Client
+from hostagent.client.transport import TransportError
 from hostagent.errors import HostAgentError
 from hostagent.escape import printable
 
@@ -129,7 +139,7 @@ async def fleet_verb(args: argparse.Namespace, hosts: list[Host], verbs: Verbs) 
         try:
             client = await Client.connect(args.system_bus, host=one.host)
         except (OSError, ValueError, HostAgentError) as e:
-            print(f"{host.name}: {printable(getattr(e, 'message', '') or e)}", file=sys.stderr)
+            print(f"{host.name}: {printable(why_down(e, HOST_TIMEOUT))}", file=sys.stderr)
             return EXIT_FAILURE
         try:
             return await verbs[args.verb](client, one)
@@ -158,21 +168,28 @@ async def fleet_wait(args: argparse.Namespace, hosts: list[Host]) -> int:
     activities = [x for x in args.activity.split(",") if x]
     clients: dict[Host, Client] = {}
 
-    async def on(host: Host, here: list[str]) -> tuple[Host, str, str]:
-        clients[host] = c = await Client.connect(
-            args.system_bus, host=None if host.local else host.target
-        )
-        name, activity = await c.wait_any(here, activities, timeout)
+    async def on(host: Host, here: list[str]) -> tuple[Host, str, str] | None:
+        try:
+            clients[host] = c = await Client.connect(
+                args.system_bus, host=None if host.local else host.target
+            )
+            name, activity = await c.wait_any(here, activities, timeout)
+        except (OSError, ValueError, EOFError, TransportError) as e:  # the host, or the way
+            print(f"{host.name}: {printable(why_down(e, HOST_TIMEOUT))}", file=sys.stderr)
+            return None
+        except HostAgentError as e:  # the daemon's answer: its timeout, a session removed
+            fail("wait", f"{host.name}:{here[0]}", e)
+            return None
         return host, name, activity
 
     tasks = [asyncio.ensure_future(on(h, n)) for h, n in by_host.items()]
     try:
         for finished in asyncio.as_completed(tasks):
-            try:
-                host, name, activity = await finished
-            except (OSError, ValueError, HostAgentError) as e:
-                rc = fail("wait", None, e) if isinstance(e, HostAgentError) else EXIT_FAILURE
+            first = await finished
+            if first is None:
+                rc = EXIT_FAILURE
                 continue
+            host, name, activity = first
             if args.json:
                 emit_json(args, {"host": host.name, "name": name, "activity": activity})
             else:

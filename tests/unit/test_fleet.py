@@ -177,3 +177,37 @@ def test_a_follower_whose_bus_ends_looks_for_it_again_and_says_why(
         follower.close()
 
     run(body())
+
+
+def test_a_fleet_wait_says_which_host_it_could_not_reach(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """wait across hosts: a host that cannot be reached is one line saying why; the first
+    session to get there, on a host that answers, is the answer."""
+    from hostagent.cli import ctl_fleet
+
+    class Waiting:
+        async def wait_any(
+            self, names: list[str], activities: list[str], t: int
+        ) -> tuple[str, str]:
+            return names[0], "blocked"
+
+        async def aclose(self) -> None:
+            pass
+
+    async def connect(system: bool, host: str | None = None, **_: Any) -> Waiting:
+        if host == C.target:
+            raise TransportError("ssh: connect to host c port 2222: Connection refused")
+        return Waiting()
+
+    monkeypatch.setattr(Client, "connect", connect)
+    args = parser().parse_args(["wait", "a:fix", "c:other", "--for", "blocked"])
+    args.system_bus = True
+    code = asyncio.run(ctl_fleet.fleet_wait(args, [A, C]))
+    out, err = capsys.readouterr()
+    assert (code, out) == (0, "a:fix blocked\n")
+    args = parser().parse_args(["wait", "c:other"])
+    args.system_bus = True
+    assert asyncio.run(ctl_fleet.fleet_wait(args, [A, C])) == 1
+    out, err = capsys.readouterr()
+    assert err == "c: unreachable: ssh: connect to host c port 2222: Connection refused\n"
