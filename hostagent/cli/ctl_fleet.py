@@ -53,8 +53,12 @@ def report_down(answers: list[Answer[Any]]) -> int:
     """One line per host that gave no answer; EXIT_FAILURE if there was any."""
     down = [a for a in answers if a.down]
     for a in down:
-        print(f"{a.host.name}: {printable(a.down)}", file=sys.stderr)
+        say_down(a.host, a.down)
     return EXIT_FAILURE if down else 0
+
+
+def say_down(host: Host, why: str) -> None:
+    print(f"{host.name}: {printable(why)}", file=sys.stderr)
 
 
 async def fleet_list(args: argparse.Namespace, hosts: list[Host]) -> int:
@@ -137,9 +141,9 @@ async def fleet_verb(args: argparse.Namespace, hosts: list[Host], verbs: Verbs) 
         else:
             one.name = here[0]
         try:
-            client = await Client.connect(args.system_bus, host=one.host)
+            client = await host.connect(args.system_bus)
         except (OSError, ValueError, HostAgentError) as e:
-            print(f"{host.name}: {printable(why_down(e, HOST_TIMEOUT))}", file=sys.stderr)
+            say_down(host, why_down(e, HOST_TIMEOUT))
             return EXIT_FAILURE
         try:
             return await verbs[args.verb](client, one)
@@ -170,12 +174,10 @@ async def fleet_wait(args: argparse.Namespace, hosts: list[Host]) -> int:
 
     async def on(host: Host, here: list[str]) -> tuple[Host, str, str] | None:
         try:
-            clients[host] = c = await Client.connect(
-                args.system_bus, host=None if host.local else host.target
-            )
+            clients[host] = c = await host.connect(args.system_bus)
             name, activity = await c.wait_any(here, activities, timeout)
         except (OSError, ValueError, EOFError, TransportError) as e:  # the host, or the way
-            print(f"{host.name}: {printable(why_down(e, HOST_TIMEOUT))}", file=sys.stderr)
+            say_down(host, why_down(e, HOST_TIMEOUT))
             return None
         except HostAgentError as e:  # the daemon's answer: its timeout, a session removed
             fail("wait", f"{host.name}:{here[0]}", e)

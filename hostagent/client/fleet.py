@@ -40,6 +40,12 @@ class Host:
     def local(self) -> bool:
         return self.target == LOCAL
 
+    async def connect(self, system: bool, ssh_said: Callable[[str], None] | None = None) -> Client:
+        """This host's bus: over ssh, or this machine's own for LOCAL."""
+        return await Client.connect(
+            system, host=None if self.local else self.target, ssh_said=ssh_said
+        )
+
 
 class HostsFileError(InvalidArgs):
     pass
@@ -153,7 +159,7 @@ async def ask(
 
         async def asked() -> T:
             nonlocal client
-            client = await Client.connect(system, host=None if host.local else host.target)
+            client = await host.connect(system)
             return await question(client)
 
         try:

@@ -32,8 +32,7 @@ class FleetFollower:
 
             async def connect(host: Host = host) -> Client:
                 said = None if ssh_said is None else functools.partial(ssh_said, host.name)
-                target = None if host.local else host.target
-                client = await Client.connect(system, host=target, ssh_said=said)
+                client = await host.connect(system, said)
                 self.uids[host.name] = await client.own_uid()
                 return client
 
