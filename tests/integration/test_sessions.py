@@ -333,6 +333,23 @@ def test_a_command_line_up_to_the_documented_limit_starts(sb: Sandbox) -> None:
     sb.ctl("rm", name).check()
 
 
+def test_a_command_of_one_word_runs_as_it_is_written(sb: Sandbox) -> None:
+    """tmux gives a command of one word to a shell to parse: a program whose path has a
+    space and a '$' in it was split there ("/opt/my: No such file") and never ran."""
+    name = new_name()
+    program = "/opt/my tools/$agent"
+    sb.run("mkdir", "-p", "/opt/my tools").check()
+    sb.run("sh", "-c", 'printf "#!/bin/sh\\necho started-as-written\\nexec sleep 600\\n" > "$1"'
+           ' && chmod +x "$1"', "sh", program).check()  # fmt: skip
+    try:
+        sb.ctl("new", "--name", name, "--cwd", "/tmp", "--replace-command", "--", program).check()
+        wait_screen(sb, name, "started-as-written")
+        assert props(sb, name)["State"] == "running"
+        sb.ctl("rm", name).check()
+    finally:
+        sb.run("rm", "-rf", "/opt/my tools")
+
+
 def test_taken_name_and_running_resume_say_what_to_do(sb: Sandbox) -> None:
     name = create(sb)
 

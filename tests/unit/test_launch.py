@@ -129,6 +129,13 @@ def test_a_command_line_longer_than_tmux_carries_starts_intact(tmp_path: Path) -
     sock = tmp_path / "s.sock"
     short = ["claude", "--prompt", "hi"]
     assert launch_argv(short, sock) == short
+    # One word alone tmux would give to the owner's shell to parse: sh runs it as it is.
+    word = str(tmp_path / "my $tool")
+    Path(word).write_text("#!/bin/sh\necho ran\n")
+    Path(word).chmod(0o755)
+    pane = launch_argv([word], sock)
+    assert pane[:2] == ["/bin/sh", "-c"] and pane[-1] == word
+    assert subprocess.run(pane, capture_output=True, text=True, check=True).stdout == "ran\n"
     tricky = 'it\'s "quoted" $HOME `x` \\ ✓\nsecond line\t' + "€" * 20000
     argv = [sys.executable, "-c", "import sys; print(repr(sys.argv[1:]))", tricky, "'", ""]
     assert TMUX_COMMAND_MAX < sum(len(a.encode()) + 1 for a in argv) < MAX_ARGV_BYTES

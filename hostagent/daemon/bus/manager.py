@@ -1,6 +1,9 @@
 """The Manager bus object, org.hostagent.HostAgent1.Manager, and the bus side of the registry.
 
 ``BusFrontend`` is a listener of the registry and keeps one SessionObject exported per session.
+Its signals are queued and sent together once the running code yields to the event loop, as
+systemd's own bus queue does: a method's reply goes out before the signals its work caused,
+and a session that changes twice in one step sends one PropertiesChanged.
 Manager methods that take a session name are one-line redirects into the Session object's
 handlers (bus/session.py), so validation and authorization are written once, as machined's
 ``redirect_method_to_machine`` does.
@@ -8,6 +11,9 @@ handlers (bus/session.py), so validation and authorization are written once, as 
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from dbus_fast import Variant
@@ -30,6 +36,8 @@ from hostagent.identity import Owner
 from hostagent.options import parse_options
 from hostagent.permissions import create_owner, exempt_from_caps, require_reload
 
+log = logging.getLogger(__name__)
+
 
 class BusFrontend:
     def __init__(self, services: Services) -> None:
@@ -40,6 +48,9 @@ class BusFrontend:
         # ListSessions' reply, kept until a session is added, removed or announced: the list
         # is asked for far more often than it changes (docs/benchmarks-notes.md).
         self._rows: Prepared | None = None
+        self._queue: list[Callable[[], None]] = []  # signals not sent yet, in order
+        self._dirty: set[str] = set()  # sessions whose PropertiesChanged is in the queue
+        self._flush_soon: asyncio.Handle | None = None
 
     def export_all(self) -> None:
         self.exporter.export(MANAGER_PATH, MANAGER, self)
@@ -61,8 +72,10 @@ class BusFrontend:
     def session_added(self, session: Session) -> None:
         self._rows = None
         obj = self._export(session)
-        self.exporter.emit(
-            MANAGER_PATH, MANAGER_INTERFACE, "SessionNew", "so", [session.name, obj.path]
+        self._later(
+            lambda: self.exporter.emit(
+                MANAGER_PATH, MANAGER_INTERFACE, "SessionNew", "so", [session.name, obj.path]
+            )
         )
 
     def session_removed(self, session: Session) -> None:
@@ -70,6 +83,8 @@ class BusFrontend:
         obj = self.objects.pop(session.name, None)
         if obj is None:
             return
+        # What was queued before goes first; the object is gone from the bus at once.
+        self.flush()
         obj.publish()
         self.exporter.unexport(obj.path)
         self.exporter.emit(
@@ -79,8 +94,34 @@ class BusFrontend:
     def session_changed(self, session: Session) -> None:
         self._rows = None
         obj = self.objects.get(session.name)
-        if obj is not None:
+        if obj is not None and session.name not in self._dirty:
+            self._dirty.add(session.name)
+            self._later(lambda: self._publish(obj))
+
+    def _publish(self, obj: SessionObject) -> None:
+        self._dirty.discard(obj.session.name)
+        if self.objects.get(obj.session.name) is obj:
             obj.publish()
+
+    def _later(self, send: Callable[[], None]) -> None:
+        self._queue.append(send)
+        if self._flush_soon is None:
+            try:
+                self._flush_soon = asyncio.get_running_loop().call_soon(self.flush)
+            except RuntimeError:  # no loop (a unit test's direct call): send now
+                self.flush()
+
+    def flush(self) -> None:
+        """Send every queued signal, in the order their changes happened."""
+        if self._flush_soon is not None:
+            self._flush_soon.cancel()
+            self._flush_soon = None
+        queue, self._queue = self._queue, []
+        for send in queue:
+            try:
+                send()
+            except Exception:
+                log.exception("Failed to send a queued signal")
 
     def rows(self) -> Prepared:
         if self._rows is None:

@@ -114,11 +114,12 @@ def scope_properties(
 
 
 def launch_argv(argv: list[str], sock: Path) -> list[str]:
-    """What tmux runs in the pane: argv itself, or, when argv is more than tmux carries to its
-    server in one message, a script beside the socket that removes itself and execs argv, so
-    a command line up to the documented limit (the kernel's) starts all the same."""
+    """What tmux runs in the pane: argv, or past what tmux carries to its server in one
+    message, a script beside the socket that removes itself and execs argv (up to the kernel's
+    limit). One word alone tmux gives to "$SHELL -c", which splits a path at a space or expands
+    a '$': sh's exec of "$0" runs it as written, and costs less than the owner's shell."""
     if sum(len(a.encode(errors="surrogateescape")) + 1 for a in argv) <= TMUX_COMMAND_MAX:
-        return argv
+        return ["/bin/sh", "-c", 'exec "$0"', argv[0]] if len(argv) == 1 else argv
     script = sock.with_suffix(".launch")
     write_file(script, 'rm -f -- "$0"\nexec ' + " ".join(shlex.quote(a) for a in argv) + "\n")
     return ["/bin/sh", str(script)]
