@@ -63,8 +63,8 @@ def figures(
     by_n = {p.n: p for p in sc.points}
     top = sc.points[-1]
     return {
-        "create_ratio": cr["ours"] / cr["raw"],
-        "create20_ratio": cr["ours-20"] / cr["raw-20"],
+        "create_ratio": cr["ratio"],
+        "create20_ratio": cr["ratio-20"],
         "list_growth": by_n[100].list_p50 / by_n[10].list_p50,
         "list_p99": top.list_p99,
         "rss_mb": top.rss_mb,

@@ -50,36 +50,52 @@ def _run(sb: Sandbox, script: str, cmd: str, first: int, last: int) -> list[floa
 
 
 def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
+    """The create section and its figures: each kind's median ms over every call, and each
+    ratio as the median of the rounds' own ratios (ratio, ratio-20). A round times raw and
+    ours one right after the other, so a minute when the machine is slow for both (another
+    guest's load) moves both sides of its ratio, and the median of rounds is what the goal
+    is judged on."""
     # Quick is still three rounds: CI compares its ratio with the goal, and one round of a
     # few creates strays too far from the median to guard anything.
     n = 10 if quick else 20
     rounds = 3 if quick else 10
     figures: dict[str, list[float]] = {"raw": [], "ours": [], "raw-20": [], "ours-20": []}
+    ratios: dict[str, list[float]] = {"ratio": [], "ratio-20": []}
     for r in range(rounds):
         base = r * 100
+        one: dict[str, list[float]] = {}
         for key, cmd in (("raw", RAW), ("ours", OURS)):
-            figures[key] += _run(sb, SEQUENTIAL, cmd, base + 1, base + n)
+            one[key] = _run(sb, SEQUENTIAL, cmd, base + 1, base + n)
             sb.sh(CLEANUP).check()
-            total = _run(sb, PARALLEL, cmd, base + 50, base + 69)[0]
-            figures[f"{key}-20"].append(total / 20)
+            one[f"{key}-20"] = [_run(sb, PARALLEL, cmd, base + 50, base + 69)[0] / 20]
             sb.sh(CLEANUP).check()
-    med = {k: median(v) for k, v in figures.items()}
+        for key, values in one.items():
+            figures[key] += values
+        ratios["ratio"].append(median(one["ours"]) / median(one["raw"]))
+        ratios["ratio-20"].append(one["ours-20"][0] / one["raw-20"][0])
+    med = {k: median(v) for k, v in (figures | ratios).items()}
     rows = [
-        ["one after another", f"{med['raw']:.1f}", f"{med['ours']:.1f}",
-         f"{med['ours'] / med['raw']:.2f}"],
+        ["one after another", f"{med['raw']:.1f}", f"{med['ours']:.1f}", f"{med['ratio']:.2f}",
+         _spread(ratios["ratio"])],
         ["20 at once (per session)", f"{med['raw-20']:.1f}", f"{med['ours-20']:.1f}",
-         f"{med['ours-20'] / med['raw-20']:.2f}"],
+         f"{med['ratio-20']:.2f}", _spread(ratios["ratio-20"])],
     ]  # fmt: skip
     text = (
         "## create\n\n"
         f"Median ms per session over {rounds} round(s) of {n} sequential creates and of 20 "
         "concurrent ones. Baseline: `systemd-run --scope --slice=hostagent.slice tmux "
         "new-session -d` for the same shell; ours: `busctl call … CreateSession`, which "
-        "replies once the scope runs. Both clients are C programs started per call.\n\n"
-        + table(["run", "raw ms", "hostagent ms", "ratio (goals above)"], rows)
+        "replies once the scope runs. Both clients are C programs started per call. Each "
+        "round times both, one after the other; the ratio is the median of the rounds' "
+        "ratios.\n\n"
+        + table(["run", "raw ms", "hostagent ms", "ratio (goals above)", "rounds' ratios"], rows)
         + "\n"
     )
     return text, med
+
+
+def _spread(ratios: list[float]) -> str:
+    return f"{min(ratios):.2f} to {max(ratios):.2f}"
 
 
 if __name__ == "__main__":
