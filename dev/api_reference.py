@@ -199,8 +199,18 @@ def section(interface: Interface, path: str) -> str:
         lines += ["", "### Signals", "", "| signal | args | what |", "|---|---|---|"]
         for s in interface.signals:
             lines.append(f"| {s.name} | {_args(s.args)} | {DOCS[s.name][1]} |")
+        lines += ["", SIGNAL_ORDER]
     lines += ["", "Introspection:", "", "```xml", interface.xml(), "```", ""]
     return "\n".join(lines)
+
+
+SIGNAL_ORDER = """Signals are queued and sent together when the daemon's current step yields, as
+systemd's own bus queue does: a method's reply goes out before the changes its last steps
+caused (a CreateSession's reply comes before its session's `State` of `running`, which a Get
+already shows), a session that changes twice in one step sends one PropertiesChanged with the
+last values, and the order of signals is the order of the changes (a session's changes come
+before its SessionRemoved). PropertiesChanged says what a property is now; a state a session
+passes through within one step is not sent."""
 
 
 CAPTURE_HOWTO = """## Reading a screen
