@@ -63,16 +63,14 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
     ratios: dict[str, list[float]] = {"ratio": [], "ratio-20": []}
     for r in range(rounds):
         base = r * 100
-        one: dict[str, list[float]] = {}
         for key, cmd in (("raw", RAW), ("ours", OURS)):
-            one[key] = _run(sb, SEQUENTIAL, cmd, base + 1, base + n)
+            figures[key] += _run(sb, SEQUENTIAL, cmd, base + 1, base + n)
             sb.sh(CLEANUP).check()
-            one[f"{key}-20"] = [_run(sb, PARALLEL, cmd, base + 50, base + 69)[0] / 20]
+            total = _run(sb, PARALLEL, cmd, base + 50, base + 69)[0]
+            figures[f"{key}-20"].append(total / 20)
             sb.sh(CLEANUP).check()
-        for key, values in one.items():
-            figures[key] += values
-        ratios["ratio"].append(median(one["ours"]) / median(one["raw"]))
-        ratios["ratio-20"].append(one["ours-20"][0] / one["raw-20"][0])
+        ratios["ratio"].append(median(figures["ours"][-n:]) / median(figures["raw"][-n:]))
+        ratios["ratio-20"].append(figures["ours-20"][-1] / figures["raw-20"][-1])
     med = {k: median(v) for k, v in (figures | ratios).items()}
     rows = [
         ["one after another", f"{med['raw']:.1f}", f"{med['ours']:.1f}", f"{med['ratio']:.2f}",

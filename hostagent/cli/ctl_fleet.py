@@ -19,6 +19,7 @@ from hostagent.cli.ctl_list import LIST_HEADER, list_items, list_row
 from hostagent.cli.ctl_options import UsageError
 from hostagent.cli.ctl_output import EXIT_FAILURE, EXIT_USAGE, emit_json, fail, show_table
 from hostagent.client.fleet import (
+    HOST_DOWN,
     HOST_TIMEOUT,
     Answer,
     Host,
@@ -142,7 +143,7 @@ async def fleet_verb(args: argparse.Namespace, hosts: list[Host], verbs: Verbs) 
             one.name = here[0]
         try:
             client = await host.connect(args.system_bus)
-        except (OSError, ValueError, HostAgentError) as e:
+        except HOST_DOWN as e:
             say_down(host, why_down(e, HOST_TIMEOUT))
             return EXIT_FAILURE
         try:

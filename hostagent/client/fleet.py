@@ -129,6 +129,10 @@ class Answer(Generic[T]):
     down: str = ""
 
 
+# What a host that gives no answer raises: its connection (ssh, its bus) or its daemon's word.
+HOST_DOWN = (OSError, ValueError, HostAgentError)  # TimeoutError is an OSError
+
+
 def why_down(e: BaseException, timeout: float) -> str:
     """One line on why a host gave no answer: unreachable, no daemon, or permission. Pure."""
     if isinstance(e, TimeoutError):
@@ -164,7 +168,7 @@ async def ask(
 
         try:
             return Answer(host, await asyncio.wait_for(asked(), timeout))
-        except (OSError, ValueError, HostAgentError) as e:  # TimeoutError is an OSError
+        except HOST_DOWN as e:
             return Answer(host, down=why_down(e, timeout))
         finally:
             if client is not None:
