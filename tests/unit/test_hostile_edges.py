@@ -164,7 +164,7 @@ def test_a_held_child_that_was_stopped_is_given_up_on(tmp_path: Path) -> None:
             await child.release(0.3)
         assert time.monotonic() - started < 5
         await child.abort()
-        assert child.proc.returncode == -signal.SIGKILL
+        assert child.returncode == -signal.SIGKILL
 
     asyncio.run(body())
 
@@ -267,14 +267,21 @@ def test_following_a_process_tells_once_and_closes_its_pidfd_once() -> None:
 def test_a_failed_scope_start_says_what_became_of_its_first_process(script: str, said: str) -> None:
     """systemd's job result alone ('failed') does not say whether the held child was gone
     before it could be moved; the error does."""
-    from types import SimpleNamespace
-
     from hostagent.daemon.host.scope import _first_process_end
+
+    class Child:  # what _first_process_end asks of a held child
+        def __init__(self, proc: asyncio.subprocess.Process) -> None:
+            self.proc = proc
+            self.wait = proc.wait
+
+        @property
+        def returncode(self) -> int | None:
+            return self.proc.returncode
 
     async def body() -> None:
         proc = await asyncio.create_subprocess_exec("/bin/sh", "-c", script)
         try:
-            assert await _first_process_end(SimpleNamespace(proc=proc)) == said  # type: ignore[arg-type]
+            assert await _first_process_end(Child(proc)) == said  # type: ignore[arg-type]
         finally:
             if proc.returncode is None:
                 proc.kill()

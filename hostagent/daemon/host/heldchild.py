@@ -5,6 +5,11 @@ cwd and blocks reading a pipe on its stdin. The daemon moves it into a new scope
 systemd's job to finish, and only then writes to the pipe: the shim execs tmux, and every
 process of the session starts inside the scope. Closing the pipe without a word makes the shim
 exit instead.
+
+The shim is started with subprocess.Popen and followed on the event loop (its pipes and a
+pidfd) rather than through asyncio's subprocess transports: it is on every create's path, and
+the transports' setup cost more than the shim's own start. Where no uid changes (root's
+sessions on the system daemon, every session on a user's) Popen can use vfork.
 """
 
 from __future__ import annotations
@@ -12,43 +17,47 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import subprocess
 
 from hostagent.daemon.host.owner import HELD_EXEC, as_owner
 from hostagent.identity import Owner
 
 # $1 cwd, then the command.
 _SHIM = 'cd -- "$1" || exit 125; shift; ' + HELD_EXEC
+# tmux prints two pids or a line of error: past this much the rest is dropped, so a shim its
+# owner replaced with something chatty cannot grow the daemon.
+OUTPUT_MAX = 64 * 1024
 
 
 class HeldChild:
     """The shim, running as owner, blocked until released."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, write_fd: int) -> None:
-        self.proc = proc
+    def __init__(self, proc: subprocess.Popen[bytes], write_fd: int) -> None:
+        self._proc = proc
         self._write_fd = write_fd
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self._proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit status once it has exited (negative: the signal that ended it), else None."""
+        return self._proc.poll()
 
     @classmethod
     async def start(cls, owner: Owner, cwd: str, env: dict[str, str], argv: list[str]) -> HeldChild:
         read_fd, write_fd = os.pipe()
         try:
-            proc = await asyncio.create_subprocess_exec(
-                "/bin/sh",
-                "-c",
-                _SHIM,
-                "hostagent-shim",
-                cwd,
-                *argv,
+            proc = subprocess.Popen(  # type: ignore[call-overload]  # as_owner's keywords
+                ["/bin/sh", "-c", _SHIM, "hostagent-shim", cwd, *argv],
                 cwd="/",
                 env=env,
                 process_group=0,
                 stdin=read_fd,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                **as_owner(owner),  # type: ignore[arg-type]
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                **as_owner(owner),
             )
         except BaseException:
             os.close(write_fd)
@@ -56,6 +65,20 @@ class HeldChild:
         finally:
             os.close(read_fd)
         return cls(proc, write_fd)
+
+    async def wait(self) -> int:
+        """Its exit status, once it has exited."""
+        if self._proc.poll() is None:
+            loop = asyncio.get_running_loop()
+            exited: asyncio.Future[None] = loop.create_future()
+            pidfd = os.pidfd_open(self._proc.pid)  # an unreaped child keeps its pid
+            loop.add_reader(pidfd, _settle, exited)
+            try:
+                await exited
+            finally:
+                loop.remove_reader(pidfd)
+                os.close(pidfd)
+        return self._proc.wait()
 
     async def release(self, timeout: float) -> tuple[int, str, str]:
         """Let it exec; its exit code, stdout and stderr (tmux's client exits once the server
@@ -66,21 +89,68 @@ class HeldChild:
             os.write(self._write_fd, b"go\n")
         os.close(self._write_fd)
         self._write_fd = -1
-        out, err = await asyncio.wait_for(self.proc.communicate(), timeout)
-        return (
-            self.proc.returncode or 0,
-            out.decode(errors="replace").strip(),
-            err.decode(errors="replace").strip(),
-        )
+        async with asyncio.timeout(timeout):
+            out, err = await _read_to_end(self._proc)
+            code = await self.wait()
+        return code, out.decode(errors="replace").strip(), err.decode(errors="replace").strip()
 
     async def abort(self) -> None:
         if self._write_fd >= 0:
             os.close(self._write_fd)
             self._write_fd = -1
-        if self.proc.returncode is None:
+        if self._proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
-            # Bounded: asyncio's wait() also waits for the pipes, which a process the child
-            # started may still hold.
+                self._proc.kill()
+            # Bounded: a process the child started may hold on to what it was given.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.proc.wait(), 5)
+                await asyncio.wait_for(self.wait(), 5)
+        _close_pipes(self._proc)
+
+
+async def _read_to_end(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """Everything proc writes to its stdout and stderr until both are closed (up to
+    OUTPUT_MAX of each); the pipes are closed then, or when the wait is cancelled."""
+    assert proc.stdout is not None and proc.stderr is not None
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    output = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    still_open = set(output)
+
+    def readable(fd: int) -> None:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            buffer = output[fd]
+            buffer += data[: max(0, OUTPUT_MAX - len(buffer))]
+            return
+        loop.remove_reader(fd)
+        still_open.discard(fd)
+        if not still_open:
+            _settle(done)
+
+    for fd in output:
+        os.set_blocking(fd, False)
+        loop.add_reader(fd, readable, fd)
+    try:
+        await done
+    finally:
+        for fd in still_open:
+            loop.remove_reader(fd)
+        _close_pipes(proc)
+    out, err = output.values()
+    return bytes(out), bytes(err)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()

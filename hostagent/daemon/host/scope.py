@@ -167,8 +167,8 @@ async def _first_process_end(child: HeldChild) -> str:
     """Why systemd could not start a scope around the held child, as far as the child tells:
     a child that is gone was not there to be moved (its status says who ended it)."""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(child.proc.wait()), EXIT_GRACE)
-    code = child.proc.returncode
+        await asyncio.wait_for(asyncio.shield(child.wait()), EXIT_GRACE)
+    code = child.returncode
     if code is None:
         return "its first process still runs"
     if code < 0:
@@ -254,7 +254,7 @@ class Scopes:
             except ProcessLookupError:
                 # The held child is gone before its scope could take it: it could not enter
                 # the working directory (125), or was killed.
-                code = await child.proc.wait()
+                code = await child.wait()
                 why = f"cannot change into '{record.cwd}'" if code == 125 else f"exit {code}"
                 raise SpawnFailed(
                     f"The session's first process ended before it started: {why}"
