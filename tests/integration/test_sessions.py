@@ -21,7 +21,7 @@ from hostagent.errors import (
     StorageFull,
 )
 from tests.integration.busclient import wait_for_state, with_client
-from tests.integration.helpers import create, new_name, props, wait_screen
+from tests.integration.helpers import create, new_name, props, record, wait_screen
 from tests.sandbox import Sandbox
 
 
@@ -35,6 +35,18 @@ def test_create_runs_tmux_and_agent_in_scope_under_slice(sb: Sandbox) -> None:
     p = props(sb, name)
     assert p["State"] == "running" and p["Unit"] == f"hostagent-{name}.scope"
     assert p["Leader"] > 0 and p["AgentSessionId"]
+    assert invocation_recorded(sb, name) == invocation_of_unit(sb, name)
+
+
+def invocation_recorded(sb: Sandbox, name: str) -> str:
+    data = record(sb, name)
+    assert data is not None
+    return str(data["invocation_id"])
+
+
+def invocation_of_unit(sb: Sandbox, name: str) -> str:
+    unit = f"hostagent-{name}.scope"
+    return sb.run("systemctl", "show", "-P", "InvocationID", unit).check().stdout.strip()
 
 
 def test_busctl_introspect_shows_the_contract(sb: Sandbox) -> None:
@@ -130,6 +142,7 @@ def test_daemon_restart_keeps_sessions(sb: Sandbox, how: str) -> None:
 
 def test_stop_keeps_record_and_cleans_unit_and_socket(sb: Sandbox) -> None:
     name = create(sb)
+    first_invocation = invocation_recorded(sb, name)
     sb.ctl("stop", name).check()
     assert props(sb, name)["State"] == "stopped"
     assert sb.run("systemctl", "is-active", f"hostagent-{name}.scope").stdout.strip() in (
@@ -142,6 +155,8 @@ def test_stop_keeps_record_and_cleans_unit_and_socket(sb: Sandbox) -> None:
     sb.ctl("resume", name).check()
     p = props(sb, name)
     assert p["State"] == "running" and p["ResumeCount"] == 1
+    # The unit's new start is recorded, not what its signals said of the one before.
+    assert invocation_recorded(sb, name) == invocation_of_unit(sb, name) != first_invocation
     sb.ctl("rm", name).check()
     assert sb.run("test", "-e", f"/var/lib/hostagent/sessions/{name}.yaml").returncode != 0
     assert sb.run("systemctl", "is-active", f"hostagent-{name}.scope").stdout.strip() in (

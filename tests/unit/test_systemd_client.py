@@ -9,23 +9,35 @@ systemd or as the bus driver must change nothing.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 
 import pytest
-from dbus_fast import Message, MessageType
+from dbus_fast import Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
-from hostagent.daemon.host.systemd import MANAGER_IFACE, SYSTEMD, SYSTEMD_PATH, Systemd
+from hostagent.bus.call import PROPERTIES
+from hostagent.daemon.host.systemd import (
+    MANAGER_IFACE,
+    SYSTEMD,
+    SYSTEMD_PATH,
+    UNIT_IFACE,
+    Systemd,
+    unit_path,
+)
 from tests.unit.fakes import run
 
 
 class FakeManager:
     """One incarnation of systemd on the bus."""
 
+    ASKED_ID = bytes(range(16))  # the InvocationID a Get answers
+
     def __init__(self, bus: MessageBus, leave_on: str = "") -> None:
         self.bus = bus
         self.leave_on = leave_on  # a member whose call makes it leave without a reply
         self.calls: list[str] = []
+        self.started_id: bytes | None = None  # what a started unit's signal says, if anything
         bus.add_message_handler(self._on_message)
 
     @classmethod
@@ -36,7 +48,12 @@ class FakeManager:
         return manager
 
     def _on_message(self, msg: Message) -> Message | bool | None:
-        if msg.message_type != MessageType.METHOD_CALL or msg.interface != MANAGER_IFACE:
+        if msg.message_type != MessageType.METHOD_CALL:
+            return None
+        if msg.interface == PROPERTIES and msg.member == "Get":
+            self.calls.append("Get")
+            return Message.new_method_return(msg, "v", [Variant("ay", self.ASKED_ID)])
+        if msg.interface != MANAGER_IFACE:
             return None
         self.calls.append(msg.member or "")
         if msg.member == self.leave_on:
@@ -51,7 +68,31 @@ class FakeManager:
                 )
             )  # fmt: skip
             return Message.new_method_return(msg, "o", [job])
+        if msg.member == "StartTransientUnit":
+            return self._started(msg)
         return Message.new_method_return(msg)
+
+    def _started(self, msg: Message) -> Message:
+        """As PID 1 does: the reply, then the unit's changes, then its job's JobRemoved."""
+        unit, job = msg.body[0], f"/org/freedesktop/systemd1/job/{len(self.calls)}"
+        changed = {"ActiveState": Variant("s", "active")}
+        if self.started_id is not None:
+            changed["InvocationID"] = Variant("ay", self.started_id)
+        reply = Message.new_method_return(msg, "o", [job])
+        self.bus.send(reply)
+        self.bus.send(
+            Message.new_signal(
+                unit_path(unit), PROPERTIES, "PropertiesChanged", "sa{sv}as",
+                [UNIT_IFACE, changed, []],
+            )
+        )  # fmt: skip
+        self.bus.send(
+            Message.new_signal(
+                SYSTEMD_PATH, MANAGER_IFACE, "JobRemoved", "uoss",
+                [len(self.calls), job, unit, "done"],
+            )
+        )  # fmt: skip
+        return True  # type: ignore[return-value]  # answered above, before the signals
 
 
 def test_a_call_that_meets_systemd_re_executing_is_made_again_once_it_is_back(
@@ -111,6 +152,38 @@ def test_nobody_but_the_bus_can_say_who_systemd_is(bus_address: str) -> None:
         with pytest.raises(TimeoutError):
             await systemd.wait_job(job, 0.2)
         for bus in (daemon, bob, real.bus):
+            bus.disconnect()
+
+    run(body())
+
+
+@pytest.mark.parametrize(
+    ("signalled", "recorded", "asked"),
+    [
+        (bytes.fromhex("00112233445566778899aabbccddeeff"), "00112233445566778899aabbccddeeff", []),
+        (None, FakeManager.ASKED_ID.hex(), ["Get"]),  # a systemd that did not say it
+        (b"", FakeManager.ASKED_ID.hex(), ["Get"]),  # said as empty: not started yet
+    ],
+)
+def test_a_started_scopes_invocation_id_is_taken_from_its_own_signal(
+    bus_address: str, signalled: bytes | None, recorded: str, asked: list[str]
+) -> None:
+    """systemd sends a unit's changes before its job's JobRemoved, so the id a create records
+    needs no Get of its own; where the signal did not carry it, it is asked for."""
+
+    async def body() -> None:
+        manager = await FakeManager.start(bus_address)
+        manager.started_id = signalled
+        daemon = await MessageBus(bus_address=bus_address).connect()
+        systemd = Systemd(daemon, lambda unit, state: None)
+        systemd._pidfds_work = False  # the private bus passes no descriptors
+        await systemd.connect()
+        unit = "hostagent-a.scope"
+        job = await systemd.start_scope(unit, os.getpid(), [])
+        assert await systemd.wait_job(job, 5) == "done"
+        assert await systemd.started_invocation(unit) == recorded
+        assert [c for c in manager.calls if c == "Get"] == asked
+        for bus in (daemon, manager.bus):
             bus.disconnect()
 
     run(body())

@@ -266,10 +266,10 @@ class Scopes:
                     f"'journalctl -u {record.unit}' has systemd's side"
                 )
             await checkpoint.reached(checkpoint.SCOPE_STARTED, record.name)
-            # The unit's invocation id is read while tmux starts: both are waits on others.
+            # The unit's invocation id, while tmux starts (its signal said it, or it is asked).
             try:
                 (code, out, err), invocation = await asyncio.gather(
-                    child.release(RELEASE_TIMEOUT), self.systemd.invocation_id(record.unit)
+                    child.release(RELEASE_TIMEOUT), self.systemd.started_invocation(record.unit)
                 )
             except TimeoutError:
                 await child.abort()

@@ -89,6 +89,10 @@ class Systemd:
         self._tasks: set[asyncio.Task[None]] = set()
         self._job_waiters: dict[str, asyncio.Future[str]] = {}
         self._job_results: collections.OrderedDict[str, str] = collections.OrderedDict()
+        # The InvocationID of each scope being started, as its own PropertiesChanged says.
+        # systemd sends a unit's pending changes before the JobRemoved of its job, so when
+        # the start job is done the id is here, and a create needs no Get for it.
+        self._invocations: collections.OrderedDict[str, str] = collections.OrderedDict()
         self._pidfds_work = hasattr(os, "pidfd_open")
 
     async def connect(self) -> None:
@@ -195,6 +199,10 @@ class Systemd:
             unit = path_decode(UNIT_PATH_PREFIX, msg.path)
             state = changed.get("ActiveState")
             result = changed.get("Result") if msg.body[0] == SCOPE_IFACE else None
+            if unit and unit in self._invocations and msg.body[0] == UNIT_IFACE:
+                invocation = changed.get("InvocationID")
+                if invocation is not None:
+                    self._invocations[unit] = bytes(invocation.value).hex()
             if result is not None and unit:
                 # Sent before the unit's ActiveState (and before a failed scope is collected).
                 self.on_result(unit, result.value)
@@ -225,6 +233,10 @@ class Systemd:
 
     async def start_scope(self, unit: str, pid: int, props: list[tuple[str, Variant]]) -> str:
         """Start ``unit`` holding pid; the job path. PIDFDs where systemd takes them, else PIDs."""
+        self._invocations[unit] = ""  # what its signals said of an earlier start is not this one
+        self._invocations.move_to_end(unit)
+        while len(self._invocations) > _KEEP_JOB_RESULTS:
+            self._invocations.popitem(last=False)
         if self._pidfds_work:
             pidfd = os.pidfd_open(pid)
             try:
@@ -320,6 +332,11 @@ class Systemd:
     async def invocation_id(self, unit: str) -> str:
         raw = await self.unit_property(unit, UNIT_IFACE, "InvocationID")
         return bytes(raw).hex() if raw else ""
+
+    async def started_invocation(self, unit: str) -> str:
+        """The InvocationID of a scope started with start_scope, once its job is done: as the
+        unit's own signal said it, else asked for."""
+        return self._invocations.pop(unit, "") or await self.invocation_id(unit)
 
 
 def _start_error(e: CallError) -> SystemdError:
