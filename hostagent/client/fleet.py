@@ -129,14 +129,17 @@ class Answer(Generic[T]):
     down: str = ""
 
 
-# What a host that gives no answer raises: its connection (ssh, its bus) or its daemon's word.
-HOST_DOWN = (OSError, ValueError, HostAgentError)  # TimeoutError is an OSError
+# What a host that gives no answer raises: its connection (ssh, its bus; EOFError when it
+# closes in the middle of a question) or its daemon's word.
+HOST_DOWN = (OSError, ValueError, EOFError, HostAgentError)  # TimeoutError is an OSError
 
 
 def why_down(e: BaseException, timeout: float) -> str:
     """One line on why a host gave no answer: unreachable, no daemon, or permission. Pure."""
     if isinstance(e, TimeoutError):
         return f"unreachable: no answer in {timeout:g} s"
+    if isinstance(e, EOFError):
+        return "unreachable: the connection closed before the host answered"
     message = getattr(e, "message", "") or str(e) or type(e).__name__
     name = getattr(e, "dbus_name", "")
     # The name has no owner and cannot be activated: not installed, masked, or failing to start.

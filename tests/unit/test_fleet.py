@@ -22,6 +22,7 @@ from hostagent.errors import AccessDenied, NoSuchSession, from_dbus
 from tests.unit.fakes import run
 
 A, B, C = Host("a", "alice@10.0.0.1"), Host("b", "b.example"), Host("c", "bob@c:2222")
+D = Host("d", "d")  # its ssh ends in the middle of a question
 
 
 @pytest.mark.parametrize(
@@ -108,6 +109,7 @@ def test_a_name_on_two_hosts_must_say_which() -> None:
         (TransportError("alice@a: Permission denied (publickey)."), "permission: alice@a"),
         (AccessDenied("Only root may …"), "permission: Only root"),
         (FileNotFoundError(2, "No such file or directory"), "unreachable: [Errno 2]"),
+        (EOFError(), "unreachable: the connection closed before the host answered"),
     ],
 )  # fmt: skip
 def test_a_host_that_gave_no_answer_says_why(error: BaseException, said: str) -> None:
@@ -128,7 +130,7 @@ class FakeClient:
 def test_every_host_is_asked_at_once_and_a_slow_one_holds_up_no_other(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    delays = {"alice@10.0.0.1": 0.0, "b.example": 60.0, "bob@c:2222": None}
+    delays = {"alice@10.0.0.1": 0.0, "b.example": 60.0, "bob@c:2222": None, "d": -1.0}
     made: list[FakeClient] = []
 
     async def connect(system: bool, host: str | None = None, **_: Any) -> FakeClient:
@@ -139,19 +141,22 @@ def test_every_host_is_asked_at_once_and_a_slow_one_holds_up_no_other(
         return made[-1]
 
     async def question(c: Any) -> str:
+        if c.delay < 0:  # its ssh ended in the middle of the question
+            raise EOFError
         await asyncio.sleep(c.delay)
         return "answer"
 
     monkeypatch.setattr(Client, "connect", connect)
     loop = asyncio.new_event_loop()
     try:
-        answers = loop.run_until_complete(fleet.ask([A, B, C], True, question, timeout=0.3))
+        answers = loop.run_until_complete(fleet.ask([A, B, C, D], True, question, timeout=0.3))
     finally:
         loop.close()
     assert [(a.host, a.value, a.down) for a in answers] == [
         (A, "answer", ""),
         (B, None, "unreachable: no answer in 0.3 s"),
         (C, None, "unreachable: ssh: Could not resolve hostname c"),
+        (D, None, "unreachable: the connection closed before the host answered"),
     ]
     assert all(c.closed for c in made)
 
