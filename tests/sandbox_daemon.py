@@ -57,6 +57,7 @@ class DaemonControl:
 
     def daemon_start(self, user: str | None = None) -> None:
         """Start hostagent: the system service, or user's own under ``systemd --user``."""
+        self._forget_starts(user)
         result = self._systemctl("start", "hostagent.service", user=user)
         if result.returncode != 0:
             raise SandboxError(f"hostagent did not start:\n{self.journal(user=user, lines=30)}")
@@ -65,9 +66,16 @@ class DaemonControl:
         self._systemctl("stop", "hostagent.service", user=user).check()
 
     def daemon_restart(self, user: str | None = None) -> None:
+        self._forget_starts(user)
         result = self._systemctl("restart", "hostagent.service", user=user)
         if result.returncode != 0:
             raise SandboxError(f"hostagent did not restart:\n{self.journal(user=user, lines=30)}")
+
+    def _forget_starts(self, user: str | None) -> None:
+        """The suite starts the daemon far more often than anyone: without this, systemd's
+        start limit (five starts in ten seconds) fails whichever test comes after a test that
+        restarted it many times (test_races, then test_faults)."""
+        self._systemctl("reset-failed", "hostagent.service", user=user)
 
     def daemon_kill(self, user: str | None = None) -> None:
         """SIGKILL the daemon and leave it down (the sandbox's unit has Restart=no)."""
