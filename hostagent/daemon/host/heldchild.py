@@ -8,8 +8,8 @@ exit instead.
 
 The shim is started with subprocess.Popen and followed on the event loop (its pipes and a
 pidfd) rather than through asyncio's subprocess transports: it is on every create's path, and
-the transports' setup cost more than the shim's own start. Where no uid changes (root's
-sessions on the system daemon, every session on a user's) Popen can use vfork.
+the transports' setup (a protocol, a transport per pipe, the child watcher, the steps between
+them) cost more than the shim's own start.
 """
 
 from __future__ import annotations
