@@ -101,7 +101,7 @@ class HeldChild:
         if self._proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 self._proc.kill()
-            # Bounded: a process the child started may hold on to what it was given.
+            # Bounded: a child stuck in the kernel must not hold the create for ever.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wait(), 5)
         _close_pipes(self._proc)
