@@ -202,7 +202,7 @@ class Systemd:
             if unit and unit in self._invocations and msg.body[0] == UNIT_IFACE:
                 invocation = changed.get("InvocationID")
                 if invocation is not None:
-                    self._invocations[unit] = bytes(invocation.value).hex()
+                    self._invocations[unit] = _id_hex(invocation.value)
             if result is not None and unit:
                 # Sent before the unit's ActiveState (and before a failed scope is collected).
                 self.on_result(unit, result.value)
@@ -216,9 +216,7 @@ class Systemd:
                 waiter.set_result(result)
             return
         # The signal can beat the method reply; keep it for the caller who is about to wait.
-        self._job_results[job] = result
-        while len(self._job_results) > _KEEP_JOB_RESULTS:
-            self._job_results.popitem(last=False)
+        _keep(self._job_results, job, result)
 
     async def wait_job(self, job: str, timeout: float) -> str:
         """The job's result (done, failed, canceled, timeout, dependency, skipped)."""
@@ -233,10 +231,7 @@ class Systemd:
 
     async def start_scope(self, unit: str, pid: int, props: list[tuple[str, Variant]]) -> str:
         """Start ``unit`` holding pid; the job path. PIDFDs where systemd takes them, else PIDs."""
-        self._invocations[unit] = ""  # what its signals said of an earlier start is not this one
-        self._invocations.move_to_end(unit)
-        while len(self._invocations) > _KEEP_JOB_RESULTS:
-            self._invocations.popitem(last=False)
+        _keep(self._invocations, unit, "")  # its signals of an earlier start are not this one's
         if self._pidfds_work:
             pidfd = os.pidfd_open(pid)
             try:
@@ -331,12 +326,25 @@ class Systemd:
 
     async def invocation_id(self, unit: str) -> str:
         raw = await self.unit_property(unit, UNIT_IFACE, "InvocationID")
-        return bytes(raw).hex() if raw else ""
+        return _id_hex(raw)
 
     async def started_invocation(self, unit: str) -> str:
         """The InvocationID of a scope started with start_scope, once its job is done: as the
         unit's own signal said it, else asked for."""
         return self._invocations.pop(unit, "") or await self.invocation_id(unit)
+
+
+def _id_hex(raw: bytes | None) -> str:
+    """An InvocationID (systemd's ``ay``) as its hex text; "" for none."""
+    return bytes(raw).hex() if raw else ""
+
+
+def _keep(kept: collections.OrderedDict[str, str], key: str, value: str) -> None:
+    """Remember value as the newest, forgetting the oldest past _KEEP_JOB_RESULTS."""
+    kept[key] = value
+    kept.move_to_end(key)
+    while len(kept) > _KEEP_JOB_RESULTS:
+        kept.popitem(last=False)
 
 
 def _start_error(e: CallError) -> SystemdError:
