@@ -11,7 +11,15 @@ import subprocess
 import pytest
 
 from hostagent.daemon.host import checkpoint
-from tests.integration.helpers import create, props, record, settled, unit_state
+from tests.integration.helpers import (
+    create,
+    new_name,
+    props,
+    record,
+    settled,
+    unit_state,
+    until,
+)
 from tests.sandbox import Sandbox
 
 
@@ -74,6 +82,34 @@ def test_remove_during_resume_leaves_neither_record_nor_scope(sb: Sandbox) -> No
     name = stopped_session(sb)
     assert during_resume(sb, name, "rm", name) == (0, 0)
     assert settled(sb, name) == (None, "", None)
+
+
+def scope_commands(sb: Sandbox, name: str) -> list[str]:
+    """The command names of every process in the session's scope."""
+    cgroup = sb.run("systemctl", "show", "-P", "ControlGroup", f"hostagent-{name}.scope")
+    procs = sb.run("cat", sb.cgroup_file(cgroup.stdout.strip(), "systemd", "cgroup.procs"))
+    return [sb.run("cat", f"/proc/{pid}/comm").stdout.strip() for pid in procs.stdout.split()]
+
+
+def test_a_new_sessions_record_is_written_while_its_scope_starts_before_anything_runs(
+    sb: Sandbox,
+) -> None:
+    """The first record is written once systemd has the scope's start job, and before tmux
+    is let go: parked right after that write, the record says starting, the scope comes up
+    holding only the blocked shim, and nothing of the session (no tmux) runs until the
+    create goes on."""
+    name = new_name()
+    with sb.park(checkpoint.CREATE_RECORDED) as parked:
+        proc = background_ctl(sb, "new", "--preset", "shell", "--name", name)
+        parked.wait()
+        assert (record(sb, name) or {}).get("state") == "starting"
+        until(lambda: unit_state(sb, name) == "active", "the scope runs while the daemon waits")
+        assert scope_commands(sb, name) == ["sh"]
+        parked.release()
+    assert finish(proc)[0] == 0
+    assert settled(sb, name) == ("running", "active", "running")
+    assert any(command.startswith("tmux") for command in scope_commands(sb, name))
+    sb.ctl("rm", name).check()
 
 
 # (operation, point, state after the daemon restarts)

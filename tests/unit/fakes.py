@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import os
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,13 +185,16 @@ class FakeScopes:
         stop_timeout: int,
         output: Path | None = None,
         user_caps: Limits | None = None,
+        meanwhile: Callable[[], Awaitable[None]] | None = None,
     ) -> Started:
+        if self.fail_with:  # refused before systemd took a job (a program gone, a bad cwd)
+            message, self.fail_with = self.fail_with, ""
+            raise SpawnFailed(message)
+        if meanwhile is not None:  # systemd has taken the job; the start is under way
+            await meanwhile()
         if self.gate is not None:
             self.parked.set()
             await self.gate.wait()
-        if self.fail_with:
-            message, self.fail_with = self.fail_with, ""
-            raise SpawnFailed(message)
         unit = FakeUnit(record.unit, limits=limits, user_caps=user_caps)
         self.systemd.units[record.unit] = unit
         self.launched.append(list(record.last_argv))

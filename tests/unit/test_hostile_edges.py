@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -267,24 +268,15 @@ def test_following_a_process_tells_once_and_closes_its_pidfd_once() -> None:
 def test_a_failed_scope_start_says_what_became_of_its_first_process(script: str, said: str) -> None:
     """systemd's job result alone ('failed') does not say whether the held child was gone
     before it could be moved; the error does."""
-    from hostagent.daemon.host.scope import _first_process_end
-
-    class Child:  # what _first_process_end asks of a held child
-        def __init__(self, proc: asyncio.subprocess.Process) -> None:
-            self.proc = proc
-            self.wait = proc.wait
-
-        @property
-        def returncode(self) -> int | None:
-            return self.proc.returncode
 
     async def body() -> None:
-        proc = await asyncio.create_subprocess_exec("/bin/sh", "-c", script)
+        proc = subprocess.Popen(["/bin/sh", "-c", script])
+        read_fd, write_fd = os.pipe()
+        os.close(read_fd)
+        child = HeldChild(proc, write_fd)  # past its release: the script runs
         try:
-            assert await _first_process_end(Child(proc)) == said  # type: ignore[arg-type]
+            assert await child.why_gone() == said
         finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+            await child.abort()
 
     asyncio.run(body())

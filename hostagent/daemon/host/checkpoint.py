@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 ENV = "HOSTAGENT_CHECKPOINT_DIR"
 
 # Every point, so tests and docs name the same ones.
-CREATE_RECORDED = "create-recorded"  # the record is on disk as starting; no scope yet
+CREATE_RECORDED = "create-recorded"  # the record says starting; the scope holds only the shim
 SCOPE_STARTED = "scope-started"  # the scope holds the held child; tmux not let go yet
 SPAWN_STARTED = "spawn-started"  # the scope runs; the record does not say so yet
 STOP_RECORDED = "stop-recorded"  # the record says stopping; no stop job yet

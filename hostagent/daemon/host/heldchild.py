@@ -19,7 +19,7 @@ import contextlib
 import os
 import subprocess
 
-from hostagent.daemon.host.owner import HELD_EXEC, as_owner
+from hostagent.daemon.host.owner import HELD_EXEC, SHIM_CANCELLED, as_owner
 from hostagent.identity import Owner
 
 # $1 cwd, then the command.
@@ -27,6 +27,7 @@ _SHIM = 'cd -- "$1" || exit 125; shift; ' + HELD_EXEC
 # tmux prints two pids or a line of error: past this much the rest is dropped, so a shim its
 # owner replaced with something chatty cannot grow the daemon.
 OUTPUT_MAX = 64 * 1024
+EXIT_GRACE = 0.5  # for a child whose scope failed to say whether it is gone
 
 
 class HeldChild:
@@ -79,6 +80,20 @@ class HeldChild:
                 loop.remove_reader(pidfd)
                 os.close(pidfd)
         return self._proc.wait()
+
+    async def why_gone(self) -> str:
+        """Why systemd could not start a scope around it, as far as it tells: a child that is
+        gone was not there to be moved (its status says who ended it)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self.wait()), EXIT_GRACE)
+        code = self.returncode
+        if code is None:
+            return "its first process still runs"
+        if code < 0:
+            return f"its first process was killed by signal {-code}"
+        if code == SHIM_CANCELLED:
+            return "its first process saw its start cancelled"
+        return f"its first process exited with status {code}"
 
     async def release(self, timeout: float) -> tuple[int, str, str]:
         """Let it exec; its exit code, stdout and stderr (tmux's client exits once the server

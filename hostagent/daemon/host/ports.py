@@ -10,7 +10,7 @@ first, and then both implementations must have it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -71,6 +71,7 @@ class ScopeRunner(Protocol):
         stop_timeout: int,
         output: Path | None = None,
         user_caps: Limits | None = None,
+        meanwhile: Callable[[], Awaitable[None]] | None = None,
     ) -> Started: ...
     async def stop(self, unit: str, timeout: float) -> None: ...
     async def kill(

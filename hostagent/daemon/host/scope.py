@@ -13,7 +13,7 @@ import logging
 import os
 import shlex
 import signal as signals
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from hostagent import resources
 from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
 from hostagent.daemon.host import agents, checkpoint, tmux
 from hostagent.daemon.host.heldchild import HeldChild
-from hostagent.daemon.host.owner import DEFAULT_PATH, SHIM_CANCELLED, program_problem
+from hostagent.daemon.host.owner import DEFAULT_PATH, program_problem
 from hostagent.daemon.host.runtimedir import write_file
 from hostagent.daemon.host.systemd import Systemd, SystemdError, UnitExists
 from hostagent.daemon.state.paths import PANE_DIED, hooks_fifo
@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 
 JOB_TIMEOUT = 60.0
 RELEASE_TIMEOUT = 30.0  # for tmux to start once let go; a stopped or stuck child is killed
-EXIT_GRACE = 0.5  # for a child whose scope failed to say whether it is gone
 SLICE = "hostagent.slice"
 NO_LIMIT = INFINITY  # systemd's "infinity" and "not set"
 # tmux hands a new session's command to its server in one message of at most 16 KiB, with
@@ -163,21 +162,6 @@ def cgroup_of(pid: int) -> str:
         return ""
 
 
-async def _first_process_end(child: HeldChild) -> str:
-    """Why systemd could not start a scope around the held child, as far as the child tells:
-    a child that is gone was not there to be moved (its status says who ended it)."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(child.wait()), EXIT_GRACE)
-    code = child.returncode
-    if code is None:
-        return "its first process still runs"
-    if code < 0:
-        return f"its first process was killed by signal {-code}"
-    if code == SHIM_CANCELLED:
-        return "its first process saw its start cancelled"
-    return f"its first process exited with status {code}"
-
-
 class Scopes:
     """Sessions' scopes through systemd, their tmux servers through tmux."""
 
@@ -217,10 +201,16 @@ class Scopes:
         stop_timeout: int,
         output: Path | None = None,
         user_caps: Limits | None = None,
+        meanwhile: Callable[[], Awaitable[None]] | None = None,
     ) -> Started:
         """Start the scope with tmux running record.last_argv in the complete environment env,
         its output copied into the FIFO output when given. With user_caps, the scope goes into
         its owner's slice, which gets those caps; else into hostagent.slice.
+
+        meanwhile runs once systemd has taken the start job, while the job runs, and before
+        tmux is let go: what must be done before anything of the session runs, in time the
+        create would otherwise spend waiting. If it raises, the scope is stopped with nothing
+        of the session's in it, and the error goes to the caller as it is.
 
         Raises SpawnFailed on any failure, after making sure no half-started scope is left.
         """
@@ -244,13 +234,8 @@ class Scopes:
                     child.pid,
                     scope_properties(record, limits, stop_timeout, slice_, self.daemon_unit),
                 )
-                try:
-                    result = await self.systemd.wait_job(job, JOB_TIMEOUT)
-                except TimeoutError:
-                    # Its end may have been lost to systemd re-executing: ask for the unit.
-                    result = await self._started_before(record.unit, child.pid)
             except UnitExists:
-                result = await self._started_before(record.unit, child.pid)
+                job = ""  # an earlier try's, if it holds our child
             except ProcessLookupError:
                 # The held child is gone before its scope could take it: it could not enter
                 # the working directory (125), or was killed.
@@ -259,8 +244,22 @@ class Scopes:
                 raise SpawnFailed(
                     f"The session's first process ended before it started: {why}"
                 ) from None
+            if meanwhile is not None:
+                try:
+                    await meanwhile()
+                except BaseException:
+                    await child.abort()  # it never ran tmux: its scope is left empty
+                    with contextlib.suppress(StopFailed):
+                        await self.stop(record.unit, JOB_TIMEOUT)
+                    raise
+            try:
+                result = await self.systemd.wait_job(job, JOB_TIMEOUT) if job else ""
+            except TimeoutError:
+                result = ""  # its end may have been lost to systemd re-executing
+            # No job of ours, or its end lost: ask whether the unit holds our child.
+            result = result or await self._started_before(record.unit, child.pid)
             if result != "done":
-                why = await _first_process_end(child)
+                why = await child.why_gone()
                 raise SpawnFailed(
                     f"Start job for unit {record.unit} finished with '{result}' ({why}); "
                     f"'journalctl -u {record.unit}' has systemd's side"

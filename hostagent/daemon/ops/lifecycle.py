@@ -13,14 +13,12 @@ import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator, Callable
-from typing import NoReturn
 
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.host import checkpoint, worktree
-from hostagent.daemon.host.owner import build_env, check_cwd
+from hostagent.daemon.host.owner import check_cwd
 from hostagent.daemon.host.ports import ScopeRunner
-from hostagent.daemon.host.runtimedir import prepare_runtime_dir
 from hostagent.daemon.host.systemd import SystemdError
 from hostagent.daemon.host.tmux import remove_socket
 from hostagent.daemon.ops import resumeplan
@@ -33,14 +31,13 @@ from hostagent.daemon.ops.admission import (
     quota_problem,
 )
 from hostagent.daemon.ops.reconcile import GONE_STATES, Reconciler
+from hostagent.daemon.ops.spawn import Spawner, look_last
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
 from hostagent.errors import (
     LimitsExceeded,
     NoSuchSession,
     NotRunning,
-    ResumeFailed,
-    SpawnFailed,
     StopFailed,
     StorageFull,
     WorktreeFailed,
@@ -77,6 +74,7 @@ class Lifecycle:
         self.reconciler = reconciler
         self.settings = settings
         self.boot_id = boot_id
+        self.spawner = Spawner(registry, scopes, terminal, conversations, reconciler, settings)
         # Why a budget keeps owner (or the session, when given) from starting today, or ""
         # (follow/usage.py sets it; a core without usage follows no budget).
         self.over_budget: Callable[[int, Session | None], str] = lambda uid, session: ""
@@ -123,7 +121,7 @@ class Lifecycle:
             raise LimitsExceeded(f"Session '{name}' was not created: {problem}.")
         check_budget(self.over_budget(owner_uid, None), f"Session '{name}' was not created")
         with self.registry.operation(owner_uid):
-            self.registry.reserved[name] = owner_uid
+            self.registry.reserved[name] = owner_uid  # until the session is registered
             try:
                 record, owner = await first_record(
                     owner_uid, name, preset, cwd, req, self.settings.config,
@@ -138,113 +136,41 @@ class Lifecycle:
                         self.settings.config.worktrees_dir, setup,
                     )  # fmt: skip
                 # The owner was looked up once for the checks: NSS can cost a round trip.
-                session = self.registry.add(record, owner)
+                session = self.registry.new_session(record, owner)
+                async with session.lock:
+                    await self.spawner.spawn(
+                        session, exempt, lambda: self._record_new(session, preset, new_branch)
+                    )
             finally:
                 self.registry.reserved.pop(name, None)
-            async with session.lock:
-                try:
-                    self.registry.store.save(record)
-                except OSError as e:
-                    del self.registry.sessions[name]
-                    await worktree.detach(record, owner, new_branch)
-                    raise StorageFull(
-                        f"Session '{name}' was not created: its record cannot be written "
-                        f"({e.strerror}); {self.registry.store.remedy(e.errno)}, then try again."
-                    ) from None
-                await checkpoint.reached(checkpoint.CREATE_RECORDED, name)
-                log.info("session '%s': created (uuid %s, preset %s, owner %d)",
-                         name, record.uuid, preset.name, record.owner)  # fmt: skip
-                self.registry.announce_new(session)
-                await self._spawn(session, exempt)
         return session
 
-    # ---- spawn --------------------------------------------------------------------------
+    async def _record_new(self, session: Session, preset: Preset, new_branch: bool) -> None:
+        """The new session's first record written (state starting), then the session
+        registered and announced: while systemd starts its scope, and before anything of the
+        session runs, so nothing runs that the disk does not know of."""
+        record = session.record
+        try:
+            self.registry.store.save(record)
+        except OSError as e:
+            self.terminal.unwatch(session)  # what the start had set up goes with it
+            self.conversations.remove_hooks(session)
+            await worktree.detach(record, session.owner, new_branch)
+            raise StorageFull(
+                f"Session '{record.name}' was not created: its record cannot be written "
+                f"({e.strerror}); {self.registry.store.remedy(e.errno)}, then try again."
+            ) from None
+        self.registry.register(session)
+        await checkpoint.reached(checkpoint.CREATE_RECORDED, record.name)
+        log.info("session '%s': created (uuid %s, preset %s, owner %d)",
+                 record.name, record.uuid, preset.name, record.owner)  # fmt: skip
+        self.registry.announce_new(session)
 
     async def owner_slice(self, uid: int) -> str:
         """On the system daemon, the slice a user's sessions and helpers go into, with the
         admin's caps of today (root's carries none)."""
         caps = self.settings.config.users.limits if capped(uid) else Limits()
         return await self.scopes.capped_slice(uid, caps)
-
-    async def _spawn(self, session: Session, exempt: bool) -> None:
-        """Start the scope for record.last_argv; the caller holds the lock, state is starting.
-        exempt: whoever starts it may go past the admin's caps (see _limits_today)."""
-        record = session.record
-        preset = self.settings.preset(record.preset)
-        self.registry.forget_end_causes(session)
-        self.registry.store.delete_screen(session.name)
-        try:
-            owner = session.owner
-            prepare_runtime_dir(session.paths.runtime_dir, owner)
-            self.conversations.write_hooks(session, preset)
-            env = build_env(
-                owner,
-                {
-                    **(preset.env if preset else {}),
-                    **self.conversations.hook_env(preset, session),
-                },
-                record.launch_env(),
-                self.registry.system,
-            )
-            # On the system daemon each user's sessions share a slice carrying their caps.
-            caps = self.settings.config.users.limits if capped(owner.uid) else Limits()
-            started = await self.scopes.start(
-                record,
-                owner,
-                session.paths.socket,
-                env,
-                record.limits if exempt else record.limits.within(self.settings.config.limits),
-                self.settings.config.stop_timeout_sec,
-                self.terminal.prepare(session),
-                caps if self.registry.system else None,
-            )
-            await checkpoint.reached(checkpoint.SPAWN_STARTED, session.name)
-        except (SpawnFailed, OSError) as e:
-            self._fail(
-                session, e.message if isinstance(e, SpawnFailed) else f"Failed to spawn: {e}"
-            )
-        try:
-            self.registry.change(
-                session,
-                Event.STARTED,
-                leader_pid=started.leader_pid,
-                invocation_id=started.invocation_id,
-                started_at=started.started_at,
-                started_boottime=started.started_boottime,
-                dormant_reason=DormantReason.NONE,
-                last_error="",
-                result="",
-                exit_status=0,
-                exit_signal=0,
-                containment="",
-            )
-        except StorageFull as e:
-            # A create is not reported done before its record is: nothing may run that the
-            # disk does not know of.
-            await self._stop_scope(session)
-            self._fail(session, e.message)
-        self.reconciler.endings.follow(session, started.pane_pid)
-        if not record.leader_pid:
-            # tmux was already gone from the scope: the agent exited at once. A server that
-            # was found running will be followed by the unit's own signals.
-            self.reconciler.queue(session)
-
-    def _fail(self, session: Session, error: str) -> NoReturn:
-        """A start failed: the session is failed with LastError; its ids are kept. The caller
-        gets SpawnFailed (ResumeFailed for a resume), or StorageFull when even that cannot be
-        written."""
-        log.error("session '%s': %s", session.name, error)
-        # "resources": systemd's word for a start that could not be set up.
-        if not self.registry.change(
-            session, Event.START_FAILED, last_error=error, result="resources"
-        ):
-            raise StorageFull(
-                f"Session '{session.name}' failed to start ({error}), and its record cannot "
-                f"be written; {self.registry.store.remedy()}, then try again."
-            )
-        # A resume's failure has a name of its own, so a client can tell the two apart.
-        failed = ResumeFailed if session.record.resume_count else SpawnFailed
-        raise failed(f"Session '{session.name}' failed to start: {error}")
 
     # ---- stop, resume, kill, remove -----------------------------------------------------
 
@@ -263,7 +189,7 @@ class Lifecycle:
         self.registry.change(session, Event.STOP)
         await checkpoint.reached(checkpoint.STOP_RECORDED, session.name)
         try:
-            await self._stop_scope(session)
+            await self.spawner.stop_scope(session)
         except StopFailed:
             if await self._unit_alive(session):
                 # The session is what systemd says: still running.
@@ -271,17 +197,6 @@ class Lifecycle:
                 raise
         await checkpoint.reached(checkpoint.STOP_DONE, session.name)
         await self.reconciler.endings.finish(session)
-
-    async def _stop_scope(self, session: Session) -> None:
-        await self._look_last(session)
-        await self.scopes.stop(session.record.unit, self.settings.config.stop_timeout_sec + 30)
-
-    @staticmethod
-    async def _look_last(session: Session) -> None:
-        """The screen as it is before a stop or kill takes the terminal with it: the one the
-        ended session shows (ending.py keeps it)."""
-        if session.watch is not None:
-            await session.watch.look_now()
 
     async def _unit_alive(self, session: Session) -> bool:
         """Whether systemd still has the session's unit; when systemd cannot say, assume so
@@ -353,12 +268,12 @@ class Lifecycle:
         await checkpoint.reached(checkpoint.RESUME_RECORDED, session.name)
         problem = await check_cwd(owner, record.cwd)
         if problem:
-            self._fail(
+            self.spawner.fail(
                 session,
                 f"Working directory '{record.cwd}' {problem}; "
                 f"create it, or remove the session with 'hostagentctl rm {session.name}'",
             )
-        await self._spawn(session, exempt)
+        await self.spawner.spawn(session, exempt)
 
     async def kill(self, session: Session, whom: str, signal: int) -> None:
         # whom and signal were checked by the caller (check_signal), as every argument is
@@ -369,7 +284,7 @@ class Lifecycle:
                     f"Session '{session.name}' is {session.record.state.value}, not running."
                 )
             if whom == "all":
-                await self._look_last(session)
+                await look_last(session)
                 self.registry.killed(session, signal)
             await self.scopes.kill(
                 session.record, session.owner, session.paths.socket, whom, signal

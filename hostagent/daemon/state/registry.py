@@ -193,12 +193,19 @@ class Registry:
     # ---- changes ------------------------------------------------------------------------
 
     def add(self, record: SessionRecord, owner: Owner | None = None) -> Session:
-        """Register a session for record (with its owner's passwd entry when the caller has
-        looked it up already); nothing is written or announced yet."""
+        """Register a session for record; nothing is written or announced yet."""
+        return self.register(self.new_session(record, owner))
+
+    def new_session(self, record: SessionRecord, owner: Owner | None = None) -> Session:
+        """A session for record (with its owner's passwd entry when the caller has looked it
+        up already), not registered: a create registers it once its record is written."""
         session = Session(record, self.paths(record.owner, record.name))
         if owner is not None:
             session.owner = owner
-        self.sessions[record.name] = session
+        return session
+
+    def register(self, session: Session) -> Session:
+        self.sessions[session.record.name] = session
         return session
 
     # ---- a session's runtime: what only lives while the daemon runs ----------------------

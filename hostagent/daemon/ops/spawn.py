@@ -1,0 +1,159 @@
+"""Starting a session's scope, for a create and for a resume.
+
+What a start needs around the scope itself (the runtime directory, the hooks, the environment,
+the terminal's watch) and what it leaves in the record: running with the scope's ids, or
+failed with a LastError that says why. The lifecycle calls it under the session's lock, with
+the record already saying starting, or, for a new session, with the step that writes the first
+record, which runs while systemd starts the scope (Scopes.start's meanwhile).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import NoReturn
+
+from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.follow.terminal import Terminal
+from hostagent.daemon.host import checkpoint
+from hostagent.daemon.host.owner import build_env
+from hostagent.daemon.host.ports import ScopeRunner
+from hostagent.daemon.host.runtimedir import prepare_runtime_dir
+from hostagent.daemon.ops.reconcile import Reconciler
+from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.settings import Settings
+from hostagent.errors import ResumeFailed, SpawnFailed, StorageFull
+from hostagent.permissions import capped
+from hostagent.session import DormantReason, Event, Limits
+
+log = logging.getLogger(__name__)
+
+Step = Callable[[], Awaitable[None]]
+
+
+class Spawner:
+    def __init__(
+        self,
+        registry: Registry,
+        scopes: ScopeRunner,
+        terminal: Terminal,
+        conversations: Conversations,
+        reconciler: Reconciler,
+        settings: Settings,
+    ) -> None:
+        self.registry = registry
+        self.scopes = scopes
+        self.terminal = terminal
+        self.conversations = conversations
+        self.reconciler = reconciler
+        self.settings = settings
+
+    async def spawn(
+        self,
+        session: Session,
+        exempt: bool,
+        first: Step | None = None,
+    ) -> None:
+        """Start the scope for record.last_argv; the caller holds the lock, state is starting.
+        exempt: whoever starts it may go past the admin's caps (see Lifecycle.resume).
+        first: a new session's record step (Lifecycle._record_new), run once, while systemd
+        starts the scope, or before a failure to start is recorded."""
+        first = _once(first)
+        record = session.record
+        preset = self.settings.preset(record.preset)
+        self.registry.forget_end_causes(session)
+        self.registry.store.delete_screen(session.name)
+        try:
+            owner = session.owner
+            prepare_runtime_dir(session.paths.runtime_dir, owner)
+            self.conversations.write_hooks(session, preset)
+            env = build_env(
+                owner,
+                {
+                    **(preset.env if preset else {}),
+                    **self.conversations.hook_env(preset, session),
+                },
+                record.launch_env(),
+                self.registry.system,
+            )
+            # On the system daemon each user's sessions share a slice carrying their caps.
+            caps = self.settings.config.users.limits if capped(owner.uid) else Limits()
+            started = await self.scopes.start(
+                record,
+                owner,
+                session.paths.socket,
+                env,
+                record.limits if exempt else record.limits.within(self.settings.config.limits),
+                self.settings.config.stop_timeout_sec,
+                self.terminal.prepare(session),
+                caps if self.registry.system else None,
+                first,
+            )
+            await checkpoint.reached(checkpoint.SPAWN_STARTED, session.name)
+        except (SpawnFailed, OSError) as e:
+            await first()  # a failed create is a failed session, with its LastError
+            self.fail(session, e.message if isinstance(e, SpawnFailed) else f"Failed to spawn: {e}")
+        try:
+            self.registry.change(
+                session,
+                Event.STARTED,
+                leader_pid=started.leader_pid,
+                invocation_id=started.invocation_id,
+                started_at=started.started_at,
+                started_boottime=started.started_boottime,
+                dormant_reason=DormantReason.NONE,
+                last_error="",
+                result="",
+                exit_status=0,
+                exit_signal=0,
+                containment="",
+            )
+        except StorageFull as e:
+            # A create is not reported done before its record is: nothing may run that the
+            # disk does not know of.
+            await self.stop_scope(session)
+            self.fail(session, e.message)
+        self.reconciler.endings.follow(session, started.pane_pid)
+        if not record.leader_pid:
+            # tmux was already gone from the scope: the agent exited at once. A server that
+            # was found running will be followed by the unit's own signals.
+            self.reconciler.queue(session)
+
+    def fail(self, session: Session, error: str) -> NoReturn:
+        """A start failed: the session is failed with LastError; its ids are kept. The caller
+        gets SpawnFailed (ResumeFailed for a resume), or StorageFull when even that cannot be
+        written."""
+        log.error("session '%s': %s", session.name, error)
+        # "resources": systemd's word for a start that could not be set up.
+        if not self.registry.change(
+            session, Event.START_FAILED, last_error=error, result="resources"
+        ):
+            raise StorageFull(
+                f"Session '{session.name}' failed to start ({error}), and its record cannot "
+                f"be written; {self.registry.store.remedy()}, then try again."
+            )
+        # A resume's failure has a name of its own, so a client can tell the two apart.
+        failed = ResumeFailed if session.record.resume_count else SpawnFailed
+        raise failed(f"Session '{session.name}' failed to start: {error}")
+
+    async def stop_scope(self, session: Session) -> None:
+        await look_last(session)
+        await self.scopes.stop(session.record.unit, self.settings.config.stop_timeout_sec + 30)
+
+
+async def look_last(session: Session) -> None:
+    """The screen as it is before a stop or kill takes the terminal with it: the one the
+    ended session shows (ending.py keeps it)."""
+    if session.watch is not None:
+        await session.watch.look_now()
+
+
+def _once(step: Step | None) -> Step:
+    """step, to be awaited at most once whoever asks (none: nothing to do)."""
+    pending = [step] if step is not None else []
+
+    async def run() -> None:
+        if pending:
+            await pending.pop()()
+
+    return run
