@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import NoReturn
 
 from hostagent.daemon.follow.conversation import Conversations
@@ -31,22 +32,16 @@ log = logging.getLogger(__name__)
 Step = Callable[[], Awaitable[None]]
 
 
+@dataclass
 class Spawner:
-    def __init__(
-        self,
-        registry: Registry,
-        scopes: ScopeRunner,
-        terminal: Terminal,
-        conversations: Conversations,
-        reconciler: Reconciler,
-        settings: Settings,
-    ) -> None:
-        self.registry = registry
-        self.scopes = scopes
-        self.terminal = terminal
-        self.conversations = conversations
-        self.reconciler = reconciler
-        self.settings = settings
+    """A start's steps, over the lifecycle's own collaborators."""
+
+    registry: Registry
+    scopes: ScopeRunner
+    terminal: Terminal
+    conversations: Conversations
+    reconciler: Reconciler
+    settings: Settings
 
     async def spawn(
         self,
