@@ -164,6 +164,7 @@ class FakeScopes:
         self.tmux = FakeTmux(self.systemd)
         self.launched: list[list[str]] = []  # every argv a scope was started with
         self.fail_with = ""  # the next start fails with this message
+        self.crash_with: BaseException | None = None  # the next start raises this, unforeseen
         self.gate: asyncio.Event | None = None  # when set up, starts wait for it
         self.parked = asyncio.Event()  # set while a start waits at the gate
 
@@ -187,6 +188,9 @@ class FakeScopes:
         user_caps: Limits | None = None,
         meanwhile: Callable[[], Awaitable[None]] | None = None,
     ) -> Started:
+        if self.crash_with is not None:
+            error, self.crash_with = self.crash_with, None
+            raise error
         if self.fail_with:  # refused before systemd took a job (a program gone, a bad cwd)
             message, self.fail_with = self.fail_with, ""
             raise SpawnFailed(message)

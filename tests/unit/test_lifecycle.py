@@ -115,6 +115,27 @@ def test_a_record_that_cannot_be_written_creates_nothing(tmp_path: Path) -> None
     run(body())
 
 
+@pytest.mark.parametrize("error", [RuntimeError("a bug"), asyncio.CancelledError()])
+def test_a_create_that_ends_before_its_record_leaves_nothing_behind(
+    tmp_path: Path, error: BaseException
+) -> None:
+    """An error nobody foresaw, or the create cancelled (the daemon stopping), before the
+    first record is written: the session never came to be, and neither its terminal's FIFO
+    nor its hooks file stays."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        host.scopes.crash_with = error
+        with pytest.raises(type(error)):
+            await create(host, "a", preset="assigned")
+        assert "a" not in host.registry.sessions and host.on_disk("a") is None
+        paths = host.registry.paths(me(), "a")
+        assert not paths.fifo.exists() and not paths.hooks_file.exists()
+        await create(host, "a", preset="assigned")  # the name is free again
+
+    run(body())
+
+
 def test_stop_commits_stopping_before_the_scope_stops_then_stopped(tmp_path: Path) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)

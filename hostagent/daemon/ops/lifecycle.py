@@ -137,15 +137,22 @@ class Lifecycle:
                     )  # fmt: skip
                 # The owner was looked up once for the checks: NSS can cost a round trip.
                 session = self.registry.new_session(record, owner)
-                async with session.lock:
-                    await self.spawner.spawn(
-                        session, exempt, lambda: self._record_new(session, preset, new_branch)
-                    )
+                try:
+                    async with session.lock:
+                        await self.spawner.spawn(
+                            session, exempt, lambda: self._record_new(session, preset)
+                        )
+                except BaseException:
+                    if name not in self.registry.sessions:  # never recorded: nothing of it stays
+                        self.terminal.unwatch(session)
+                        self.conversations.remove_hooks(session)
+                        await worktree.detach(record, owner, new_branch)
+                    raise
             finally:
                 self.registry.reserved.pop(name, None)
         return session
 
-    async def _record_new(self, session: Session, preset: Preset, new_branch: bool) -> None:
+    async def _record_new(self, session: Session, preset: Preset) -> None:
         """The new session's first record written (state starting), then the session
         registered and announced: while systemd starts its scope, and before anything of the
         session runs, so nothing runs that the disk does not know of."""
@@ -153,9 +160,6 @@ class Lifecycle:
         try:
             self.registry.store.save(record)
         except OSError as e:
-            self.terminal.unwatch(session)  # what the start had set up goes with it
-            self.conversations.remove_hooks(session)
-            await worktree.detach(record, session.owner, new_branch)
             raise StorageFull(
                 f"Session '{record.name}' was not created: its record cannot be written "
                 f"({e.strerror}); {self.registry.store.remedy(e.errno)}, then try again."
