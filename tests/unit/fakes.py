@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.core import Core
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.owner import DEFAULT_PATH
-from hostagent.daemon.host.scope import Process, Started
+from hostagent.daemon.host.scope import Process, Started, Step
 from hostagent.daemon.host.systemd import UnitInfo
 from hostagent.daemon.host.tmux import TmuxError
 from hostagent.daemon.state.registry import Session
@@ -186,7 +186,7 @@ class FakeScopes:
         stop_timeout: int,
         output: Path | None = None,
         user_caps: Limits | None = None,
-        meanwhile: Callable[[], Awaitable[None]] | None = None,
+        meanwhile: Step | None = None,
     ) -> Started:
         if self.crash_with is not None:
             error, self.crash_with = self.crash_with, None

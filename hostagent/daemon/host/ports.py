@@ -10,14 +10,14 @@ first, and then both implementations must have it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from dbus_fast import Variant
 
 from hostagent.daemon.host.agents import Found
-from hostagent.daemon.host.scope import Process, Started
+from hostagent.daemon.host.scope import Process, Started, Step
 from hostagent.daemon.host.systemd import UnitInfo
 from hostagent.identity import Owner
 from hostagent.session import Limits, SessionRecord
@@ -71,7 +71,7 @@ class ScopeRunner(Protocol):
         stop_timeout: int,
         output: Path | None = None,
         user_caps: Limits | None = None,
-        meanwhile: Callable[[], Awaitable[None]] | None = None,
+        meanwhile: Step | None = None,
     ) -> Started: ...
     async def stop(self, unit: str, timeout: float) -> None: ...
     async def kill(

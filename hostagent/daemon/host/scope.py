@@ -41,6 +41,7 @@ NO_LIMIT = INFINITY  # systemd's "infinity" and "not set"
 # tmux hands a new session's command to its server in one message of at most 16 KiB, with
 # the other options; a longer command line goes through a script (launch_argv).
 TMUX_COMMAND_MAX = 8192
+Step = Callable[[], Awaitable[None]]  # what Scopes.start runs while systemd's job runs
 
 
 def user_slice(uid: int) -> str:
@@ -201,7 +202,7 @@ class Scopes:
         stop_timeout: int,
         output: Path | None = None,
         user_caps: Limits | None = None,
-        meanwhile: Callable[[], Awaitable[None]] | None = None,
+        meanwhile: Step | None = None,
     ) -> Started:
         """Start the scope with tmux running record.last_argv in the complete environment env,
         its output copied into the FIFO output when given. With user_caps, the scope goes into

@@ -10,7 +10,6 @@ record, which runs while systemd starts the scope (Scopes.start's meanwhile).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -20,6 +19,7 @@ from hostagent.daemon.host import checkpoint
 from hostagent.daemon.host.owner import build_env
 from hostagent.daemon.host.ports import ScopeRunner
 from hostagent.daemon.host.runtimedir import prepare_runtime_dir
+from hostagent.daemon.host.scope import Step
 from hostagent.daemon.ops.reconcile import Reconciler
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
@@ -28,8 +28,6 @@ from hostagent.permissions import capped
 from hostagent.session import DormantReason, Event, Limits
 
 log = logging.getLogger(__name__)
-
-Step = Callable[[], Awaitable[None]]
 
 
 @dataclass
