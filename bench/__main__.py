@@ -103,7 +103,7 @@ def scale_section(sc: scale.Scale, pngs: list[Path], out: Path) -> str:
     return (
         "## scale and recovery\n\n"
         "Shell sessions, created 16 at a time. Latencies are round trips from a dbus-fast "
-        "client on the host (200 calls each). Idle CPU is the whole service's share of one "
+        f"client on the host ({scale.CALLS} calls each). Idle CPU is the whole service's share of one "
         f"core (its cgroup: the daemon and the helpers it runs), measured from "
         f"{sc.idle.after:.0f} s after the last create over {sc.idle.window:.0f} s, while every "
         "session sits at its prompt. The containment check is the CPU time of one pass of the "

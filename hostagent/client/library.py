@@ -10,8 +10,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dbus_fast import BusType, Variant
 from dbus_fast.aio import MessageBus
@@ -25,8 +24,11 @@ from hostagent.usage import Usage
 LONG_CALL = None  # create, resume and stop reply when systemd's job is done; no client timeout
 
 
-@dataclass(frozen=True)
-class SessionRow:
+class SessionRow(NamedTuple):
+    """One row of ListSessions. A named tuple, because a list of 1000 is built on every call:
+    a frozen dataclass's constructor cost the caller more than the daemon's reply did
+    (docs/benchmarks-notes.md, "ListSessions p99 at 1000 sessions")."""
+
     name: str
     preset: str
     state: str
@@ -191,7 +193,7 @@ class Client:
 
     async def list_sessions(self) -> list[SessionRow]:
         (rows,) = await self._manager("ListSessions")
-        return [SessionRow(*row) for row in rows]
+        return list(map(SessionRow._make, rows))
 
     async def create(self, name: str, preset: str, cwd: str, options: dict[str, Variant]) -> str:
         (path,) = await self._manager(
