@@ -103,13 +103,16 @@ def scale_section(sc: scale.Scale, pngs: list[Path], out: Path) -> str:
     return (
         "## scale and recovery\n\n"
         "Shell sessions, created 16 at a time. Latencies are round trips from a dbus-fast "
-        f"client on the host ({scale.CALLS} calls each). Idle CPU is the whole service's share of one "
-        f"core (its cgroup: the daemon and the helpers it runs), measured from "
+        f"client on the host ({scale.CALLS} calls each). Idle CPU is the whole service's share "
+        f"of one core (its cgroup: the daemon and the helpers it runs), measured from "
         f"{sc.idle.after:.0f} s after the last create over {sc.idle.window:.0f} s, while every "
         "session sits at its prompt. The containment check is the CPU time of one pass of the "
-        "guard's walk over every running session's processes, run as the guard runs it. READY is systemd's own record, from the "
-        "daemon's exec to READY=1: after `systemctl restart` with N live sessions, and after "
-        "a reboot with N records.\n\n" + table(SCALE_HEADER, rows) + "\n\n" + images
+        "guard's walk over every running session's processes, run as the guard runs it. READY "
+        "is systemd's own record, from the daemon's exec to READY=1: after `systemctl restart` "
+        "with N live sessions, and after a reboot with N records.\n\n"
+        + table(SCALE_HEADER, rows)
+        + "\n\n"
+        + images
     )
 
 

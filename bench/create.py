@@ -90,10 +90,10 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         "## create\n\n"
         f"Median ms per session over {rounds} round(s) of {n} sequential creates (a tenth of a "
         "second apart, outside the timing) and of 20 concurrent ones. Baseline: `systemd-run "
-        "--scope --slice=hostagent.slice tmux new-session -d` for the same shell; ours: `busctl call … CreateSession`, which "
-        "replies once the scope runs. Both clients are C programs started per call. Each "
-        "round times both, one after the other; the ratio is the median of the rounds' "
-        "ratios.\n\n"
+        "--scope --slice=hostagent.slice tmux new-session -d` for the same shell; ours: "
+        "`busctl call … CreateSession`, which replies once the scope runs. Both clients are C "
+        "programs started per call. Each round times both, one after the other; the ratio is "
+        "the median of the rounds' ratios.\n\n"
         + table(["run", "raw ms", "hostagent ms", "ratio (goals above)", "rounds' ratios"], rows)
         + "\n"
     )

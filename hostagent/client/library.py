@@ -27,7 +27,7 @@ LONG_CALL = None  # create, resume and stop reply when systemd's job is done; no
 class SessionRow(NamedTuple):
     """One row of ListSessions. A named tuple, because a list of 1000 is built on every call:
     a frozen dataclass's constructor cost the caller more than the daemon's reply did
-    (docs/benchmarks-notes.md, "ListSessions p99 at 1000 sessions")."""
+    (docs/benchmarks-notes.md, "ListSessions at 1000 again")."""
 
     name: str
     preset: str
