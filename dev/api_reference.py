@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hostagent import BUS_NAME, MANAGER_PATH, SESSION_PATH_PREFIX
-from hostagent.daemon.bus.export import Interface
+from hostagent.daemon.bus.interface import Interface
 from hostagent.daemon.bus.manager import MANAGER
 from hostagent.daemon.bus.session import SESSION
 from hostagent.errors import ALL_ERRORS

@@ -27,6 +27,7 @@ from hostagent.bus.compat import pace_writes
 from hostagent.config import Config, config_paths, load_config
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
+from hostagent.daemon.bus.intake import Intake
 from hostagent.daemon.core import Core
 from hostagent.daemon.follow.activations import ActivationWatch
 from hostagent.daemon.host import userunit
@@ -125,6 +126,7 @@ class Daemon:
     async def run(self) -> int:
         bus_type = BusType.SYSTEM if self.system else BusType.SESSION
         bus = await MessageBus(bus_type=bus_type, negotiate_unix_fd=True).connect()
+        intake = Intake.guard(bus)
         if not pace_writes(bus):
             log.warning("This dbus-fast keeps its writer elsewhere; a burst may drop the bus")
         loop = asyncio.get_running_loop()
@@ -160,7 +162,7 @@ class Daemon:
         report = await core.recover()
         log.info("%s", report.summary(config.recovery_policy.value))
         self.to_resume = report.to_resume
-        exporter = Exporter(bus)
+        exporter = Exporter(bus, intake)
         frontend = core.front(Authorizer(bus, use_polkit=self.system), exporter, self.reload)
         frontend.export_all()
         # A daemon that refused calls while its file was broken owns its name already.

@@ -116,6 +116,7 @@ class FakeTmux:
         self.typed: list[tuple[str, str, bool]] = []
         self.ended: dict[str, tuple[int | None, int | None]] = {}  # name -> (status, signal)
         self.on_server_pid: Callable[[str], None] = lambda name: None
+        self.capture_gate: asyncio.Event | None = None  # set: captures wait for it
 
     @staticmethod
     def _name(sock: Path) -> str:
@@ -141,6 +142,8 @@ class FakeTmux:
 
     async def capture(self, owner: Owner, sock: Path, scrollback: int) -> str:
         self._unit(sock)
+        if self.capture_gate is not None:
+            await self.capture_gate.wait()
         return self.screens.get(self._name(sock), ("", ""))[0]
 
     async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str, str]:

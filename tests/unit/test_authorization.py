@@ -19,7 +19,7 @@ from hostagent.config import Config, UserCaps
 from hostagent.daemon.bus import manager
 from hostagent.daemon.bus import session as handlers
 from hostagent.daemon.bus.auth import Authorizer
-from hostagent.daemon.bus.export import Call
+from hostagent.daemon.bus.interface import Call
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SessionObject
 from hostagent.daemon.follow import containment

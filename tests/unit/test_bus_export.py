@@ -19,6 +19,7 @@ from hostagent.client import Client
 from hostagent.client.follow import Follower, Link
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
+from hostagent.daemon.bus.intake import Intake
 from hostagent.errors import (
     InvalidArgs,
     LimitsExceeded,
@@ -32,9 +33,9 @@ from tests.unit.fakes import Host, me, run
 
 async def serve(tmp: Path, address: str) -> tuple[Host, MessageBus, list[str]]:
     host = await Host.started(tmp)
-    bus = await MessageBus(bus_address=address).connect()
+    bus = await MessageBus(bus_address=address, negotiate_unix_fd=True).connect()
     reloads: list[str] = []
-    exporter = Exporter(bus)
+    exporter = Exporter(bus, Intake.guard(bus))
     frontend = host.core.front(
         Authorizer(bus, use_polkit=False), exporter, lambda: reloads.append("reload")
     )

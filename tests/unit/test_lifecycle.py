@@ -260,3 +260,30 @@ def test_waits_and_captures_are_bounded(tmp_path: Path, monkeypatch: pytest.Monk
             await host.core.terminal.capture(host.registry.get("a"), 10)
 
     run(body())
+
+
+def test_one_callers_captures_under_way_are_capped_and_others_go_on(tmp_path: Path) -> None:
+    from hostagent.daemon.follow.terminal import MAX_CAPTURES_PER_CALLER
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a")
+        session, terminal = host.registry.get("a"), host.core.terminal
+        host.scopes.tmux.screens["a"] = ("$ \n", "")
+        gate = host.scopes.tmux.capture_gate = asyncio.Event()
+        bobs = [
+            asyncio.ensure_future(terminal.capture(session, 0, 1001))
+            for _ in range(MAX_CAPTURES_PER_CALLER)
+        ]
+        await asyncio.sleep(0)
+        with pytest.raises(LimitsExceeded, match="captures of yours are already under way"):
+            await terminal.capture(session, 0, 1001)
+        alices = asyncio.ensure_future(terminal.capture(session, 0, 1000))
+        await asyncio.sleep(0)
+        assert not alices.done()  # under way beside bob's, not refused
+        gate.set()
+        assert await alices == "$ \n"
+        await asyncio.gather(*bobs)
+        assert await terminal.capture(session, 0, 1001) == "$ \n"  # his count went down
+
+    run(body())

@@ -2,7 +2,7 @@
 
 dbus-fast's ServiceInterface hides the calling message, and with it the sender that
 authorization needs; its error path also differs between 1.84 (traceback sent to the caller)
-and 5.x. So hostagent declares its interfaces as tables (``Interface``) and this module serves
+and 5.x. So hostagent declares its interfaces as tables (``daemon/bus/interface.py``) and this module serves
 them: method dispatch with signature checks, Properties (Get, GetAll, PropertiesChanged),
 introspection with annotations and child nodes, and the one place where exceptions become
 error replies.
@@ -13,16 +13,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable
 from typing import Any
-from xml.sax.saxutils import quoteattr
 
 from dbus_fast import Message, MessageFlag, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
 from hostagent.bus.call import DBUS, PROPERTIES, add_match, close_fds
 from hostagent.bus.compat import PremarshalledReply, fix_body, fix_str
+from hostagent.daemon.bus.intake import METHOD_CALL, SIGNAL, Header, Intake
+from hostagent.daemon.bus.interface import LARGEST_CALL, Call, Interface, Method, Property
 from hostagent.daemon.bus.replies import FileReply, Prepared
 from hostagent.errors import HostAgentError, LimitsExceeded
 
@@ -30,9 +30,12 @@ log = logging.getLogger(__name__)
 
 INTROSPECTABLE = "org.freedesktop.DBus.Introspectable"
 PEER = "org.freedesktop.DBus.Peer"
-EMITS = "org.freedesktop.DBus.Property.EmitsChangedSignal"
 _ALLOW_INTERACTIVE = 0x4
 MAX_CALLS_PER_CALLER = 256  # method calls one connection may have in flight
+# A signal the daemon listens to (systemd's, the bus's) is a few kilobytes at most; anyone may
+# send one to the daemon, so a larger one is dropped unread.
+LARGEST_SIGNAL = 1024 * 1024
+INVALID_ARGS = "org.freedesktop.DBus.Error.InvalidArgs"
 
 
 class _BusError(HostAgentError):
@@ -41,78 +44,6 @@ class _BusError(HostAgentError):
     def __init__(self, name: str, message: str) -> None:
         super().__init__(message)
         self.dbus_name = name
-
-
-@dataclass(frozen=True)
-class Call:
-    """What a handler knows about its caller."""
-
-    sender: str
-    interactive: bool
-
-
-Handler = Callable[..., Awaitable[Any] | Any]
-
-
-@dataclass
-class Method:
-    name: str
-    in_args: list[tuple[str, str]]  # (name, signature)
-    out_args: list[tuple[str, str]]
-    handler: Handler  # handler(target, call, *args) -> body value (one out arg) or tuple
-    waits: bool = False  # it only waits: dropped when its caller leaves the bus
-
-    @property
-    def in_sig(self) -> str:
-        return "".join(s for _, s in self.in_args)
-
-    @property
-    def out_sig(self) -> str:
-        return "".join(s for _, s in self.out_args)
-
-
-@dataclass
-class Property:
-    name: str
-    signature: str
-    getter: Callable[[Any], Any]  # getter(target) -> value; may be a coroutine function
-    emits: str = "true"  # true | const | false
-
-
-@dataclass
-class Signal:
-    name: str
-    args: list[tuple[str, str]]
-
-
-@dataclass
-class Interface:
-    name: str
-    methods: list[Method] = field(default_factory=list)
-    properties: list[Property] = field(default_factory=list)
-    signals: list[Signal] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.method_by_name = {m.name: m for m in self.methods}
-        self.property_by_name = {p.name: p for p in self.properties}
-
-    def xml(self) -> str:
-        parts = [f"  <interface name={quoteattr(self.name)}>"]
-        for m in self.methods:
-            parts.append(f"    <method name={quoteattr(m.name)}>")
-            parts += [f'      <arg name="{n}" type="{s}" direction="in"/>' for n, s in m.in_args]
-            parts += [f'      <arg name="{n}" type="{s}" direction="out"/>' for n, s in m.out_args]
-            parts.append("    </method>")
-        for s in self.signals:
-            parts.append(f"    <signal name={quoteattr(s.name)}>")
-            parts += [f'      <arg name="{n}" type="{t}"/>' for n, t in s.args]
-            parts.append("    </signal>")
-        for p in self.properties:
-            parts.append(f'    <property name="{p.name}" type="{p.signature}" access="read">')
-            parts.append(f'      <annotation name="{EMITS}" value="{p.emits}"/>')
-            parts.append("    </property>")
-        parts.append("  </interface>")
-        return "\n".join(parts)
 
 
 _STANDARD_XML = """  <interface name="org.freedesktop.DBus.Peer">
@@ -145,8 +76,13 @@ _DOCTYPE = (
 class Exporter:
     """Serves Interfaces at object paths on one bus connection."""
 
-    def __init__(self, bus: MessageBus) -> None:
+    def __init__(self, bus: MessageBus, intake: Intake | None = None) -> None:
+        """intake: the bus's reader (Intake.guard), to refuse calls too big for their method
+        from their header alone."""
         self.bus = bus
+        if intake is not None:
+            intake.limit_of = self._largest
+            intake.refuse = self._refuse
         self._objects: dict[str, tuple[Interface, Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._calls: dict[str, set[asyncio.Task[None]]] = {}  # method calls in flight, by sender
@@ -173,6 +109,36 @@ class Exporter:
             self.emit(path, PROPERTIES, "PropertiesChanged", "sa{sv}as", [interface, changed, []])
 
     # ---- dispatch -----------------------------------------------------------------------
+
+    def _largest(self, header: Header) -> int | None:
+        """The largest body header's message may have; None for replies, which the bus
+        delivers only to the call that asked for them."""
+        if header.kind == SIGNAL:
+            return LARGEST_SIGNAL
+        if header.kind != METHOD_CALL:
+            return None
+        method = self._method(header.path, header.interface, header.member)
+        return LARGEST_CALL if method is None else method.largest
+
+    def _method(self, path: str, interface: str, member: str) -> Method | None:
+        entry = self._objects.get(path)
+        if entry is None or interface not in ("", entry[0].name):
+            return None
+        return entry[0].method_by_name.get(member)
+
+    def _refuse(self, header: Header, limit: int) -> None:
+        """Answer a call whose arguments are over its method's limit; its body was never read."""
+        if not header.wants_reply:
+            return
+        method = self._method(header.path, header.interface, header.member)
+        advice = method.too_big if method and method.too_big else "Send less."
+        self._reply_error(
+            header.serial,
+            header.sender,
+            INVALID_ARGS,
+            f"{advice} ({header.member or 'A call'}'s arguments may take at most "
+            f"{_size(limit)} on the bus; these took {_size(header.body_len)}.)",
+        )
 
     def _on_message(self, msg: Message) -> bool | None:
         if msg.unix_fds and msg.message_type in (MessageType.METHOD_CALL, MessageType.SIGNAL):
@@ -204,7 +170,7 @@ class Exporter:
         if msg.signature != method.in_sig:
             self._error(
                 msg,
-                "org.freedesktop.DBus.Error.InvalidArgs",
+                INVALID_ARGS,
                 f"{method.name} takes '{method.in_sig}', not '{msg.signature}'.",
             )
             return True
@@ -314,18 +280,10 @@ class Exporter:
         self._reply(msg, reply)
 
     def _error(self, msg: Message, name: str, text: str) -> None:
-        # Built by hand: Message.new_error insists on an exact str, which fix_str may not be.
-        self._reply(
-            msg,
-            Message(
-                message_type=MessageType.ERROR,
-                reply_serial=msg.serial,
-                destination=msg.sender,
-                error_name=name,
-                signature="s",
-                body=[fix_str(text)],
-            ),
-        )
+        self._reply(msg, _error_reply(msg.serial, msg.sender, name, text))
+
+    def _reply_error(self, serial: int, sender: str, name: str, text: str) -> None:
+        self.bus.send(_error_reply(serial, sender, name, text))
 
     def _reply(self, msg: Message, reply: Message) -> None:
         fds = list(reply.unix_fds)
@@ -352,6 +310,22 @@ class Exporter:
         parts += [f'  <node name="{c}"/>' for c in children]
         parts.append("</node>")
         return "\n".join(parts)
+
+
+def _error_reply(serial: int, sender: str | None, name: str, text: str) -> Message:
+    # Built by hand: Message.new_error insists on an exact str, which fix_str may not be.
+    return Message(
+        message_type=MessageType.ERROR,
+        reply_serial=serial,
+        destination=sender,
+        error_name=name,
+        signature="s",
+        body=[fix_str(text)],
+    )
+
+
+def _size(n: int) -> str:
+    return f"{n >> 10} KiB" if n >= 4096 else f"{n} bytes"
 
 
 async def _get(prop: Property, target: Any) -> Any:

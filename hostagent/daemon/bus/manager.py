@@ -21,19 +21,19 @@ from dbus_fast import Variant
 from hostagent import MANAGER_INTERFACE, MANAGER_PATH, __version__
 from hostagent.bus.compat import fix_value
 from hostagent.daemon.bus import session as bus_session
-from hostagent.daemon.bus.export import Call, Interface, Method, Property, Signal
+from hostagent.daemon.bus.interface import Call, Interface, Method, Property, Signal
 from hostagent.daemon.bus.replies import Prepared
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SESSION, SessionObject, session_path
 from hostagent.daemon.bus.usage import get_usage, lift_budget
-from hostagent.daemon.follow.terminal import check_activities
+from hostagent.daemon.follow.terminal import MAX_WAIT_NAMES, check_activities
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.owner import build_env
 from hostagent.daemon.ops.admission import check_request, quota_problem
 from hostagent.daemon.state.registry import Session
 from hostagent.errors import AccessDenied, NoSessionForPID
 from hostagent.identity import Owner
-from hostagent.options import parse_options
+from hostagent.options import MAX_ARGV_BYTES, MAX_ENV_BYTES, parse_options
 from hostagent.permissions import create_owner, exempt_from_caps, require_reload
 
 log = logging.getLogger(__name__)
@@ -243,6 +243,10 @@ MANAGER = Interface(
             [("name", "s"), ("preset", "s"), ("cwd", "s"), ("options", "a{sv}")],
             [("path", "o")],
             _create,
+            # The command line and environment at their largest, and room for the rest.
+            largest=2 * MAX_ARGV_BYTES + 2 * MAX_ENV_BYTES + 64 * 1024,
+            too_big=f"A session's command line may hold {MAX_ARGV_BYTES >> 10} KiB and its "
+            f"environment {MAX_ENV_BYTES >> 10} KiB.",
         ),
         Method("ResumeSession", [("name", "s")], [("path", "o")], _resume),
         Method("StopSession", [("name", "s")], [], _stop),
@@ -263,6 +267,8 @@ MANAGER = Interface(
             [("name", "s"), ("activity", "s")],
             _wait_any,
             waits=True,
+            largest=MAX_WAIT_NAMES * 72 + 64 * 1024,  # that many names of 63 characters
+            too_big=f"Wait for at most {MAX_WAIT_NAMES} sessions at once.",
         ),
         Method("Reload", [], [], _reload),
         Method(

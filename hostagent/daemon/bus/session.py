@@ -15,12 +15,17 @@ from dbus_fast import Variant
 from hostagent import SESSION_INTERFACE, SESSION_PATH_PREFIX, UINT64_MAX
 from hostagent.bus.paths import path_encode
 from hostagent.config import LIMIT_PROPERTIES, over_caps
-from hostagent.daemon.bus.export import Call, Interface, Method, Property
+from hostagent.daemon.bus.interface import Call, Interface, Method, Property
 from hostagent.daemon.bus.replies import FileReply
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.usage import usage_variants
 from hostagent.daemon.follow.hooks import check_event
-from hostagent.daemon.follow.terminal import check_activities, check_capture, check_text
+from hostagent.daemon.follow.terminal import (
+    MAX_TEXT,
+    check_activities,
+    check_capture,
+    check_text,
+)
 from hostagent.daemon.follow.usage import usage_of
 from hostagent.daemon.host.scope import check_signal
 from hostagent.daemon.host.systemd import SCOPE_IFACE
@@ -188,8 +193,8 @@ async def _diff(o: SessionObject, call: Call, stat: bool) -> str:
 
 async def _capture(o: SessionObject, call: Call, lines: int) -> str:
     check_capture(lines)
-    await o.authorize(call)
-    text = await o.f.terminal.capture(o.session, lines)
+    uid = await o.authorize(call)
+    text = await o.f.terminal.capture(o.session, lines, uid)
     size = len(text.encode(errors="surrogateescape"))
     if size > MAX_INLINE_CAPTURE:
         raise LimitsExceeded(
@@ -202,8 +207,8 @@ async def _capture(o: SessionObject, call: Call, lines: int) -> str:
 
 async def _capture_fd(o: SessionObject, call: Call, lines: int) -> FileReply:
     check_capture(lines)
-    await o.authorize(call)
-    text = await o.f.terminal.capture(o.session, lines)
+    uid = await o.authorize(call)
+    text = await o.f.terminal.capture(o.session, lines, uid)
     return FileReply.of(text.encode(errors="surrogateescape"), f"hostagent-{o.session.name}")
 
 
@@ -280,7 +285,14 @@ SESSION = Interface(
         Method("Capture", [("lines", "i")], [("text", "s")], _capture),
         Method("CaptureByFileDescriptor", [("lines", "i")], [("fd", "h")], _capture_fd),
         Method("OpenJournal", [("lines", "i"), ("follow", "b")], [("fd", "h")], _journal),
-        Method("SendText", [("text", "s"), ("enter", "b")], [], _send),
+        Method(
+            "SendText",
+            [("text", "s"), ("enter", "b")],
+            [],
+            _send,
+            largest=MAX_TEXT + 1024,
+            too_big=f"Send at most {MAX_TEXT >> 10} KiB of text at once.",
+        ),
         Method(
             "WaitForActivity",
             [("activities", "as"), ("timeout_usec", "t")],

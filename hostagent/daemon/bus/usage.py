@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from dbus_fast import Variant
 
 from hostagent.budgets import day_of
-from hostagent.daemon.bus.export import Call
+from hostagent.daemon.bus.interface import Call
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.state.registry import Session
 from hostagent.errors import AccessDenied, InvalidArgs

@@ -19,7 +19,7 @@ from hostagent.daemon.host.owner import OutputTooLarge
 from hostagent.daemon.host.ports import TmuxPort
 from hostagent.daemon.state.registry import Registry, Session, Waiter
 from hostagent.daemon.state.settings import Settings
-from hostagent.errors import InvalidArgs, NoSuchSession, NotRunning, Timeout
+from hostagent.errors import InvalidArgs, LimitsExceeded, NoSuchSession, NotRunning, Timeout
 from hostagent.session import Activity, State
 
 log = logging.getLogger(__name__)
@@ -28,6 +28,10 @@ MAX_SCROLLBACK = 100000
 MAX_TEXT = 64 * 1024
 MAX_WAIT_NAMES = 4096  # sessions one wait may name
 MAX_CAPTURE_BYTES = 16 * 1024 * 1024  # a reply must stay well under the bus's 32 MiB message
+# Captures one user may have under way at once. Each holds a tmux client and up to
+# MAX_CAPTURE_BYTES of its output in the daemon; past this a capture is refused at once, so
+# that whatever one user asks for, the daemon's memory and its one thread stay everyone's.
+MAX_CAPTURES_PER_CALLER = 4
 
 
 def check_capture(lines: int) -> None:
@@ -55,6 +59,7 @@ class Terminal:
         self.registry = registry
         self.tmux = tmux_client
         self.settings = settings
+        self._capturing: dict[int, int] = {}  # captures under way, by the uid that asked
 
     # ---- Listener -----------------------------------------------------------------------
 
@@ -143,9 +148,27 @@ class Terminal:
             )
         return session
 
-    async def capture(self, session: Session, lines: int) -> str:
+    async def capture(self, session: Session, lines: int, caller: int | None = None) -> str:
         """The screen and lines of scrollback (checked by the caller, check_capture); of a
-        session that ended, its last screen."""
+        session that ended, its last screen. caller: the uid asking, whose captures under
+        way are counted (LimitsExceeded past MAX_CAPTURES_PER_CALLER)."""
+        under_way = self._capturing.get(caller, 0) if caller is not None else 0
+        if under_way >= MAX_CAPTURES_PER_CALLER:
+            raise LimitsExceeded(
+                f"{MAX_CAPTURES_PER_CALLER} captures of yours are already under way; "
+                "wait for them, then ask again."
+            )
+        if caller is not None:
+            self._capturing[caller] = under_way + 1
+        try:
+            return await self._capture(session, lines)
+        finally:
+            if caller is not None:
+                left = self._capturing.pop(caller) - 1
+                if left:
+                    self._capturing[caller] = left
+
+    async def _capture(self, session: Session, lines: int) -> str:
         if session.record.state is not State.RUNNING and not session.removed:
             final = self.registry.store.load_screen(session.name)
             if final is not None:

@@ -1,0 +1,132 @@
+"""The bus intake: a message too big for its method never reaches the unmarshaller, and its
+caller gets InvalidArgs at once, while the messages around it pass unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from dbus_fast import Message, Variant
+from dbus_fast.aio import MessageBus
+
+from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH
+from hostagent.bus.call import CallError, call
+from hostagent.daemon.bus.intake import FIXED, METHOD_CALL, Header, Intake, parse_header
+from tests.unit.fakes import run
+from tests.unit.test_bus_export import serve
+
+
+def _wire(member: str, body: list[object], signature: str, serial: int) -> bytes:
+    msg = Message(
+        destination=BUS_NAME, path=MANAGER_PATH, interface=MANAGER_INTERFACE, member=member,
+        signature=signature, body=body, serial=serial,
+    )  # fmt: skip
+    return bytes(msg._marshall(False))
+
+
+def _read_all(intake: Intake) -> bytes:
+    """Everything the unmarshaller would be handed, asked for in its own small pieces."""
+    out = b""
+    while True:
+        try:
+            data, _, _, _ = intake.recvmsg(4096, socket.CMSG_LEN(64))
+        except BlockingIOError:
+            return out
+        if not data:
+            return out
+        out += data
+
+
+def test_the_header_says_what_the_message_is() -> None:
+    wire = _wire("GetSession", ["alice-1"], "s", 7)
+    header = parse_header(wire[: FIXED + int.from_bytes(wire[12:16], "little") + 8])
+    assert header.kind == METHOD_CALL and header.serial == 7
+    assert (header.path, header.interface, header.member) == (
+        MANAGER_PATH, MANAGER_INTERFACE, "GetSession"
+    )  # fmt: skip
+    assert header.signature == "s" and header.body_len == 4 + len("alice-1") + 1
+    assert header.wants_reply
+
+
+def test_an_oversized_message_is_refused_unread_and_the_next_ones_pass() -> None:
+    small = _wire("GetSession", ["a"], "s", 2)
+    big = _wire("CreateSession", ["x", "shell", "", {"env": Variant("a{ss}", {
+        f"K{i}": "v" * 1000 for i in range(3000)})}], "sssa{sv}", 3)  # fmt: skip
+    after = _wire("ListSessions", [], "", 4)
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    intake = Intake(ours)
+    refused: list[tuple[Header, int]] = []
+    intake.limit_of = lambda h: 64 * 1024 if h.member == "CreateSession" else None
+    intake.refuse = lambda h, limit: refused.append((h, limit))
+    theirs.setblocking(False)
+    sent = bytearray(small + big + after)
+    handed = b""
+    while sent or not handed.endswith(after):  # the socket's buffer is smaller than big
+        if sent:
+            try:
+                n = theirs.send(sent[:65536])
+                del sent[:n]
+            except BlockingIOError:
+                pass
+        handed += _read_all(intake)
+    assert handed == small + after, "the big message reached the unmarshaller"
+    assert len(big) > 3_000_000
+    assert [(h.member, h.serial, limit) for h, limit in refused] == [
+        ("CreateSession", 3, 64 * 1024)
+    ]
+    assert intake.refused == 1
+    ours.close()
+    theirs.close()
+
+
+def test_descriptors_sent_with_a_refused_message_are_closed() -> None:
+    big = _wire("SendText", ["x" * 100_000, True], "sb", 2)
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    intake = Intake(ours)
+    intake.limit_of = lambda h: 1024
+    r, w = os.pipe()
+    socket.send_fds(theirs, [big[:64]], [w])
+    theirs.sendall(big[64:])
+    os.close(w)
+    assert _read_all(intake) == b""
+    assert os.read(r, 1) == b"", "the writing end still open in the intake"
+    os.close(r)
+    ours.close()
+    theirs.close()
+
+
+def test_a_call_too_big_for_its_method_is_refused_by_name_and_costs_no_one(
+    tmp_path: Path, bus_address: str
+) -> None:
+    async def body() -> None:
+        _, server, _ = await serve(tmp_path, bus_address)
+        client = await MessageBus(bus_address=bus_address).connect()
+        env = {f"K{i}": "v" * 1000 for i in range(20_000)}  # 20 MB
+        started = time.monotonic()
+        with pytest.raises(CallError) as big:
+            await call(
+                client, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "CreateSession", "sssa{sv}",
+                ["big", "shell", "", {"env": Variant("a{ss}", env)}], timeout=30,
+            )  # fmt: skip
+        assert big.value.name == "org.freedesktop.DBus.Error.InvalidArgs"
+        assert "environment 64 KiB" in big.value.text and "CreateSession's" in big.value.text
+        with pytest.raises(CallError) as names:
+            await call(
+                client, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "WaitAny", "asast",
+                [[f"n{i}" for i in range(100_000)], ["idle"], 1],
+            )  # fmt: skip
+        assert "at most 4096 sessions" in names.value.text
+        (rows,) = await call(client, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListSessions")
+        assert rows == []
+        print(f"refused in {time.monotonic() - started:.2f} s")
+        client.disconnect()
+        server.disconnect()
+        await asyncio.sleep(0)
+
+    run(body())
