@@ -73,7 +73,7 @@ def figures(
         "latency_p95": act["latency_p95"],
         "restart_s": top.restart_s,
         "reboot_s": top.reboot_s,
-        "hostile_ratio": host["worst_p99_ratio"],
+        "hostile_excess": host["hostile_excess"],
         **parts,
     }
 

@@ -76,7 +76,13 @@ GOALS = [
     Goal("screen → PropertiesChanged, p95", "latency_p95", 100.0, _ms),
     Goal("READY after a restart, largest size live", "restart_s", 2.0, _s),
     Goal("READY after a reboot, largest size of records", "reboot_s", 2.0, _s),
-    Goal("a bystander's p99 under attack ÷ quiet, worst", "hostile_ratio", 2.0, _ratio),
+    Goal(
+        "a bystander's p99 under attack ÷ quiet, over what the attack allows"
+        " (2, or 1.5 × systemd's own ÷ quiet), worst",
+        "hostile_excess",
+        1.0,
+        _ratio,
+    ),
     Goal(
         "idle CPU, 200 sessions with their usage read (whole service)", "usage_idle_cpu", 0.5, _pct
     ),

@@ -3,8 +3,9 @@ CreateSession during each attack, beside the same calls with no attack in the sa
 
 The bystander is the hostile suite's probe (ListSessions and GetSession every 50 ms, a
 CreateSession and its Remove every second, from the host); the attacks are bob's, as the
-hostile suite runs them (tests/integration/bob.py), each for a fixed window. The goal is a
-p99 within twice the quiet run's.
+hostile suite runs them (tests/integration/bob.py), each for a fixed window. The goal, for
+each attack: a p99 within twice the quiet run's, or within one and a half times what the same
+attack costs systemd's own GetUnit on the same bus, whichever is more.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from tests.integration.hostile_watch import ALICES, BOB, Probe, long_history
 from tests.sandbox import Sandbox
 
 METHODS = ("ListSessions", "GetSession", "CreateSession")
-GOAL = 2.0  # p99 under attack, as a multiple of the quiet run's
+GOAL = 2.0  # p99 under attack, as a multiple of the quiet run's ...
+FLOOR_TIMES = 1.5  # ... or of this many times systemd's own, whichever is more
+
+
+def allowed(systemd_ratio: float) -> float:
+    """The most hostagent's p99 may grow under an attack that grows systemd's by this."""
+    return max(GOAL, FLOOR_TIMES * systemd_ratio)
+
+
 PROFILE = "/home/bob/.profile"
 
 
@@ -105,26 +114,32 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         got = samples.get(method, [])
         return percentile(got, 99) / base if base > 0 and got else 0.0
 
-    rows, worst, floor = [], 0.0, 0.0
+    rows, worst, floor, excess = [], 0.0, 0.0, 0.0
     for name, samples in results.items():
         row = [name]
         for method in (*METHODS, Probe.SYSTEMD):
             got = samples.get(method, [])
             row.append(f"{percentile(got, 50) * 1000:.1f} / {percentile(got, 99) * 1000:.1f}")
-        row.append(f"{ratio(samples, Probe.SYSTEMD):.1f}×")
-        worst = max([worst, *(ratio(samples, m) for m in METHODS)])
-        floor = max(floor, ratio(samples, Probe.SYSTEMD))
+        ours = max(ratio(samples, m) for m in METHODS)
+        theirs = ratio(samples, Probe.SYSTEMD)
+        row += [f"{ours:.1f}×", f"{theirs:.1f}×", f"{allowed(theirs):.1f}×"]
+        worst, floor = max(worst, ours), max(floor, theirs)
+        excess = max(excess, ours / allowed(theirs))
         rows.append(row)
-    header = ["attack", *(f"{m} p50 / p99" for m in (*METHODS, Probe.SYSTEMD)), "systemd's ÷ quiet"]
+    header = ["attack", *(f"{m} p50 / p99" for m in (*METHODS, Probe.SYSTEMD)), "ours ÷ quiet",
+              "systemd's ÷ quiet", "allowed"]  # fmt: skip
     text = (
         "## what one user's attack costs the others\n\n"
         + (__doc__ or "").split("\n\n")[1].strip()
         + " Beside them, systemd's GetUnit on the same bus: a call hostagent has no part in,"
         " so its p99 under an attack is what the attack costs every service on the machine"
-        f" (the bus and the CPUs). Each window is {seconds:.0f} s; figures are p50 / p99 in"
-        " ms.\n\n"
+        " (the bus and the CPUs). It is asked at the same moment as ListSessions, on a"
+        " connection of its own, so that a stall of the bus shows in both."
+        f" Each window is {seconds:.0f} s; figures are p50 / p99 in ms; ours ÷ quiet is the"
+        " worst of hostagent's three calls.\n\n"
         + table(header, rows)
-        + f"\n\nThe worst p99 under attack is {worst:.1f}× the quiet run's (goal ≤ {GOAL:.0f}×);"
-        f" systemd's own worst is {floor:.1f}×.\n"
+        + f"\n\nThe worst p99 under attack is {worst:.1f}× the quiet run's; systemd's own worst"
+        f" is {floor:.1f}×. Against what each attack allows, the worst is {excess:.2f}"
+        " (goal ≤ 1).\n"
     )
-    return text, {"worst_p99_ratio": worst, "bus_floor_ratio": floor}
+    return text, {"worst_p99_ratio": worst, "bus_floor_ratio": floor, "hostile_excess": excess}

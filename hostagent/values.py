@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import math
 import pwd
-import re
-import signal
 
 from hostagent import UINT64_MAX
 
 INFINITY = UINT64_MAX  # systemd's "infinity": no limit, as opposed to 0, "not given"
 
-_SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGTPE]?)(?:i?B)?", re.IGNORECASE)
+# Patterns, not compiled here: re (and signal's enum) are imported where a value is parsed, so
+# that printing one (hostagentctl status) does not pay for them; re keeps what it compiles.
+_SIZE = r"(\d+(?:\.\d+)?)\s*([KMGTPE]?)(?:i?B)?"
 _SIZE_UNITS = " KMGTPE"
 # systemd's time span units, in seconds; "m" is minutes and "M" months, as in systemd.time(7).
 _SPAN_UNITS: dict[str, float] = {
@@ -30,7 +30,7 @@ _SPAN_UNITS: dict[str, float] = {
     **dict.fromkeys(("M", "month", "months"), 2629800),
     **dict.fromkeys(("y", "year", "years"), 31557600),
 }
-_SPAN_PART_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([A-Za-zµ]*)\s*")
+_SPAN_PART = r"(\d+(?:\.\d+)?)\s*([A-Za-zµ]*)\s*"
 
 
 class ValueProblem(ValueError):
@@ -53,7 +53,9 @@ def parse_size(text: str, physical: int | None = None) -> int:
         if not 0 < percent <= 100:
             raise ValueProblem(f"'{text}' must be a percentage above 0 and at most 100")
         return int(physical * percent / 100)
-    m = _SIZE_RE.fullmatch(value)
+    import re
+
+    m = re.fullmatch(_SIZE, value, re.IGNORECASE)
     if not m:
         raise ValueProblem(f"'{text}' is not a size (e.g. 512M, 4G, 50%, infinity)")
     size = float(m.group(1)) * (1 << (10 * _SIZE_UNITS.index(m.group(2).upper() or " ")))
@@ -64,6 +66,9 @@ def parse_size(text: str, physical: int | None = None) -> int:
 
 def parse_timespan(text: str) -> int:
     """Whole seconds (rounded up), from "90", "90s", "30min", "1h 30min", "2d" or "infinity"."""
+    import re
+
+    span_part = re.compile(_SPAN_PART)
     value = text.strip()
     if value.lower() == "infinity":
         return INFINITY
@@ -71,7 +76,7 @@ def parse_timespan(text: str) -> int:
         raise ValueProblem("an empty time span; give one such as 90s, 30min or 1h")
     total, pos = 0.0, 0
     while pos < len(value):
-        m = _SPAN_PART_RE.match(value, pos)
+        m = span_part.match(value, pos)
         unit = m.group(2) if m else ""
         if not m or (unit and unit not in _SPAN_UNITS and unit.lower() not in _SPAN_UNITS):
             raise ValueProblem(f"'{text}' is not a time span (e.g. 90s, 30min, 1h 30min)")
@@ -120,6 +125,8 @@ def format_limit(prop: str, value: int) -> str:
 
 def parse_signal(text: str) -> int:
     """A signal number, from "9", "KILL", "SIGKILL" or "kill"."""
+    import signal
+
     value = text.strip()
     if value.isdigit():
         number = int(value)

@@ -21,6 +21,18 @@ _WRAPPER = """#!/bin/sh
 export PYTHONPATH={repo} PYTHONPYCACHEPREFIX=/var/cache/hostagent-pycache
 exec /usr/bin/python3 -m {module} "$@"
 """
+# hostagentctl as its packages install it (packaging/hostagentctl), run from the checkout.
+_CTL_LAUNCHER = """#!/usr/bin/python3
+# Installed by the hostagent test sandbox: packaging/hostagentctl, run from the checkout at
+# {repo}, with its bytecode cached as above.
+import sys
+
+sys.path.insert(0, "{repo}")
+sys.pycache_prefix = "/var/cache/hostagent-pycache"
+from hostagent.cli.ctl import main
+
+sys.exit(main())
+"""
 _SANDBOX_DROPIN = f"""[Service]
 # The sandbox's daemon stays down when a test kills it, so the test decides when it returns.
 Restart=no
@@ -101,7 +113,8 @@ def provision(r: Path, upper: Path, install: bool) -> None:
     for program, module in _MODULES.items():
         path = r / program
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_WRAPPER.format(repo=GUEST_REPO, module=module))
+        launcher = _CTL_LAUNCHER if module == "hostagent.cli.ctl" else _WRAPPER
+        path.write_text(launcher.format(repo=GUEST_REPO, module=module))
         path.chmod(0o755)
     for src, dst in _INSTALL.items():
         target = r / dst

@@ -2,278 +2,41 @@
 
 Exit codes: 0 success, 1 failure, 2 usage; ``status`` follows LSB: 0 running, 3 not running,
 4 no such session.
+
+The verbs are rows of one table (verbs.py). This module imports only that table at its top:
+the simple forms of the verbs people and scripts run over and over (``list``, ``status``) go
+to the blocking client (ctl_quick.py) without argparse, asyncio or dbus-fast; every other
+command line is parsed by argparse (ctl_args.py) and runs on the asyncio client, whose modules
+are imported only then, and only those its verb uses.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import contextlib
-import json
-import os
-import signal
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any
 
-from hostagent import __version__, values
-from hostagent.cli.ctl_args import bare_json_is_short, parser
-from hostagent.cli.ctl_fleet import hosts_of, run_fleet
-from hostagent.cli.ctl_list import verb_list
-from hostagent.cli.ctl_options import UsageError, build_options
-from hostagent.cli.ctl_output import (
-    EXIT_FAILURE,
-    EXIT_USAGE,
-    as_json,
-    emit_json,
-    fail,
-    show_table,
-    status_lines,
-)
-from hostagent.cli.ctl_usage import verb_budget, verb_usage
-from hostagent.cli.doctor import no_bus, verb_doctor
-from hostagent.cli.logs import logs, reads_journal_itself, verb_logs
-from hostagent.cli.polkitagent import PolkitAgent, wanted
-from hostagent.cli.terminal_safe import closed_pipe, guard_output
-from hostagent.client.library import Client, prefer_system
-from hostagent.client.transport import ssh_argv
-from hostagent.errors import AlreadyRunning, HostAgentError, NoSuchSession, NotRunning, quote
-from hostagent.escape import printable
+from hostagent.cli.verbs import BY_NAME, JOURNAL, OWN, listing, load
 
-LSB_NOT_RUNNING, LSB_UNKNOWN = 3, 4
-
-# ---- verbs --------------------------------------------------------------------------------
-
-
-async def verb_status(c: Client, a: argparse.Namespace) -> int:
-    try:
-        props = await c.properties(a.name)
-    except NoSuchSession as e:
-        print(f"Session {quote(a.name)} not found: {printable(e.message)}", file=sys.stderr)
-        return LSB_UNKNOWN
-    if a.json:
-        emit_json(a, as_json(props))
-    else:
-        for line in status_lines(props, local=not (a.host or a.machine)):
-            print(line)
-    return 0 if props.get("State") == "running" else LSB_NOT_RUNNING
-
-
-async def verb_explain(c: Client, a: argparse.Namespace) -> int:
-    """Why the session has its activity: the rule, its source and the text it matched."""
-    info = await c.explain(a.name)
-    if a.json:
-        emit_json(a, info)
-    else:
-        for key in ("activity", "source", "rule", "matched", "last_hook"):
-            if info.get(key):
-                print(f"{key:>9}: {printable(info[key])}")
-    return 0
-
-
-async def verb_new(c: Client, a: argparse.Namespace) -> int:
-    # For another user, no --cwd means their home (the daemon's default), never ours.
-    cwd = os.path.abspath(a.cwd) if a.cwd else ("" if a.user_id is not None else os.getcwd())
-    path = await c.create(a.name or "", a.preset, cwd, build_options(a))
-    name = next((r.name for r in await c.list_sessions() if r.path == path), path)
-    if a.json:
-        emit_json(a, {"name": name, "path": path})
-    elif not a.quiet:
-        print(name)
-    return 0
-
-
-async def _each(a: argparse.Namespace, verb: str, fn: Callable[[str], Awaitable[Any]]) -> int:
-    rc = 0
-    for name in a.names:
-        try:
-            await fn(name)
-        except HostAgentError as e:
-            rc = fail(verb, name, e)
-    return rc
-
-
-async def verb_stop(c: Client, a: argparse.Namespace) -> int:
-    async def stop(name: str) -> None:
-        # As systemctl stop: a session that is not running is already where it was asked to be.
-        with contextlib.suppress(NotRunning):
-            await c.stop(name)
-
-    return await _each(a, "stop", stop)
-
-
-async def verb_resume(c: Client, a: argparse.Namespace) -> int:
-    async def resume(name: str) -> None:
-        # As systemctl start on an active unit: nothing to do, and no failure.
-        with contextlib.suppress(AlreadyRunning):
-            await c.resume(name)
-
-    return await _each(a, "resume", resume)
-
-
-async def verb_rm(c: Client, a: argparse.Namespace) -> int:
-    async def remove(name: str) -> None:
-        note = await c.remove_with_flags(name, a.force)
-        if note:
-            print(note, file=sys.stderr)
-
-    return await _each(a, "remove", remove)
-
-
-async def verb_diff(c: Client, a: argparse.Namespace) -> int:
-    text = await c.diff(a.name, a.stat)
-    sys.stdout.write(text + ("\n" if text else ""))
-    return 0
-
-
-async def verb_kill(c: Client, a: argparse.Namespace) -> int:
-    try:
-        number = values.parse_signal(a.signal)
-    except values.ValueProblem as e:
-        raise UsageError(f"-s: {e}") from None
-    return await _each(a, "kill", lambda n: c.kill(n, a.whom, number))
-
-
-async def verb_capture(c: Client, a: argparse.Namespace) -> int:
-    sys.stdout.write(await c.capture(a.name, a.lines))
-    return 0
-
-
-async def verb_send(c: Client, a: argparse.Namespace) -> int:
-    await c.send_text(a.name, " ".join(a.text), not a.no_enter)
-    return 0
-
-
-async def verb_wait(c: Client, a: argparse.Namespace) -> int:
-    activities = [x for x in a.activity.split(",") if x]
-    try:
-        timeout = int(values.parse_seconds(a.timeout) * 1_000_000)
-    except values.ValueProblem as e:
-        raise UsageError(f"--timeout: {e}") from None
-    name, activity = await c.wait_any(a.names, activities, timeout)
-    if a.json:
-        emit_json(a, {"name": name, "activity": activity})
-    else:
-        print(f"{name} {activity}" if len(a.names) > 1 else activity)
-    return 0
-
-
-async def verb_attach(c: Client, a: argparse.Namespace) -> int:
-    argv = await c.attach_command(a.name)  # also: may this caller attach at all
-    c.close()
-    bus = "--system" if a.system_bus else "--user"
-    if a.host:  # the terminal is on that host: attach there, through a tty of ssh's
-        argv = ssh_argv(a.host, ["hostagentctl", bus, "attach", a.name], tty=True)
-    elif a.machine and a.machine != ".host":
-        argv = ["machinectl", "shell", a.machine, "/usr/bin/hostagentctl", bus, "attach", a.name]
-    os.execvp(argv[0], argv)
-    return EXIT_FAILURE  # not reached
-
-
-async def verb_presets(c: Client, a: argparse.Namespace) -> int:
-    """Every preset, and whether its agent is installed for the caller (and which version)."""
-    found = await c.agents()
-    rows, searched = [], set()
-    for name, description, cmd in await c.presets():
-        program, version, problem = found.get(name, ("", "", ""))
-        installed = version or (program and "yes") or ("-" if cmd else "(login shell)")
-        where, path = problem_and_path(problem)
-        if path and not a.json:  # the same PATH on every row: said once, below the table
-            problem = where
-            searched.add(path)
-        rows.append(
-            [name, " ".join(cmd) or "(login shell)", installed, program or problem, description]
-        )
-    show_table(a, ["Preset", "Command", "Installed", "Path", "Description"], rows, "preset")
-    for path in sorted(searched):
-        print(f"Searched your login PATH: {printable(path)}")
-    return 0
-
-
-def problem_and_path(problem: str) -> tuple[str, str]:
-    """("not found in the login PATH", PATH) from the daemon's "… (PATH)"; else (problem, "")."""
-    head, _, rest = problem.partition(" (")
-    if head.endswith("login PATH") and rest.endswith(")"):
-        return head, rest[:-1]
-    return problem, ""
-
-
-async def verb_info(c: Client, a: argparse.Namespace) -> int:
-    props = await c.manager_properties()
-    rows = await c.list_sessions()
-    info = {**props, "Sessions": len(rows), "ClientVersion": __version__}
-    if a.json:
-        emit_json(a, as_json(info))
-    else:
-        for k, v in info.items():
-            print(f"{k:>13}: {printable(v)}")
-    return 0
-
-
-async def verb_reload(c: Client, a: argparse.Namespace) -> int:
-    await c.reload()
-    return 0
-
-
-HOOK_FIELDS = ("session_id", "sessionId", "conversation_id", "source", "notification_type")
-
-
-async def verb_hook(c: Client, a: argparse.Namespace) -> int:
-    """Run by an agent's lifecycle hook inside its session: pass the event on, never fail it.
-
-    The hook's JSON arrives on stdin. A hook that exits non-zero can block the agent, so
-    every problem is printed and the exit code is 0.
-    """
-    try:
-        data = json.loads(sys.stdin.read() or "{}")
-    except ValueError:
-        data = {}
-    fields = {k: str(data[k]) for k in HOOK_FIELDS if isinstance(data, dict) and k in data}
-    fields["token"] = os.environ.get("HOSTAGENT_HOOK_TOKEN", "")
-    try:
-        await c.report_hook(a.event, fields)
-    except HostAgentError as e:
-        print(f"hostagentctl hook: {e.message}", file=sys.stderr)
-    return 0
-
-
-VERBS: dict[str, Callable[[Client, argparse.Namespace], Awaitable[int]]] = {
-    "list": verb_list,
-    "status": verb_status,
-    "new": verb_new,
-    "stop": verb_stop,
-    "kill": verb_kill,
-    "resume": verb_resume,
-    "rm": verb_rm,
-    "diff": verb_diff,
-    "attach": verb_attach,
-    "capture": verb_capture,
-    "send": verb_send,
-    "logs": verb_logs,
-    "wait": verb_wait,
-    "explain": verb_explain,
-    "presets": verb_presets,
-    "info": verb_info,
-    "doctor": verb_doctor,
-    "reload": verb_reload,
-    "hook": verb_hook,
-    "usage": verb_usage,
-    "budget": verb_budget,
-}
-
-
-# Verbs that act on a session, and so may need an administrator's password.
-ACTING = frozenset({"stop", "kill", "resume", "rm", "send", "capture", "attach", "diff", "budget"})
+TYPE_CHECKING = False  # typing's own import costs more than a quick verb's call
+if TYPE_CHECKING:
+    import argparse
 
 
 async def run(args: argparse.Namespace) -> int:
+    from hostagent.cli.ctl_fleet import hosts_of, run_fleet
+    from hostagent.cli.ctl_options import UsageError
+    from hostagent.cli.ctl_output import EXIT_FAILURE, EXIT_USAGE, fail
+    from hostagent.client.library import Client, prefer_system
+    from hostagent.errors import HostAgentError
+    from hostagent.escape import printable
+
+    verb = BY_NAME[args.verb]
     try:
         hosts = hosts_of(args)
     except HostAgentError as e:
         print(f"hostagentctl: {printable(e.message)}", file=sys.stderr)
         return EXIT_USAGE
     if hosts is not None:
-        return await run_fleet(args, hosts, VERBS)
+        return await run_fleet(args, hosts)
     remote = bool(args.host or args.machine)
     # Like systemctl: another machine's system bus unless --user says otherwise. Locally, the
     # system daemon whenever it is installed, so every user looks in one place.
@@ -281,33 +44,39 @@ async def run(args: argparse.Namespace) -> int:
     if system is None:
         system = remote or bool(args.address) or await prefer_system()
     args.system_bus = system
-    if args.verb == "logs" and (remote or args.address):
-        print("hostagentctl logs reads this host's journal; run it there.", file=sys.stderr)
+    if not verb.remote and (remote or args.address):
+        print(f"hostagentctl {verb.name} reads this host's journal; run it there.", file=sys.stderr)
         return EXIT_USAGE
-    if args.verb == "logs" and reads_journal_itself(args):
-        return logs(args)
-    if args.verb == "watch":  # keeps its own connection, and finds the bus again if it drops
-        from hostagent.cli.watch import watch
+    if verb.connection == JOURNAL:
+        from hostagent.cli.logs import logs, reads_journal_itself
 
-        return await watch(system, args.address, args.host, args.machine)
+        if reads_journal_itself(args):
+            return logs(args)
+    if verb.connection == OWN:  # keeps its own connection, and finds the bus again if it drops
+        return await load(verb)(system, args.address, args.host, args.machine)  # type: ignore[operator,no-any-return]
     try:
         client = await Client.connect(system, args.address, args.host, args.machine)
     except (OSError, ValueError, HostAgentError) as e:
         where = args.host or args.machine or ("the system bus" if system else "the session bus")
         reason = e.message if isinstance(e, HostAgentError) else e
-        if args.verb == "doctor" and not remote:
+        if verb.name == "doctor" and not remote:
+            from hostagent.cli.doctor import no_bus
+
             return no_bus(system, reason)
         print(f"Failed to connect to {where}: {reason}", file=sys.stderr)
-        return 0 if args.verb == "hook" else EXIT_FAILURE
+        return 0 if verb.name == "hook" else EXIT_FAILURE
     agent = None
-    if args.verb in ACTING and wanted(system, not args.no_ask_password, remote):
-        agent = PolkitAgent.start()
+    if verb.acting:
+        from hostagent.cli.polkitagent import PolkitAgent, wanted
+
+        if wanted(system, not args.no_ask_password, remote):
+            agent = PolkitAgent.start()
     try:
-        return await VERBS[args.verb](client, args)
+        return await load(verb)(client, args)  # type: ignore[operator,no-any-return]
     except HostAgentError as e:
-        return fail(args.verb, getattr(args, "name", None), e)
+        return fail(verb.name, getattr(args, "name", None), e)
     except UsageError as e:
-        print(f"hostagentctl {args.verb}: {e}", file=sys.stderr)
+        print(f"hostagentctl {verb.name}: {e}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         if agent is not None:
@@ -317,9 +86,31 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--list-verbs"]:
+        sys.stdout.write(listing())
+        return 0
+    from hostagent.cli import ctl_quick
+
+    quick = ctl_quick.recognise(argv)
+    code = None if quick is None else ctl_quick.run(quick)
+    return _main(argv) if code is None else code
+
+
+def _main(argv: list[str]) -> int:
+    """A command line the quick path does not take: argparse, then the asyncio client."""
+    from hostagent.cli.ctl_args import bare_json_is_short, parser
+
     args = parser().parse_args(bare_json_is_short(argv))
+    if args.list_verbs:
+        sys.stdout.write(listing())
+        return 0
     if not args.verb:  # a bare hostagentctl lists, as a bare systemctl does
         args = parser().parse_args(bare_json_is_short([*argv, "list"]))
+    import asyncio
+    import signal
+
+    from hostagent.cli.terminal_safe import closed_pipe, guard_output
+
     output = getattr(args, "output", None)
     if output:  # -o json and friends are --json by systemctl's name
         args.json = {"short": None, "json": "short", "json-pretty": "pretty"}[output]

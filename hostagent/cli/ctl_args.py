@@ -9,7 +9,7 @@ import argparse
 from typing import Any, NoReturn
 
 from hostagent import __version__
-from hostagent.cli.ctl_usage import add_verbs as add_usage_verbs
+from hostagent.cli.verbs import MANY, ONE, VERBS
 
 
 class _HostAction(argparse.Action):
@@ -76,54 +76,50 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message}; see 'hostagentctl --help'.\n")
 
 
-_HELP = {
-    "status": "a session's state, and why it ended",
-    "capture": "print a session's screen",
-    "attach": "attach this terminal to a session",
-    "explain": "why a session's activity is what it is",
-    "diff": "what a session changed in its worktree",
-    "stop": "stop sessions (their records stay)",
-    "resume": "start sessions again, into the same conversation",
-    "rm": "stop and remove sessions",
-    "kill": "send a signal to sessions' agents or every process",
-    "presets": "list the presets",
-    "info": "the daemon's version, mode and boot id",
-    "doctor": "check this host's setup",
-    "reload": "reread the configuration and presets",
-}
+def _options(verb: str, sp: argparse.ArgumentParser) -> None:
+    """A verb's own options, beside its session names (hostagent/cli/verbs.py)."""
+    if verb == "list":
+        sp.add_argument(
+            "patterns", nargs="*", metavar="PATTERN", help="names, or globs such as 'claude-*'"
+        )
+        sp.add_argument("--state", help="only these states, e.g. running,failed")
+        sp.add_argument("--owner", metavar="USER", help="only this user's sessions (a name or uid)")
+    elif verb == "capture":
+        sp.add_argument("-n", "--lines", type=int, default=0, help="scrollback lines")
+    elif verb == "diff":
+        sp.add_argument("--stat", action="store_true", help="a summary, as git diff --stat")
+    elif verb == "kill":
+        sp.add_argument("--whom", choices=["agent", "all"], default="all")
+        sp.add_argument("-s", "--signal", default="TERM", help="a name or number")
+    elif verb == "rm":
+        sp.add_argument(
+            "--force", action="store_true", help="remove the worktree even with changes"
+        )
+    elif verb == "new":
+        _new_options(sp)
+    elif verb == "send":
+        sp.add_argument("text", nargs="+")
+        sp.add_argument("--no-enter", action="store_true")
+    elif verb == "wait":
+        sp.add_argument("--for", dest="activity", default="idle,blocked")
+        sp.add_argument("--timeout", default="0", help="seconds; 0 waits forever")
+    elif verb == "logs":
+        sp.add_argument(
+            "-n", "--lines", type=int, default=50, help="how many lines (journalctl -n)"
+        )
+        sp.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    elif verb == "hook":
+        sp.add_argument("event")
+    elif verb == "usage":
+        sp.add_argument("--since", default="today", help="today, -7d, 2026-12-01 or @EPOCH")
+        sp.add_argument("--until", help="as --since; default now")
+        sp.add_argument("--owner", metavar="USER", help="only this user's rows (a name or uid)")
+    elif verb == "budget":
+        sp.add_argument("action", choices=["lift"])
+        sp.add_argument("user", metavar="USER", help="a name or uid")
 
 
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="hostagentctl", description="Drive hostagent sessions.")
-    _global_options(p, after_verb=False)
-    p.add_argument("--version", action="version", version=f"hostagentctl {__version__}")
-    common = _Parser(add_help=False)
-    _global_options(common, after_verb=True)
-    sub = p.add_subparsers(dest="verb", metavar="VERB")
-    sp = sub.add_parser("list", help="list sessions", parents=[common])
-    sp.add_argument(
-        "patterns", nargs="*", metavar="PATTERN", help="names, or globs such as 'claude-*'"
-    )
-    sp.add_argument("--state", help="only these states, e.g. running,failed")
-    sp.add_argument("--owner", metavar="USER", help="only this user's sessions (a name or uid)")
-    for verb in ("status", "capture", "attach", "explain", "diff"):
-        sp = sub.add_parser(verb, help=_HELP[verb], parents=[common])
-        sp.add_argument("name")
-        if verb == "capture":
-            sp.add_argument("-n", "--lines", type=int, default=0, help="scrollback lines")
-        if verb == "diff":
-            sp.add_argument("--stat", action="store_true", help="a summary, as git diff --stat")
-    for verb in ("stop", "resume", "rm", "kill"):
-        sp = sub.add_parser(verb, help=_HELP[verb], parents=[common])
-        sp.add_argument("names", nargs="+", metavar="NAME")
-        if verb == "kill":
-            sp.add_argument("--whom", choices=["agent", "all"], default="all")
-            sp.add_argument("-s", "--signal", default="TERM", help="a name or number")
-        if verb == "rm":
-            sp.add_argument(
-                "--force", action="store_true", help="remove the worktree even with changes"
-            )
-    sp = sub.add_parser("new", help="create a session", parents=[common])
+def _new_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--preset", default="shell")
     sp.add_argument("--name")
     sp.add_argument("--cwd")
@@ -150,28 +146,23 @@ def parser() -> argparse.ArgumentParser:
         help="ARGV replaces the preset's command instead of adding arguments",
     )
     sp.add_argument("argv", nargs=argparse.REMAINDER)
-    sp = sub.add_parser("send", help="type text into a session", parents=[common])
-    sp.add_argument("name")
-    sp.add_argument("text", nargs="+")
-    sp.add_argument("--no-enter", action="store_true")
-    sp = sub.add_parser("wait", help="wait until a session reaches an activity", parents=[common])
-    sp.add_argument("names", nargs="+", metavar="NAME")
-    sp.add_argument("--for", dest="activity", default="idle,blocked")
-    sp.add_argument("--timeout", default="0", help="seconds; 0 waits forever")
-    sp = sub.add_parser("logs", help="the daemon's journal lines about a session", parents=[common])
-    sp.add_argument("name")
-    sp.add_argument("-n", "--lines", type=int, default=50, help="how many lines (journalctl -n)")
-    sp.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    sub.add_parser(
-        "watch", help="a live table of sessions; keys attach, stop and resume", parents=[common]
-    )
-    sp = sub.add_parser(
-        "hook", help="report an agent hook event (run from inside a session)", parents=[common]
-    )
-    sp.add_argument("event")
-    for verb in ("presets", "info", "doctor", "reload"):
-        sub.add_parser(verb, help=_HELP[verb], parents=[common])
-    add_usage_verbs(sub, common)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="hostagentctl", description="Drive hostagent sessions.")
+    _global_options(p, after_verb=False)
+    p.add_argument("--version", action="version", version=f"hostagentctl {__version__}")
+    p.add_argument("--list-verbs", action="store_true", help=argparse.SUPPRESS)
+    common = _Parser(add_help=False)
+    _global_options(common, after_verb=True)
+    sub = p.add_subparsers(dest="verb", metavar="VERB")
+    for verb in VERBS:
+        sp = sub.add_parser(verb.name, help=verb.help, parents=[common])
+        if verb.takes == ONE:
+            sp.add_argument("name")
+        elif verb.takes == MANY:
+            sp.add_argument("names", nargs="+", metavar="NAME")
+        _options(verb.name, sp)
     return p
 
 

@@ -12,12 +12,12 @@ import argparse
 import asyncio
 import copy
 import sys
-from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from hostagent.cli.ctl_list import LIST_HEADER, list_items, list_row
 from hostagent.cli.ctl_options import UsageError
 from hostagent.cli.ctl_output import EXIT_FAILURE, EXIT_USAGE, emit_json, fail, show_table
+from hostagent.cli.verbs import BY_NAME, MANY, ONE, VERBS, load
 from hostagent.client.fleet import (
     HOST_DOWN,
     HOST_TIMEOUT,
@@ -34,11 +34,10 @@ from hostagent.client.transport import TransportError
 from hostagent.errors import HostAgentError
 from hostagent.escape import printable
 
-# hostagentctl's verbs on one host, by name (ctl.VERBS), which run here on each session's host.
-Verbs = Mapping[str, Callable[[Client, argparse.Namespace], Awaitable[int]]]
-# The verbs that name sessions: each runs on the host its session is on.
-ONE_NAME = frozenset({"status", "capture", "attach", "explain", "diff", "send"})
-MANY_NAMES = frozenset({"stop", "resume", "rm", "kill"})
+# The verbs that name sessions (verbs.py): each runs on the host its session is on. wait has a
+# fleet form of its own (fleet_wait): the first of its sessions on any host.
+ONE_NAME = frozenset(v.name for v in VERBS if v.remote and v.takes == ONE)
+MANY_NAMES = frozenset(v.name for v in VERBS if v.remote and v.takes == MANY) - {"wait"}
 
 
 def hosts_of(args: argparse.Namespace) -> list[Host] | None:
@@ -106,7 +105,7 @@ async def placed(
     return by_host, rc
 
 
-async def run_fleet(args: argparse.Namespace, hosts: list[Host], verbs: Verbs) -> int:
+async def run_fleet(args: argparse.Namespace, hosts: list[Host]) -> int:
     """A verb across several hosts (ctl_fleet): their system daemons, as -H has it."""
     args.system_bus = args.system is not False
     try:
@@ -117,13 +116,13 @@ async def run_fleet(args: argparse.Namespace, hosts: list[Host], verbs: Verbs) -
 
             where = [w for t in args.hosts for w in ("-H", t)] + ["--fleet"] * args.fleet
             return await watch_fleet(args.system_bus, hosts, where)
-        return await fleet_verb(args, hosts, verbs)
+        return await fleet_verb(args, hosts)
     except UsageError as e:
         print(f"hostagentctl {args.verb}: {e}", file=sys.stderr)
         return EXIT_USAGE
 
 
-async def fleet_verb(args: argparse.Namespace, hosts: list[Host], verbs: Verbs) -> int:
+async def fleet_verb(args: argparse.Namespace, hosts: list[Host]) -> int:
     """A verb that names sessions, on each session's host; other verbs need one host."""
     if args.verb == "list":
         return await fleet_list(args, hosts)
@@ -132,6 +131,7 @@ async def fleet_verb(args: argparse.Namespace, hosts: list[Host], verbs: Verbs) 
     if args.verb not in ONE_NAME | MANY_NAMES:
         raise UsageError(f"{args.verb} runs on one host: name it with -H HOST.")
     names = args.names if args.verb in MANY_NAMES else [args.name]
+    run_verb: Any = load(BY_NAME[args.verb])
     by_host, rc = await placed(names, args, hosts)
 
     async def on(host: Host, here: list[str]) -> int:
@@ -147,7 +147,7 @@ async def fleet_verb(args: argparse.Namespace, hosts: list[Host], verbs: Verbs) 
             say_down(host, why_down(e, HOST_TIMEOUT))
             return EXIT_FAILURE
         try:
-            return await verbs[args.verb](client, one)
+            return await run_verb(client, one)  # type: ignore[no-any-return]
         except HostAgentError as e:
             return fail(args.verb, f"{host.name}:{here[0]}", e)
         finally:

@@ -1,15 +1,9 @@
 """hostagentctl list: the sessions of one daemon as a table or JSON, and the pieces of it that
-a fleet's list (ctl_fleet) shares."""
+a fleet's list (ctl_fleet) and the quick list (ctl_quick) share. Imports at its top only what
+the quick list needs."""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import fnmatch
-from typing import Any
-
-from hostagent import values
-from hostagent.cli.ctl_options import UsageError
 from hostagent.cli.ctl_output import (
     daemon_named,
     emit_json,
@@ -20,29 +14,36 @@ from hostagent.cli.ctl_output import (
     show_table,
     usage_cells,
 )
-from hostagent.client.library import Client, SessionRow
 from hostagent.errors import HostAgentError
 
+TYPE_CHECKING = False  # typing's own import costs more than a quick list's call
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
-def _wanted(row: SessionRow, a: argparse.Namespace, owner: int | None) -> bool:
+    from hostagent.client.library import Client, SessionRow
+
+
+def wanted(row: SessionRow, a: argparse.Namespace, owner: int | None) -> bool:
+    """Whether list shows row: its state among --state's, its owner --owner's, its name
+    matching a pattern."""
     states = {s for s in (a.state or "").split(",") if s}
-    return (
-        (not states or row.state in states)
-        and (owner is None or row.owner == owner)
-        and (not a.patterns or any(fnmatch.fnmatchcase(row.name, p) for p in a.patterns))
-    )
+    if (states and row.state not in states) or (owner is not None and row.owner != owner):
+        return False
+    if not a.patterns:
+        return True
+    import fnmatch
+
+    return any(fnmatch.fnmatchcase(row.name, p) for p in a.patterns)
 
 
 async def list_items(c: Client, a: argparse.Namespace, local: bool) -> list[dict[str, Any]]:
     """The sessions list shows, as list --json has them, filtered by a's patterns and options."""
-    owner = None
-    if a.owner:
-        try:
-            owner = values.parse_user(a.owner)
-        except values.ValueProblem as e:
-            raise UsageError(f"--owner: {e}") from None
+    import asyncio
+
+    owner = owner_wanted(a)
     sessions = sorted(
-        (r for r in await c.list_sessions() if _wanted(r, a, owner)), key=lambda r: r.name
+        (r for r in await c.list_sessions() if wanted(r, a, owner)), key=lambda r: r.name
     )
     branches = await c.branches()
     slots = asyncio.Semaphore(16)
@@ -60,6 +61,19 @@ async def list_items(c: Client, a: argparse.Namespace, local: bool) -> list[dict
     ]
 
 
+def owner_wanted(a: argparse.Namespace) -> int | None:
+    """--owner's uid, or None."""
+    if not a.owner:
+        return None
+    from hostagent import values
+    from hostagent.cli.ctl_options import UsageError
+
+    try:
+        return values.parse_user(a.owner)
+    except values.ValueProblem as e:
+        raise UsageError(f"--owner: {e}") from None
+
+
 LIST_HEADER = ["Name", "Preset", "State", "Activity", "User", "Age", "Memory", "CPU", "Tokens", "Cost"]  # fmt: skip
 
 
@@ -71,13 +85,17 @@ def list_row(i: dict[str, Any]) -> list[str]:
 
 
 async def verb_list(c: Client, a: argparse.Namespace) -> int:
-    items = await list_items(c, a, local=not (a.host or a.machine or a.address))
+    show_list(a, await list_items(c, a, local=not (a.host or a.machine or a.address)))
+    return 0
+
+
+def show_list(a: argparse.Namespace, items: list[dict[str, Any]]) -> None:
+    """The list's table, or its JSON."""
     if a.json:
         emit_json(a, items)
-        return 0
+        return
     header, rows = list(LIST_HEADER), [list_row(i) for i in items]
     if any(i.get("branch") for i in items):
         header.append("Branch")
         rows = [[*row, i.get("branch", "")] for row, i in zip(rows, items, strict=True)]
     show_table(a, header, rows, "session", daemon_named(a))
-    return 0

@@ -1,26 +1,29 @@
 """What hostagentctl prints: tables with their legend, and failures as one line with a hint.
 
-Apart from the verbs (ctl.py) so that every verb's output follows the same rules.
+Apart from the verbs so that every verb's output follows the same rules. The quick verbs
+(ctl_quick.py) print through this module too, so it imports at its top only what they need:
+JSON, regular expressions and the usage figures' types are imported where they are used.
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
-import json
 import pwd
-import re
 import sys
 import time
-from typing import Any
 
 from hostagent import UINT64_MAX
 from hostagent.errors import HostAgentError
 from hostagent.escape import printable
-from hostagent.usage import Usage, format_cost, format_tokens
-from hostagent.values import format_limit
+
+TYPE_CHECKING = False  # typing's own import costs more than a quick verb's call
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+    from hostagent.usage import Usage
 
 EXIT_FAILURE, EXIT_USAGE = 1, 2
+LSB_NOT_RUNNING, LSB_UNKNOWN = 3, 4  # status's exit codes, as systemctl status has them
 UNKNOWN = UINT64_MAX  # what the daemon sends for a figure systemd does not have
 
 HINTS = {
@@ -37,7 +40,7 @@ def show_table(
 ) -> None:
     if args.json:
         items = [dict(zip([h.lower() for h in header], r, strict=True)) for r in rows]
-        print(json.dumps(items, indent=2 if args.json == "pretty" else None))
+        emit_json(args, items)
         return
     rows = [[printable(c) for c in r] for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
@@ -52,6 +55,24 @@ def show_table(
             if rows
             else f"No {noun}s{where}."
         )
+
+
+def show_status(a: argparse.Namespace, props: dict[str, Any], local: bool) -> int:
+    """status's lines (or JSON) for a session's properties; its LSB exit code."""
+    if a.json:
+        emit_json(a, as_json(props))
+    else:
+        for line in status_lines(props, local):
+            print(line)
+    return 0 if props.get("State") == "running" else LSB_NOT_RUNNING
+
+
+def status_unknown(name: str, err: HostAgentError) -> int:
+    """status of a session that does not exist, as systemctl status of an unknown unit."""
+    from hostagent.errors import quote
+
+    print(f"Session {quote(name)} not found: {printable(err.message)}", file=sys.stderr)
+    return LSB_UNKNOWN
 
 
 _VERB_WORDS = {
@@ -114,6 +135,8 @@ _SNAKE_EXCEPTIONS = {"CPUUsageNSec": "cpu_usage_nsec"}
 
 def snake(name: str) -> str:
     """A bus property's name as the JSON output's key: StartedAt -> started_at."""
+    import re
+
     if name in _SNAKE_EXCEPTIONS:
         return _SNAKE_EXCEPTIONS[name]
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
@@ -151,12 +174,36 @@ def _json_value(key: str, value: Any, props: dict[str, Any]) -> Any:
 def usage_json(value: Any) -> dict[str, Any] | None:
     """The Usage property in JSON: every key, cost_usd null where no one states it; null
     from a daemon too old to say."""
+    if nothing_used(value):
+        return dict(NOTHING_USED)
+    from hostagent.usage import Usage
+
     return Usage.from_dict(value).to_dict() if isinstance(value, dict) else None
+
+
+# Usage().to_dict(), which a unit test holds it to: a shell's usage, or an agent's before its
+# first call, is shown without importing the usage module (its parsers cost a quick verb more
+# than its call to the daemon).
+NOTHING_USED = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "cost_usd": None,
+                "calls": 0, "model": ""}  # fmt: skip
+
+
+def nothing_used(value: Any) -> bool:
+    """A Usage property that says nothing was used and no cost is known."""
+    return (
+        isinstance(value, dict)
+        and value.get("cost_usd") is None
+        and not any(value.get(k) for k in NOTHING_USED)
+    )
 
 
 def usage_cells(value: Any) -> tuple[str, str]:
     """list's Tokens and Cost: 12.3k and $0.42; "-" for what is not known."""
-    used = Usage.from_dict(value) if isinstance(value, dict) else None
+    if not isinstance(value, dict) or nothing_used(value):
+        return "-", "-"
+    from hostagent.usage import Usage, format_cost, format_tokens
+
+    used = Usage.from_dict(value)
     if used is None or not (used.calls or used.tokens):
         return "-", format_cost(used.cost_usd) if used else "-"
     return format_tokens(used.tokens), format_cost(used.cost_usd)
@@ -164,6 +211,8 @@ def usage_cells(value: Any) -> tuple[str, str]:
 
 def usage_line(used: Usage) -> str:
     """status's Usage line: 12.3k in (1.1k cache read, 2.2k cache write), 876 out, ..."""
+    from hostagent.usage import format_cost, format_tokens
+
     cached = [
         f"{format_tokens(n)} cache {kind}"
         for n, kind in ((used.cache_read, "read"), (used.cache_write, "write"))
@@ -179,6 +228,8 @@ def usage_line(used: Usage) -> str:
 
 
 def emit_json(args: argparse.Namespace, value: Any) -> None:
+    import json
+
     print(json.dumps(value, indent=2 if args.json == "pretty" else None, default=str))
 
 
@@ -209,12 +260,16 @@ def _known(value: Any) -> int | None:
     return None if value is None or value == UNKNOWN else int(value)
 
 
-@functools.lru_cache(maxsize=1024)
+_NAMES: dict[int, str] = {}
+
+
 def user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
+    if uid not in _NAMES:
+        try:
+            _NAMES[uid] = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            _NAMES[uid] = str(uid)
+    return _NAMES[uid]
 
 
 def human_bytes(size: int | None) -> str:
@@ -266,10 +321,14 @@ def _shown(key: str, value: Any) -> str:
     if key == "MemoryCurrent":
         return human_bytes(value)
     if key == "Limits":
+        from hostagent.values import format_limit
+
         return " ".join(f"{k}={format_limit(k, v)}" for k, v in sorted(value.items()))
     if key == "CPUUsageNSec":
         return human_nsec(value)
     if key == "Usage":
+        from hostagent.usage import Usage
+
         return usage_line(Usage.from_dict(value))
     return " ".join(value) if isinstance(value, list) else str(value)
 
@@ -306,7 +365,7 @@ def status_lines(props: dict[str, Any], local: bool = True) -> list[str]:
         "CPUUsageNSec",
         "Usage",
     ):
-        value = props.get(key)
+        value: Any = props.get(key)
         if _unset(key, value, props) or (key in _QUIET_AT_ZERO and not value):
             continue
         if key == "Usage" and not (isinstance(value, dict) and value.get("calls")):

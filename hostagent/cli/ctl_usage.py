@@ -11,7 +11,6 @@ import argparse
 import datetime
 import re
 import time
-from typing import Any
 
 from hostagent import values
 from hostagent.cli.ctl_options import UsageError
@@ -92,15 +91,3 @@ async def verb_budget(c: Client, a: argparse.Namespace) -> int:
             + (f"; resumed {', '.join(resumed)}." if resumed else ".")
         )
     return 0
-
-
-def add_verbs(sub: Any, common: argparse.ArgumentParser) -> None:
-    sp = sub.add_parser(
-        "usage", help="tokens and cost of users' sessions over a window", parents=[common]
-    )
-    sp.add_argument("--since", default="today", help="today, -7d, 2026-12-01 or @EPOCH")
-    sp.add_argument("--until", help="as --since; default now")
-    sp.add_argument("--owner", metavar="USER", help="only this user's rows (a name or uid)")
-    sp = sub.add_parser("budget", help="lift a user's budgets for today", parents=[common])
-    sp.add_argument("action", choices=["lift"])
-    sp.add_argument("user", metavar="USER", help="a name or uid")

@@ -10,12 +10,14 @@ ends the CLI quietly.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from typing import TextIO
 
 from hostagent.escape import safe_lines
+
+TYPE_CHECKING = False  # typing's own import costs more than a quick verb's call
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
 class SafeStream:
@@ -41,7 +43,9 @@ def closed_pipe() -> int:
     """The reader of our output went away (``| head -1``): end quietly, as systemctl does,
     with the status a shell shows for SIGPIPE. Python would otherwise complain again when it
     flushes stdout at exit, so stdout now goes nowhere."""
-    with contextlib.suppress(OSError, ValueError):
+    try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ else 1)
+    except (OSError, ValueError):
+        pass
     return 141

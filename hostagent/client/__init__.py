@@ -1,6 +1,6 @@
 """The client side, which talks to the daemon only over the bus: the async library, other
-machines' buses, and a live picture that follows the daemon across restarts."""
+machines' buses, a live picture that follows the daemon across restarts, and a small blocking
+client for the verbs that must start fast (quick.py).
 
-from hostagent.client.library import Client, SessionRow, default_system
-
-__all__ = ["Client", "SessionRow", "default_system"]
+Nothing is imported here: ``hostagent.client.quick`` must not pay for the asyncio library.
+"""

@@ -15,8 +15,8 @@ from dbus_fast.aio import MessageBus
 
 from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE
 from hostagent.bus.call import PROPERTIES, CallError, add_match, call
-from hostagent.client import Client
 from hostagent.client.follow import Follower, Link
+from hostagent.client.library import Client
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.bus.intake import Intake

@@ -50,7 +50,7 @@ def test_bus_choice_is_exclusive_after_the_verb_too() -> None:
     ],
 )
 def test_presets_say_the_login_path_once(problem: str, split: tuple[str, str]) -> None:
-    from hostagent.cli.ctl import problem_and_path
+    from hostagent.cli.ctl_verbs import problem_and_path
 
     assert problem_and_path(problem) == split
 

@@ -230,10 +230,9 @@ class Exporter:
         if member == "GetAll" and msg.signature == "s":
             if body[0] not in ("", interface.name):
                 return Message.new_method_return(msg, "a{sv}", [{}])
-            values = {
-                p.name: Variant(p.signature, await _get(p, target)) for p in interface.properties
-            }
-            return Message.new_method_return(msg, "a{sv}", fix_body([values]))
+            return Message.new_method_return(
+                msg, "a{sv}", fix_body([await _get_all(interface, target)])
+            )
         if member == "Get" and msg.signature == "ss":
             prop = interface.property_by_name.get(body[1])
             if body[0] not in ("", interface.name) or prop is None:
@@ -326,6 +325,17 @@ def _error_reply(serial: int, sender: str | None, name: str, text: str) -> Messa
 
 def _size(n: int) -> str:
     return f"{n >> 10} KiB" if n >= 4096 else f"{n} bytes"
+
+
+async def _get_all(interface: Interface, target: Any) -> dict[str, Variant]:
+    """Every property's value; those that ask someone else (systemd's counters) at once."""
+    values = [p.getter(target) for p in interface.properties]
+    waits = [i for i, v in enumerate(values) if inspect.isawaitable(v)]
+    for i, got in zip(waits, await asyncio.gather(*(values[i] for i in waits)), strict=True):
+        values[i] = got
+    return {
+        p.name: Variant(p.signature, v) for p, v in zip(interface.properties, values, strict=True)
+    }
 
 
 async def _get(prop: Property, target: Any) -> Any:
