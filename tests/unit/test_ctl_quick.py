@@ -1,0 +1,169 @@
+"""hostagentctl's quick path: the lines it takes mean what argparse makes of them, it prints
+what the full path prints, and neither --help nor parsing any verb imports an event loop or a
+D-Bus library (``python -X importtime``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dbus_fast import Variant
+
+from hostagent.cli.ctl_args import bare_json_is_short, parser
+from hostagent.cli.ctl_quick import recognise
+from hostagent.cli.verbs import MANY, ONE, VERBS, listing
+from tests.unit.test_bus_export import serve
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("asyncio", "dbus_fast")  # what a line that only parses must not import
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["list"],
+        ["--system", "list", "--no-legend"],
+        ["list", "--user", "-q"],
+        ["list", "a*", "b", "--state", "running"],
+        ["list", "--state=dormant", "--json"],
+        ["list", "-o", "json-pretty"],
+        ["list", "--output=short", "--no-pager"],
+        ["--json=pretty", "status", "x"],
+        ["status", "x", "--no-ask-password"],
+    ],
+)
+def test_a_line_the_quick_path_takes_means_what_argparse_makes_of_it(argv: list[str]) -> None:
+    quick = recognise(argv)
+    assert quick is not None
+    full = parser().parse_args(bare_json_is_short(argv or ["list"]))
+    if full.output:  # as ctl._main folds -o into --json
+        full.json = {"short": None, "json": "short", "json-pretty": "pretty"}[full.output]
+    for field in ("verb", "system", "json", "no_legend", "no_pager", "quiet", "no_ask_password"):
+        assert getattr(quick, field) == getattr(full, field), field
+    if full.verb == "list":
+        assert (quick.patterns, quick.state) == (full.patterns, full.state)
+    else:
+        assert quick.name == full.name
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["list", "--help"],
+        ["-H", "host", "list"],
+        ["-M", "box", "list"],
+        ["--address", "unix:path=/x", "list"],
+        ["list", "--owner", "alice"],
+        ["list", "--system", "--user"],
+        ["list", "--state"],
+        ["list", "-o", "yaml"],
+        ["list", "--json=yaml"],
+        ["list", "--", "x"],
+        ["status"],
+        ["status", "a", "b"],
+        ["status", "a", "--state", "running"],
+        ["stop", "a"],
+        ["lsit"],
+        ["list", "--fleet"],
+    ],
+)
+def test_any_other_line_goes_to_argparse(argv: list[str]) -> None:
+    assert recognise(argv) is None
+
+
+def _imports(code: str, *argv: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code, *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stderr
+
+
+def _imported(importtime: str) -> set[str]:
+    return {line.rsplit("|", 1)[-1].strip() for line in importtime.splitlines() if "|" in line}
+
+
+def test_help_and_parsing_every_verb_import_no_event_loop_and_no_dbus_library() -> None:
+    helped = _imports("from hostagent.cli.ctl import main; main(['--help'])")
+    assert "usage: hostagentctl" not in helped  # it went to stdout
+    lines = [[v.name, *(["x"] if v.takes in (ONE, MANY) else [])] for v in VERBS]
+    lines = [line + ["lift"] if line == ["budget"] else line for line in lines]
+    parsed = _imports(
+        "import sys; from hostagent.cli.ctl_args import parser\n"
+        f"for line in {lines!r}: parser().parse_args(line)\n"
+    )
+    for importtime in (helped, parsed):
+        modules = _imported(importtime)
+        assert "hostagent.cli.ctl_args" in modules, importtime[-2000:]
+        assert not {m for m in modules if m.split(".")[0] in HEAVY}
+
+
+def test_the_completion_reads_the_verb_table() -> None:
+    rows = [line.split() for line in listing().splitlines()]
+    assert [r[0] for r in rows] == [v.name for v in VERBS]
+    assert {r[1] for r in rows} == {"-", ONE, MANY}
+    completion = (ROOT / "completion" / "hostagentctl").read_text()
+    assert "--list-verbs" in completion
+    shown = subprocess.run(
+        [sys.executable, "-m", "hostagent.cli.ctl", "--list-verbs"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shown.stdout == listing()
+
+
+def test_quick_list_and_status_print_what_the_full_path_prints(
+    tmp_path: Path, bus_address: str
+) -> None:
+    env = {**os.environ, "DBUS_SESSION_BUS_ADDRESS": bus_address, "COLUMNS": "120"}
+    full = "import sys; from hostagent.cli.ctl import _main; sys.exit(_main(sys.argv[1:]))"
+    quick = "import sys; from hostagent.cli.ctl import main; sys.exit(main(sys.argv[1:]))"
+
+    async def ctl(code: str, *argv: str) -> tuple[int, str, str, set[str]]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-X", "importtime", "-c", code, "--user", *argv,
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await proc.communicate()
+        lines = err.decode().splitlines()
+        said = "\n".join(line for line in lines if not line.startswith("import time:"))
+        return proc.returncode or 0, out.decode(), said, _imported(err.decode())
+
+    async def body() -> None:
+        _, server, _ = await serve(tmp_path, bus_address)
+        from hostagent.client.library import Client
+
+        client = await Client.connect(system=False, address=bus_address)
+        for name in ("alpha", "beta"):
+            await client.create(name, "shell", str(tmp_path), {"args": Variant("as", ["x"])})
+        await client.stop("beta")
+        for argv in (
+            ["list"],
+            ["list", "--no-legend"],
+            ["list", "b*"],
+            ["list", "--state", "stopped"],
+            ["list", "--json"],
+            ["list", "-o", "json-pretty"],
+            ["status", "alpha"],
+            ["status", "beta"],
+            ["status", "beta", "--json"],
+            ["status", "nope"],
+        ):
+            code, out, said, modules = await ctl(quick, *argv)
+            assert not {m for m in modules if m.split(".")[0] in HEAVY}, argv
+            assert (code, out, said) == (await ctl(full, *argv))[:3], argv
+        await client.aclose()
+        server.disconnect()
+
+    asyncio.run(asyncio.wait_for(body(), 60))
