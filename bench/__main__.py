@@ -2,7 +2,7 @@
 
     sudo .venv/bin/python -m bench            # the full run (1000 sessions; ~6 minutes)
     sudo .venv/bin/python -m bench --quick    # a few minutes; what CI runs
-    sudo .venv/bin/python -m bench --only usage     # one part (fleet, hostile, usage), printed
+    sudo .venv/bin/python -m bench --only usage     # one part (cli, fleet, hostile, usage), printed
 
 --out DIR writes the report and plots there instead of docs/ (CI keeps docs/ as committed).
 """
@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench import activity, create, fleet, goals, hostile, plot, realcli, scale, usage
+from bench import activity, cli, create, fleet, goals, hostile, plot, realcli, scale, usage
 from bench.report import BENCHMARKS_MD, machine, table
 from tests.sandbox import Sandbox
 
@@ -46,7 +46,7 @@ def commit() -> str:
 
 
 # The parts --only runs alone: each returns its section and its figures.
-PARTS = {"hostile": hostile.run, "usage": usage.run}
+PARTS = {"cli": cli.run, "hostile": hostile.run, "usage": usage.run}
 # The parts that boot machines of their own (--only runs them alone too).
 OWN_MACHINES = {"fleet": fleet.run}
 
@@ -146,6 +146,7 @@ def main() -> None:
         ).check()
         sb.daemon_start()
         create_text, create_figures = create.run(sb, args.quick)
+        cli_text, cli_figures = cli.run(sb, args.quick)
         hostile_text, hostile_figures = hostile.run(sb, args.quick)
         activity_text, activity_figures = asyncio.run(activity.run(sb, args.quick))
         try:
@@ -157,7 +158,11 @@ def main() -> None:
         sc = scale.run(sb, args.quick)
     fleet_text, fleet_figures = fleet.run(args.quick)
     figures_ = figures(
-        sc, create_figures, activity_figures, hostile_figures, {**usage_figures, **fleet_figures}
+        sc,
+        create_figures,
+        activity_figures,
+        hostile_figures,
+        {**usage_figures, **fleet_figures, **cli_figures},
     )
     pngs = plot.draw(sc, out / "bench")
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -171,6 +176,7 @@ def main() -> None:
             ),
             goals.section(figures_),
             create_text,
+            cli_text,
             hostile_text,
             scale_section(sc, pngs, out),
             activity_text,

@@ -22,12 +22,12 @@ export PYTHONPATH={repo} PYTHONPYCACHEPREFIX=/var/cache/hostagent-pycache
 exec /usr/bin/python3 -m {module} "$@"
 """
 # hostagentctl as its packages install it (packaging/hostagentctl), run from the checkout.
-_CTL_LAUNCHER = """#!/usr/bin/python3
+_CTL_LAUNCHER = """#!/usr/bin/python3 -S
 # Installed by the hostagent test sandbox: packaging/hostagentctl, run from the checkout at
 # {repo}, with its bytecode cached as above.
 import sys
 
-sys.path.insert(0, "{repo}")
+sys.path.append("{repo}")
 sys.pycache_prefix = "/var/cache/hostagent-pycache"
 from hostagent.cli.ctl import main
 

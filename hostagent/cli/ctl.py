@@ -93,7 +93,15 @@ def main(argv: list[str] | None = None) -> int:
 
     quick = ctl_quick.recognise(argv)
     code = None if quick is None else ctl_quick.run(quick)
-    return _main(argv) if code is None else code
+    if code is not None:
+        return code
+    if sys.flags.no_site:
+        # The packages' launcher starts without site (packaging/hostagentctl), which the quick
+        # path does not need; the asyncio client's dependencies are found through it.
+        import site
+
+        site.main()
+    return _main(argv)
 
 
 def _main(argv: list[str]) -> int:

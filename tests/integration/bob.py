@@ -146,6 +146,20 @@ async def big_options(megabytes: str) -> dict[str, Any]:
     return {**result, "seconds": time.monotonic() - started}
 
 
+async def million_options(times: str) -> dict[str, Any]:
+    """16: creates, one after another, each with an options dict of a million entries (24 MB
+    on the wire); the errors they got and the slowest reply's seconds."""
+    bus = await connect()
+    options = {f"k{i}": Variant("s", "") for i in range(1_000_000)}
+    errors, slowest = set(), 0.0
+    for _ in range(int(times)):
+        started = time.monotonic()
+        result = await call(bus, "CreateSession", "sssa{sv}", ["big", "shell", "", options])
+        slowest = max(slowest, time.monotonic() - started)
+        errors.add(result.get("error", "none"))
+    return {"errors": sorted(errors), "slowest": slowest}
+
+
 async def create(name: str, options_json: str = "{}", cwd: str = "") -> dict[str, Any]:
     """A create with options given as {key: [signature, value]}."""
     bus = await connect()
@@ -343,6 +357,7 @@ ATTACKS = {
     "capture": capture,
     "unread-captures": unread_captures,
     "big-options": big_options,
+    "million-options": million_options,
     "create": create,
     "fill": fill,
     "forge-follow": forge_follow,

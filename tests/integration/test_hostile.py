@@ -533,3 +533,17 @@ def test_15_escapes_in_what_bob_controls_reach_no_terminal(sb: Sandbox, guarded:
             "/tmp/bob\x1b]0;owned\x07\x1b[2J\nOwner: 0",
             "/tmp/bob\x1b]0;owned\x07\x1b[2J",
         )
+
+
+def test_16_a_million_options_one_create_after_another_cost_no_one(
+    sb: Sandbox, guarded: Probe
+) -> None:
+    """bob sends CreateSession after CreateSession, each with an options dict of a million
+    entries (24 MB): each is refused by name from its header, before a byte of it is
+    unmarshalled, so the probe (guarded: no call over a second, the daemon under 200 MB)
+    keeps its pace and nothing is written."""
+    before = records(sb)
+    sent = bob(sb, "million-options", "5")
+    # (bob's own calls take seconds: his client marshals 24 MB in Python each time.)
+    assert sent["errors"] == ["org.freedesktop.DBus.Error.InvalidArgs"], sent
+    assert records(sb) == before

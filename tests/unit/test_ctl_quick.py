@@ -96,7 +96,7 @@ def test_help_and_parsing_every_verb_import_no_event_loop_and_no_dbus_library() 
     helped = _imports("from hostagent.cli.ctl import main; main(['--help'])")
     assert "usage: hostagentctl" not in helped  # it went to stdout
     lines = [[v.name, *(["x"] if v.takes in (ONE, MANY) else [])] for v in VERBS]
-    lines = [line + ["lift"] if line == ["budget"] else line for line in lines]
+    lines = [[*line, "lift"] if line == ["budget"] else line for line in lines]
     parsed = _imports(
         "import sys; from hostagent.cli.ctl_args import parser\n"
         f"for line in {lines!r}: parser().parse_args(line)\n"
@@ -163,6 +163,16 @@ def test_quick_list_and_status_print_what_the_full_path_prints(
             code, out, said, modules = await ctl(quick, *argv)
             assert not {m for m in modules if m.split(".")[0] in HEAVY}, argv
             assert (code, out, said) == (await ctl(full, *argv))[:3], argv
+        # The packages' launcher starts Python without site: the quick path needs none, and
+        # any other verb loads it before it imports dbus-fast.
+        launcher = (ROOT / "packaging" / "hostagentctl").read_text().replace("@SITE@", str(ROOT))
+        for argv in (["list"], ["info"]):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-S", "-c", launcher, "--user", *argv,
+                cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+            out, err = await proc.communicate()
+            assert proc.returncode == 0 and out, (argv, err)
         await client.aclose()
         server.disconnect()
 
