@@ -1,5 +1,5 @@
-"""hostagentctl's everyday verbs beside systemctl's: ``hostagentctl list`` against ``systemctl
-list-units`` and ``hostagentctl status NAME`` against ``systemctl status UNIT``, with ten shell
+"""hostagentctl's everyday verbs beside systemctl's: `hostagentctl list` against `systemctl
+list-units` and `hostagentctl status NAME` against `systemctl status UNIT`, with ten shell
 sessions, typed as root in the sandbox (so both ask the system bus), each command a fresh
 process as a person or a script starts it.
 

@@ -39,11 +39,13 @@ def _unread(method: str, seconds: float) -> Callable[[Sandbox], None]:
     return lambda sb: _bob(sb, "unread-captures", "history", "20000", "128", method, str(seconds))
 
 
-def _big_options(seconds: float) -> Callable[[Sandbox], None]:
+def _repeated(seconds: float, *args: str) -> Callable[[Sandbox], None]:
+    """bob's attack run again and again until the window ends."""
+
     def attack(sb: Sandbox) -> None:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            _bob(sb, "big-options", "31")
+            _bob(sb, *args)
 
     return attack
 
@@ -100,7 +102,8 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         "none (quiet)": _quiet(seconds),
         "128 unread captures, inline": _unread("Capture", seconds),
         "128 unread captures, by descriptor": _unread("CaptureByFileDescriptor", seconds),
-        "31 MB of options per call": _big_options(seconds),
+        "31 MB of options per call": _repeated(seconds, "big-options", "31"),
+        "a million options per call": _repeated(seconds, "million-options", "1"),
         "a login shell that prints without end": _login_shell(seconds),
         "a valid hook flood": _hook_flood(seconds),
     }

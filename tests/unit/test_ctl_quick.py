@@ -171,8 +171,8 @@ def test_quick_list_and_status_print_what_the_full_path_prints(
                 sys.executable, "-S", "-c", launcher, "--user", *argv,
                 cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )  # fmt: skip
-            out, err = await proc.communicate()
-            assert proc.returncode == 0 and out, (argv, err)
+            shown, why = await proc.communicate()
+            assert proc.returncode == 0 and shown, (argv, why)
         await client.aclose()
         server.disconnect()
 
