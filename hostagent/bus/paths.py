@@ -29,16 +29,24 @@ def label_decode(label: str) -> str:
     """Reverse of label_encode; raises ValueError on a malformed label."""
     if label == "_":
         return ""
+    if not label.isascii():
+        raise ValueError(f"'{label}' is not an escaped label")
+    return hex_unescaped(label, "_").decode()
+
+
+def hex_unescaped(text: str, marker: str) -> bytes:
+    """text's bytes, with each marker and the two hex digits after it made the byte they name
+    (sd_bus_path_encode's _xx, a D-Bus address's %xx); ValueError on a malformed escape."""
     raw = bytearray()
     i = 0
-    while i < len(label):
-        if label[i] == "_":
-            raw.append(int(label[i + 1 : i + 3], 16))
+    while i < len(text):
+        if text[i] == marker:
+            raw.append(int(text[i + 1 : i + 3], 16))
             i += 3
         else:
-            raw.append(ord(label[i]))
+            raw += text[i].encode()
             i += 1
-    return raw.decode()
+    return bytes(raw)
 
 
 def path_encode(prefix: str, label: str) -> str:

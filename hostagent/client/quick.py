@@ -206,18 +206,9 @@ def _socket_path(address: str) -> tuple[str, bool]:
 
 
 def _unescape(value: str) -> str:
-    if "%" not in value:
-        return value
-    raw = bytearray()
-    i = 0
-    while i < len(value):
-        if value[i] == "%":
-            raw.append(int(value[i + 1 : i + 3], 16))
-            i += 3
-        else:
-            raw += value[i].encode()
-            i += 1
-    return raw.decode(errors="surrogateescape")
+    from hostagent.bus.paths import hex_unescaped
+
+    return hex_unescaped(value, "%").decode(errors="surrogateescape")
 
 
 def bus_address(system: bool) -> str:
