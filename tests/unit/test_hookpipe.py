@@ -8,7 +8,11 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
+from hostagent.daemon.follow.hookpipe import LINES_PER_SECOND, HookPipe
 from hostagent.daemon.state.registry import Session
+from hostagent.identity import Owner
 from hostagent.options import CreateRequest
 from hostagent.permissions import TOKEN_ENV
 from hostagent.presets import IdSource, Preset
@@ -125,5 +129,39 @@ def test_without_its_fifo_a_hook_takes_the_bus_and_the_fifo_is_made_again(
         assert json.loads(payload) == {"session_id": "abc", "source": "x", "notification_type": ""}
         host.core.conversations.open_pipe(session)
         assert fifo.is_fifo() and host.core.conversations.pipes[session.record.owner].intact()
+
+    run(body())
+
+
+def test_a_flood_of_lines_pauses_the_reading_and_its_writers_wait(tmp_path: Path) -> None:
+    """Past an owner's allowance the FIFO is not read for a while: the pipe fills and whoever
+    floods it waits, while the daemon's loop is free; then reading goes on."""
+
+    async def body() -> None:
+        seen: list[list[str]] = []
+        heard = asyncio.Event()
+
+        def on_line(uid: int, fields: list[str]) -> None:
+            seen.append(fields)
+            heard.set()
+
+        pipe = HookPipe(Owner.from_uid(me()), tmp_path, on_line)
+        pipe.open()
+        writer = os.open(pipe.path, os.O_WRONLY | os.O_NONBLOCK)
+        line = b"a\ttoken\tStop\tid\t\t\n"
+        flood = int(LINES_PER_SECOND * 2)
+        os.write(writer, line * flood)
+        await asyncio.wait_for(heard.wait(), 5)
+        assert len(seen) == flood and pipe.paused
+        with pytest.raises(BlockingIOError):  # nobody reads: the pipe fills
+            while True:
+                os.write(writer, line * 100)
+        taken = len(seen)
+        heard.clear()
+        await asyncio.wait_for(heard.wait(), 10)  # the allowance is back
+        assert len(seen) > taken
+        pipe.close()
+        os.close(writer)
+        assert not pipe.paused
 
     run(body())

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 MAX_LINE = 1024
 READ_SIZE = 65536
 FIELDS = 6
+LINES_PER_SECOND = 500.0  # an owner's lines read a second, on average, and the burst
 
 # $1 the FIFO, $2 the daemon's bus (--system or --user), $3 the session, $4 the event; the
 # hook's JSON on stdin. Built-ins only, but for the slow way when the FIFO is gone.
@@ -65,6 +66,9 @@ class HookPipe:
         self.on_line = on_line
         self._fd = -1
         self._partial = b""
+        self._allowance = LINES_PER_SECOND  # lines that may be read before a pause
+        self._counted_at = 0.0  # the loop's time when the allowance was last brought up
+        self._resume: asyncio.TimerHandle | None = None
 
     def open(self) -> None:
         """Make the FIFO (again, if anything else is in its place) and start reading it."""
@@ -93,6 +97,9 @@ class HookPipe:
         return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
 
     def close(self) -> None:
+        if self._resume is not None:
+            self._resume.cancel()
+            self._resume = None
         if self._fd >= 0:
             asyncio.get_running_loop().remove_reader(self._fd)
             os.close(self._fd)
@@ -111,3 +118,25 @@ class HookPipe:
             fields = raw.decode(errors="replace").split("\t")
             if len(raw) <= MAX_LINE and len(fields) == FIELDS:
                 self.on_line(self.owner.uid, fields)
+        self._count(len(lines))
+
+    @property
+    def paused(self) -> bool:
+        return self._resume is not None
+
+    def _count(self, lines: int) -> None:
+        """Take lines off the allowance; past it, stop reading until it is back above 0."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        elapsed = now - self._counted_at if self._counted_at else 0.0
+        self._counted_at = now
+        self._allowance = min(LINES_PER_SECOND, self._allowance + elapsed * LINES_PER_SECOND)
+        self._allowance -= lines
+        if self._allowance < 0:
+            loop.remove_reader(self._fd)
+            self._resume = loop.call_later(-self._allowance / LINES_PER_SECOND, self._go_on)
+
+    def _go_on(self) -> None:
+        self._resume = None
+        if self._fd >= 0:
+            asyncio.get_running_loop().add_reader(self._fd, self._on_readable)
