@@ -179,8 +179,8 @@ def test_quick_list_and_status_print_what_the_full_path_prints(
                 sys.executable, "-S", "-c", launcher, "--user", *argv,
                 cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )  # fmt: skip
-            shown, why = await proc.communicate()
-            assert proc.returncode == 0 and shown, (argv, why)
+            printed, why = await proc.communicate()
+            assert proc.returncode == 0 and printed, (argv, why)
         await client.aclose()
         server.disconnect()
 
