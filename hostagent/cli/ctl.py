@@ -121,7 +121,9 @@ def _main(argv: list[str]) -> int:
 
     output = getattr(args, "output", None)
     if output:  # -o json and friends are --json by systemctl's name
-        args.json = {"short": None, "json": "short", "json-pretty": "pretty"}[output]
+        from hostagent.cli.ctl_quick import OUTPUT
+
+        args.json = OUTPUT[output]
     guard_output()
     if args.verb == "logs" and args.follow:
         # Ctrl-C ends a follow as it ends journalctl's, even where the parent left SIGINT

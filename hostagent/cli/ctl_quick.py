@@ -39,7 +39,7 @@ _FLAGS = {
     "--json=short": ("json", "short"),
     "--json=pretty": ("json", "pretty"),
 }
-_OUTPUT = {"short": None, "json": "short", "json-pretty": "pretty"}  # -o, as systemctl's
+OUTPUT = {"short": None, "json": "short", "json-pretty": "pretty"}  # -o: --json, as systemctl's
 
 
 class Args:
@@ -73,13 +73,13 @@ def recognise(argv: list[str]) -> Args | None:
         elif option in ("-o", "--output", "--state"):
             key = "state" if option == "--state" else "json"
             value = value or next(it, "")
-            if key in seen or not value or (key == "json" and value not in _OUTPUT):
+            if key in seen or not value or (key == "json" and value not in OUTPUT):
                 return None
             seen.add(key)
             if key == "state":
                 a.state = value
             else:
-                a.json = _OUTPUT[value]
+                a.json = OUTPUT[value]
         elif word.startswith("-") or not word:
             return None
         else:

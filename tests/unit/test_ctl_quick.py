@@ -15,7 +15,7 @@ import pytest
 from dbus_fast import Variant
 
 from hostagent.cli.ctl_args import bare_json_is_short, parser
-from hostagent.cli.ctl_quick import recognise
+from hostagent.cli.ctl_quick import OUTPUT, recognise
 from hostagent.cli.verbs import MANY, ONE, VERBS, listing
 from tests.unit.test_bus_export import serve
 
@@ -43,7 +43,7 @@ def test_a_line_the_quick_path_takes_means_what_argparse_makes_of_it(argv: list[
     assert quick is not None
     full = parser().parse_args(bare_json_is_short(argv or ["list"]))
     if full.output:  # as ctl._main folds -o into --json
-        full.json = {"short": None, "json": "short", "json-pretty": "pretty"}[full.output]
+        full.json = OUTPUT[full.output]
     for field in ("verb", "system", "json", "no_legend", "no_pager", "quiet", "no_ask_password"):
         assert getattr(quick, field) == getattr(full, field), field
     if full.verb == "list":

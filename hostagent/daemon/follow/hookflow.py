@@ -31,9 +31,10 @@ Line = tuple[str, dict[str, object]]  # (event, data)
 Take = Callable[[Session, str, dict[str, object], bool], Awaitable[None]]
 
 
-def refill(tokens: float, elapsed: float) -> float:
-    """The lines a session may have taken now, elapsed seconds after it had tokens."""
-    return min(BURST, tokens + max(0.0, elapsed) * RATE)
+def refill(tokens: float, elapsed: float, rate: float = RATE, burst: float = BURST) -> float:
+    """The lines that may be taken now, elapsed seconds after there were tokens: a session's
+    here, an owner's FIFO in hookpipe.py."""
+    return min(burst, tokens + max(0.0, elapsed) * rate)
 
 
 @dataclass

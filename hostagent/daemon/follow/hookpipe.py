@@ -25,6 +25,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from hostagent.daemon.follow.hookflow import refill
 from hostagent.daemon.host.runtimedir import make_room
 from hostagent.daemon.state.paths import hooks_fifo
 from hostagent.identity import Owner
@@ -128,10 +129,9 @@ class HookPipe:
         """Take lines off the allowance; past it, stop reading until it is back above 0."""
         loop = asyncio.get_running_loop()
         now = loop.time()
-        elapsed = now - self._counted_at if self._counted_at else 0.0
-        self._counted_at = now
-        self._allowance = min(LINES_PER_SECOND, self._allowance + elapsed * LINES_PER_SECOND)
-        self._allowance -= lines
+        elapsed = now - self._counted_at
+        allowance = refill(self._allowance, elapsed, LINES_PER_SECOND, LINES_PER_SECOND)
+        self._allowance, self._counted_at = allowance - lines, now
         if self._allowance < 0:
             loop.remove_reader(self._fd)
             self._resume = loop.call_later(-self._allowance / LINES_PER_SECOND, self._go_on)
