@@ -27,6 +27,7 @@ _CTL_LAUNCHER = """#!/usr/bin/python3 -S
 # {repo}, with its bytecode cached as above.
 import sys
 
+del sys.path[0]  # /usr/bin: not searched for imports, as in the packages' launcher
 sys.path.append("{repo}")
 sys.pycache_prefix = "/var/cache/hostagent-pycache"
 from hostagent.cli.ctl import main

@@ -6,9 +6,9 @@ serves the bus layer and the systemd client.
 
 from __future__ import annotations
 
-import string
-
-_SAFE = frozenset(string.ascii_letters + string.digits)
+# Spelled out rather than taken from the string module, which imports re: hostagentctl's quick
+# path reads this module, and re with its imports would cost it a fifth of its time.
+_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
 
 def label_encode(label: str) -> str:

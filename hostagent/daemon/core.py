@@ -21,6 +21,7 @@ from hostagent.daemon.bus.services import Services
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
+from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.journal import JournalReaders
 from hostagent.daemon.host.ports import Emitter, ScopeRunner
 from hostagent.daemon.ops.ending import Endings
@@ -83,8 +84,16 @@ class Core:
         """The bus objects over this core, listening to the registry; export_all puts them
         on the bus."""
         journal = JournalReaders(self.registry.system)
+        counters = ScopeCounters(self.scopes.systemd)
         services = Services(
-            self.lifecycle, self.conversations, auth, exporter, reload, journal, self.usage
+            self.lifecycle,
+            self.conversations,
+            auth,
+            exporter,
+            reload,
+            journal,
+            self.usage,
+            counters,
         )
         frontend = BusFrontend(services)
         self.registry.listeners.append(frontend)

@@ -38,6 +38,37 @@ def test_cpu_time_is_accounted_and_list_shows_it(sb: Sandbox) -> None:
         sb.ctl("rm", name)
 
 
+def test_the_counters_are_the_ones_systemctl_shows(sb: Sandbox) -> None:
+    # The daemon reads them from the scope's cgroup files on the unified layout and asks
+    # systemd on the hybrid one; either way they are systemd's figures. CPU time only grows, so
+    # systemd's reading, taken between two of ours, lies between them.
+    name = create(sb, "shell", "--", "-c",
+                  "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; echo counted; sleep 600",
+                  user="alice")  # fmt: skip
+    try:
+        wait_screen(sb, name, "counted")
+        unit = props(sb, name)["Unit"]
+        before = counters(props(sb, name))
+        shown = sb.run("systemctl", "show", "-p", "CPUUsageNSec", "-p", "MemoryCurrent",
+                       unit).check().stdout  # fmt: skip
+        after = counters(props(sb, name))
+        systemd = {k: (UINT64_MAX if v == "[not set]" else int(v))
+                   for k, _, v in (line.partition("=") for line in shown.splitlines())}  # fmt: skip
+        assert before["CPUUsageNSec"] <= systemd["CPUUsageNSec"] <= after["CPUUsageNSec"]
+        memory = (before["MemoryCurrent"], systemd["MemoryCurrent"], after["MemoryCurrent"])
+        if UINT64_MAX in memory:
+            assert set(memory) == {UINT64_MAX}, memory  # none has a value, or all do
+        else:
+            assert max(memory) < 1.5 * min(memory), memory
+    finally:
+        sb.ctl("rm", name)
+
+
+def counters(p: dict) -> dict[str, int]:
+    """The two counters, with --json's null (no value) as the bus's UINT64_MAX."""
+    return {k: UINT64_MAX if p[k] is None else p[k] for k in ("CPUUsageNSec", "MemoryCurrent")}
+
+
 def test_memory_is_accounted_where_the_controller_is(sb: Sandbox) -> None:
     if "memory" not in sb.controllers():
         pytest.skip(f"{sb.layout} layout: this host binds the memory controller to cgroup v1, "

@@ -23,6 +23,7 @@ from hostagent.daemon.bus.interface import Call
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SessionObject
 from hostagent.daemon.follow import containment
+from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.journal import JournalReaders
 from hostagent.errors import AccessDenied, InvalidArgs, InvalidName, NoSuchPreset
 from hostagent.options import CreateRequest
@@ -99,6 +100,7 @@ def services(host: Host, callers: dict[str, int]) -> Services:
         lambda: None,
         JournalReaders(system=True),
         host.core.usage,
+        ScopeCounters(host.lifecycle.scopes.systemd),
     )
 
 

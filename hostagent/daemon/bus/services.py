@@ -14,6 +14,7 @@ from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
+from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.journal import JournalReaders
 from hostagent.daemon.host.ports import Emitter, ScopeRunner, SystemdPort
 from hostagent.daemon.ops.lifecycle import Lifecycle
@@ -30,6 +31,7 @@ class Services:
     reload: Callable[[], None]
     journal: JournalReaders
     usage: UsageWatch
+    counters: ScopeCounters
 
     @property
     def registry(self) -> Registry:

@@ -28,7 +28,6 @@ from hostagent.daemon.follow.terminal import (
 )
 from hostagent.daemon.follow.usage import usage_of
 from hostagent.daemon.host.scope import check_signal
-from hostagent.daemon.host.systemd import SCOPE_IFACE
 from hostagent.daemon.state.registry import Session
 from hostagent.errors import InvalidArgs, LimitsExceeded
 from hostagent.permissions import exempt_from_caps, require_inside
@@ -87,8 +86,8 @@ class SessionObject:
     async def _scope_counter(self, name: str) -> int:
         if self.session.record.state.value != "running":
             return UINT64_MAX
-        value = await self.f.systemd.unit_property(self.session.record.unit, SCOPE_IFACE, name)
-        return UINT64_MAX if value is None else int(value)
+        record = self.session.record
+        return await self.f.counters.read(record.unit, record.invocation_id, name)
 
 
 def _limits(limits: Limits) -> dict[str, int]:
