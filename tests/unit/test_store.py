@@ -110,6 +110,19 @@ def test_text_yaml_would_misread_is_written_so_both_loaders_read_it_back(
     assert s.load_all() == [rec]
 
 
+def test_a_record_in_yaml_is_read_as_one_in_json(tmp_path: Path) -> None:
+    """The store reads its own JSON with json, and a record in YAML's block style (written by
+    hand, or by a hostagent from before JSON) with the YAML loader: the same record."""
+    s = SidecarStore(tmp_path)
+    s.prepare()
+    rec = SessionRecord(name="x", state=State.STOPPED, argv=["a b", "ü"], env={"A": "1"})
+    s.save(rec)
+    data = yaml.safe_load(s.path_of("x").read_text())
+    s.path_of("x").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    assert not s.path_of("x").read_text().startswith("{")
+    assert s.load_all() == [rec] and s.quarantined == []
+
+
 def test_a_stop_does_not_wait_long_for_a_busy_disk(
     store: SidecarStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
