@@ -126,12 +126,12 @@ async def abandoned_waits(session: str, connections: str) -> dict[str, Any]:
     return {"answered": outcomes, "left_waiting": len(tasks) - len(done)}
 
 
-async def capture(session: str, lines: str) -> dict[str, Any]:
-    """3: capture a history far larger than a bus message."""
+async def capture(session: str, lines: str, method: str = "Capture") -> dict[str, Any]:
+    """3: capture a history far larger than a bus message (inline, or by descriptor)."""
     bus = await connect()
     path = await session_path(bus, session)
-    result = await call(bus, "Capture", "i", [int(lines)], path=path, interface=SESSION_IFACE)
-    if "ok" in result:
+    result = await call(bus, method, "i", [int(lines)], path=path, interface=SESSION_IFACE)
+    if "ok" in result and method == "Capture":
         result = {"ok": len(result["ok"][0].encode())}
     return result
 

@@ -115,9 +115,13 @@ def test_3_a_capture_larger_than_a_bus_message_is_refused_by_name(
 ) -> None:
     try:
         assert long_history(sb, "big-history", "€" * 999)
-        result = bob(sb, "capture", "big-history", "30000")
+        result = bob(sb, "capture", "big-history", "30000", "CaptureByFileDescriptor")
         assert result["error"] == "org.freedesktop.DBus.Error.InvalidArgs", result
         assert "ask for fewer lines" in result["text"]
+        # Inline, the reply's own limit comes first: refused once 256 KiB have been read.
+        result = bob(sb, "capture", "big-history", "30000")
+        assert result["error"].endswith(".LimitsExceeded"), result
+        assert "CaptureByFileDescriptor" in result["text"]
     finally:
         sb.ctl("rm", "big-history")
 

@@ -157,11 +157,15 @@ def test_alice_gets_nothing_running_as_anyone_else(sb: Sandbox) -> None:
         sb, "alice", "new", "--preset", "shell", "--cwd", "/home/alice/shadowlink", *hostile
     )
     assert code != 0 and "not a directory" in err
-    name = create(sb, "shell", *hostile, "--", "-c", "id -u > /tmp/agent-uid; exec sleep 600",
+    name = create(sb, "shell", *hostile, "--", "-c",
+                  "id -G > /tmp/agent-groups; id -u > /tmp/agent-uid; exec sleep 600",
                   user="alice")  # fmt: skip
     try:
         sb.run("timeout", "10", "sh", "-c", "until [ -s /tmp/agent-uid ]; do sleep 0.1; done")
         assert sb.run("cat", "/tmp/agent-uid").stdout.strip() == str(uid)
+        # Her groups, the supplementary ones included, and nothing of root's.
+        groups = sb.run("id", "-G", "alice").check().stdout.split()
+        assert sorted(sb.run("cat", "/tmp/agent-groups").stdout.split()) == sorted(groups)
         sb.ctl("capture", name, user="alice", system=True).check()
         sb.ctl("stop", name, user="alice", system=True).check()
         sb.ctl("resume", name, user="alice", system=True).check()
@@ -169,7 +173,7 @@ def test_alice_gets_nothing_running_as_anyone_else(sb: Sandbox) -> None:
         assert all(m.startswith(f"/tmp/ran-{uid}-") for m in marks), marks
     finally:
         sb.ctl("rm", name)
-        sb.sh("rm -f /tmp/agent-uid /tmp/ran-*")
+        sb.sh("rm -f /tmp/agent-uid /tmp/agent-groups /tmp/ran-*")
 
 
 def test_her_own_config_and_presets_do_not_reach_the_system_daemon(sb: Sandbox) -> None:

@@ -142,11 +142,14 @@ class FakeTmux:
         end = self.ended.get(self._name(sock))
         return (False, None, None) if end is None else (True, *end)
 
-    async def capture(self, owner: Owner, sock: Path, scrollback: int) -> str:
+    async def capture(self, owner: Owner, sock: Path, scrollback: int, limit: int = 0) -> str:
         self._unit(sock)
         if self.capture_gate is not None:
             await self.capture_gate.wait()
         return self.screens.get(self._name(sock), ("", ""))[0]
+
+    async def capture_to(self, owner: Owner, sock: Path, scrollback: int, fd: int) -> None:
+        os.write(fd, (await self.capture(owner, sock, scrollback)).encode())
 
     async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str, str]:
         self._unit(sock)

@@ -85,7 +85,13 @@ def test_text_goes_to_tmux_through_stdin_not_the_command_line(tmp_path: Path) ->
     seen: list[tuple[list[str], bytes | None]] = []
 
     async def execute(
-        owner: Owner, argv: list[str], timeout: float, stdin: bytes | None
+        owner: Owner,
+        argv: list[str],
+        timeout: float,
+        stdin: bytes | None,
+        *,
+        limit: int = 0,
+        stdout: int = -1,
     ) -> tuple[int, bytes, bytes]:
         seen.append((argv, stdin))
         return 0, b"", b""
@@ -280,3 +286,33 @@ def test_a_failed_scope_start_says_what_became_of_its_first_process(script: str,
             await child.abort()
 
     asyncio.run(body())
+
+
+@pytest.mark.parametrize(
+    ("uid", "groups", "setpriv", "argv", "keywords"),
+    [
+        (os.geteuid(), (5,), "/usr/bin/setpriv", ["tmux", "ls"], {}),  # we are the owner
+        (1001, (1001, 27), "/usr/bin/setpriv",
+         ["/usr/bin/setpriv", "--reuid=1001", "--regid=1001", "--groups=1001,27", "--", "tmux",
+          "ls"], {}),
+        (1001, (), "/usr/bin/setpriv",
+         ["/usr/bin/setpriv", "--reuid=1001", "--regid=1001", "--clear-groups", "--", "tmux",
+          "ls"], {}),
+        (1001, (1001, 27), None,
+         ["tmux", "ls"], {"user": 1001, "group": 1001, "extra_groups": [1001, 27]}),
+    ],
+)  # fmt: skip
+def test_a_helper_is_switched_to_its_owner_after_exec_where_setpriv_is(
+    monkeypatch: pytest.MonkeyPatch,
+    uid: int,
+    groups: tuple[int, ...],
+    setpriv: str | None,
+    argv: list[str],
+    keywords: dict[str, object],
+) -> None:
+    """So that subprocess starts it with vfork: its own uid switch makes it fork the daemon."""
+    if uid == 1001 and os.geteuid() == 1001:
+        pytest.skip("this test's other owner is the user running it")
+    monkeypatch.setattr(owner_module, "SETPRIV", setpriv)
+    who = Owner(uid, uid, "someone", "/home/someone", "/bin/sh", groups)
+    assert owner_module.as_owner(who, ["tmux", "ls"]) == (argv, keywords)

@@ -241,10 +241,8 @@ def test_operations_past_the_cap_get_limits_exceeded(
     run(body())
 
 
-def test_waits_and_captures_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_waits_and_captures_are_bounded(tmp_path: Path) -> None:
     from hostagent.daemon.follow import terminal
-
-    monkeypatch.setattr(terminal, "MAX_CAPTURE_BYTES", 1000)
 
     async def body() -> None:
         host = await Host.started(tmp_path)
@@ -255,9 +253,10 @@ def test_waits_and_captures_are_bounded(tmp_path: Path, monkeypatch: pytest.Monk
                 frozenset({"idle"}),
                 0,
             )
-        host.scopes.tmux.screens["a"] = ("€" * 400, "")  # 1200 bytes
-        with pytest.raises(InvalidArgs, match="ask for fewer lines"):
-            await host.core.terminal.capture(host.registry.get("a"), 10)
+        host.scopes.tmux.screens["a"] = ("€" * 400, "")  # 1201 bytes, with its newline
+        session = host.registry.get("a")
+        assert await host.core.terminal.capture(session, 10, limit=1200) is None
+        assert await host.core.terminal.capture(session, 10, limit=1201) == "€" * 400 + "\n"
 
     run(body())
 

@@ -4,12 +4,11 @@ and marshalled once (``Prepared``), and a reply of one sealed file descriptor
 
 from __future__ import annotations
 
-import fcntl
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from hostagent.bus.compat import marshal_body
+from hostagent.daemon.host import memfile
 
 
 @dataclass(frozen=True)
@@ -30,27 +29,12 @@ class Prepared:
 @dataclass(frozen=True)
 class FileReply:
     """A handler's reply of one file descriptor (signature ``h``): large output goes through
-    a sealed memfd, as systemd's DumpByFileDescriptor does, so a caller that never reads its
-    replies holds a few bytes of the daemon's connection, not megabytes. The exporter closes
-    the descriptor once the reply is written."""
+    a sealed memfd (host/memfile.py). The exporter closes the descriptor once the reply is
+    written."""
 
     fd: int
 
     @classmethod
     def of(cls, data: bytes, name: str) -> FileReply:
         """data in a memfd sealed against any change, read from its start."""
-        fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            fcntl.fcntl(
-                fd,
-                fcntl.F_ADD_SEALS,
-                fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE,
-            )
-            os.lseek(fd, 0, os.SEEK_SET)
-        except BaseException:
-            os.close(fd)
-            raise
-        return cls(fd)
+        return cls(memfile.sealed(data, name))

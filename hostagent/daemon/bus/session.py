@@ -21,6 +21,7 @@ from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.usage import usage_variants
 from hostagent.daemon.follow.hooks import check_event
 from hostagent.daemon.follow.terminal import (
+    MAX_CAPTURE_BYTES,
     MAX_TEXT,
     check_activities,
     check_capture,
@@ -193,12 +194,13 @@ async def _diff(o: SessionObject, call: Call, stat: bool) -> str:
 async def _capture(o: SessionObject, call: Call, lines: int) -> str:
     check_capture(lines)
     uid = await o.authorize(call)
-    text = await o.f.terminal.capture(o.session, lines, uid)
-    size = len(text.encode(errors="surrogateescape"))
-    if size > MAX_INLINE_CAPTURE:
+    # No more than the inline limit is read: a caller who asks for a long history here and
+    # never reads the reply costs the daemon that much, not the history.
+    text = await o.f.terminal.capture(o.session, lines, uid, MAX_INLINE_CAPTURE)
+    if text is None:
         raise LimitsExceeded(
-            f"Session '{o.session.name}': the capture is {size} bytes, more than Capture "
-            f"answers inline ({MAX_INLINE_CAPTURE // 1024} KiB); ask for fewer lines, or call "
+            f"Session '{o.session.name}': the capture is more than Capture answers inline "
+            f"({MAX_INLINE_CAPTURE // 1024} KiB); ask for fewer lines, or call "
             "CaptureByFileDescriptor (hostagentctl capture does)."
         )
     return text
@@ -207,8 +209,13 @@ async def _capture(o: SessionObject, call: Call, lines: int) -> str:
 async def _capture_fd(o: SessionObject, call: Call, lines: int) -> FileReply:
     check_capture(lines)
     uid = await o.authorize(call)
-    text = await o.f.terminal.capture(o.session, lines, uid)
-    return FileReply.of(text.encode(errors="surrogateescape"), f"hostagent-{o.session.name}")
+    fd = await o.f.terminal.capture_file(o.session, lines, uid)
+    if fd is None:
+        raise InvalidArgs(
+            f"Session '{o.session.name}': {lines} lines of scrollback are more than "
+            f"{MAX_CAPTURE_BYTES // (1024 * 1024)} MiB; ask for fewer lines."
+        )
+    return FileReply(fd)
 
 
 async def _journal(o: SessionObject, call: Call, lines: int, follow: bool) -> FileReply:

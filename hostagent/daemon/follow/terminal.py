@@ -8,18 +8,19 @@ The terminal is a listener of the registry: a session that stops being ``startin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from hostagent.activity import GENERIC
 from hostagent.daemon.follow.panewatch import PaneWatch
-from hostagent.daemon.host import tmux
+from hostagent.daemon.host import memfile, tmux
 from hostagent.daemon.host.owner import OutputTooLarge
 from hostagent.daemon.host.ports import TmuxPort
 from hostagent.daemon.state.registry import Registry, Session, Waiter
 from hostagent.daemon.state.settings import Settings
-from hostagent.errors import InvalidArgs, LimitsExceeded, NoSuchSession, NotRunning, Timeout
+from hostagent.errors import Busy, InvalidArgs, LimitsExceeded, NoSuchSession, NotRunning, Timeout
 from hostagent.session import Activity, State
 
 log = logging.getLogger(__name__)
@@ -148,47 +149,91 @@ class Terminal:
             )
         return session
 
-    async def capture(self, session: Session, lines: int, caller: int | None = None) -> str:
+    async def capture(
+        self,
+        session: Session,
+        lines: int,
+        caller: int | None = None,
+        limit: int = MAX_CAPTURE_BYTES,
+    ) -> str | None:
         """The screen and lines of scrollback (checked by the caller, check_capture); of a
-        session that ended, its last screen. caller: the uid asking, whose captures under
-        way are counted (LimitsExceeded past MAX_CAPTURES_PER_CALLER)."""
+        session that ended, its last screen. None when that is more than limit bytes, of
+        which no more is read. caller: the uid asking, whose captures under way are counted
+        (LimitsExceeded past MAX_CAPTURES_PER_CALLER)."""
+        with self._capture_slot(caller):
+            text = self._final_screen(session, lines)
+            if text is None:
+                try:
+                    text = await self.tmux.capture(
+                        session.owner, session.paths.socket, lines, limit
+                    )
+                except tmux.TmuxError as e:
+                    raise NotRunning(f"Session '{session.name}' has no terminal: {e}") from None
+                except OutputTooLarge:
+                    return None
+                # The rows below the last line written are blank, not output.
+                text = text.rstrip("\n") + "\n"
+        return text if len(text.encode()) <= limit else None
+
+    async def capture_file(
+        self, session: Session, lines: int, caller: int | None = None
+    ) -> int | None:
+        """As capture, in a sealed memfd (its descriptor, the caller's to close) that tmux
+        writes into itself, so that the daemon never holds a long history; None when it is
+        more than MAX_CAPTURE_BYTES."""
+        with self._capture_slot(caller):
+            text = self._final_screen(session, lines)
+            if text is not None:
+                data = text.encode()
+                if len(data) > MAX_CAPTURE_BYTES:
+                    return None
+                return memfile.sealed(data, f"hostagent-{session.name}")
+            out = memfile.Bounded(f"hostagent-{session.name}", MAX_CAPTURE_BYTES)
+            try:
+                await self.tmux.capture_to(session.owner, session.paths.socket, lines, out.fd)
+                return out.seal()
+            except tmux.TmuxError as e:
+                raise NotRunning(f"Session '{session.name}' has no terminal: {e}") from None
+            except OSError as e:
+                raise Busy(
+                    f"Session '{session.name}': its capture could not be sealed ({e.strerror}); "
+                    "try again."
+                ) from None
+            finally:
+                out.close()
+
+    @contextlib.contextmanager
+    def _capture_slot(self, caller: int | None) -> Iterator[None]:
+        """One of the caller's MAX_CAPTURES_PER_CALLER captures under way, for as long as it
+        runs; LimitsExceeded when they are all taken."""
         under_way = self._capturing.get(caller, 0) if caller is not None else 0
         if under_way >= MAX_CAPTURES_PER_CALLER:
             raise LimitsExceeded(
                 f"{MAX_CAPTURES_PER_CALLER} captures of yours are already under way; "
                 "wait for them, then ask again."
             )
-        if caller is not None:
-            self._capturing[caller] = under_way + 1
+        if caller is None:
+            yield
+            return
+        self._capturing[caller] = under_way + 1
         try:
-            return await self._capture(session, lines)
+            yield
         finally:
-            if caller is not None:
-                left = self._capturing.pop(caller) - 1
-                if left:
-                    self._capturing[caller] = left
+            left = self._capturing.pop(caller) - 1
+            if left:
+                self._capturing[caller] = left
 
-    async def _capture(self, session: Session, lines: int) -> str:
+    def _final_screen(self, session: Session, lines: int) -> str | None:
+        """The last screen of a session that ended, when one was kept; else None, once the
+        session is known to run (NotRunning when it does not)."""
         if session.record.state is not State.RUNNING and not session.removed:
             final = self.registry.store.load_screen(session.name)
             if final is not None:
                 # One kept before tmux's padding was taken off shows without it too.
                 kept = tmux.final_screen(final, "").splitlines()
                 return "\n".join(kept[-(lines + self.settings.config.rows) :]) + "\n"
-        name = self._running(session).name
-        try:
-            text = await self.tmux.capture(session.owner, session.paths.socket, lines)
-        except tmux.TmuxError as e:
-            raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
-        except OutputTooLarge:
-            text = None
-        if text is None or len(text.encode()) > MAX_CAPTURE_BYTES:
-            raise InvalidArgs(
-                f"Session '{name}': {lines} lines of scrollback are more than "
-                f"{MAX_CAPTURE_BYTES // (1024 * 1024)} MiB; ask for fewer lines."
-            )
-        # The rows below the last line written are blank, not output.
-        return text.rstrip("\n") + "\n"
+        self._running(session)
+        return None
 
     async def send_text(self, session: Session, text: str, enter: bool) -> None:
         """Type text (checked by the caller, check_text) into the session's pane."""

@@ -49,16 +49,17 @@ class HeldChild:
     @classmethod
     async def start(cls, owner: Owner, cwd: str, env: dict[str, str], argv: list[str]) -> HeldChild:
         read_fd, write_fd = os.pipe()
+        shim, switch = as_owner(owner, ["/bin/sh", "-c", _SHIM, "hostagent-shim", cwd, *argv])
         try:
             proc = subprocess.Popen(  # type: ignore[call-overload]  # as_owner's keywords
-                ["/bin/sh", "-c", _SHIM, "hostagent-shim", cwd, *argv],
+                shim,
                 cwd="/",
                 env=env,
                 process_group=0,
                 stdin=read_fd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                **as_owner(owner),
+                **switch,
             )
         except BaseException:
             os.close(write_fd)

@@ -64,11 +64,23 @@ def build_env(
     return env
 
 
-def as_owner(owner: Owner) -> dict[str, object]:
-    """subprocess keywords that run the child as owner; none when we already are owner."""
+# util-linux's setpriv, which switches to the owner in the child once it is exec'd. Given the
+# uid, gid and groups itself (subprocess's user=, group=, extra_groups=), Python starts the
+# child with fork() rather than vfork(), and fork() copies the daemon's page tables on its
+# one thread: 5 ms at 90 MB resident, against a quarter of a millisecond, for every helper.
+SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin")
+
+
+def as_owner(owner: Owner, argv: list[str]) -> tuple[list[str], dict[str, object]]:
+    """argv and subprocess keywords that run it as owner: unchanged when we already are the
+    owner; else through setpriv, or (without it) with subprocess's own switch."""
     if os.geteuid() == owner.uid:
-        return {}
-    return {"user": owner.uid, "group": owner.gid, "extra_groups": list(owner.groups)}
+        return argv, {}
+    if SETPRIV is None:
+        return argv, {"user": owner.uid, "group": owner.gid, "extra_groups": list(owner.groups)}
+    groups = f"--groups={','.join(map(str, owner.groups))}" if owner.groups else "--clear-groups"
+    switch = [SETPRIV, f"--reuid={owner.uid}", f"--regid={owner.gid}", groups, "--"]
+    return [*switch, *argv], {}
 
 
 MAX_HELPERS_PER_OWNER = 16  # helper processes running as one user at once
@@ -132,11 +144,13 @@ async def exec_as_owner(
     env: dict[str, str] | None = None,
     runs_user_code: str = "",
     limit: int = 0,
+    stdout: int = -1,
 ) -> tuple[int, bytes, bytes] | None:
     """Exit code, stdout and stderr of argv run as owner with a fixed environment (nothing of
     the daemon's, no caller's PATH; or env, a session's own), fed stdin; None when it did not
     finish within timeout, waiting for a free helper slot included (then it is killed).
-    OutputTooLarge past limit bytes of output (MAX_OUTPUT unless given).
+    OutputTooLarge past limit bytes of output (MAX_OUTPUT unless given). With stdout (a
+    descriptor) the helper writes its output there, and the stdout returned is empty.
 
     runs_user_code says what it is ("login shell") when argv runs the owner's own code: then,
     where a confiner is set, it runs in a scope of its own (confine.py) and takes no stdin."""
@@ -147,7 +161,7 @@ async def exec_as_owner(
         async with asyncio.timeout(timeout), slots.of(owner.uid), slots.total:
             if confiner is not None:
                 return await _run_confined(confiner, owner, argv, env, runs_user_code, timeout, limit)  # fmt: skip
-            return await _run_helper(owner, argv, stdin, env, limit)
+            return await _run_helper(owner, argv, stdin, env, limit, stdout=stdout)
     except TimeoutError:
         return None
 
@@ -232,6 +246,7 @@ async def _run_helper(
     limit: int = MAX_OUTPUT,
     held: int = -1,
     started: Callable[[int], Awaitable[None]] | None = None,
+    stdout: int = -1,
 ) -> tuple[int, bytes, bytes]:
     """Run argv, feed it stdin, and wait until it has exited and closed its output.
 
@@ -241,6 +256,7 @@ async def _run_helper(
     socket, so the pipes would never report their end (and asyncio's wait() waits for them).
     """
     loop = asyncio.get_running_loop()
+    argv, switch = as_owner(owner, argv)
     starting = loop.create_task(
         loop.subprocess_exec(
             lambda: _Helper(limit),
@@ -252,9 +268,9 @@ async def _run_helper(
             else asyncio.subprocess.DEVNULL
             if stdin is None
             else asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
+            stdout=stdout if stdout >= 0 else asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            **as_owner(owner),  # type: ignore[arg-type]
+            **switch,  # type: ignore[arg-type]
         )
     )
     try:

@@ -12,8 +12,9 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import Protocol
 
 from hostagent.daemon.host.owner import exec_as_owner
 from hostagent.identity import Owner
@@ -106,9 +107,21 @@ def attach_argv(sock: Path) -> list[str]:
     return [tmux_binary(), "-S", str(sock), "attach-session", "-t", SESSION]
 
 
-Executor = Callable[
-    [Owner, list[str], float, bytes | None], Awaitable[tuple[int, bytes, bytes] | None]
-]
+class Executor(Protocol):
+    """Runs argv as owner: exit code, stdout and stderr, or None past the timeout;
+    OutputTooLarge past limit bytes of output (0: the helpers' own bound). Given stdout (a
+    descriptor), the command writes its output there instead."""
+
+    def __call__(
+        self,
+        owner: Owner,
+        argv: list[str],
+        timeout: float,
+        stdin: bytes | None,
+        *,
+        limit: int = 0,
+        stdout: int = -1,
+    ) -> Awaitable[tuple[int, bytes, bytes] | None]: ...
 
 
 class Tmux:
@@ -125,9 +138,13 @@ class Tmux:
         *args: str,
         timeout: float = 10.0,
         stdin: bytes | None = None,
+        limit: int = 0,
+        stdout: int = -1,
     ) -> str:
-        """One tmux command against the session's server, as its owner; its stdout."""
-        result = await self.execute(owner, [tmux_binary(), "-S", str(sock), *args], timeout, stdin)
+        """One tmux command against the session's server, as its owner; its stdout
+        (OutputTooLarge past limit bytes, when given; written to stdout, when given)."""
+        argv = [tmux_binary(), "-S", str(sock), *args]
+        result = await self.execute(owner, argv, timeout, stdin, limit=limit, stdout=stdout)
         if result is None:
             raise TmuxError(f"tmux {args[0]} timed out")
         code, out, err = result
@@ -162,9 +179,20 @@ class Tmux:
         """The pid of the process in the pane: the agent."""
         return await self._number(owner, sock, "#{pane_pid}")
 
-    async def capture(self, owner: Owner, sock: Path, scrollback: int) -> str:
+    async def capture(self, owner: Owner, sock: Path, scrollback: int, limit: int = 0) -> str:
+        """The screen and scrollback lines above it; OutputTooLarge past limit bytes, read no
+        further than that."""
         start = f"-{scrollback}" if scrollback > 0 else "0"
-        return await self.run(owner, sock, "capture-pane", "-p", "-J", "-t", SESSION, "-S", start)
+        return await self.run(
+            owner, sock, "capture-pane", "-p", "-J", "-t", SESSION, "-S", start, limit=limit
+        )
+
+    async def capture_to(self, owner: Owner, sock: Path, scrollback: int, fd: int) -> None:
+        """What capture returns, written by tmux into fd, so that the daemon never holds it."""
+        start = f"-{scrollback}" if scrollback > 0 else "0"
+        await self.run(
+            owner, sock, "capture-pane", "-p", "-J", "-t", SESSION, "-S", start, stdout=fd
+        )
 
     async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str, str]:
         """The visible screen, the pane's title and its foreground command, in one tmux
