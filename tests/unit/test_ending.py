@@ -130,7 +130,7 @@ def test_a_dead_pane_ends_the_session_with_its_reason_and_last_screen(
         assert "hostagent-a.scope" in host.systemd.stopped
         assert host.on_disk("a") == state.value
         # The last screen stays readable until a resume.
-        assert "Error 2" in await host.core.terminal.capture(session, 0)
+        assert "Error 2" in (await host.core.terminal.capture(session, 0) or "")
         await host.lifecycle.resume(session)
         assert (record.result, record.last_error) == ("", "")
         assert host.store.load_screen("a") is None
