@@ -223,9 +223,11 @@ busctl call org.hostagent.HostAgent1 /org/hostagent/HostAgent1/session/demo \\
     org.hostagent.HostAgent1.Session Capture i 20
 ```
 
-Past that it fails with `LimitsExceeded`; `CaptureByFileDescriptor` then answers with a sealed
-memfd, as systemd's `DumpByFileDescriptor` does, so the text never crosses the bus and a caller
-that does not read its replies holds almost nothing of the daemon's connection. busctl prints
+Past that it fails with `LimitsExceeded` (the daemon reads no more of the screen than that);
+`CaptureByFileDescriptor` then answers with a sealed memfd, as systemd's `DumpByFileDescriptor`
+does, so the text never crosses the bus and a caller that does not read its replies holds
+almost nothing of the daemon's connection. The session's tmux writes the text into that memfd
+itself; the daemon only trims the blank rows below the screen's last line and seals it. busctl prints
 the descriptor it received (`h 4`) rather than its text; the client library
 (`Client.capture`) and `hostagentctl capture` read it, and fall back to `Capture` over ssh
 (`-H`), whose bridge passes no descriptors.

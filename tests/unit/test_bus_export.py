@@ -156,17 +156,14 @@ def test_a_follower_believes_only_the_daemon(tmp_path: Path, bus_address: str) -
 
 
 def test_a_wait_whose_caller_left_is_dropped_and_calls_per_caller_are_capped(
-    tmp_path: Path, bus_address: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, bus_address: str
 ) -> None:
-    from hostagent.daemon.bus import export
-
-    monkeypatch.setattr(export, "MAX_CALLS_PER_CALLER", 3)
-
     async def body() -> None:
         host, server, _ = await serve(tmp_path, bus_address)
         await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         exporter = host.exporter
         assert exporter is not None
+        exporter._turns.in_flight = 3
         waiter = await Client.connect(system=False, address=bus_address)
         path = waiter.session_path("a")
 

@@ -24,6 +24,7 @@ from hostagent.bus.compat import PremarshalledReply, fix_body, fix_str
 from hostagent.daemon.bus.intake import METHOD_CALL, SIGNAL, Header, Intake
 from hostagent.daemon.bus.interface import LARGEST_CALL, Call, Interface, Method, Property
 from hostagent.daemon.bus.replies import FileReply, Prepared
+from hostagent.daemon.bus.turns import Turns
 from hostagent.errors import HostAgentError, LimitsExceeded
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,6 @@ log = logging.getLogger(__name__)
 INTROSPECTABLE = "org.freedesktop.DBus.Introspectable"
 PEER = "org.freedesktop.DBus.Peer"
 _ALLOW_INTERACTIVE = 0x4
-MAX_CALLS_PER_CALLER = 256  # method calls one connection may have in flight
 # A signal the daemon listens to (systemd's, the bus's) is a few kilobytes at most; anyone may
 # send one to the daemon, so a larger one is dropped unread.
 LARGEST_SIGNAL = 1024 * 1024
@@ -85,7 +85,7 @@ class Exporter:
             intake.refuse = self._refuse
         self._objects: dict[str, tuple[Interface, Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._calls: dict[str, set[asyncio.Task[None]]] = {}  # method calls in flight, by sender
+        self._turns = Turns()  # method calls in flight, by sender
         self._waits: set[asyncio.Task[None]] = set()
         bus.add_message_handler(self._on_message)
 
@@ -175,28 +175,23 @@ class Exporter:
             )
             return True
         call = Call(msg.sender or "", bool(int(msg.flags) & _ALLOW_INTERACTIVE))
-        pending = self._calls.setdefault(call.sender, set())
-        if len(pending) >= MAX_CALLS_PER_CALLER:
+        if self._turns.full(call.sender):
             self._error(
                 msg,
                 LimitsExceeded.dbus_name,
-                f"{MAX_CALLS_PER_CALLER} calls of yours are already in flight; wait for them.",
+                f"{self._turns.in_flight} calls of yours are already in flight; wait for them.",
             )
             return True
-        task = self._run(msg, self._invoke(msg, method, target, call))
-        pending.add(task)
-        task.add_done_callback(lambda t: self._call_done(call.sender, t))
-        if method.waits:
-            self._waits.add(task)
-            task.add_done_callback(self._waits.discard)
-        return True
 
-    def _call_done(self, sender: str, task: asyncio.Task[None]) -> None:
-        pending = self._calls.get(sender)
-        if pending is not None:
-            pending.discard(task)
-            if not pending:
-                del self._calls[sender]
+        def start() -> asyncio.Task[None]:
+            task = self._run(msg, self._invoke(msg, method, target, call))
+            if method.waits:
+                self._waits.add(task)
+                task.add_done_callback(self._waits.discard)
+            return task
+
+        self._turns.take(call.sender, start, method.waits)
+        return True
 
     def _on_signal(self, msg: Message) -> None:
         """A caller left the bus: its waits would never be answered; drop them."""
@@ -205,7 +200,8 @@ class Exporter:
         name, _, new_owner = msg.body
         if new_owner or not name.startswith(":"):
             return
-        for task in list(self._calls.get(name, ())):
+        self._turns.left(name)
+        for task in self._turns.tasks(name):
             if task in self._waits:
                 task.cancel()
 
