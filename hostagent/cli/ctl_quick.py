@@ -169,12 +169,21 @@ def _list(bus: QuickBus, a: Args) -> int:
 
 
 def _status(bus: QuickBus, a: Args) -> int:
+    from hostagent import SESSION_PATH_PREFIX
+    from hostagent.bus.paths import path_encode
     from hostagent.cli.ctl_output import show_status, status_unknown
-    from hostagent.errors import NoSuchSession
+    from hostagent.errors import HostAgentError, NoSuchSession
 
-    try:
-        ((path,),) = bus.calls((*MANAGER, "GetSession", "s", (a.name,)))
-    except NoSuchSession as e:
-        return status_unknown(a.name, e)
-    ((props,),) = bus.calls((path, PROPERTIES, "GetAll", "s", (SESSION_INTERFACE,)))
+    # The session's object path is its name, escaped: asked for straight away, which saves
+    # GetSession's round trip. Without such an object (no such session, or one removed
+    # meanwhile), GetSession says why, as the full path would.
+    path = path_encode(SESSION_PATH_PREFIX, a.name)
+    (answer,) = bus.answers((path, PROPERTIES, "GetAll", "s", (SESSION_INTERFACE,)))
+    if isinstance(answer, HostAgentError):
+        try:
+            ((path,),) = bus.calls((*MANAGER, "GetSession", "s", (a.name,)))
+        except NoSuchSession as e:
+            return status_unknown(a.name, e)
+        (answer,) = bus.calls((path, PROPERTIES, "GetAll", "s", (SESSION_INTERFACE,)))
+    (props,) = answer
     return show_status(a, props, local=True)  # type: ignore[arg-type]

@@ -152,7 +152,7 @@ def test_quick_list_and_status_print_what_the_full_path_prints(
         from hostagent.client.library import Client
 
         client = await Client.connect(system=False, address=bus_address)
-        for name in ("alpha", "beta"):
+        for name in ("alpha", "beta", "2.task-b"):  # the last one's object path is escaped
             await client.create(name, "shell", str(tmp_path), {"args": Variant("as", ["x"])})
         await client.stop("beta")
         for argv in (
@@ -165,6 +165,7 @@ def test_quick_list_and_status_print_what_the_full_path_prints(
             ["status", "alpha"],
             ["status", "beta"],
             ["status", "beta", "--json"],
+            ["status", "2.task-b"],
             ["status", "nope"],
         ):
             code, out, said, modules = await ctl(quick, *argv)

@@ -282,10 +282,10 @@ class SidecarStore:
         self.quarantined = sorted(damaged - set(self.restored))
         self._revisions = {name: revision for name, (_, revision) in found.items()}
         # Records that have no copy yet (written by an older hostagent, or before a reboot
-        # emptied /run) get one now.
+        # emptied /run) get one now: the record's own text, as read.
         for name, (record, revision) in found.items():
             if self.copies_dir is not None and not (self.copies_dir / f"{name}{SUFFIX}").exists():
-                self._write_copy(name, dump(record, revision))
+                self._write_copy(name, texts.get(name) or dump(record, revision))
         return [record for record, _ in found.values()]
 
     def _load_copies(self, records: dict[str, str]) -> dict[str, tuple[SessionRecord, int]]:
