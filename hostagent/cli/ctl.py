@@ -85,6 +85,9 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """hostagentctl; with no argv, the program itself (sys.argv), which a quick verb ends at
+    once."""
+    program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv == ["--list-verbs"]:
         sys.stdout.write(listing())
@@ -94,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     quick = ctl_quick.recognise(argv)
     code = None if quick is None else ctl_quick.run(quick)
     if code is not None:
+        if program:
+            ctl_quick.exit_now(code)
         return code
     if sys.flags.no_site:
         # The packages' launcher starts without site (packaging/hostagentctl), which the quick
