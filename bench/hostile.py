@@ -95,7 +95,7 @@ def _window(sb: Sandbox, attack: Callable[[Sandbox], None]) -> dict[str, list[fl
 
 def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
     """The section, and the worst p99 ratio to the quiet run's."""
-    seconds = 3.0 if quick else 15.0
+    seconds = 8.0 if quick else 15.0  # quick: 3 s windows read 1.9 to 7.3 from one tree
     create(sb, "demo-agent", user="alice", name=ALICES)
     long_history(sb, "history", "x" * 199, timeout=120)
     attacks = {
