@@ -89,7 +89,7 @@ GOALS = [
         "hostile_excess",
         1.0,
         _ratio,
-        noise=2.0,
+        noise=2.56,
         today=1.14,
     ),
     Goal(
