@@ -21,12 +21,19 @@ def test_the_machine_boots_the_layout_asked_for(sb: Sandbox) -> None:
     assert int(version) >= 252
 
 
-def test_cpu_time_is_accounted_and_list_shows_it(sb: Sandbox) -> None:
+def counting(sb: Sandbox, loops: int) -> str:
+    """A session of alice's that spends some CPU time counting, then sleeps: its name, once
+    the count is done."""
     name = create(sb, "shell", "--", "-c",
-                  "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo counted; sleep 600",
+                  f"i=0; while [ $i -lt {loops} ]; do i=$((i+1)); done; echo counted; sleep 600",
                   user="alice")  # fmt: skip
+    wait_screen(sb, name, "counted")
+    return name
+
+
+def test_cpu_time_is_accounted_and_list_shows_it(sb: Sandbox) -> None:
+    name = counting(sb, 200000)
     try:
-        wait_screen(sb, name, "counted")
         cpu = props(sb, name)["CPUUsageNSec"]
         if sb.layout == "hybrid" and cpu == UINT64_MAX:
             pytest.skip("hybrid layout: systemd 252 reads CPU time from the cpuacct controller, "
@@ -42,11 +49,8 @@ def test_the_counters_are_the_ones_systemctl_shows(sb: Sandbox) -> None:
     # The daemon reads them from the scope's cgroup files on the unified layout and asks
     # systemd on the hybrid one; either way they are systemd's figures. CPU time only grows, so
     # systemd's reading, taken between two of ours, lies between them.
-    name = create(sb, "shell", "--", "-c",
-                  "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; echo counted; sleep 600",
-                  user="alice")  # fmt: skip
+    name = counting(sb, 100000)
     try:
-        wait_screen(sb, name, "counted")
         unit = props(sb, name)["Unit"]
         before = counters(props(sb, name))
         shown = sb.run("systemctl", "show", "-p", "CPUUsageNSec", "-p", "MemoryCurrent",

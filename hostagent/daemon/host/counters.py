@@ -17,6 +17,7 @@ with ``systemctl set-property`` on a running session is heard at its next start.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,8 +73,10 @@ class ScopeCounters:
             group = await self.systemd.unit_property(unit, SCOPE_IFACE, "ControlGroup")
             if not group:
                 return None  # not loaded, or no cgroup yet: systemd has the last word
-            memory = await self.systemd.unit_property(unit, SCOPE_IFACE, "MemoryAccounting")
-            cpu = await self.systemd.unit_property(unit, SCOPE_IFACE, "CPUAccounting")
+            memory, cpu = await asyncio.gather(
+                self.systemd.unit_property(unit, SCOPE_IFACE, "MemoryAccounting"),
+                self.systemd.unit_property(unit, SCOPE_IFACE, "CPUAccounting"),
+            )
             if len(self._where) > 4096:  # a scope that ended unread leaves its key; keep few
                 self._where.clear()
             self._where[key] = _Where(self.root / str(group).lstrip("/"), bool(memory), bool(cpu))
