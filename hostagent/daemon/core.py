@@ -71,9 +71,12 @@ class Core:
             registry, scopes, terminal, conversations, reconciler, settings, boot_id
         )
         ledger = Ledger(store.directory / "usage")
-        usage = UsageWatch(registry, settings, background, ledger, lifecycle.stop_for_budget)
+        usage = UsageWatch(
+            registry, settings, background, ledger, conversations, lifecycle.stop_for_budget
+        )
         registry.listeners += [terminal, endings, conversations, usage]
         conversations.on_pane_died = endings.agent_exited_soon
+        endings.after_end = usage.after_end
         lifecycle.over_budget = usage.over_budget
         return cls(
             settings, registry, scopes, terminal, conversations, endings, reconciler, lifecycle,

@@ -145,10 +145,37 @@ def test_no_module_writes_a_session_record_but_through_change() -> None:
     assert sorted(writes) == []
 
 
+def store_writes(path: Path) -> list[int]:
+    """Lines that write a record through the store (`….store.save(…)`, `store.save(…)`)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "save"
+        and (
+            (isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "store")
+            or (isinstance(node.func.value, ast.Name) and node.func.value.id == "store")
+        )
+    ]
+
+
+def test_only_the_state_layer_writes_a_record() -> None:
+    """A record is written by Registry.change, or first by Registry.enroll (which registers
+    and announces the new session with it): never around them."""
+    writes = sorted(
+        f"{m}:{line}"
+        for m, p in MODULES.items()
+        if m.startswith("hostagent.daemon.") and folder(m) != "state"
+        for line in store_writes(p)
+    )
+    assert writes == []
+
+
 # A Session's runtime fields: what only lives while the daemon runs.
 RUNTIME_FIELDS = {
     "removed", "waiters", "last_hook", "killed_with", "unit_result", "pane_pid", "unfollow",
-    "watch", "owner", "_owner",
+    "watch", "owner", "_owner", "settling",
 }  # fmt: skip
 
 
@@ -356,6 +383,9 @@ def test_the_rules_find_what_they_look_for(tmp_path: Path) -> None:
         "self.watch = None\n"
     )
     assert sorted(runtime_writes(runtime)) == [1, 2, 2, 3]
+    saves = tmp_path / "saves.py"
+    saves.write_text("self.registry.store.save(record)\nstore.save(r)\nconfig.save()\n")
+    assert store_writes(saves) == [1, 2]
 
 
 def test_every_module_is_in_the_architecture_table() -> None:

@@ -251,3 +251,23 @@ def test_auto_keeps_its_intent_across_a_restart_in_the_middle(tmp_path: Path) ->
         assert not any(again.registry.get(n).record.auto_resume for n in "abc")
 
     run(body())
+
+
+def test_every_listener_hears_of_each_session_found_at_start_as_recovery_left_it(
+    tmp_path: Path,
+) -> None:
+    """As a create announces a new session: what follows each session (its usage) must know of
+    those that ran before the daemon started."""
+
+    async def body() -> None:
+        host = Host(tmp_path, boot_id="boot2")
+        store = SidecarStore(host.store.directory)
+        store.save(record("a", State.RUNNING))  # a reboot ended it
+        store.save(record("b", State.STOPPED))
+        host.systemd.units["hostagent-x.scope"] = FakeUnit("hostagent-x.scope")  # no record
+        await host.core.recover()
+        added = sorted(e for e in host.events if e[0] == "added")
+        assert added == [("added", "a", "dormant"), ("added", "b", "stopped"),
+                         ("added", "x", "running")]  # fmt: skip
+
+    run(body())

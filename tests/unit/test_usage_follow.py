@@ -262,3 +262,20 @@ def test_a_record_written_after_the_prompt_is_read_by_the_follow_up(
         await host.settle()
 
     run(body())
+
+
+def test_a_turn_that_ended_while_the_daemon_was_down_is_read_at_its_start(
+    tmp_path: Path,
+) -> None:
+    async def body() -> None:
+        host, session = await metered(tmp_path)
+        await turn(host, session)  # nothing written yet: nothing used
+        shutil.copy(CLAUDE, tmp_path / f"{session.record.agent_session}.jsonl")  # meanwhile
+        again = host.restart()
+        again.core.settings.presets.update(meter=METER)
+        await again.core.recover()
+        await again.settle()
+        assert usage_of(again.registry.get("a")) == TWO_TURNS
+        assert books(again) == {"meter": TWO_TURNS}
+
+    run(body())

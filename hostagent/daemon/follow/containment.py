@@ -181,7 +181,7 @@ async def leftovers(pids_of_scope: list[int]) -> list[Proc]:
 
 class Guard:
     """Looks at every running session now and then for processes that left its scope, and
-    flags a session whose agent exits leaving processes behind (Endings calls ``after_exit``)."""
+    says what a session's exited agent left behind (Endings calls ``after_exit``)."""
 
     def __init__(self, registry: Registry, systemd: SystemdPort) -> None:
         self.registry = registry
@@ -214,12 +214,17 @@ class Guard:
                                 session, describe(out, f"of the agent left its scope for {where}")
                             )
 
-    async def after_exit(self, session: Session) -> None:
-        """The agent has exited; the caller holds the lock and stops the scope next."""
+    async def after_exit(self, session: Session) -> str:
+        """The agent has exited: what it left behind in its scope, said in words ("" for
+        nothing), for the end's record (ending.py). The caller holds the lock and stops the
+        scope next."""
         pids = await self.systemd.unit_pids(session.record.unit)
         left = await leftovers([p for p in pids if p != session.pane_pid])
-        if left:
-            self.flag(session, describe(left, "left behind by the agent"))
+        if not left:
+            return ""
+        note = describe(left, "left behind by the agent")
+        log.warning("session '%s': %s", session.name, note)
+        return note
 
     def flag(self, session: Session, note: str) -> None:
         """Say what escaped; the caller holds the session's lock."""

@@ -16,6 +16,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from hostagent import activity
 from hostagent.daemon.follow import discovery, hookpipe, hooks, transcript
@@ -27,7 +28,7 @@ from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
 from hostagent.permissions import TOKEN_ENV, token_matches
 from hostagent.presets import Preset
-from hostagent.session import Activity, State, boot_usec, now_usec
+from hostagent.session import LIVE_STATES, Activity, State, boot_usec, now_usec
 
 log = logging.getLogger(__name__)
 
@@ -211,9 +212,18 @@ class Conversations:
         self, session: Session, agent_id: str, how: str, why: str, quiet: bool = False
     ) -> None:
         """Make agent_id the session's conversation; the caller holds the session lock."""
+        fields = self.id_fields(session, agent_id, how, why, quiet)
+        if fields:
+            self.registry.change(session, **fields)
+
+    def id_fields(
+        self, session: Session, agent_id: str, how: str, why: str, quiet: bool = False
+    ) -> dict[str, Any]:
+        """The record's fields that make agent_id the session's conversation, the one it
+        replaces kept in the history; {} when it is the conversation already."""
         record = session.record
-        if agent_id == record.agent_session:
-            return
+        if not agent_id or agent_id == record.agent_session:
+            return {}
         history = record.agent_session_history
         say = log.debug if quiet else log.info
         if record.agent_session:
@@ -228,19 +238,27 @@ class Conversations:
             )
         else:
             say("session '%s': conversation %s (%s)", session.name, agent_id, how)
-        self.registry.change(
-            session,
-            agent_session=agent_id,
-            agent_session_source=how,
-            agent_session_history=history,
-        )
+        return {
+            "agent_session": agent_id,
+            "agent_session_source": how,
+            "agent_session_history": history,
+        }
 
     async def discover(self, session: Session, until_usec: int = 0) -> None:
         """Look on disk for the conversation of a preset whose CLI cannot be told an id, and
         make it the session's; the caller holds the session lock."""
-        found = await self.find(session, until_usec)
-        if found:
-            self.set_id(session, found, "discovered", "")
+        self.set_id(session, await self.find(session, until_usec), "discovered", "")
+
+    async def after_end(self, session: Session, run: int) -> None:
+        """A run's end (its stop time run), recorded already: the conversation it ended in,
+        looked up off the lock (the end of each run follows the CLI's rotations), taken under
+        it unless the session has moved on meanwhile. follow/usage.py does the same with the
+        run's usage, in the same change, for a preset that keeps one."""
+        found = await self.find(session)
+        async with session.lock:
+            if ended_run(session, run):
+                self.registry.settling(session, False)
+                self.set_id(session, found, "discovered", "")
 
     async def find(self, session: Session, until_usec: int = 0) -> str:
         """The conversation on disk of a preset whose CLI cannot be told an id: the newest
@@ -291,3 +309,10 @@ def _admin_defaults(path: str) -> dict[str, object]:
         log.warning("Ignoring %s: %s", path, e)
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def ended_run(session: Session, run: int) -> bool:
+    """Whether session is still as the end of its run (stop time run) left it: not removed,
+    not started again."""
+    record = session.record
+    return not session.removed and record.state not in LIVE_STATES and record.stopped_at == run

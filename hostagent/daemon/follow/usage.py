@@ -1,7 +1,8 @@
 """Following what each session's agent uses, from its CLI's own record, as the owner.
 
-When a turn ends (the session goes idle), when a conversation id is learned and when the run
-ends, the daemon reads the CLI's record of every conversation the session has had (its
+When a turn ends (the session goes idle), when a conversation id is learned while it runs, and
+once a run has ended (``after_end``: with the conversation that end found, in one change), the
+daemon reads the CLI's record of every conversation the session has had (its
 preset's ``usage``). The reading runs as the owner, as every look under a home does: a small
 ``python -I -S`` program made of ``hostagent/usage.py`` (pure, standard library only) and the
 few lines below that find and open the files (OpenCode keeps its messages in SQLite). One
@@ -27,6 +28,7 @@ from typing import Any
 
 from hostagent import activity, budgets, launch
 from hostagent import usage as usage_module
+from hostagent.daemon.follow.conversation import Conversations, ended_run
 from hostagent.daemon.host.owner import exec_as_owner
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.ledger import Ledger
@@ -103,9 +105,11 @@ class UsageWatch:
         settings: Settings,
         background: Background,
         ledger: Ledger,
+        conversations: Conversations,
         stop_for_budget: Callable[[Session, str], Awaitable[None]],
     ) -> None:
         self.registry = registry
+        self.conversations = conversations
         self.settings = settings
         self.background = background
         self.ledger = ledger
@@ -117,14 +121,16 @@ class UsageWatch:
         self._seen: dict[str, tuple[Activity, State, str, int]] = {}
         self._later: dict[str, list[asyncio.TimerHandle]] = {}
 
-    # ---- Listener: a turn's end, an id learned, a run's end --------------------------------
+    # ---- Listener: a turn's end, an id learned --------------------------------------------
 
     def session_added(self, session: Session) -> None:
         """A new session, or one found at the daemon's start: a live one is read (turns may
-        have ended while no daemon looked), an ended one only if its end was never read."""
+        have ended while no daemon looked), an ended one only if its end was never read and
+        no after_end is under way to read it."""
         record = session.record
         self._seen[session.name] = (session.activity, record.state, "", session.hooks_heard)
-        if record.state in LIVE_STATES or record.stopped_at > record.usage_read_at:
+        unread = record.stopped_at > record.usage_read_at and not session.settling
+        if record.state in LIVE_STATES or unread:
             # A new session: what a directory's record (Aider's) holds already is not its own.
             self.read_soon(session, baseline=record.state is State.STARTING and not record.usage)
 
@@ -146,8 +152,9 @@ class UsageWatch:
             before[0] is not Activity.IDLE
             or (now[3] != before[3] and self._hook_ends_turn(session))
         )
-        run_ended = now[1] not in LIVE_STATES and before[1] in LIVE_STATES
-        if turn_ended or run_ended or now[2] != before[2]:
+        # A run's end is read by after_end; an id learned at that end comes with the reading.
+        id_learned = now[2] != before[2] and now[1] in LIVE_STATES
+        if turn_ended or id_learned:
             self.read_soon(session)
         if turn_ended:
             self._follow_up(session)
@@ -208,9 +215,13 @@ class UsageWatch:
         finally:
             self._reading.discard(session.name)
 
-    def _patterns(self, session: Session, preset: Preset) -> dict[str, str]:
+    def _patterns(self, session: Session, preset: Preset, agent_id: str = "") -> dict[str, str]:
         record = session.record
-        ids = [record.agent_session, *record.agent_session_history] if keyed(preset) else [""]
+        ids = (
+            [agent_id, record.agent_session, *record.agent_session_history]
+            if keyed(preset)
+            else [""]
+        )
         home = session.owner.home
         return {
             i: launch.conversation_glob(preset.usage_file, i, home, record.cwd, record.env)
@@ -218,9 +229,32 @@ class UsageWatch:
             if i or not keyed(preset)
         }
 
-    async def found(self, session: Session, preset: Preset) -> dict[str, Usage] | None:
-        """Each conversation's usage as its record says now; None when it could not be read."""
-        patterns = self._patterns(session, preset)
+    async def after_end(self, session: Session, run: int) -> None:
+        """A run's end (its stop time run), recorded already: the conversation it ended in
+        and its usage, both looked up off the lock, recorded in one change unless the session
+        has moved on meanwhile (ending.py)."""
+        preset = self.settings.preset(session.record.preset)
+        if preset is None or not preset.usage_format:
+            await self.conversations.after_end(session, run)
+            return
+        agent_id = await self.conversations.find(session)
+        found = await self.found(session, preset, agent_id)
+        async with session.lock:
+            if not ended_run(session, run):
+                return
+            self.registry.settling(session, False)
+            fields = self.conversations.id_fields(session, agent_id, "discovered", "")
+            if found is not None:
+                fields.update(self._fields(session, preset, found))
+            if fields:
+                self.registry.change(session, **fields)
+
+    async def found(
+        self, session: Session, preset: Preset, agent_id: str = ""
+    ) -> dict[str, Usage] | None:
+        """Each conversation's usage as its record says now (agent_id's too, when the session
+        is about to take it); None when it could not be read."""
+        patterns = self._patterns(session, preset, agent_id)
         if not patterns:
             return {}
         argv = [sys.executable, "-I", "-S", "-c", _PROGRAM, preset.usage_format, json.dumps(patterns)]  # fmt: skip
@@ -254,6 +288,13 @@ class UsageWatch:
         await self._check_budget(session)
 
     def _take(self, session: Session, preset: Preset, found: dict[str, Usage]) -> None:
+        fields = self._fields(session, preset, found)
+        if fields:
+            self.registry.change(session, **fields)
+
+    def _fields(self, session: Session, preset: Preset, found: dict[str, Usage]) -> dict[str, Any]:
+        """The record's fields a reading changes (the books entered on the way); {} when it
+        found nothing new. An ended run's journal line is written once, at its first reading."""
         record = session.record
         if not keyed(preset):
             found = {"": since(Usage.from_dict(record.usage_base), found.get("", Usage()))}
@@ -267,10 +308,9 @@ class UsageWatch:
             fields.update(usage=book, usage_day=day, usage_today=(today + added).to_dict())
         if added.tokens or added.calls:
             self.ledger.enter(record.owner, record.preset, now, added)
-        if record.state not in LIVE_STATES:
+        if record.state not in LIVE_STATES and (fields or record.stopped_at > record.usage_read_at):
             fields.update(self._end_line(session, session_usage(book)), usage_read_at=now)
-        if fields:
-            self.registry.change(session, **fields)
+        return fields
 
     def _end_line(self, session: Session, used: Usage) -> dict[str, Any]:
         """The journal line of a run's usage, once per run: what the run added, in fields

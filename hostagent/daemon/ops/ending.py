@@ -10,14 +10,19 @@ that comes with the machine's shutdown is not the session's: it is left for reco
 makes the session dormant.
 
 ``Endings.finish`` is the one end of a session's run, whoever saw it: a stop that was asked
-for, the agent's exit, the unit's end, a stop that finished while the daemon was away.
+for, the agent's exit, the unit's end, a stop that finished while the daemon was away. It
+writes the record once, with everything known about the end (result, reason, status, signal,
+what the agent left behind). What is learned after it, off the session's lock (the
+conversation the run ended in, and its usage), is one more change at most (``after_end``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from hostagent.daemon.follow import containment
 from hostagent.daemon.follow.conversation import Conversations
@@ -35,13 +40,15 @@ FINAL_LINES = 200  # of scrollback kept with the final screen
 
 @dataclass(frozen=True)
 class End:
-    """How a run ended: systemd's Result word, why in words ("" for a clean end), and the
-    agent's exit status or signal when it had one."""
+    """How a run ended: systemd's Result word, why in words ("" for a clean end), the
+    agent's exit status or signal when it had one, and what it left in its scope (None: the
+    record's note stands)."""
 
     result: str = SUCCESS
     why: str = ""
     status: int = 0
     signal: int = 0
+    containment: str | None = None
 
 
 CLEAN = End()
@@ -60,6 +67,11 @@ class Endings:
         self.conversations = conversations
         self.background = background
         self.guard = containment.Guard(registry, scopes.systemd)
+        # What follows a run's end, off the lock: the conversation it ended in, and (once
+        # core.py wires follow/usage.py) its usage, recorded in one change.
+        self.after_end: Callable[[Session, int], Coroutine[Any, Any, None]] = (
+            conversations.after_end
+        )
 
     # ---- Listener: a session that no longer runs has no agent to follow ----------------
 
@@ -109,12 +121,13 @@ class Endings:
             return os.WEXITSTATUS(code), None
         return (None, None) if dead else None
 
-    def _keep_last_seen(self, session: Session) -> None:
-        """A run that ended with its terminal (a stop, a kill of the whole scope, the OOM
-        killer) left no screen to capture: keep the last one its pane watch read instead."""
+    def _keep_screen(self, session: Session, captured: str | None) -> None:
+        """The screen the ended session shows: the one captured from its dead pane, or, for
+        a run that ended with its terminal (a stop, a kill of the whole scope, the OOM
+        killer), the last one its pane watch read."""
         seen = session.watch.last_screen if session.watch is not None else ""
-        if tmux.agent_screen(seen) and self.registry.store.load_screen(session.name) is None:
-            self.registry.store.save_screen(session.name, tmux.final_screen("", seen))
+        if captured is not None or tmux.agent_screen(seen):
+            self.registry.store.save_screen(session.name, tmux.final_screen(captured or "", seen))
 
     async def agent_exited(self, session: Session) -> None:
         """The pane-died hook fired, the agent's process exited, or recovery looks: if the
@@ -135,15 +148,14 @@ class Endings:
             if await self.left_to_recovery(session):
                 return
             status, signal = ended
-            seen = session.watch.last_screen if session.watch is not None else ""
-            self.registry.store.save_screen(session.name, tmux.final_screen(screen, seen))
             result, why = agent_end(status, signal)
             log.info("session '%s': %s", session.name, why or "the agent exited")
-            await self.guard.after_exit(session)
+            left = await self.guard.after_exit(session)
             # Under the lock: the unit's end that this stop causes is reconciled after the
             # session is already finished, and so is not news.
             await self.scopes.stop(record.unit, JOB_TIMEOUT)
-            await self.finish(session, End(result, why, status or 0, signal or 0))
+            end = End(result, why, status or 0, signal or 0, left or None)
+            await self.finish(session, end, screen)
 
     async def left_to_recovery(self, session: Session) -> bool:
         """An end heard while the machine shuts down is the shutdown's: the record stays as it
@@ -162,12 +174,15 @@ class Endings:
         log.info("session '%s': %s", session.name, why or "the agent exited")
         await self.finish(session, End(result, why, 0, session.killed_with))
 
-    async def finish(self, session: Session, end: End = CLEAN) -> None:
-        """The one end of a session's run: how it ended, through the state machine (stopped
-        after a clean end, failed otherwise; kept whatever the disk says), its agent no longer
-        followed, its terminal's socket gone, and the conversation it was in looked up. The
-        caller holds the lock."""
-        self._keep_last_seen(session)
+    async def finish(self, session: Session, end: End = CLEAN, screen: str | None = None) -> None:
+        """The one end of a session's run, in one write: how it ended, through the state
+        machine (stopped after a clean end, failed otherwise; kept whatever the disk says),
+        with the screen captured from its dead pane (None: there was none). Its terminal's
+        socket goes; the agent is no longer followed once the change is heard (the listener
+        above). The conversation it was in and its usage are looked up after, off the lock.
+        The caller holds the lock."""
+        self._keep_screen(session, screen)
+        fields = {} if end.containment is None else {"containment": end.containment}
         self.registry.change(
             session,
             Event.UNIT_GONE if end.result == SUCCESS else Event.FAIL,
@@ -175,8 +190,12 @@ class Endings:
             last_error=end.why,
             exit_status=end.status,
             exit_signal=end.signal,
+            **fields,
         )
         self.registry.forget_end_causes(session)
-        self.unfollow(session)
+        self.registry.settling(session, True)
         tmux.remove_socket(session.paths.socket)
-        await self.conversations.discover(session)
+        self.background.start(
+            self.after_end(session, session.record.stopped_at),
+            f"look up session '{session.name}''s conversation and usage",
+        )

@@ -39,7 +39,6 @@ from hostagent.errors import (
     NoSuchSession,
     NotRunning,
     StopFailed,
-    StorageFull,
     WorktreeFailed,
 )
 from hostagent.options import CreateRequest
@@ -157,18 +156,10 @@ class Lifecycle:
         registered and announced: while systemd starts its scope, and before anything of the
         session runs, so nothing runs that the disk does not know of."""
         record = session.record
-        try:
-            self.registry.store.save(record)
-        except OSError as e:
-            raise StorageFull(
-                f"Session '{record.name}' was not created: its record cannot be written "
-                f"({e.strerror}); {self.registry.store.remedy(e.errno)}, then try again."
-            ) from None
-        self.registry.register(session)
-        await checkpoint.reached(checkpoint.CREATE_RECORDED, record.name)
+        self.registry.enroll(session)
         log.info("session '%s': created (uuid %s, preset %s, owner %d)",
                  record.name, record.uuid, preset.name, record.owner)  # fmt: skip
-        self.registry.announce_new(session)
+        await checkpoint.reached(checkpoint.CREATE_RECORDED, record.name)
 
     async def owner_slice(self, uid: int) -> str:
         """On the system daemon, the slice a user's sessions and helpers go into, with the
@@ -301,14 +292,23 @@ class Lifecycle:
             if session.record.state in LIVE_STATES:
                 await self._stop_locked(session)
                 await checkpoint.reached(checkpoint.REMOVE_STOPPED, session.name)
-            self.registry.forget(session)
-            self.registry.store.delete_screen(session.name)
-            remove_socket(session.paths.socket)
-            self.conversations.remove_hooks(session)
+            return await self.forget(session, force)
+
+    async def forget(self, session: Session, force: bool = False) -> str:
+        """The tail of every removal (a Remove, recovery's prune): the record and the screen,
+        the socket and the hooks file go, and the worktree when it is clean (or force). A note
+        when something was kept. The caller holds the lock, or is recovery."""
+        self.registry.forget(session)
+        self.registry.store.delete_screen(session.name)
+        remove_socket(session.paths.socket)
+        self.conversations.remove_hooks(session)
+        try:
             note = await worktree.remove_of(session.owner, session.record, force)
-            if note:
-                log.info("session '%s': %s", session.name, note)
-            return note
+        except KeyError:  # the owner no longer exists: nobody to run git as
+            note = f"its worktree {session.record.worktree} was kept: its owner no longer exists"
+        if note:
+            log.info("session '%s': %s", session.name, note)
+        return note
 
     async def diff(self, session: Session, stat: bool) -> str:
         if session.removed:

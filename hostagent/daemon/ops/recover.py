@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from hostagent.config import OrphanPolicy
 from hostagent.daemon.host import checkpoint
-from hostagent.daemon.host.tmux import TmuxError, remove_socket
+from hostagent.daemon.host.tmux import TmuxError
 from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.state.registry import Session
 from hostagent.errors import HostAgentError
@@ -82,6 +82,10 @@ class Recovery:
         for unit, state in sorted(units.items()):
             if state in ("active", "activating") and name_from_unit(unit):
                 await self._orphan(unit)
+        # Known from here on as a session made at run time is: a listener that follows
+        # something of each (its usage) hears of every one, in the state recovery left it.
+        for session in list(self.registry.sessions.values()):
+            self.registry.announce_new(session)
         return self.report
 
     async def _apply(self, session: Session, decision: Decision, policy: DormantAction) -> None:
@@ -96,8 +100,7 @@ class Recovery:
         elif decision.action is Action.DORMANT:
             if policy is DormantAction.PRUNE:
                 log.info("session '%s': pruned by the recovery policy 'never'", record.name)
-                self.registry.forget(session)
-                remove_socket(session.paths.socket)
+                await self.lifecycle.forget(session)
                 self.report.pruned += 1
                 return
             self.registry.change(

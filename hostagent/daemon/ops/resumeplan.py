@@ -40,9 +40,10 @@ async def plan(
         # The end of each run follows its rotations; a run a reboot ended had no end. Its last
         # conversation is the newest it wrote before this boot: what came after is not its.
         await conversations.discover(session, await manager_started())
-    elif not record.agent_session:
-        # Otherwise only an id never learned is looked for: a newer conversation in the same
-        # cwd may be another session's.
+    elif not record.agent_session or session.settling:
+        # Otherwise only an id never learned is looked for, or the last run's, when the
+        # lookup that follows its end has not been recorded yet: a newer conversation in the
+        # same cwd may be another session's.
         await conversations.discover(session)
     command = await program_again(session, find, conversations.registry)
     env = build_env(owner, preset.env, record.launch_env(), conversations.registry.system)

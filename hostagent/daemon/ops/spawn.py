@@ -55,6 +55,7 @@ class Spawner:
         record = session.record
         preset = self.settings.preset(record.preset)
         self.registry.forget_end_causes(session)
+        self.registry.settling(session, False)  # a resume looked its conversation up
         self.registry.store.delete_screen(session.name)
         try:
             owner = session.owner

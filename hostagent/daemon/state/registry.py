@@ -75,6 +75,9 @@ class Session:
         self.killed_with = 0  # the signal a kill of every process sent, until the unit ends
         self.unit_result = ""  # systemd's Result for the scope, when it said one
         self.pane_pid = 0  # the agent's process, followed while the session runs (ending.py)
+        # A run ended and what follows its end (its conversation, its usage) is not yet
+        # recorded: a resume looks the conversation up itself (ops/resumeplan.py).
+        self.settling = False
         self.unfollow: Callable[[], None] | None = None
         self.watch: Watch | None = None
         self._owner: Owner | None = None
@@ -193,7 +196,8 @@ class Registry:
     # ---- changes ------------------------------------------------------------------------
 
     def add(self, record: SessionRecord, owner: Owner | None = None) -> Session:
-        """Register a session for record; nothing is written or announced yet."""
+        """Register a session for a record loaded from disk; nothing is written, and it is
+        announced once recovery has decided its state."""
         return self.register(self.new_session(record, owner))
 
     def new_session(self, record: SessionRecord, owner: Owner | None = None) -> Session:
@@ -208,6 +212,21 @@ class Registry:
         self.sessions[session.record.name] = session
         return session
 
+    def enroll(self, session: Session) -> None:
+        """A new session's first record written, then the session registered and announced:
+        the one way a session comes to be. StorageFull when the record cannot be written;
+        then nothing of it is known."""
+        record = session.record
+        try:
+            self.store.save(record)
+        except OSError as e:
+            raise StorageFull(
+                f"Session '{record.name}' was not created: its record cannot be written "
+                f"({e.strerror}); {self.store.remedy(e.errno)}, then try again."
+            ) from None
+        self.register(session)
+        self.announce_new(session)
+
     # ---- a session's runtime: what only lives while the daemon runs ----------------------
 
     @staticmethod
@@ -215,6 +234,11 @@ class Registry:
         """What a kill or systemd said of a run's end, forgotten once that end is recorded
         and again at each start."""
         session.killed_with, session.unit_result = 0, ""
+
+    @staticmethod
+    def settling(session: Session, settling: bool) -> None:
+        """Whether what follows the end of session's last run is still to be recorded."""
+        session.settling = settling
 
     @staticmethod
     def killed(session: Session, signal: int) -> None:
