@@ -92,6 +92,36 @@ def test_a_turn_is_on_the_bus_in_every_client_and_survives_restart_and_resume(
     assert alice in {r["owner"] for r in usage_rows(sb, "root")}
 
 
+def test_a_turn_made_while_the_daemon_was_down_is_counted_within_5s_of_its_start(
+    sb: Sandbox,
+) -> None:
+    """Sessions found at start are followed as new ones are: the turn alice had with her
+    agent through tmux itself, while no daemon ran, is in its Usage soon after the start."""
+    name = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="alice")
+    try:
+        wait_screen(sb, name, "> ")
+        turn(sb, name, "before")
+        assert used(sb, name, 1) == ONE
+        session_id = props(sb, name, "alice")["AgentSessionId"]
+        transcript = f"/home/alice/.demo-agent/sessions/{session_id}.jsonl"
+        sb.daemon_stop()
+        try:
+            sock = f"/run/hostagent/{sb.uid('alice')}/{name}.sock"
+            sb.run("tmux", "-S", sock, "send-keys", "-t", "main", "meanwhile", "Enter",
+                   user="alice").check()  # fmt: skip
+
+            def answered() -> bool:
+                text = sb.run("cat", transcript, user="alice").stdout
+                return text.count('"assistant"') >= 2
+
+            until(answered, "the agent's second answer in its transcript")
+        finally:
+            sb.daemon_start()
+        assert usage_counting(sb, name, "alice", 2, timeout=5.0) == times(2)
+    finally:
+        sb.ctl("rm", name, user="alice", system=True)
+
+
 @pytest.fixture
 def budget(sb: Sandbox) -> Iterator[None]:
     """alice may use what she used today so far and 2000 tokens more (two answers pass it);
