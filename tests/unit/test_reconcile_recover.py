@@ -137,8 +137,11 @@ def test_policy_never_prunes_and_auto_queues_the_dormant(tmp_path: Path) -> None
             tmp.mkdir()
             host = Host(tmp, Config(recovery_policy=policy), boot_id="boot2")
             SidecarStore(host.store.directory).save(record("a", State.RUNNING))
+            host.store.save_screen("a", "the last screen\n")
             report = await host.core.recover()
             assert (host.on_disk("a") is None) is pruned
+            # A prune is a remove: nothing of the session is left behind.
+            assert (host.store.load_screen("a") is None) is pruned
             assert report.to_resume == queued
 
     run(body())
