@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from hostagent import yamlfile
 from hostagent.usage import Usage
 
-DAY_USEC = 86_400 * 1_000_000
 HOUR_USEC = 3_600 * 1_000_000
 
 

@@ -13,6 +13,7 @@ import signal
 import string
 import time
 from dataclasses import dataclass, field
+from typing import TypedDict, cast
 
 SCHEMA_VERSION = 2  # 2: a checksum closes every record
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
@@ -92,9 +93,9 @@ def transition(state: State, event: Event) -> State:
         raise InvalidTransition(f"{event.value} is not possible while {state.value}") from None
 
 
-# How a session ended: systemd's Result words, and the ones hostagent adds for the agent.
+# How a session ended: systemd's Result words ("success", "exit-code", "signal", "timeout",
+# "oom-kill", "resources"), for the agent's end as for the unit's.
 SUCCESS = "success"
-FAILED_RESULTS = frozenset({"exit-code", "signal", "timeout", "oom-kill", "resources"})
 
 
 def _signal_name(number: int) -> str:
@@ -261,3 +262,62 @@ class SessionRecord:
     def launch_env(self) -> dict[str, str]:
         """The caller's environment over the login PATH found at creation."""
         return {**({"PATH": self.path} if self.path else {}), **self.env}
+
+
+class RecordChange(TypedDict, total=False):
+    """The fields a change may set (``Registry.change``), typed as ``SessionRecord`` types
+    them: a misspelt field or a wrong type fails the type check, not a run. A unit test holds
+    the two alike."""
+
+    schema_version: int
+    name: str
+    uuid: str
+    owner: int
+    preset: str
+    cwd: str
+    command: list[str]
+    args: list[str]
+    argv: list[str]
+    env: dict[str, str]
+    limits: Limits
+    columns: int
+    rows: int
+    agent_session: str
+    agent_session_source: str
+    agent_session_history: list[str]
+    state: State
+    dormant_reason: DormantReason
+    last_error: str
+    boot_id: str
+    invocation_id: str
+    unit: str
+    leader_pid: int
+    created_at: int
+    started_at: int
+    started_boottime: int
+    stopped_at: int
+    resume_count: int
+    last_argv: list[str]
+    properties: list[str]
+    auto_resume: bool
+    hook_token: str
+    worktree: str
+    branch: str
+    base_ref: str
+    repo: str
+    result: str
+    exit_status: int
+    exit_signal: int
+    containment: str
+    path: str
+    usage: dict[str, dict[str, object]]
+    usage_base: dict[str, object]
+    usage_day: int
+    usage_today: dict[str, object]
+    usage_logged: dict[str, object]
+    usage_read_at: int
+
+
+def news(record: SessionRecord, fields: RecordChange) -> RecordChange:
+    """Those of fields whose value the record does not hold already."""
+    return cast(RecordChange, {k: v for k, v in fields.items() if getattr(record, k) != v})

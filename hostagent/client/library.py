@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, NamedTuple
 
 from dbus_fast import BusType, Variant
@@ -71,6 +71,16 @@ async def prefer_system() -> bool:
         bus.disconnect()
 
 
+@contextlib.contextmanager
+def named_errors() -> Iterator[None]:
+    """A call's error as the HostAgentError its D-Bus name stands for (errors.from_dbus), so
+    every caller of the library catches one family, whatever the call."""
+    try:
+        yield
+    except CallError as e:
+        raise from_dbus(e.name, e.text) from None
+
+
 class Client:
     def __init__(self, bus: MessageBus, relay: Any = None) -> None:
         self.bus = bus
@@ -108,13 +118,11 @@ class Client:
     async def own_uid(self) -> int:
         """The uid the bus knows this connection by: on another host (-H), the ssh user's
         uid there, which is whose sessions are ours on that host."""
-        try:
+        with named_errors():
             (uid,) = await call(
                 self.bus, DBUS, "/org/freedesktop/DBus", DBUS, "GetConnectionUnixUser", "s",
                 [self.bus.unique_name], timeout=10,
             )  # fmt: skip
-        except CallError as e:
-            raise from_dbus(e.name, e.text) from None
         return int(uid)
 
     def close(self) -> None:
@@ -143,7 +151,7 @@ class Client:
         timeout: float | None = 25.0,
         interactive: bool = True,
     ) -> list[Any]:
-        try:
+        with named_errors():
             return await call(
                 self.bus,
                 BUS_NAME,
@@ -155,8 +163,6 @@ class Client:
                 timeout=timeout,
                 interactive=interactive,
             )
-        except CallError as e:
-            raise from_dbus(e.name, e.text) from None
 
     async def _manager(
         self,
@@ -278,13 +284,11 @@ class Client:
             (text,) = await self._session(name, "Capture", "i", [lines])
             return str(text)
         path = await self.get_session(name)
-        try:
+        with named_errors():
             fd = await call_for_fd(
                 self.bus, BUS_NAME, path, SESSION_INTERFACE, "CaptureByFileDescriptor", "i",
                 [lines],
             )  # fmt: skip
-        except CallError as e:
-            raise from_dbus(e.name, e.text) from None
         with os.fdopen(fd, "rb") as f:
             return f.read().decode(errors="replace")
 
@@ -295,13 +299,11 @@ class Client:
         if not self.passes_fds:
             raise InvalidArgs("The journal is read on its own host; run the command there.")
         path = await self.get_session(name)
-        try:
+        with named_errors():
             return await call_for_fd(
                 self.bus, BUS_NAME, path, SESSION_INTERFACE, "OpenJournal", "ib",
                 [lines, follow],
             )  # fmt: skip
-        except CallError as e:
-            raise from_dbus(e.name, e.text) from None
 
     async def send_text(self, name: str, text: str, enter: bool) -> None:
         await self._session(name, "SendText", "sb", [text, enter])

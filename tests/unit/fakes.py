@@ -24,7 +24,8 @@ from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.core import Core
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.owner import DEFAULT_PATH
-from hostagent.daemon.host.scope import Process, Started, Step
+from hostagent.daemon.host.procfs import Process
+from hostagent.daemon.host.scope import Started, Step
 from hostagent.daemon.host.systemd import UnitInfo
 from hostagent.daemon.host.tmux import TmuxError
 from hostagent.daemon.state.registry import Session
@@ -32,6 +33,7 @@ from hostagent.daemon.state.settings import Settings
 from hostagent.daemon.state.store import SidecarStore
 from hostagent.errors import NotRunning, SpawnFailed
 from hostagent.identity import Owner
+from hostagent.options import CreateRequest
 from hostagent.presets import IdSource, Preset
 from hostagent.session import Limits, SessionRecord, now_usec
 
@@ -175,13 +177,14 @@ class FakeScopes:
         self.crash_with: BaseException | None = None  # the next start raises this, unforeseen
         self.gate: asyncio.Event | None = None  # when set up, starts wait for it
         self.parked = asyncio.Event()  # set while a start waits at the gate
+        self.program_lookups = 0  # programs looked for as their owner (found, or checked)
 
     async def capped_slice(self, uid: int, caps: Limits) -> str:
         return f"hostagent-u{uid}.slice"
 
-    @staticmethod
-    async def find_program(owner: Owner, program: str) -> agents.Found:
+    async def find_program(self, owner: Owner, program: str) -> agents.Found:
         """Found at once: a unit test's programs need not exist."""
+        self.program_lookups += 1
         return agents.Found(program, DEFAULT_PATH)
 
     async def start(
@@ -195,7 +198,10 @@ class FakeScopes:
         output: Path | None = None,
         user_caps: Limits | None = None,
         meanwhile: Step | None = None,
+        program_found: bool = False,
     ) -> Started:
+        if not program_found:
+            self.program_lookups += 1
         if self.crash_with is not None:
             error, self.crash_with = self.crash_with, None
             raise error
@@ -244,7 +250,8 @@ class FakeScopes:
     def process(self, pid: int) -> Process | None:
         """A unit's leader is a tmux server of the current user's."""
         unit = self.unit_of_pid(pid)
-        return Process(pid, 1, ["tmux", "-S", "x"], "/", os.getuid()) if unit else None
+        proc = Process(pid, 1, "tmux: server", "", False, ["tmux", "-S", "x"], "/", os.getuid())
+        return proc if unit else None
 
 
 SHELL = Preset(name="shell", command=["/bin/sh"])
@@ -301,6 +308,14 @@ class Host:
         again.scopes.tmux.systemd = self.systemd
         again.systemd.on_unit = again.core.reconciler.on_unit
         return again
+
+    async def create(
+        self, owner: int, name: str, preset: str, cwd: str, req: CreateRequest,
+        exempt: bool = False,
+    ) -> Session:  # fmt: skip
+        """A create as the bus makes one: admitted, then created from its admission."""
+        admission = self.lifecycle.admit(owner, name, preset, req.limits, exempt)
+        return await self.lifecycle.create(admission, cwd, req)
 
     # Listener
     def session_added(self, session: Session) -> None:

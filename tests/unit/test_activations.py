@@ -71,7 +71,7 @@ def test_the_session_whose_scope_holds_the_asker_is_flagged(
 ) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         session = host.registry.get("a")
         # Where each pid is, as /proc would say: 507 in a's scope, 600 somewhere else.
         units = {507: session.record.unit, 600: "user@1001.service"}

@@ -110,7 +110,7 @@ def test_a_stranger_is_refused_by_every_acting_method_and_nothing_happens(
 ) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         obj = SessionObject(host.registry.get("a"), services(host, {":1.9": STRANGER}))
         before = list(host.events)
         with pytest.raises(AccessDenied, match="belongs to another user"):
@@ -126,7 +126,7 @@ def test_a_stranger_is_refused_by_every_acting_method_and_nothing_happens(
 def test_the_owner_and_root_get_through(tmp_path: Path, method: str, caller: int) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         obj = SessionObject(host.registry.get("a"), services(host, {":1.7": caller}))
         await ACTING[method](obj, Call(":1.7", interactive=False))
 
@@ -136,7 +136,7 @@ def test_the_owner_and_root_get_through(tmp_path: Path, method: str, caller: int
 def test_a_containment_flag_is_written_like_any_change(tmp_path: Path) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         session = host.registry.get("a")
         guard = containment.Guard(host.registry, host.systemd)
         async with session.lock:
@@ -234,7 +234,7 @@ def test_bad_arguments_are_refused_before_the_caller_is_asked_about(
 
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         obj = SessionObject(host.registry.get("a"), services(host, {":1.9": STRANGER}))
         with pytest.raises(InvalidArgs):
             await call(obj, Call(":1.9", interactive=False))
@@ -251,7 +251,7 @@ def test_the_screen_text_an_explanation_matched_is_for_those_who_may_capture(
 
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         session = host.registry.get("a")
         secret = "❯ 1. Yes, run curl -H 'Authorization: Bearer sk-alice'"
         watch = SimpleNamespace(verdict=Verdict(Activity.BLOCKED, "screen", "approval", secret))

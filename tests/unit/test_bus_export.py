@@ -120,7 +120,7 @@ def test_a_follower_believes_only_the_daemon(tmp_path: Path, bus_address: str) -
 
     async def body() -> None:
         host, server, _ = await serve(tmp_path, bus_address)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         changed = asyncio.Event()
         follower = Follower(lambda: Client.connect(system=False, address=bus_address), changed.set)
         await follower.start()
@@ -160,7 +160,7 @@ def test_a_wait_whose_caller_left_is_dropped_and_calls_per_caller_are_capped(
 ) -> None:
     async def body() -> None:
         host, server, _ = await serve(tmp_path, bus_address)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         exporter = host.exporter
         assert exporter is not None
         exporter._turns.in_flight = 3

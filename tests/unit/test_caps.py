@@ -97,7 +97,7 @@ def test_a_create_over_a_cap_is_refused_unless_exempt(tmp_path: Path) -> None:
         host = await Host.started(tmp_path, config, system=True)
 
         async def create(name: str, exempt: bool = False, **req: Any) -> None:
-            await host.lifecycle.create(
+            await host.create(
                 me(),
                 name,
                 "shell",
@@ -124,9 +124,9 @@ def test_a_create_over_a_cap_is_refused_unless_exempt(tmp_path: Path) -> None:
 def test_session_exists_says_nothing_of_another_users_session(tmp_path: Path) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         with pytest.raises(SessionExists) as e:
-            await host.lifecycle.create(me() + 1, "a", "shell", str(tmp_path), CreateRequest())
+            await host.create(me() + 1, "a", "shell", str(tmp_path), CreateRequest())
         assert e.value.message == "Session name 'a' is taken; pick another name."
 
     run(body())
@@ -157,7 +157,7 @@ def test_calls_queued_on_a_sessions_lock_hold_no_slot(
 
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         await host.lifecycle.stop(host.registry.get("a"))
         host.scopes.gate = asyncio.Event()
         resume = asyncio.ensure_future(host.lifecycle.resume(host.registry.get("a")))
@@ -170,7 +170,7 @@ def test_calls_queued_on_a_sessions_lock_hold_no_slot(
         host.scopes.open_gate()
         await resume
         await asyncio.gather(*queued, return_exceptions=True)
-        await host.lifecycle.create(me(), "b", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "b", "shell", str(tmp_path), CreateRequest())
 
     run(body())
 
@@ -181,10 +181,10 @@ def test_a_call_acts_on_the_session_it_authorized_not_its_name(tmp_path: Path) -
 
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         authorized = host.registry.get("a")
         await host.lifecycle.remove(authorized)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         for act in (
             host.lifecycle.stop(authorized),
             host.lifecycle.remove(authorized),
@@ -246,7 +246,7 @@ def test_a_resume_after_the_caps_were_lowered_runs_within_them(
         config = Config(limits=Limits(tasks_max=500))
         host = await Host.started(tmp_path, config, system=True)
         owner = me() or pwd.getpwnam("nobody").pw_uid  # a capped owner, whoever runs the tests
-        await host.lifecycle.create(owner, "a", "shell", "/tmp", CreateRequest())
+        await host.create(owner, "a", "shell", "/tmp", CreateRequest())
         session = host.registry.get("a")
         assert host.systemd.units["hostagent-a.scope"].limits == Limits(tasks_max=500)
         await host.lifecycle.stop(session)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 from pathlib import Path
+from typing import get_type_hints
 
 import pytest
 
@@ -14,7 +15,15 @@ from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.store import SidecarStore
 from hostagent.errors import StorageFull
 from hostagent.options import CreateRequest
-from hostagent.session import FACTS, LIVE_STATES, Event, SessionRecord, State, transition
+from hostagent.session import (
+    FACTS,
+    LIVE_STATES,
+    Event,
+    RecordChange,
+    SessionRecord,
+    State,
+    transition,
+)
 from tests.unit.fakes import Host, me, run
 
 
@@ -92,9 +101,14 @@ def test_the_stop_time_is_stamped_when_a_session_leaves_the_live_states(
 
 
 def test_a_field_that_is_not_the_records_is_refused(tmp_path: Path) -> None:
+    """mypy refuses it first (RecordChange); a call it cannot see is refused at run time."""
     registry, _ = registry_with(tmp_path, State.RUNNING)
     with pytest.raises(AttributeError, match="no field 'stop_requested'"):
-        registry.change(registry.get("a"), stop_requested=True)
+        registry.change(registry.get("a"), stop_requested=True)  # type: ignore[call-arg]
+
+
+def test_the_fields_a_change_may_set_are_the_records() -> None:
+    assert get_type_hints(RecordChange) == get_type_hints(SessionRecord)
 
 
 def test_a_stop_whose_end_cannot_be_written_still_ends_the_run(
@@ -105,7 +119,7 @@ def test_a_stop_whose_end_cannot_be_written_still_ends_the_run(
 
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await host.lifecycle.create(me(), "a", "shell", str(host.tmp), CreateRequest())
+        await host.create(me(), "a", "shell", str(host.tmp), CreateRequest())
         session = host.registry.get("a")
         session.paths.socket.parent.mkdir(parents=True, exist_ok=True)
         session.paths.socket.touch()

@@ -9,16 +9,10 @@ import time
 
 import pytest
 
-from hostagent.daemon.follow.containment import (
-    Proc,
-    cgroup_of,
-    children_of,
-    describe,
-    escaped,
-    left_behind,
-    read_proc,
-    tree,
-)
+from hostagent.daemon.follow.containment import describe, escaped, left_behind, tree
+from hostagent.daemon.host.procfs import Process as Proc
+from hostagent.daemon.host.procfs import cgroup_path, children_of
+from hostagent.daemon.host.procfs import read as read_proc
 
 SCOPE = "/hostagent.slice/hostagent-a.scope"
 
@@ -30,11 +24,15 @@ SCOPE = "/hostagent.slice/hostagent-a.scope"
         # A unified container on a hybrid host also lists the host's v1 hierarchies at "/".
         (["9:name=systemd:/", "4:memory:/", "0::/system.slice/y.scope"], "/system.slice/y.scope"),
         (["12:pids:/x", "1:name=systemd:/system.slice/y.scope"], "/system.slice/y.scope"),
+        # legacy with the unified hierarchy mounted but unused: everything at its root
+        (["1:name=systemd:/system.slice/y.service", "0::/"], "/system.slice/y.service"),
+        ("0::/hostagent.slice/hostagent-a.scope\n", SCOPE),  # the file's text, as read
         ([], ""),
     ],
 )
-def test_the_cgroup_systemd_tracks(lines: list[str], path: str) -> None:
-    assert cgroup_of(lines) == path
+def test_the_cgroup_systemd_tracks(lines: list[str] | str, path: str) -> None:
+    """One parser for the unified, hybrid and legacy layouts (host/procfs.py)."""
+    assert cgroup_path(lines) == path
 
 
 def test_only_the_agents_descendants_outside_its_cgroup_have_escaped() -> None:

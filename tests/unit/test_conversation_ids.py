@@ -279,7 +279,7 @@ def test_a_discovered_id_is_looked_for_each_time_the_session_goes_idle(
     async def body() -> None:
         host = await Host.started(tmp_path)
         host.core.settings.presets["found"] = FOUND
-        await host.lifecycle.create(me(), "a", "found", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "found", str(tmp_path), CreateRequest())
         session = host.registry.get("a")
         shown = ShownWatch()
         session.watch = shown

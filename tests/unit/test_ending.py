@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hostagent.daemon.host.procfs import cgroup_path
 from hostagent.daemon.host.scope import own_unit
 from hostagent.daemon.host.tmux import FINAL_BYTES, final_screen
 from hostagent.daemon.ops.ending import End
@@ -184,7 +185,7 @@ def test_an_end_that_comes_with_the_shutdown_is_left_for_recovery(tmp_path: Path
     ],
 )  # fmt: skip
 def test_scopes_are_ordered_before_the_daemons_own_service(cgroup: str, unit: str) -> None:
-    assert own_unit(cgroup) == unit
+    assert own_unit(cgroup_path(cgroup)) == unit
 
 
 def test_a_run_that_ended_with_its_terminal_keeps_the_last_screen_its_watch_read(

@@ -32,7 +32,7 @@ class Disk:
 
 
 async def running(host: Host, name: str) -> None:
-    await host.lifecycle.create(me(), name, "shell", str(host.tmp), CreateRequest())
+    await host.create(me(), name, "shell", str(host.tmp), CreateRequest())
 
 
 def test_a_stop_on_a_full_disk_is_refused_by_name_and_changes_nothing(

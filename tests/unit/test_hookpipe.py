@@ -59,7 +59,7 @@ def test_a_hook_line_with_the_token_is_believed_and_one_without_is_not(tmp_path:
     async def body() -> None:
         host = await Host.started(tmp_path)
         host.core.settings.presets["hooked"] = HOOKED
-        await host.lifecycle.create(me(), "a", "hooked", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "hooked", str(tmp_path), CreateRequest())
         record = host.registry.get("a").record
         assert record.hook_token and record.agent_session
         ids = Ids()
@@ -84,7 +84,7 @@ def test_the_hook_never_blocks_without_a_reader(tmp_path: Path) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
         host.core.settings.presets["hooked"] = HOOKED
-        await host.lifecycle.create(me(), "a", "hooked", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "hooked", str(tmp_path), CreateRequest())
         for pipe in host.core.conversations.pipes.values():
             pipe.close()
         token = host.registry.get("a").record.hook_token
@@ -103,7 +103,7 @@ def test_without_its_fifo_a_hook_takes_the_bus_and_the_fifo_is_made_again(
     async def body() -> None:
         host = await Host.started(tmp_path)
         host.core.settings.presets["hooked"] = HOOKED
-        await host.lifecycle.create(me(), "a", "hooked", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "hooked", str(tmp_path), CreateRequest())
         session = host.registry.get("a")
         fifo = session.paths.runtime_dir / "hooks.fifo"
         fifo.unlink()

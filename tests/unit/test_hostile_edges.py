@@ -45,7 +45,7 @@ def test_make_room_moves_a_planted_directory_aside_and_keeps_a_fifo(tmp_path: Pa
 def test_a_directory_where_the_fifo_goes_does_not_wedge_the_session(tmp_path: Path) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         session = host.registry.get("a")
         await host.lifecycle.stop(session)
         (session.paths.fifo / "x").mkdir(parents=True)  # the owner's doing
@@ -62,7 +62,7 @@ def test_a_cwd_longer_than_the_kernel_takes_is_named(tmp_path: Path) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
         with pytest.raises(InvalidCwd, match="shorter than 4096 bytes"):
-            await host.lifecycle.create(me(), "a", "shell", "/" + "é" * 3000, CreateRequest())
+            await host.create(me(), "a", "shell", "/" + "é" * 3000, CreateRequest())
         assert host.registry.sessions == {}
 
     run(body())
@@ -71,7 +71,7 @@ def test_a_cwd_longer_than_the_kernel_takes_is_named(tmp_path: Path) -> None:
 def test_sendtext_is_measured_in_bytes(tmp_path: Path) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         session = host.registry.get("a")
         check_text("x" * 65536)  # 64 KiB exactly
         await host.core.terminal.send_text(session, "x" * 65536, True)

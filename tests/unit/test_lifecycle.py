@@ -40,7 +40,7 @@ async def parked_resume(host: Host, name: str) -> asyncio.Task[None]:
 
 
 async def create(host: Host, name: str, preset: str = "shell", **req: Any) -> None:
-    await host.lifecycle.create(me(), name, preset, str(host.tmp), CreateRequest(**req))
+    await host.create(me(), name, preset, str(host.tmp), CreateRequest(**req))
 
 
 def test_create_writes_ahead_starts_the_scope_and_announces(tmp_path: Path) -> None:
@@ -284,5 +284,18 @@ def test_one_callers_captures_under_way_are_capped_and_others_go_on(tmp_path: Pa
         assert await alices == "$ \n"
         await asyncio.gather(*bobs)
         assert await terminal.capture(session, 0, 1001) == "$ \n"  # his count went down
+
+    run(body())
+
+
+def test_a_create_looks_its_program_up_once_and_a_resume_checks_it_again(tmp_path: Path) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await create(host, "a")
+        assert host.scopes.program_lookups == 1  # admission found it; the start trusts that
+        session = host.registry.get("a")
+        await host.lifecycle.stop(session)
+        await host.lifecycle.resume(session)
+        assert host.scopes.program_lookups == 2  # it may have gone since: said in words
 
     run(body())

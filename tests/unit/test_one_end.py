@@ -116,7 +116,7 @@ async def started(tmp: Path, kind: str) -> tuple[Host, Session, FakeExporter]:
     host = await Host.started(tmp / "host")
     host.core.settings.presets.update(presets(tmp))
     _, exporter = frontend_of(host)
-    await host.lifecycle.create(me(), "a", kind, str(tmp), CreateRequest())
+    await host.create(me(), "a", kind, str(tmp), CreateRequest())
     await settled(host)
     return host, host.registry.get("a"), exporter
 

@@ -99,7 +99,7 @@ def test_a_pane_read_before_the_start_returns_is_followed_after_it(tmp_path: Pat
         host = await Host.started(tmp_path)
         host.scopes.gate = asyncio.Event()
         creating = asyncio.ensure_future(
-            host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+            host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         )
         await host.scopes.parked.wait()
         # tmux runs and shows its prompt; the scope's start has not returned yet.

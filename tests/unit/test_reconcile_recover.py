@@ -20,7 +20,7 @@ from tests.unit.fakes import FakeUnit, Host, me, run
 
 async def running(host: Host, *names: str) -> None:
     for name in names:
-        await host.lifecycle.create(me(), name, "shell", str(host.tmp), CreateRequest())
+        await host.create(me(), name, "shell", str(host.tmp), CreateRequest())
 
 
 # ---- reconcile --------------------------------------------------------------------------

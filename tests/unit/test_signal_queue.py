@@ -29,7 +29,7 @@ def test_a_create_returns_before_its_running_state_is_signalled(tmp_path: Path) 
     async def body() -> None:
         host = await Host.started(tmp_path)
         _, exporter = frontend_of(host)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         path = session_path("a")
         # The scripted systemd never makes the create wait, so nothing went out before it
         # returned; on the real bus, SessionNew goes out while the create waits on systemd.
@@ -48,7 +48,7 @@ def test_two_changes_in_one_step_are_one_signal_and_a_removal_comes_after(tmp_pa
     async def body() -> None:
         host = await Host.started(tmp_path)
         frontend, exporter = frontend_of(host)
-        await host.lifecycle.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         await asyncio.sleep(0)
         session, path = host.registry.get("a"), session_path("a")
         exporter.emitted.clear()

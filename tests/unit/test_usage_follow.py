@@ -53,7 +53,7 @@ async def turn(host: Host, session: Session) -> None:
 async def metered(tmp: Path, config: Config | None = None) -> tuple[Host, Session]:
     host = await Host.started(tmp / "host", config)
     host.core.settings.presets.update(meter=METER, shared=SHARED)
-    await host.lifecycle.create(me(), "a", "meter", str(tmp), CreateRequest())
+    await host.create(me(), "a", "meter", str(tmp), CreateRequest())
     await host.settle()
     return host, host.registry.get("a")
 
@@ -112,7 +112,7 @@ def test_a_directorys_record_counts_only_what_came_after_the_session_began(
         host.core.settings.presets.update(shared=SHARED)
         history = tmp_path / "h.md"
         shutil.copy(AIDER, history)
-        await host.lifecycle.create(me(), "b", "shared", str(tmp_path), CreateRequest())
+        await host.create(me(), "b", "shared", str(tmp_path), CreateRequest())
         await host.settle()
         session = host.registry.get("b")
         await turn(host, session)
@@ -138,7 +138,7 @@ def test_over_its_owners_budget_a_session_stops_at_its_turns_end_until_lifted(
         with pytest.raises(BudgetExceeded, match="lifts the budget"):
             await host.lifecycle.resume(session)
         with pytest.raises(BudgetExceeded):
-            await host.lifecycle.create(me(), "c", "meter", str(tmp_path), CreateRequest())
+            await host.create(me(), "c", "meter", str(tmp_path), CreateRequest())
         host.core.usage.ledger.lift(me(), day_of(now_usec()))
         await host.lifecycle.resume(session)
         assert session.record.state is State.RUNNING

@@ -232,8 +232,7 @@ class Exporter:
         if member == "Get" and msg.signature == "ss":
             prop = interface.property_by_name.get(body[1])
             if body[0] not in ("", interface.name) or prop is None:
-                return Message.new_error(
-                    msg,
+                raise _BusError(
                     "org.freedesktop.DBus.Error.UnknownProperty",
                     f"No property '{body[1]}' on '{body[0]}'.",
                 )
@@ -241,13 +240,11 @@ class Exporter:
                 msg, "v", [Variant(prop.signature, await _get(prop, target))]
             )
         if member == "Set":
-            return Message.new_error(
-                msg,
+            raise _BusError(
                 "org.freedesktop.DBus.Error.PropertyReadOnly",
                 "All hostagent properties are read-only.",
             )
-        return Message.new_error(
-            msg,
+        raise _BusError(
             "org.freedesktop.DBus.Error.UnknownMethod",
             f"No method '{member}' with signature '{msg.signature}'.",
         )

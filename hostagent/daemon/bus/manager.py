@@ -29,7 +29,6 @@ from hostagent.daemon.bus.usage import get_usage, lift_budget
 from hostagent.daemon.follow.terminal import MAX_WAIT_NAMES, check_activities
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.owner import build_env
-from hostagent.daemon.ops.admission import check_request, quota_problem
 from hostagent.daemon.state.registry import Session
 from hostagent.errors import AccessDenied, NoSessionForPID
 from hostagent.identity import Owner
@@ -153,19 +152,19 @@ async def _create(
     s = f.services
     caller = await s.auth.caller_uid(call.sender)
     owner = create_owner(caller, req.user, s.system, s.daemon_uid())
-    exempt = exempt_from_caps(caller, s.system)
-    config = s.settings.config
     # Bad names and presets are refused before polkit could ask anyone for a password.
-    _, name = check_request(s.registry, s.settings, owner, name, preset)
+    admission = s.lifecycle.admit(
+        owner, name, preset, req.limits, exempt_from_caps(caller, s.system)
+    )
     # polkit is asked only where the admin lets admins past the caps, and only when the
     # request goes past one.
     if (
-        not exempt
-        and config.users.admins_exceed
-        and quota_problem(s.registry, config, owner, req.limits)
+        admission.over_caps
+        and s.settings.config.users.admins_exceed
+        and await s.auth.is_admin(call.sender, call.interactive)
     ):
-        exempt = await s.auth.is_admin(call.sender, call.interactive)
-    session = await s.lifecycle.create(owner, name, preset, cwd, req, exempt)
+        admission = admission.exempted()
+    session = await s.lifecycle.create(admission, cwd, req)
     return session_path(session.name)
 
 

@@ -22,8 +22,8 @@ import logging
 import re
 from dataclasses import dataclass
 
-from hostagent.daemon.follow.containment import Guard, read_proc
-from hostagent.daemon.host import journal
+from hostagent.daemon.follow.containment import Guard
+from hostagent.daemon.host import journal, procfs
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.session import State
 
@@ -76,8 +76,7 @@ def journal_follow_argv(cursor: str) -> list[str]:
 
 def _unit_of(pid: int) -> str:
     """The unit (the cgroup's last part) pid is in, or "" when it is gone."""
-    proc = read_proc(pid)
-    return proc.cgroup.rsplit("/", 1)[-1] if proc else ""
+    return procfs.cgroup_of(pid).rpartition("/")[2]
 
 
 class ActivationWatch:

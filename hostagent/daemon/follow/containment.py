@@ -8,8 +8,8 @@ keeps the scope from ever emptying and serves later sessions' work from inside i
 stopped here, only seen: the session's ``Containment`` property says what was found, and the
 journal has a line. The scope's stop ends what was left behind.
 
-Reading /proc is all this needs: a process's parent, children and cgroup are readable by
-anyone. Running sessions are looked at from each agent down its own process tree (the kernel's
+Reading /proc (host/procfs.py) is all this needs: a process's parent, children and cgroup
+are readable by anyone. Running sessions are looked at from each agent down its own process tree (the kernel's
 list of each thread's children), so the cost follows the sessions' processes, not everything
 the host runs. What a tree walk cannot see: a process that double-forks (its parent exits, so
 it is no longer the agent's descendant) and then leaves the scope. docs/security.md says so.
@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from hostagent.daemon.host.ports import SystemdPort
+from hostagent.daemon.host.procfs import Process, family, read
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.session import State
 
@@ -31,107 +30,22 @@ log = logging.getLogger(__name__)
 
 LEFTOVER_GRACE_SEC = 2.0  # what an exiting agent's own children (a SessionEnd hook) may take
 CHECK_INTERVAL_SEC = 30.0  # how often running sessions are looked at for escaped processes
-MAX_TREE = 16384  # processes read from one agent down, at most
 TMUX_SERVER = "tmux: server"
 PIPE = "cat"  # the pane's output, copied by tmux's pipe-pane for the daemon
 
 
-@dataclass(frozen=True)
-class Proc:
-    pid: int
-    ppid: int
-    comm: str
-    cgroup: str  # the unified hierarchy's path (or name=systemd's, in the hybrid layout)
-    zombie: bool
-
-
-def _read(path: str) -> str | None:
-    """A small /proc file, or None when it is gone. Plain os calls: the guard reads a few
-    thousand of these a minute, and a buffered text file costs several times more."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-        return b"".join(chunks).decode(errors="replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def read_proc(pid: int) -> Proc | None:
-    stat = _read(f"/proc/{pid}/stat")
-    cgroups = _read(f"/proc/{pid}/cgroup")
-    if stat is None or cgroups is None:
-        return None
-    # comm is in parentheses and may itself hold spaces and parentheses.
-    comm = stat[stat.find("(") + 1 : stat.rfind(")")]
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if len(fields) < 2 or not fields[1].isdigit():
-        return None
-    return Proc(pid, int(fields[1]), comm, cgroup_of(cgroups.splitlines()), fields[0] == "Z")
-
-
-def cgroup_of(lines: Iterable[str]) -> str:
-    """The cgroup systemd tracks the process in: the unified hierarchy's ("0::"), which systemd
-    keeps in the unified and hybrid layouts alike (a container may also list the host's v1
-    hierarchies, all at "/"); name=systemd's in the legacy layout, which has no "0::"."""
-    unified = legacy = ""
-    for line in lines:
-        hierarchy, _, rest = line.partition(":")
-        controllers, _, path = rest.partition(":")
-        if hierarchy == "0" and not controllers:
-            unified = path
-        elif controllers == "name=systemd":
-            legacy = path
-    return unified or legacy
-
-
-def children_of(pid: int) -> list[int]:
-    """pid's children, as the kernel lists them for each of its threads."""
-    try:
-        threads = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    found: list[int] = []
-    for tid in threads:
-        text = _read(f"/proc/{pid}/task/{tid}/children")
-        if text is not None:
-            found += [int(child) for child in text.split() if child.isdigit()]
-    return found
-
-
-def family(root: int) -> list[int]:
-    """root's pid and its descendants', read from root down through the kernel's children
-    lists (at most MAX_TREE: the scope's TasksMax bounds a real one)."""
-    seen: set[int] = set()
-    order: list[int] = []
-    todo = [root]
-    while todo and len(order) < MAX_TREE:
-        pid = todo.pop()
-        if pid not in seen:
-            seen.add(pid)
-            order.append(pid)
-            todo += children_of(pid)
-    return order
-
-
-def tree(root: int) -> dict[int, Proc]:
+def tree(root: int) -> dict[int, Process]:
     """root and its living descendants, or nothing when root has no descendants: a lone
     process cannot have left its own cgroup behind, and reading it would be most of what an
     idle session costs the guard."""
     pids = family(root)
     if len(pids) < 2:
         return {}
-    return {pid: proc for pid in pids if (proc := read_proc(pid)) is not None}
+    return {pid: proc for pid in pids if (proc := read(pid)) is not None}
 
 
-def descendants(procs: dict[int, Proc], root: int) -> list[Proc]:
-    children: dict[int, list[Proc]] = {}
+def descendants(procs: dict[int, Process], root: int) -> list[Process]:
+    children: dict[int, list[Process]] = {}
     for proc in procs.values():
         children.setdefault(proc.ppid, []).append(proc)
     found, todo = [], [root]
@@ -142,7 +56,7 @@ def descendants(procs: dict[int, Proc], root: int) -> list[Proc]:
     return found
 
 
-def escaped(procs: dict[int, Proc], agent_pid: int) -> list[Proc]:
+def escaped(procs: dict[int, Process], agent_pid: int) -> list[Process]:
     """The agent's living descendants that are not in the agent's own cgroup."""
     agent = procs.get(agent_pid)
     if agent is None or not agent.cgroup:
@@ -150,7 +64,7 @@ def escaped(procs: dict[int, Proc], agent_pid: int) -> list[Proc]:
     return [p for p in descendants(procs, agent_pid) if p.cgroup != agent.cgroup and not p.zombie]
 
 
-def left_behind(procs: Iterable[Proc | None]) -> list[Proc]:
+def left_behind(procs: Iterable[Process | None]) -> list[Process]:
     """What still lives in a scope whose agent has exited, but for its tmux server and the
     server's own output pipe (pipe-pane's cat)."""
     alive = [p for p in procs if p is not None and not p.zombie]
@@ -161,18 +75,18 @@ def left_behind(procs: Iterable[Proc | None]) -> list[Proc]:
     ]  # fmt: skip
 
 
-def describe(procs: list[Proc], what: str) -> str:
+def describe(procs: list[Process], what: str) -> str:
     names = ", ".join(f"{p.comm} ({p.pid})" for p in procs[:5])
     more = f" and {len(procs) - 5} more" if len(procs) > 5 else ""
     return f"{len(procs)} process{'es' if len(procs) != 1 else ''} {what}: {names}{more}"
 
 
-async def leftovers(pids_of_scope: list[int]) -> list[Proc]:
+async def leftovers(pids_of_scope: list[int]) -> list[Process]:
     """Processes the exited agent left in its scope, once its own exiting children had
     LEFTOVER_GRACE_SEC to go; read from /proc, rechecked by pid."""
     deadline = asyncio.get_running_loop().time() + LEFTOVER_GRACE_SEC
     while True:
-        found = left_behind(read_proc(pid) for pid in pids_of_scope)
+        found = left_behind(read(pid) for pid in pids_of_scope)
         if not found or asyncio.get_running_loop().time() >= deadline:
             return found
         await asyncio.sleep(0.1)

@@ -16,7 +16,6 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from hostagent import activity
 from hostagent.daemon.follow import discovery, hookpipe, hooks, transcript
@@ -28,7 +27,7 @@ from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
 from hostagent.permissions import TOKEN_ENV, token_matches
 from hostagent.presets import Preset
-from hostagent.session import LIVE_STATES, Activity, State, boot_usec, now_usec
+from hostagent.session import LIVE_STATES, Activity, RecordChange, State, boot_usec, now_usec
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +217,7 @@ class Conversations:
 
     def id_fields(
         self, session: Session, agent_id: str, how: str, why: str, quiet: bool = False
-    ) -> dict[str, Any]:
+    ) -> RecordChange:
         """The record's fields that make agent_id the session's conversation, the one it
         replaces kept in the history; {} when it is the conversation already."""
         record = session.record

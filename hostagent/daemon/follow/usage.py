@@ -35,7 +35,7 @@ from hostagent.daemon.state.ledger import Ledger
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
 from hostagent.presets import IdSource, Preset
-from hostagent.session import LIVE_STATES, Activity, State, now_usec
+from hostagent.session import LIVE_STATES, Activity, RecordChange, State, now_usec
 from hostagent.usage import Usage, format_cost, format_tokens, total
 
 log = logging.getLogger(__name__)
@@ -292,7 +292,7 @@ class UsageWatch:
         if fields:
             self.registry.change(session, **fields)
 
-    def _fields(self, session: Session, preset: Preset, found: dict[str, Usage]) -> dict[str, Any]:
+    def _fields(self, session: Session, preset: Preset, found: dict[str, Usage]) -> RecordChange:
         """The record's fields a reading changes (the books entered on the way); {} when it
         found nothing new. An ended run's journal line is written once, at its first reading."""
         record = session.record
@@ -303,16 +303,19 @@ class UsageWatch:
         now = now_usec()
         day = budgets.day_of(now)
         today = Usage.from_dict(record.usage_today) if record.usage_day == day else Usage()
-        fields: dict[str, Any] = {}
+        fields: RecordChange = {}
         if book != record.usage:
-            fields.update(usage=book, usage_day=day, usage_today=(today + added).to_dict())
+            fields.update(
+                {"usage": book, "usage_day": day, "usage_today": (today + added).to_dict()}
+            )
         if added.tokens or added.calls:
             self.ledger.enter(record.owner, record.preset, now, added)
         if record.state not in LIVE_STATES and (fields or record.stopped_at > record.usage_read_at):
-            fields.update(self._end_line(session, session_usage(book)), usage_read_at=now)
+            fields.update(self._end_line(session, session_usage(book)))
+            fields["usage_read_at"] = now
         return fields
 
-    def _end_line(self, session: Session, used: Usage) -> dict[str, Any]:
+    def _end_line(self, session: Session, used: Usage) -> RecordChange:
         """The journal line of a run's usage, once per run: what the run added, in fields
         that journalctl can select and sum (HOSTAGENT_OWNER_UID=, HOSTAGENT_INPUT_TOKENS=)."""
         run = since(Usage.from_dict(session.record.usage_logged), used)

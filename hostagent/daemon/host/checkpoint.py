@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 ENV = "HOSTAGENT_CHECKPOINT_DIR"
 
-# Every point, so tests and docs name the same ones.
+# The points, named once, so tests and docs name the same ones.
 CREATE_RECORDED = "create-recorded"  # the record says starting; the scope holds only the shim
 SCOPE_STARTED = "scope-started"  # the scope holds the held child; tmux not let go yet
 SPAWN_STARTED = "spawn-started"  # the scope runs; the record does not say so yet
@@ -32,17 +32,6 @@ RESUME_RECORDED = "resume-recorded"  # the record says starting for a resume; no
 REMOVE_STOPPED = "remove-stopped"  # the scope is gone; the record still exists
 LOCK_WAIT = "lock-wait"  # an operation found its session's lock taken by another
 RECOVERY_LISTED = "recovery-listed"  # recovery listed the units; no record decided yet
-POINTS = (
-    CREATE_RECORDED,
-    SCOPE_STARTED,
-    SPAWN_STARTED,
-    STOP_RECORDED,
-    STOP_DONE,
-    RESUME_RECORDED,
-    REMOVE_STOPPED,
-    LOCK_WAIT,
-    RECOVERY_LISTED,
-)
 
 
 def _armed(point: str) -> str | None:

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 from dbus_fast import Variant
 
 from hostagent.daemon.host.agents import Found
-from hostagent.daemon.host.scope import Process, Started, Step
+from hostagent.daemon.host.procfs import Process
+from hostagent.daemon.host.scope import Started, Step
 from hostagent.daemon.host.systemd import UnitInfo
 from hostagent.identity import Owner
 from hostagent.session import Limits, SessionRecord
@@ -57,8 +58,7 @@ class ScopeRunner(Protocol):
     @property
     def tmux(self) -> TmuxPort: ...
 
-    @staticmethod
-    async def find_program(owner: Owner, program: str) -> Found: ...
+    async def find_program(self, owner: Owner, program: str) -> Found: ...
 
     async def capped_slice(self, uid: int, caps: Limits) -> str: ...
 
@@ -73,6 +73,7 @@ class ScopeRunner(Protocol):
         output: Path | None = None,
         user_caps: Limits | None = None,
         meanwhile: Step | None = None,
+        program_found: bool = False,
     ) -> Started: ...
     async def stop(self, unit: str, timeout: float) -> None: ...
     async def kill(

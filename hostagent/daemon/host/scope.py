@@ -21,9 +21,10 @@ from dbus_fast import Variant
 
 from hostagent import resources
 from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
-from hostagent.daemon.host import agents, checkpoint, tmux
+from hostagent.daemon.host import agents, checkpoint, procfs, tmux
 from hostagent.daemon.host.heldchild import HeldChild
 from hostagent.daemon.host.owner import DEFAULT_PATH, program_problem
+from hostagent.daemon.host.procfs import Process
 from hostagent.daemon.host.runtimedir import write_file
 from hostagent.daemon.host.systemd import Systemd, SystemdError, UnitExists
 from hostagent.daemon.state.paths import PANE_DIED, hooks_fifo
@@ -69,14 +70,10 @@ class Started:
 
 
 def own_unit(cgroup: str) -> str:
-    """The service this process runs in, from its /proc/self/cgroup text; "" outside one
-    (a daemon started by hand, or a test)."""
-    for line in cgroup.splitlines():
-        hierarchy, _, path = line.partition(":")[2].partition(":")
-        name = path.rpartition("/")[2]
-        if hierarchy in ("", "name=systemd") and name.endswith(".service"):
-            return name
-    return ""
+    """The service a process runs in, from its cgroup path (procfs.cgroup_path); "" outside
+    one (a daemon started by hand, or a test)."""
+    name = cgroup.rpartition("/")[2]
+    return name if name.endswith(".service") else ""
 
 
 def scope_properties(
@@ -132,37 +129,6 @@ def check_signal(whom: str, signal: int) -> None:
         raise InvalidArgs(f"Signal {signal} is not valid; use 1 to {signals.NSIG - 1}.")
 
 
-@dataclass(frozen=True)
-class Process:
-    pid: int
-    ppid: int
-    cmdline: list[str]
-    cwd: str
-    uid: int
-
-
-def process(pid: int) -> Process | None:
-    """What /proc tells of pid, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmdline = [a.decode(errors="replace") for a in f.read().split(b"\0")[:-1]]
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-            ppid = int(f.read().rpartition(")")[2].split()[1])
-        cwd = os.readlink(f"/proc/{pid}/cwd")
-        uid = os.stat(f"/proc/{pid}").st_uid
-    except (OSError, ValueError, IndexError):
-        return None
-    return Process(pid, ppid, cmdline, cwd, uid)
-
-
-def cgroup_of(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
 class Scopes:
     """Sessions' scopes through systemd, their tmux servers through tmux."""
 
@@ -170,7 +136,7 @@ class Scopes:
         self.systemd = systemd
         self.tmux = tmux_client
         self._slices: dict[str, list[tuple[str, Variant]]] = {}  # what each slice was given
-        self.daemon_unit = own_unit(cgroup_of(os.getpid()))
+        self.daemon_unit = own_unit(procfs.cgroup_of(os.getpid()))
 
     async def capped_slice(self, uid: int, caps: Limits) -> str:
         """The user's slice (what the system daemon's sessions and helpers of that user go
@@ -203,6 +169,7 @@ class Scopes:
         output: Path | None = None,
         user_caps: Limits | None = None,
         meanwhile: Step | None = None,
+        program_found: bool = False,
     ) -> Started:
         """Start the scope with tmux running record.last_argv in the complete environment env,
         its output copied into the FIFO output when given. With user_caps, the scope goes into
@@ -213,12 +180,17 @@ class Scopes:
         create would otherwise spend waiting. If it raises, the scope is stopped with nothing
         of the session's in it, and the error goes to the caller as it is.
 
+        program_found: the caller has just found the program as the owner (a create's
+        admission), so it is not looked for again.
+
         Raises SpawnFailed on any failure, after making sure no half-started scope is left.
         """
         # A missing program is said before anything starts, in words, not as a pane that dies.
-        problem = await program_problem(owner, record.last_argv[0], env.get("PATH", DEFAULT_PATH))
-        if problem:
-            raise SpawnFailed(f"{problem}; install it, or change the preset's command")
+        if not program_found:
+            path = env.get("PATH", DEFAULT_PATH)
+            problem = await program_problem(owner, record.last_argv[0], path)
+            if problem:
+                raise SpawnFailed(f"{problem}; install it, or change the preset's command")
         slice_ = SLICE if user_caps is None else await self.capped_slice(owner.uid, user_caps)
         died = tmux.died_hook(hooks_fifo(sock.parent), record.name, PANE_DIED)
         server_env, pane_env = tmux.split_env(env)
@@ -341,7 +313,7 @@ class Scopes:
         except ProcessLookupError:
             raise NotRunning(f"Session '{record.name}' has no agent process.") from None
         try:
-            if record.unit not in cgroup_of(pid):
+            if record.unit not in procfs.cgroup_of(pid).split("/"):
                 raise NotRunning(f"Session '{record.name}': its agent left the session's scope.")
             signals.pidfd_send_signal(pidfd, signal)
         finally:
@@ -351,19 +323,18 @@ class Scopes:
 
     def unit_of_pid(self, pid: int) -> str | None:
         """The hostagent scope a pid's cgroup names, if any."""
-        for line in cgroup_of(pid).splitlines():
-            for part in line.rpartition(":")[2].split("/"):
-                if name_from_unit(part):
-                    return part
+        for part in procfs.cgroup_of(pid).split("/"):
+            if name_from_unit(part):
+                return part
         return None
 
     def leader_alive_in(self, unit: str, pid: int) -> bool:
         """Does the tmux server still run inside the unit's cgroup? systemd 252 on a hybrid
         cgroup layout can report a scope inactive while it still has processes."""
-        return pid > 0 and unit in cgroup_of(pid)
+        return pid > 0 and unit in procfs.cgroup_of(pid).split("/")
 
     def process(self, pid: int) -> Process | None:
-        return process(pid)
+        return procfs.read(pid, details=True)
 
     # The agent's own end, seen without tmux: tmux 3.3 can miss a pane's SIGCHLD, leaving the
     # pane's process a zombie it never reaps and its pane-died hook never run.
@@ -391,10 +362,4 @@ class Scopes:
         return stop
 
     def exit_status_of(self, pid: int) -> int | None:
-        """The wait status of pid when it is a zombie nobody reaped (/proc's exit_code)."""
-        try:
-            with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
-                fields = f.read().rpartition(")")[2].split()
-        except OSError:
-            return None
-        return int(fields[49]) if len(fields) > 49 and fields[0] == "Z" else None
+        return procfs.exit_status(pid)

@@ -1,10 +1,13 @@
 """What a create must pass before anything of the session exists, and its first record.
 
-Every create-time rule lives here: the name is free, the owner is within the admin's caps
-(limits and sessions per user), the owner exists, the cwd is absolute and usable *as the
-owner*, the command line and environment fit the exec limits, and the caller's limits are laid
-over the configured ones. The lifecycle calls it with the name
-already checked and reserved, and writes the record it returns before starting anything.
+Every create-time rule lives here, each checked once. ``admit`` takes those that need no I/O
+(the preset is known, the name is valid and free, the request is within the admin's caps or
+the caller may go past them) and answers with an ``Admission``; the bus handler asks it
+before polkit could prompt anyone, and the lifecycle creates from that value. ``first_record``
+then checks, as the owner, what needs the host (the owner exists, the cwd is absolute and
+usable, the program is found, the command line and environment fit the exec limits) and lays
+the caller's limits over the configured ones; the lifecycle writes the record it returns
+before starting anything.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import os
 import secrets
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 
 from hostagent import launch
 from hostagent.config import Config, over_caps
@@ -122,12 +126,35 @@ async def first_record(
     return record, owner
 
 
-def check_request(
-    registry: Registry, settings: Settings, owner_uid: int, name: str, preset_name: str
-) -> tuple[Preset, str]:
-    """The preset and the name (made up when none was given) of a create, once both are
-    valid and the name is free; the named error otherwise. Cheap and without I/O, so the bus
-    asks it before polkit could prompt anyone."""
+@dataclass(frozen=True)
+class Admission:
+    """A create that passed the checks needing no I/O: whose it is, its name (made up when
+    none was given) and preset, why it goes past the admin's caps ("" when it does not), and
+    whether the caller may go past them."""
+
+    owner: int
+    name: str
+    preset: Preset
+    over_caps: str = ""
+    exempt: bool = False
+
+    def exempted(self) -> Admission:
+        """The same create, by a caller who may go past the caps (polkit said so)."""
+        return replace(self, exempt=True)
+
+
+def admit(
+    registry: Registry,
+    settings: Settings,
+    owner_uid: int,
+    name: str,
+    preset_name: str,
+    limits: Limits,
+    exempt: bool,
+) -> Admission:
+    """The create's admission; the named error for the first rule it breaks. Cheap and
+    without I/O, so the bus asks it before polkit could prompt anyone. exempt: the caller may
+    go past the admin's caps (root, or an admin the config allows)."""
     preset = settings.preset(preset_name or "shell")
     if preset is None:
         raise NoSuchPreset(f"No preset '{preset_name}' known; 'hostagentctl presets' lists them.")
@@ -136,7 +163,8 @@ def check_request(
     if problem:
         raise InvalidName(f"Session name {quote(name)} {problem}.")
     check_free(registry, name, owner_uid)
-    return preset, name
+    over = "" if exempt else quota_problem(registry, settings.config, owner_uid, limits) or ""
+    return Admission(owner_uid, name, preset, over, exempt)
 
 
 def check_free(registry: Registry, name: str, owner_uid: int) -> None:

@@ -31,7 +31,7 @@ from hostagent.daemon.host.ports import ScopeRunner
 from hostagent.daemon.host.scope import JOB_TIMEOUT
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.registry import Registry, Session
-from hostagent.session import SUCCESS, Event, State, agent_end, unit_end
+from hostagent.session import SUCCESS, Event, RecordChange, State, agent_end, unit_end
 
 log = logging.getLogger(__name__)
 
@@ -182,15 +182,16 @@ class Endings:
         above). The conversation it was in and its usage are looked up after, off the lock.
         The caller holds the lock."""
         self._keep_screen(session, screen)
-        fields = {} if end.containment is None else {"containment": end.containment}
+        fields: RecordChange = {
+            "result": end.result,
+            "last_error": end.why,
+            "exit_status": end.status,
+            "exit_signal": end.signal,
+        }
+        if end.containment is not None:
+            fields["containment"] = end.containment
         self.registry.change(
-            session,
-            Event.UNIT_GONE if end.result == SUCCESS else Event.FAIL,
-            result=end.result,
-            last_error=end.why,
-            exit_status=end.status,
-            exit_signal=end.signal,
-            **fields,
+            session, Event.UNIT_GONE if end.result == SUCCESS else Event.FAIL, **fields
         )
         self.registry.forget_end_causes(session)
         self.registry.settling(session, True)

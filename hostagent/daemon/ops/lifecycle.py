@@ -23,12 +23,13 @@ from hostagent.daemon.host.systemd import SystemdError
 from hostagent.daemon.host.tmux import remove_socket
 from hostagent.daemon.ops import resumeplan
 from hostagent.daemon.ops.admission import (
+    Admission,
+    admit,
     check_budget,
+    check_free,
     check_not_stopping,
-    check_request,
     check_resumable,
     first_record,
-    quota_problem,
 )
 from hostagent.daemon.ops.reconcile import GONE_STATES, Reconciler
 from hostagent.daemon.ops.spawn import Spawner, look_last
@@ -99,28 +100,24 @@ class Lifecycle:
 
     # ---- create -------------------------------------------------------------------------
 
-    async def create(
-        self,
-        owner_uid: int,
-        name: str,
-        preset_name: str,
-        cwd: str,
-        req: CreateRequest,
-        exempt: bool = False,
-    ) -> Session:
-        """A new session of owner_uid's (whom the caller may create for, auth decided); exempt
-        when the caller may go past the admin's caps (root, or an admin the config allows)."""
-        preset, name = check_request(self.registry, self.settings, owner_uid, name, preset_name)
-        problem = (
-            None
-            if exempt
-            else quota_problem(self.registry, self.settings.config, owner_uid, req.limits)
-        )
-        if problem:
-            raise LimitsExceeded(f"Session '{name}' was not created: {problem}.")
+    def admit(
+        self, owner_uid: int, name: str, preset_name: str, limits: Limits, exempt: bool = False
+    ) -> Admission:
+        """A create's admission (admission.admit), for owner_uid, whom the caller may create
+        for (auth decided); exempt when the caller may go past the admin's caps."""
+        return admit(self.registry, self.settings, owner_uid, name, preset_name, limits, exempt)
+
+    async def create(self, admission: Admission, cwd: str, req: CreateRequest) -> Session:
+        """A new session, as admitted."""
+        owner_uid, name, preset = admission.owner, admission.name, admission.preset
+        if admission.over_caps and not admission.exempt:
+            raise LimitsExceeded(f"Session '{name}' was not created: {admission.over_caps}.")
         check_budget(self.over_budget(owner_uid, None), f"Session '{name}' was not created")
         with self.registry.operation(owner_uid):
-            self.registry.reserved[name] = owner_uid  # until the session is registered
+            # Reserved from here until the session is registered. A polkit prompt since the
+            # admission may have let another create take the name.
+            check_free(self.registry, name, owner_uid)
+            self.registry.reserved[name] = owner_uid
             try:
                 record, owner = await first_record(
                     owner_uid, name, preset, cwd, req, self.settings.config,
@@ -139,7 +136,7 @@ class Lifecycle:
                 try:
                     async with session.lock:
                         await self.spawner.spawn(
-                            session, exempt, lambda: self._record_new(session, preset)
+                            session, admission.exempt, lambda: self._record_new(session, preset)
                         )
                 except BaseException:
                     if name not in self.registry.sessions:  # never recorded: nothing of it stays

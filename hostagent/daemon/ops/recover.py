@@ -25,7 +25,16 @@ from hostagent.daemon.state.registry import Session
 from hostagent.errors import HostAgentError
 from hostagent.identity import Owner
 from hostagent.recovery import Action, Decision, DormantAction, decide, dormant_action
-from hostagent.session import DormantReason, Event, SessionRecord, State, name_from_unit, now_usec
+from hostagent.session import (
+    DormantReason,
+    Event,
+    RecordChange,
+    SessionRecord,
+    State,
+    name_from_unit,
+    news,
+    now_usec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +133,7 @@ class Recovery:
         record = session.record
         if record.state is not State.RUNNING:
             log.info("session '%s': its unit %s runs; adopting it", record.name, record.unit)
-        fields: dict[str, object] = {"dormant_reason": DormantReason.NONE}
+        fields: RecordChange = {"dormant_reason": DormantReason.NONE}
         # The tmux server we recorded still runs in that unit: the same scope, nothing to
         # refresh. Otherwise the daemon died inside a start (or the record is older than the
         # unit): ask systemd and tmux for the truth.
@@ -140,9 +149,9 @@ class Recovery:
             fields["leader_pid"] = pid if self.scopes.leader_alive_in(record.unit, pid) else 0
             if not fields["leader_pid"]:
                 self.lifecycle.reconciler.queue(session)
-        news = {k: v for k, v in fields.items() if getattr(record, k) != v}
-        if news or record.state is not State.RUNNING:  # a restart with nothing new writes nothing
-            self.registry.change(session, Event.ADOPT, **news)
+        new = news(record, fields)
+        if new or record.state is not State.RUNNING:  # a restart with nothing new writes nothing
+            self.registry.change(session, Event.ADOPT, **new)
 
     async def _orphan(self, unit: str) -> None:
         """A live hostagent scope with no record: user work, adopted unless the admin opted

@@ -51,6 +51,7 @@ class Spawner:
         exempt: whoever starts it may go past the admin's caps (see Lifecycle.resume).
         first: a new session's record step (Lifecycle._record_new), run once, while systemd
         starts the scope, or before a failure to start is recorded."""
+        created = first is not None  # a create's admission found the program just now
         first = _once(first)
         record = session.record
         preset = self.settings.preset(record.preset)
@@ -82,6 +83,7 @@ class Spawner:
                 self.terminal.prepare(session),
                 caps if self.registry.system else None,
                 first,
+                program_found=created,
             )
             await checkpoint.reached(checkpoint.SPAWN_STARTED, session.name)
         except (SpawnFailed, OSError) as e:

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, Unpack
 
 from hostagent.activity import HookReport, Verdict
 from hostagent.daemon.state.paths import SessionPaths
@@ -26,6 +26,7 @@ from hostagent.session import (
     LIVE_STATES,
     Activity,
     Event,
+    RecordChange,
     SessionRecord,
     State,
     name_from_unit,
@@ -292,7 +293,9 @@ class Registry:
     def announce_new(self, session: Session) -> None:
         self._tell("session_added", session)
 
-    def change(self, session: Session, event: Event | None = None, **fields: Any) -> bool:
+    def change(
+        self, session: Session, event: Event | None = None, **fields: Unpack[RecordChange]
+    ) -> bool:
         """The one way a session's record changes: fields set, event applied through the state
         machine (the stop time stamped when the session leaves the live states), the record
         written, every listener told. True when the record is on disk.
