@@ -68,7 +68,7 @@ class Core:
         endings = Endings(registry, scopes, conversations, background)
         reconciler = Reconciler(registry, scopes, endings, background)
         lifecycle = Lifecycle(
-            registry, scopes, terminal, conversations, reconciler, settings, boot_id
+            registry, scopes, terminal, conversations, endings, reconciler, settings, boot_id
         )
         ledger = Ledger(store.directory / "usage")
         usage = UsageWatch(
@@ -105,7 +105,10 @@ class Core:
     async def recover(self) -> RecoveryReport:
         """Recovery at start, then one reconcile pass over the units heard of meanwhile; the
         hooks FIFOs of running sessions are read again before any client is served."""
-        report = await Recovery(self.lifecycle).run()
+        report = await Recovery(
+            self.registry, self.scopes, self.settings, self.reconciler, self.endings,
+            self.lifecycle.forget, self.lifecycle.boot_id,
+        ).run()  # fmt: skip
         self.reconciler.recovered()
         self.conversations.open_pipes()
         return report

@@ -235,6 +235,7 @@ class Daemon:
                 loop.create_task(
                     resume_dormant(
                         core.lifecycle,
+                        core.registry,
                         self.to_resume,
                         cfg.recovery_max_parallel,
                         cfg.recovery_stagger_sec,

@@ -237,7 +237,9 @@ def test_auto_keeps_its_intent_across_a_restart_in_the_middle(tmp_path: Path) ->
         report = await host.core.recover()
         assert report.to_resume == ["a", "b", "c"]
         host.scopes.gate = asyncio.Event()
-        resumes = asyncio.ensure_future(resume_dormant(host.lifecycle, report.to_resume, 1, 0))
+        resumes = asyncio.ensure_future(
+            resume_dormant(host.lifecycle, host.registry, report.to_resume, 1, 0)
+        )
         await host.scopes.parked.wait()  # a is being resumed; b and c wait for the slot
         resumes.cancel()  # the daemon is killed here
         with contextlib.suppress(asyncio.CancelledError):
@@ -249,7 +251,7 @@ def test_auto_keeps_its_intent_across_a_restart_in_the_middle(tmp_path: Path) ->
         # and auto resumes that too.
         assert report.to_resume == ["a", "b", "c"]
         assert again.registry.get("a").record.dormant_reason.value == "lost"
-        await resume_dormant(again.lifecycle, report.to_resume, 1, 0)
+        await resume_dormant(again.lifecycle, again.registry, report.to_resume, 1, 0)
         assert [again.registry.get(n).record.state for n in "abc"] == [State.RUNNING] * 3
         assert not any(again.registry.get(n).record.auto_resume for n in "abc")
 

@@ -31,6 +31,7 @@ from hostagent.daemon.ops.admission import (
     check_resumable,
     first_record,
 )
+from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.ops.reconcile import GONE_STATES, Reconciler
 from hostagent.daemon.ops.spawn import Spawner, look_last
 from hostagent.daemon.state.registry import Registry, Session
@@ -63,6 +64,7 @@ class Lifecycle:
         scopes: ScopeRunner,
         terminal: Terminal,
         conversations: Conversations,
+        endings: Endings,
         reconciler: Reconciler,
         settings: Settings,
         boot_id: str,
@@ -71,10 +73,13 @@ class Lifecycle:
         self.scopes = scopes
         self.terminal = terminal
         self.conversations = conversations
+        self.endings = endings
         self.reconciler = reconciler
         self.settings = settings
         self.boot_id = boot_id
-        self.spawner = Spawner(registry, scopes, terminal, conversations, reconciler, settings)
+        self.spawner = Spawner(
+            registry, scopes, terminal, conversations, endings, reconciler, settings
+        )
         # Why a budget keeps owner (or the session, when given) from starting today, or ""
         # (follow/usage.py sets it; a core without usage follows no budget).
         self.over_budget: Callable[[int, Session | None], str] = lambda uid, session: ""
@@ -188,7 +193,7 @@ class Lifecycle:
                 self.registry.change(session, Event.ADOPT)
                 raise
         await checkpoint.reached(checkpoint.STOP_DONE, session.name)
-        await self.reconciler.endings.finish(session)
+        await self.endings.finish(session)
 
     async def _unit_alive(self, session: Session) -> bool:
         """Whether systemd still has the session's unit; when systemd cannot say, assume so

@@ -15,13 +15,18 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from hostagent.config import OrphanPolicy
 from hostagent.daemon.host import checkpoint
+from hostagent.daemon.host.ports import ScopeRunner
 from hostagent.daemon.host.tmux import TmuxError
+from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.ops.lifecycle import Lifecycle
-from hostagent.daemon.state.registry import Session
+from hostagent.daemon.ops.reconcile import Reconciler
+from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.settings import Settings
 from hostagent.errors import HostAgentError
 from hostagent.identity import Owner
 from hostagent.recovery import Action, Decision, DormantAction, decide, dormant_action
@@ -64,13 +69,24 @@ class RecoveryReport:
 class Recovery:
     """One recovery pass over the store and systemd's units."""
 
-    def __init__(self, lifecycle: Lifecycle) -> None:
-        self.lifecycle = lifecycle
-        self.registry = lifecycle.registry
-        self.scopes = lifecycle.scopes
-        self.systemd = lifecycle.scopes.systemd
-        self.config = lifecycle.settings.config
-        self.boot_id = lifecycle.boot_id
+    def __init__(
+        self,
+        registry: Registry,
+        scopes: ScopeRunner,
+        settings: Settings,
+        reconciler: Reconciler,
+        endings: Endings,
+        forget: Callable[[Session], Awaitable[str]],
+        boot_id: str,
+    ) -> None:
+        self.registry = registry
+        self.scopes = scopes
+        self.systemd = scopes.systemd
+        self.config = settings.config
+        self.reconciler = reconciler
+        self.endings = endings
+        self.forget = forget  # Lifecycle.forget: the tail of a remove
+        self.boot_id = boot_id
         self.report = RecoveryReport()
 
     async def run(self) -> RecoveryReport:
@@ -104,12 +120,12 @@ class Recovery:
             self.report.adopted += 1
         elif decision.action is Action.STOPPED:
             log.info("session '%s': its stop finished while the daemon was away", record.name)
-            await self.lifecycle.reconciler.endings.finish(session)
+            await self.endings.finish(session)
             self.report.stopped += 1
         elif decision.action is Action.DORMANT:
             if policy is DormantAction.PRUNE:
                 log.info("session '%s': pruned by the recovery policy 'never'", record.name)
-                await self.lifecycle.forget(session)
+                await self.forget(session)
                 self.report.pruned += 1
                 return
             self.registry.change(
@@ -148,7 +164,7 @@ class Recovery:
                 pid = 0
             fields["leader_pid"] = pid if self.scopes.leader_alive_in(record.unit, pid) else 0
             if not fields["leader_pid"]:
-                self.lifecycle.reconciler.queue(session)
+                self.reconciler.queue(session)
         new = news(record, fields)
         if new or record.state is not State.RUNNING:  # a restart with nothing new writes nothing
             self.registry.change(session, Event.ADOPT, **new)
@@ -225,7 +241,7 @@ class Recovery:
 
 
 async def resume_dormant(
-    lifecycle: Lifecycle, names: list[str], max_parallel: int, stagger: float
+    lifecycle: Lifecycle, registry: Registry, names: list[str], max_parallel: int, stagger: float
 ) -> None:
     """The ``auto`` recovery policy: resume names, at most max_parallel at a time.
 
@@ -237,7 +253,7 @@ async def resume_dormant(
     async def one(name: str) -> None:
         async with slots:
             try:
-                await lifecycle.resume(lifecycle.registry.get(name))
+                await lifecycle.resume(registry.get(name))
             except HostAgentError as e:
                 log.warning("session '%s': automatic resume failed: %s", name, e.message)
             await asyncio.sleep(stagger)

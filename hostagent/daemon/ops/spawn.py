@@ -20,6 +20,7 @@ from hostagent.daemon.host.owner import build_env
 from hostagent.daemon.host.ports import ScopeRunner
 from hostagent.daemon.host.runtimedir import prepare_runtime_dir
 from hostagent.daemon.host.scope import Step
+from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.ops.reconcile import Reconciler
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
@@ -38,6 +39,7 @@ class Spawner:
     scopes: ScopeRunner
     terminal: Terminal
     conversations: Conversations
+    endings: Endings
     reconciler: Reconciler
     settings: Settings
 
@@ -109,7 +111,7 @@ class Spawner:
             # disk does not know of.
             await self.stop_scope(session)
             self.fail(session, e.message)
-        self.reconciler.endings.follow(session, started.pane_pid)
+        self.endings.follow(session, started.pane_pid)
         if not record.leader_pid:
             # tmux was already gone from the scope: the agent exited at once. A server that
             # was found running will be followed by the unit's own signals.
