@@ -11,13 +11,15 @@ does.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.manager import BusFrontend
 from hostagent.daemon.bus.services import Services
+from hostagent.daemon.follow.activations import ActivationWatch
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
@@ -27,7 +29,7 @@ from hostagent.daemon.host.ports import Emitter, ScopeRunner
 from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.ops.reconcile import Reconciler
-from hostagent.daemon.ops.recover import Recovery, RecoveryReport
+from hostagent.daemon.ops.recover import Recovery, RecoveryReport, resume_dormant
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.ledger import Ledger
 from hostagent.daemon.state.registry import Registry, Session
@@ -49,6 +51,7 @@ class Core:
     lifecycle: Lifecycle
     background: Background
     usage: UsageWatch
+    activations: ActivationWatch
 
     @classmethod
     def assemble(
@@ -74,13 +77,17 @@ class Core:
         usage = UsageWatch(
             registry, settings, background, ledger, conversations, lifecycle.stop_for_budget
         )
+        store.holdings = registry.records
         registry.listeners += [terminal, endings, conversations, usage]
+        scopes.systemd.on_unit = reconciler.on_unit
+        scopes.systemd.on_result = reconciler.on_result
         conversations.on_pane_died = endings.agent_exited_soon
         endings.after_end = usage.after_end
         lifecycle.over_budget = usage.over_budget
+        activations = ActivationWatch(registry, endings.guard)
         return cls(
             settings, registry, scopes, terminal, conversations, endings, reconciler, lifecycle,
-            background, usage,
+            background, usage, activations,
         )  # fmt: skip
 
     def front(self, auth: Authorizer, exporter: Emitter, reload: Callable[[], None]) -> BusFrontend:
@@ -112,6 +119,20 @@ class Core:
         self.reconciler.recovered()
         self.conversations.open_pipes()
         return report
+
+    def loops(self) -> list[Coroutine[Any, Any, None]]:
+        """What runs for as long as the daemon serves: the terminal watches, a look at each
+        running session's agent, the containment guard, the bus activations followed."""
+        return [
+            self.terminal.watch_all(),
+            self.look_for_ended(),
+            self.endings.guard.run(),
+            self.activations.run(),
+        ]
+
+    async def resume_dormant(self, names: list[str], max_parallel: int, stagger: float) -> None:
+        """The auto policy's resumes, after READY (ops/recover.py)."""
+        await resume_dormant(self.lifecycle, self.registry, names, max_parallel, stagger)
 
     async def look_for_ended(self, parallel: int = 8) -> None:
         """A pane that died while the daemon was away reported to nobody: look at each running

@@ -58,6 +58,7 @@ class FakeSystemd:
     def __init__(self) -> None:
         self.units: dict[str, FakeUnit] = {}
         self.on_unit: Callable[[str, str], None] = lambda unit, state: None
+        self.on_result: Callable[[str, str], None] = lambda unit, result: None
         self.stopped: list[str] = []  # units the daemon asked to stop
         self.after_list: Callable[[], None] = lambda: None
         self.stopping = False  # the manager is going down
@@ -285,7 +286,6 @@ class Host:
             system=system,
             boot_id=boot_id,
         )
-        self.systemd.on_unit = self.core.reconciler.on_unit
         self.registry = self.core.registry
         self.lifecycle = self.core.lifecycle
         self.events: list[tuple[str, str, str]] = []  # (what, name, state) as listeners saw
@@ -306,7 +306,8 @@ class Host:
         Host.__init__(again, self.tmp, self.config, boot_id)
         again.scopes.systemd = again.systemd = self.systemd
         again.scopes.tmux.systemd = self.systemd
-        again.systemd.on_unit = again.core.reconciler.on_unit
+        again.systemd.on_unit = again.core.reconciler.on_unit  # the old core's no longer
+        again.systemd.on_result = again.core.reconciler.on_result
         return again
 
     async def create(

@@ -274,7 +274,7 @@ EDGE_CLASSES = {
     "hostagent.daemon.host.tmux.Tmux",
     "hostagent.daemon.host.scope.Scopes",
 }
-WIRING = {"hostagent.daemon.core", "hostagent.daemon.main"}
+WIRING = {"hostagent.daemon.core", "hostagent.daemon.server"}
 
 
 def folder(module: str) -> str | None:
@@ -311,6 +311,55 @@ def test_only_the_wiring_makes_the_edges() -> None:
         for c in imports(p) & EDGE_CLASSES
     )
     assert makers == []
+
+
+def wirings(path: Path) -> list[int]:
+    """Lines that wire collaborators together: a listener added to a registry, another
+    object's attribute set to a function (a lambda, or a method: `x.on_y = z.method`), the
+    module-wide confiner or journal fields set."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            owner = node.func.value if isinstance(node.func, ast.Attribute) else None
+            listeners = isinstance(owner, ast.Attribute) and owner.attr == "listeners"
+            if (listeners and name in ("append", "extend")) or name in (
+                "set_confiner", "set_session_fields",
+            ):  # fmt: skip
+                found.append(node.lineno)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute):
+            if node.target.attr == "listeners":
+                found.append(node.lineno)
+        elif isinstance(node, ast.Assign):
+            pairs = [
+                pair
+                for target in node.targets
+                for pair in (
+                    zip(target.elts, node.value.elts, strict=False)
+                    if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                    else [(target, node.value)]
+                )
+            ]
+            if any(
+                isinstance(value, ast.Lambda | ast.Attribute)
+                and isinstance(t, ast.Attribute)
+                and not (isinstance(t.value, ast.Name) and t.value.id == "self")
+                for t, value in pairs
+            ):
+                found.append(node.lineno)
+    return sorted(found)
+
+
+def test_only_the_core_and_the_server_wire_collaborators() -> None:
+    """Who listens to whom and who calls back whom is said in core.py (and, for the process's
+    own edges, server.py): nowhere else does a part make another call it."""
+    wired = sorted(
+        f"{m}:{line}"
+        for m, p in MODULES.items()
+        if m.startswith("hostagent.daemon") and m not in WIRING
+        for line in wirings(p)
+    )
+    assert wired == []
 
 
 def state_moves(path: Path) -> list[int]:
@@ -383,6 +432,18 @@ def test_the_rules_find_what_they_look_for(tmp_path: Path) -> None:
         "self.watch = None\n"
     )
     assert sorted(runtime_writes(runtime)) == [1, 2, 2, 3]
+    wiring = tmp_path / "wiring.py"
+    wiring.write_text(
+        "registry.listeners.append(x)\n"
+        "self.registry.listeners += [x]\n"
+        "conversations.on_pane_died = endings.agent_exited_soon\n"
+        "store.holdings = lambda: []\n"
+        "a.x, a.y = b.f, b.g\n"
+        "self.after_end = conversations.after_end\n"
+        "session.owner = owner\n"
+        "set_confiner(c)\n"
+    )
+    assert wirings(wiring) == [1, 2, 3, 4, 5, 8]
     saves = tmp_path / "saves.py"
     saves.write_text("self.registry.store.save(record)\nstore.save(r)\nconfig.save()\n")
     assert store_writes(saves) == [1, 2]

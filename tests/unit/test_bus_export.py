@@ -35,7 +35,9 @@ async def serve(tmp: Path, address: str) -> tuple[Host, MessageBus, list[str]]:
     host = await Host.started(tmp)
     bus = await MessageBus(bus_address=address, negotiate_unix_fd=True).connect()
     reloads: list[str] = []
-    exporter = Exporter(bus, Intake.guard(bus))
+    intake = Intake.guard(bus)
+    exporter = Exporter(bus)
+    intake.limit_of, intake.refuse = exporter.largest, exporter.refuse
     frontend = host.core.front(
         Authorizer(bus, use_polkit=False), exporter, lambda: reloads.append("reload")
     )

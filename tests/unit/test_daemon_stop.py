@@ -11,7 +11,7 @@ from dbus_fast.aio import MessageBus
 
 from hostagent import BUS_NAME
 from hostagent.bus.call import DBUS, DBUS_PATH, call
-from hostagent.daemon import main, process
+from hostagent.daemon import process, server
 
 
 async def stubborn() -> None:
@@ -49,7 +49,7 @@ def test_a_start_waits_for_the_name_the_previous_daemon_held(bus_address: str) -
         previous = await MessageBus(bus_address=bus_address).connect()
         await previous.request_name(BUS_NAME)
         new = await MessageBus(bus_address=bus_address).connect()
-        owning = asyncio.ensure_future(main._own_name(new))
+        owning = asyncio.ensure_future(server._own_name(new))
         # The request is queued behind the previous daemon; it is granted once that goes.
         await call(new, DBUS, DBUS_PATH, DBUS, "GetId")
         assert not owning.done()

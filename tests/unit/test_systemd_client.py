@@ -101,7 +101,7 @@ def test_a_call_that_meets_systemd_re_executing_is_made_again_once_it_is_back(
     async def body() -> None:
         first = await FakeManager.start(bus_address, leave_on="StopUnit")
         daemon = await MessageBus(bus_address=bus_address).connect()
-        systemd = Systemd(daemon, lambda unit, state: None)
+        systemd = Systemd(daemon)
         await systemd.connect()
         assert first.calls == ["Subscribe"]
         stop = asyncio.ensure_future(systemd.stop_unit("hostagent-a.scope"))
@@ -123,7 +123,7 @@ def test_nobody_but_the_bus_can_say_who_systemd_is(bus_address: str) -> None:
     async def body() -> None:
         real = await FakeManager.start(bus_address)
         daemon = await MessageBus(bus_address=bus_address).connect()
-        systemd = Systemd(daemon, lambda unit, state: None)
+        systemd = Systemd(daemon)
         await systemd.connect()
         owner = systemd._owner
         bob = await MessageBus(bus_address=bus_address).connect()
@@ -175,7 +175,7 @@ def test_a_started_scopes_invocation_id_is_taken_from_its_own_signal(
         manager = await FakeManager.start(bus_address)
         manager.started_id = signalled
         daemon = await MessageBus(bus_address=bus_address).connect()
-        systemd = Systemd(daemon, lambda unit, state: None)
+        systemd = Systemd(daemon)
         systemd._pidfds_work = False  # the private bus passes no descriptors
         await systemd.connect()
         unit = "hostagent-a.scope"

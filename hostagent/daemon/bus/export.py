@@ -21,7 +21,7 @@ from dbus_fast.aio import MessageBus
 
 from hostagent.bus.call import DBUS, PROPERTIES, add_match, close_fds
 from hostagent.bus.compat import PremarshalledReply, fix_body, fix_str
-from hostagent.daemon.bus.intake import METHOD_CALL, SIGNAL, Header, Intake
+from hostagent.daemon.bus.intake import METHOD_CALL, SIGNAL, Header
 from hostagent.daemon.bus.interface import LARGEST_CALL, Call, Interface, Method, Property
 from hostagent.daemon.bus.replies import FileReply, Prepared
 from hostagent.daemon.bus.turns import Turns
@@ -76,13 +76,8 @@ _DOCTYPE = (
 class Exporter:
     """Serves Interfaces at object paths on one bus connection."""
 
-    def __init__(self, bus: MessageBus, intake: Intake | None = None) -> None:
-        """intake: the bus's reader (Intake.guard), to refuse calls too big for their method
-        from their header alone."""
+    def __init__(self, bus: MessageBus) -> None:
         self.bus = bus
-        if intake is not None:
-            intake.limit_of = self._largest
-            intake.refuse = self._refuse
         self._objects: dict[str, tuple[Interface, Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._turns = Turns()  # method calls in flight, by sender
@@ -110,7 +105,7 @@ class Exporter:
 
     # ---- dispatch -----------------------------------------------------------------------
 
-    def _largest(self, header: Header) -> int | None:
+    def largest(self, header: Header) -> int | None:
         """The largest body header's message may have; None for replies, which the bus
         delivers only to the call that asked for them."""
         if header.kind == SIGNAL:
@@ -126,7 +121,7 @@ class Exporter:
             return None
         return entry[0].method_by_name.get(member)
 
-    def _refuse(self, header: Header, limit: int) -> None:
+    def refuse(self, header: Header, limit: int) -> None:
         """Answer a call whose arguments are over its method's limit; its body was never read."""
         if not header.wants_reply:
             return

@@ -78,10 +78,11 @@ def unit_path(unit: str) -> str:
 
 
 class Systemd:
-    def __init__(self, bus: MessageBus, on_unit: UnitListener) -> None:
+    def __init__(self, bus: MessageBus) -> None:
         self.bus = bus
-        self._on_unit = on_unit
-        # Told systemd's Result for a scope (timeout, oom-kill, ...) as the scope ends.
+        # Told of each hostagent scope's ActiveState ("" once it is unloaded), and of
+        # systemd's Result for it (timeout, oom-kill, ...) as it ends; core.py wires both.
+        self.on_unit: UnitListener = lambda unit, state: None
         self.on_result: Callable[[str, str], None] = lambda unit, result: None
         self._owner = ""
         self._known_owner = ""  # the last unique name systemd had, across its gaps
@@ -193,7 +194,7 @@ class Systemd:
             _, job, _unit, result = msg.body
             self._job_done(job, result)
         elif msg.member == "UnitRemoved" and msg.interface == MANAGER_IFACE:
-            self._on_unit(msg.body[0], "")
+            self.on_unit(msg.body[0], "")
         elif msg.member == "PropertiesChanged" and msg.path:
             changed = msg.body[1]
             unit = path_decode(UNIT_PATH_PREFIX, msg.path)
@@ -207,7 +208,7 @@ class Systemd:
                 # Sent before the unit's ActiveState (and before a failed scope is collected).
                 self.on_result(unit, result.value)
             if state is not None and unit:
-                self._on_unit(unit, state.value)
+                self.on_unit(unit, state.value)
 
     def _job_done(self, job: str, result: str) -> None:
         waiter = self._job_waiters.pop(job, None)

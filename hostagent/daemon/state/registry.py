@@ -142,7 +142,6 @@ class Registry:
         self._operations: dict[int, int] = {}  # owner uid -> operations in flight
         self._unsaved: set[str] = set()  # sessions whose last commit did not reach the disk
         self._retry: asyncio.TimerHandle | None = None
-        store.holdings = lambda: [session.record for session in self.sessions.values()]
 
     # ---- lookup -------------------------------------------------------------------------
 
@@ -181,6 +180,11 @@ class Registry:
 
         running = [s for s in self.sessions.values() if s.record.state is State.RUNNING]
         await asyncio.gather(*(one(s) for s in running))
+
+    def records(self) -> list[SessionRecord]:
+        """Every session's record as the daemon holds it (the store writes them all again
+        into a state directory made anew)."""
+        return [session.record for session in self.sessions.values()]
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
