@@ -20,6 +20,7 @@ from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.manager import BusFrontend
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.follow.activations import ActivationWatch
+from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
@@ -46,6 +47,7 @@ class Core:
     scopes: ScopeRunner
     terminal: Terminal
     conversations: Conversations
+    hooks: AgentHooks
     endings: Endings
     reconciler: Reconciler
     lifecycle: Lifecycle
@@ -68,10 +70,19 @@ class Core:
         registry = Registry(store, runtime_root, system)
         terminal = Terminal(registry, scopes.tmux, settings)
         conversations = Conversations(registry, settings, background)
+        hooks = AgentHooks(registry, settings, background, conversations)
         endings = Endings(registry, scopes, conversations, background)
         reconciler = Reconciler(registry, scopes, endings, background)
         lifecycle = Lifecycle(
-            registry, scopes, terminal, conversations, endings, reconciler, settings, boot_id
+            registry,
+            scopes,
+            terminal,
+            conversations,
+            hooks,
+            endings,
+            reconciler,
+            settings,
+            boot_id,
         )
         ledger = Ledger(store.directory / "usage")
         usage = UsageWatch(
@@ -81,13 +92,13 @@ class Core:
         registry.listeners += [terminal, endings, conversations, usage]
         scopes.systemd.on_unit = reconciler.on_unit
         scopes.systemd.on_result = reconciler.on_result
-        conversations.on_pane_died = endings.agent_exited_soon
+        hooks.on_pane_died = endings.agent_exited_soon
         endings.after_end = usage.after_end
         lifecycle.over_budget = usage.over_budget
         activations = ActivationWatch(registry, endings.guard)
         return cls(
-            settings, registry, scopes, terminal, conversations, endings, reconciler, lifecycle,
-            background, usage, activations,
+            settings, registry, scopes, terminal, conversations, hooks, endings, reconciler,
+            lifecycle, background, usage, activations,
         )  # fmt: skip
 
     def front(self, auth: Authorizer, exporter: Emitter, reload: Callable[[], None]) -> BusFrontend:
@@ -97,7 +108,7 @@ class Core:
         counters = ScopeCounters(self.scopes.systemd)
         services = Services(
             self.lifecycle,
-            self.conversations,
+            self.hooks,
             auth,
             exporter,
             reload,
@@ -117,7 +128,7 @@ class Core:
             self.lifecycle.forget, self.lifecycle.boot_id,
         ).run()  # fmt: skip
         self.reconciler.recovered()
-        self.conversations.open_pipes()
+        self.hooks.open_pipes()
         return report
 
     def loops(self) -> list[Coroutine[Any, Any, None]]:

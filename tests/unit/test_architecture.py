@@ -350,6 +350,18 @@ def wirings(path: Path) -> list[int]:
     return sorted(found)
 
 
+def test_conversations_keep_ids_and_the_hooks_are_apart() -> None:
+    """follow/conversation.py keeps ids; the hooks file, the FIFO and their dispatch are
+    follow/agenthooks.py's, which hands ids over."""
+    hooks_side = {
+        "hostagent.daemon.follow.hookpipe",
+        "hostagent.daemon.follow.hookflow",
+        "hostagent.daemon.follow.hooks",
+        "hostagent.daemon.follow.agenthooks",
+    }
+    assert GRAPH["hostagent.daemon.follow.conversation"] & hooks_side == set()
+
+
 def test_only_the_core_and_the_server_wire_collaborators() -> None:
     """Who listens to whom and who calls back whom is said in core.py (and, for the process's
     own edges, server.py): nowhere else does a part make another call it."""

@@ -94,7 +94,7 @@ def services(host: Host, callers: dict[str, int]) -> Services:
     auth._uids.update(callers)  # who each bus name is, as the bus would say
     return Services(
         host.lifecycle,
-        host.core.conversations,
+        host.core.hooks,
         auth,
         FakeExporter(),
         lambda: None,

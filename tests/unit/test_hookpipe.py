@@ -85,7 +85,7 @@ def test_the_hook_never_blocks_without_a_reader(tmp_path: Path) -> None:
         host = await Host.started(tmp_path)
         host.core.settings.presets["hooked"] = HOOKED
         await host.create(me(), "a", "hooked", str(tmp_path), CreateRequest())
-        for pipe in host.core.conversations.pipes.values():
+        for pipe in host.core.hooks.pipes.values():
             pipe.close()
         token = host.registry.get("a").record.hook_token
         await asyncio.wait_for(hook(host, "a", "Stop", {"session_id": "x"}, token), 5)
@@ -107,7 +107,7 @@ def test_without_its_fifo_a_hook_takes_the_bus_and_the_fifo_is_made_again(
         session = host.registry.get("a")
         fifo = session.paths.runtime_dir / "hooks.fifo"
         fifo.unlink()
-        (pipe,) = host.core.conversations.pipes.values()
+        (pipe,) = host.core.hooks.pipes.values()
         assert not pipe.intact()
         bin_dir = tmp_path / "bin"
         bin_dir.mkdir()
@@ -127,8 +127,8 @@ def test_without_its_fifo_a_hook_takes_the_bus_and_the_fifo_is_made_again(
         words, payload = said.read_text().split("\n", 1)
         assert words.split()[-2:] == ["hook", "Stop"]
         assert json.loads(payload) == {"session_id": "abc", "source": "x", "notification_type": ""}
-        host.core.conversations.open_pipe(session)
-        assert fifo.is_fifo() and host.core.conversations.pipes[session.record.owner].intact()
+        host.core.hooks.open_pipe(session)
+        assert fifo.is_fifo() and host.core.hooks.pipes[session.record.owner].intact()
 
     run(body())
 

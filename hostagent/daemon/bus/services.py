@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hostagent.daemon.bus.auth import Authorizer
-from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
 from hostagent.daemon.host.counters import ScopeCounters
@@ -25,7 +25,7 @@ from hostagent.daemon.state.settings import Settings
 @dataclass(frozen=True)
 class Services:
     lifecycle: Lifecycle
-    conversations: Conversations
+    hooks: AgentHooks
     auth: Authorizer
     exporter: Emitter
     reload: Callable[[], None]

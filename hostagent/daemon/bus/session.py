@@ -270,8 +270,8 @@ async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str,
     )
     # A hook takes this way when the owner's hooks FIFO is gone: make it again.
     with contextlib.suppress(OSError, KeyError):
-        o.f.conversations.open_pipe(o.session)
-    await o.f.conversations.report_hook(o.session, event, values)
+        o.f.hooks.open_pipe(o.session)
+    await o.f.hooks.report_hook(o.session, event, values)
 
 
 async def _attach(o: SessionObject, call: Call) -> list[str]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from hostagent import launch
 from hostagent.config import Config, over_caps
-from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.follow.agenthooks import command_with_hooks
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.owner import check_cwd
 from hostagent.daemon.state.paths import SessionPaths
@@ -91,7 +91,7 @@ async def first_record(
     agent_id = req.agent_session or launch.new_agent_id(preset)
     first = launch.first_launch(
         preset,
-        Conversations.command_with_hooks(preset, command, paths),
+        command_with_hooks(preset, command, paths),
         req.args,
         agent_id,
         req.prompt,

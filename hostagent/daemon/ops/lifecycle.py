@@ -14,6 +14,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Callable
 
+from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.host import checkpoint, worktree
@@ -64,6 +65,7 @@ class Lifecycle:
         scopes: ScopeRunner,
         terminal: Terminal,
         conversations: Conversations,
+        hooks: AgentHooks,
         endings: Endings,
         reconciler: Reconciler,
         settings: Settings,
@@ -73,13 +75,12 @@ class Lifecycle:
         self.scopes = scopes
         self.terminal = terminal
         self.conversations = conversations
+        self.hooks = hooks
         self.endings = endings
         self.reconciler = reconciler
         self.settings = settings
         self.boot_id = boot_id
-        self.spawner = Spawner(
-            registry, scopes, terminal, conversations, endings, reconciler, settings
-        )
+        self.spawner = Spawner(registry, scopes, terminal, hooks, endings, reconciler, settings)
         # Why a budget keeps owner (or the session, when given) from starting today, or ""
         # (follow/usage.py sets it; a core without usage follows no budget).
         self.over_budget: Callable[[int, Session | None], str] = lambda uid, session: ""
@@ -146,7 +147,7 @@ class Lifecycle:
                 except BaseException:
                     if name not in self.registry.sessions:  # never recorded: nothing of it stays
                         self.terminal.unwatch(session)
-                        self.conversations.remove_hooks(session)
+                        self.hooks.remove_hooks(session)
                         await worktree.detach(record, owner, new_branch)
                     raise
             finally:
@@ -303,7 +304,7 @@ class Lifecycle:
         self.registry.forget(session)
         self.registry.store.delete_screen(session.name)
         remove_socket(session.paths.socket)
-        self.conversations.remove_hooks(session)
+        self.hooks.remove_hooks(session)
         try:
             note = await worktree.remove_of(session.owner, session.record, force)
         except KeyError:  # the owner no longer exists: nobody to run git as

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from hostagent import launch
 from hostagent.daemon.follow import transcript
+from hostagent.daemon.follow.agenthooks import command_with_hooks
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.owner import build_env
@@ -52,7 +53,7 @@ async def plan(
     )
     result = launch.resume_launch(
         preset,
-        conversations.command_with_hooks(preset, command, session.paths),
+        command_with_hooks(preset, command, session.paths),
         record.args,
         record.agent_session,
         state,

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import NoReturn
 
-from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.host import checkpoint
 from hostagent.daemon.host.owner import build_env
@@ -38,7 +38,7 @@ class Spawner:
     registry: Registry
     scopes: ScopeRunner
     terminal: Terminal
-    conversations: Conversations
+    hooks: AgentHooks
     endings: Endings
     reconciler: Reconciler
     settings: Settings
@@ -63,12 +63,12 @@ class Spawner:
         try:
             owner = session.owner
             prepare_runtime_dir(session.paths.runtime_dir, owner)
-            self.conversations.write_hooks(session, preset)
+            self.hooks.write_hooks(session, preset)
             env = build_env(
                 owner,
                 {
                     **(preset.env if preset else {}),
-                    **self.conversations.hook_env(preset, session),
+                    **self.hooks.hook_env(preset, session),
                 },
                 record.launch_env(),
                 self.registry.system,

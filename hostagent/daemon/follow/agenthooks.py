@@ -1,0 +1,187 @@
+"""The agents' hooks: each session's hooks file, the hooks FIFO of each owner, and what a report
+says.
+
+A preset with ``hooks:`` gets a settings file of the CLI's own format before each start,
+whose hooks write one line (the session's name, its hook token, the event's fields) into the
+owner's FIFO; tmux's pane-died hook writes there too. ``AgentHooks`` reads every owner's FIFO,
+believes a line only with the session's own token, and hands it on: a pane's death to the
+endings (``on_pane_died``, wired by core.py), an event through ``HookFlow`` (a flood is paced)
+to ``report_hook``, which records what the agent said it is doing and gives any conversation
+id it names to ``Conversations``. ``ReportHook`` on the bus comes to ``report_hook`` too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from hostagent import activity
+from hostagent.daemon.follow import hookpipe, hooks
+from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.follow.hookflow import HookFlow
+from hostagent.daemon.state.background import Background
+from hostagent.daemon.state.paths import PANE_DIED, SessionPaths
+from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.settings import Settings
+from hostagent.permissions import TOKEN_ENV, token_matches
+from hostagent.presets import Preset
+from hostagent.session import State
+
+log = logging.getLogger(__name__)
+
+
+def command_with_hooks(preset: Preset, command: list[str], paths: SessionPaths) -> list[str]:
+    """The command with the preset's hook arguments, which name the session's hooks file."""
+    path = str(paths.hooks_file)
+    return list(command) + [a.replace("{hooks_file}", path) for a in preset.hooks_args]
+
+
+class AgentHooks:
+    def __init__(
+        self,
+        registry: Registry,
+        settings: Settings,
+        background: Background,
+        conversations: Conversations,
+    ) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.conversations = conversations
+        self.pipes: dict[int, hookpipe.HookPipe] = {}
+        self.flow = HookFlow(self.report_hook, background)
+        # Told when a line says a session's pane died (tmux's hook; ending.py verifies it).
+        self.on_pane_died: Callable[[Session], None] = lambda session: None
+
+    # ---- a session's hooks file -------------------------------------------------------------
+
+    def hooks_path(self, preset: Preset, session: Session) -> Path | None:
+        """Where the session's hooks file goes; None when the CLI would not read it.
+
+        Gemini CLI reads a system-defaults file only when it and every directory above it
+        belong to root and nobody else may write them, so its file goes to a root-owned
+        directory of the system daemon's; a user's daemon cannot make one, and Gemini's
+        sessions there are read from the screen alone."""
+        if preset.hooks_format not in hooks.ROOT_OWNED_FORMATS:
+            return session.paths.hooks_file
+        if not self.registry.system or os.geteuid() != 0:
+            return None
+        return hooks.root_hooks_file(self.registry.runtime_root, session.name)
+
+    def hook_env(self, preset: Preset | None, session: Session) -> dict[str, str]:
+        """Environment that points the CLI at the session's hooks file (Gemini, Qwen), and
+        the secret its hooks' reports carry (tmux's pane-died hook carries it too)."""
+        path = preset and preset.hooks_format and self.hooks_path(preset, session)
+        if preset is None or not path:
+            return {TOKEN_ENV: session.record.hook_token}
+        env = {k: v.replace("{hooks_file}", str(path)) for k, v in preset.hooks_env.items()}
+        return {**env, TOKEN_ENV: session.record.hook_token}
+
+    def write_hooks(self, session: Session, preset: Preset | None) -> None:
+        """(Re)write the session's hooks file before each start; /run does not survive a boot.
+        The owner's FIFO is read for every session: tmux reports a pane's end through it."""
+        self.open_pipe(session)
+        path = preset and preset.hooks_format and self.hooks_path(preset, session)
+        if preset is None or not path:
+            return
+        command = hookpipe.hook_command(
+            session.paths.runtime_dir, session.name, self.registry.system
+        )
+        hooks.write_settings(
+            path,
+            hooks.settings(preset.hooks_format, command, _admin_defaults(preset.hooks_defaults)),
+        )
+
+    def remove_hooks(self, session: Session) -> None:
+        self.flow.forget(session.name)
+        root_owned = hooks.ROOT_HOOKS_DIR + "/" + session.name + ".json"
+        for path in (session.paths.hooks_file, self.registry.runtime_root / root_owned):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    # ---- the hooks FIFO: one per owner, for the hooks and tmux's pane-died hook ------------
+
+    def open_pipe(self, session: Session) -> None:
+        """Read the hooks FIFO of the session's owner (once per owner; made again when it
+        was removed or replaced since)."""
+        uid = session.record.owner
+        if uid in self.pipes:
+            if self.pipes[uid].intact():
+                return
+            log.warning("The hooks FIFO of user %d was removed or replaced; making it again", uid)
+            self.pipes.pop(uid).close()
+        pipe = hookpipe.HookPipe(session.owner, session.paths.runtime_dir, self._on_line)
+        pipe.open()
+        self.pipes[uid] = pipe
+
+    def open_pipes(self) -> None:
+        """After recovery: the FIFOs of every owner with running sessions."""
+        for session in list(self.registry.sessions.values()):
+            if session.record.state is State.RUNNING:
+                try:
+                    self.open_pipe(session)
+                except (OSError, KeyError) as e:
+                    log.warning("session '%s': cannot read its hooks: %s", session.name, e)
+
+    def _on_line(self, uid: int, fields: list[str]) -> None:
+        """A line from uid's FIFO: believed only with the session's own token."""
+        name, token, event, agent_id, source, subtype = fields
+        session = self.registry.sessions.get(name)
+        if (
+            session is None
+            or session.removed
+            or session.record.owner != uid
+            or not token_matches(token, session.record.hook_token)
+            or hooks.event_problem(event)
+        ):
+            log.debug("Ignoring a hook line for %r from uid %d", name, uid)
+            return
+        if event == PANE_DIED:
+            self.on_pane_died(session)
+            return
+        data: dict[str, object] = {
+            "session_id": agent_id,
+            "source": source,
+            "notification_type": subtype,
+        }
+        self.flow.offer(session, event, data)
+
+    async def report_hook(
+        self, session: Session, event: str, data: dict[str, object], flood: bool = False
+    ) -> None:
+        """A hook of the agent reports event (from inside the session: auth checked that).
+        In a flood (hookflow.py) a new conversation id is not logged: the flood was, once."""
+        report = hooks.read_report(event, data)
+        async with session.lock:
+            if session.removed:
+                return
+            self.registry.heard(session, report)
+            if report.agent_session:
+                self.conversations.set_id(
+                    session, report.agent_session, "hook", report.source, quiet=flood
+                )
+            preset = self.settings.preset(session.record.preset)
+            verdict = preset and activity.hook_verdict(preset.activity, event, report.subtype)
+            if verdict and session.watch is not None:
+                session.watch.report_hook(verdict)
+            # Heard even when the activity it reports is the one shown: a turn too quick to be
+            # seen working still ended (follow/usage.py reads its usage then).
+            self.registry.announce(session)
+
+
+def _admin_defaults(path: str) -> dict[str, object]:
+    """The admin's settings file that ours replaces (a path from the preset, under /etc)."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        log.warning("Ignoring %s: %s", path, e)
+        return {}
+    return data if isinstance(data, dict) else {}
