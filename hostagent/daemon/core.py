@@ -26,7 +26,7 @@ from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
 from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.journal import JournalReaders
-from hostagent.daemon.host.ports import Emitter, ScopeRunner
+from hostagent.daemon.host.ports import Emitter, OwnerPort, ScopeRunner
 from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.ops.reconcile import Reconciler
@@ -60,6 +60,7 @@ class Core:
         cls,
         *,
         scopes: ScopeRunner,
+        owners: OwnerPort,
         store: SidecarStore,
         settings: Settings,
         runtime_root: Path,
@@ -69,13 +70,14 @@ class Core:
         background = Background()
         registry = Registry(store, runtime_root, system)
         terminal = Terminal(registry, scopes.tmux, settings)
-        conversations = Conversations(registry, settings, background)
+        conversations = Conversations(registry, settings, background, owners)
         hooks = AgentHooks(registry, settings, background, conversations)
         endings = Endings(registry, scopes, conversations, background)
         reconciler = Reconciler(registry, scopes, endings, background)
         lifecycle = Lifecycle(
             registry,
             scopes,
+            owners,
             terminal,
             conversations,
             hooks,
@@ -86,8 +88,9 @@ class Core:
         )
         ledger = Ledger(store.directory / "usage")
         usage = UsageWatch(
-            registry, settings, background, ledger, conversations, lifecycle.stop_for_budget
-        )
+            registry, settings, background, ledger, conversations, owners,
+            lifecycle.stop_for_budget,
+        )  # fmt: skip
         store.holdings = registry.records
         registry.listeners += [terminal, endings, conversations, usage]
         scopes.systemd.on_unit = reconciler.on_unit
@@ -108,6 +111,7 @@ class Core:
         counters = ScopeCounters(self.scopes.systemd)
         services = Services(
             self.lifecycle,
+            self.lifecycle.owners,
             self.hooks,
             auth,
             exporter,

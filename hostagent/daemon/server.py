@@ -35,6 +35,7 @@ from hostagent.daemon.bus.intake import Intake
 from hostagent.daemon.core import Core
 from hostagent.daemon.host.confine import Confiner
 from hostagent.daemon.host.owner import set_confiner
+from hostagent.daemon.host.owners import Owners
 from hostagent.daemon.host.scope import Scopes
 from hostagent.daemon.host.systemd import Systemd
 from hostagent.daemon.host.tmux import Tmux
@@ -158,6 +159,7 @@ class Server:
         store.prepare()
         self.core = core = Core.assemble(
             scopes=Scopes(systemd, Tmux()),
+            owners=Owners(self.system),
             store=store,
             settings=Settings(config, presets),
             runtime_root=runtime_root(self.system),

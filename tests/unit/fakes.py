@@ -24,6 +24,7 @@ from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.core import Core
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.owner import DEFAULT_PATH
+from hostagent.daemon.host.owners import Owners
 from hostagent.daemon.host.procfs import Process
 from hostagent.daemon.host.scope import Started, Step
 from hostagent.daemon.host.systemd import UnitInfo
@@ -178,15 +179,10 @@ class FakeScopes:
         self.crash_with: BaseException | None = None  # the next start raises this, unforeseen
         self.gate: asyncio.Event | None = None  # when set up, starts wait for it
         self.parked = asyncio.Event()  # set while a start waits at the gate
-        self.program_lookups = 0  # programs looked for as their owner (found, or checked)
+        self.program_checks = 0  # programs a start checked as their owner
 
     async def capped_slice(self, uid: int, caps: Limits) -> str:
         return f"hostagent-u{uid}.slice"
-
-    async def find_program(self, owner: Owner, program: str) -> agents.Found:
-        """Found at once: a unit test's programs need not exist."""
-        self.program_lookups += 1
-        return agents.Found(program, DEFAULT_PATH)
 
     async def start(
         self,
@@ -202,7 +198,7 @@ class FakeScopes:
         program_found: bool = False,
     ) -> Started:
         if not program_found:
-            self.program_lookups += 1
+            self.program_checks += 1
         if self.crash_with is not None:
             error, self.crash_with = self.crash_with, None
             raise error
@@ -265,6 +261,49 @@ ASSIGNED = Preset(
 )
 
 
+Answer = Callable[[list[str]], tuple[int, bytes, bytes] | None]
+
+
+class FakeOwners:
+    """Running things as the owner, for a unit test's owner (the current user): the
+    environment and the cwd check as the daemon makes them, programs found at once (they need
+    not exist), and helpers run for real unless a test scripts their answer."""
+
+    def __init__(self, system: bool) -> None:
+        self.real = Owners(system)
+        self.program_lookups = 0  # programs looked for with the owner's login shell
+        self.ran: list[list[str]] = []  # every helper's argv, in order
+        # A scripted answer for a helper, by a part of its argv (a script's text, a program).
+        self.answers: dict[str, Answer] = {}
+
+    def environment(
+        self, owner: Owner, preset_env: dict[str, str], caller_env: dict[str, str]
+    ) -> dict[str, str]:
+        return self.real.environment(owner, preset_env, caller_env)
+
+    async def check_cwd(self, owner: Owner, cwd: str) -> str | None:
+        return await self.real.check_cwd(owner, cwd)
+
+    async def find_program(self, owner: Owner, program: str) -> agents.Found:
+        self.program_lookups += 1
+        return agents.Found(program, DEFAULT_PATH)
+
+    async def run(
+        self,
+        owner: Owner,
+        argv: list[str],
+        timeout: float = 10.0,
+        env: dict[str, str] | None = None,
+        runs_user_code: str = "",
+        limit: int = 0,
+    ) -> tuple[int, bytes, bytes] | None:
+        self.ran.append(list(argv))
+        for part, answer in self.answers.items():
+            if any(part in arg for arg in argv):
+                return answer(argv)
+        return await self.real.run(owner, argv, timeout, env, runs_user_code, limit)
+
+
 class Host:
     """A daemon core on fakes, with its state directory in tmp."""
 
@@ -273,6 +312,7 @@ class Host:
     ) -> None:
         self.tmp = tmp
         self.scopes = FakeScopes()
+        self.owners = FakeOwners(system)
         self.systemd = self.scopes.systemd
         tmp.mkdir(parents=True, exist_ok=True)
         self.store = SidecarStore(tmp / "state")
@@ -280,6 +320,7 @@ class Host:
         self.config = config or Config()
         self.core = Core.assemble(
             scopes=self.scopes,
+            owners=self.owners,
             store=self.store,
             settings=Settings(self.config, {"shell": SHELL, "assigned": ASSIGNED}),
             runtime_root=tmp / "run",

@@ -273,6 +273,12 @@ EDGE_CLASSES = {
     "hostagent.daemon.host.systemd.Systemd",
     "hostagent.daemon.host.tmux.Tmux",
     "hostagent.daemon.host.scope.Scopes",
+    "hostagent.daemon.host.owners.Owners",
+}
+# What is done with an owner's rights, which everything outside host/ asks of the owner port.
+OWNER_RUNNERS = {
+    f"hostagent.daemon.host.owner.{name}"
+    for name in ("exec_as_owner", "run_as_owner", "sh_as_owner", "check_cwd", "build_env")
 }
 WIRING = {"hostagent.daemon.core", "hostagent.daemon.server"}
 
@@ -372,6 +378,18 @@ def test_only_the_core_and_the_server_wire_collaborators() -> None:
         for line in wirings(p)
     )
     assert wired == []
+
+
+def test_what_is_done_as_the_owner_goes_through_its_port() -> None:
+    """ops/, follow/ and bus/ get the owner port (host/ports.py OwnerPort), so the fast
+    layer's fake stands in for every helper they run."""
+    reaching = sorted(
+        f"{m} imports {c.rsplit('.', 1)[1]}"
+        for m, p in MODULES.items()
+        if folder(m) in ("ops", "follow", "bus")
+        for c in imports(p) & OWNER_RUNNERS
+    )
+    assert reaching == []
 
 
 def state_moves(path: Path) -> list[int]:

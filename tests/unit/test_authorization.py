@@ -94,6 +94,7 @@ def services(host: Host, callers: dict[str, int]) -> Services:
     auth._uids.update(callers)  # who each bus name is, as the bus would say
     return Services(
         host.lifecycle,
+        host.owners,
         host.core.hooks,
         auth,
         FakeExporter(),

@@ -15,7 +15,7 @@ from hostagent.activity import Verdict
 from hostagent.daemon.follow import hooks
 from hostagent.daemon.follow.discovery import discover, pick_listed, run_began
 from hostagent.daemon.follow.transcript import conversation_state
-from hostagent.daemon.state.registry import Session
+from hostagent.daemon.host.owners import Owners
 from hostagent.identity import Owner
 from hostagent.launch import Conversation
 from hostagent.options import CreateRequest
@@ -25,6 +25,7 @@ from tests.unit.fakes import Host, ShownWatch, me, run
 
 ID_A = "0b9c2a3e-1111-4222-8333-444455556666"
 ID_B = "7d1f0c9e-aaaa-4bbb-8ccc-ddddeeeeffff"
+OWNERS = Owners(system=False)  # the real helpers, run as the current user on tmp files
 
 
 @pytest.mark.parametrize(
@@ -100,24 +101,24 @@ def test_codex_rollouts_are_found_by_cwd_newest_first(tmp_path: Path) -> None:
     _rollout(tmp_path, "2026/11/30", "2026-11-30T10-00-00", ID_B, "/srv/app", 10)
     _rollout(tmp_path, "2026/11/30", "2026-11-30T11-00-00", "1" * 8 + ID_A[8:], "/srv/other", 1)
     owner = _me(tmp_path)
-    assert asyncio.run(discover(rule, owner, "/srv/app", since, set())) == ID_B
+    assert asyncio.run(discover(OWNERS, rule, owner, "/srv/app", since, set())) == ID_B
     # Claimed by another session: the next newest one that is free.
-    assert asyncio.run(discover(rule, owner, "/srv/app", since, {ID_B})) == ID_A
+    assert asyncio.run(discover(OWNERS, rule, owner, "/srv/app", since, {ID_B})) == ID_A
     # Written before this run started: not this run's conversation.
     late = int((time.time() + 2) * 1e6)
-    assert asyncio.run(discover(rule, owner, "/srv/app", late, set())) == ""
+    assert asyncio.run(discover(OWNERS, rule, owner, "/srv/app", late, set())) == ""
     # A run that a reboot ended: what was written after the boot (30 s ago) is not its.
     booted = int((time.time() - 30) * 1e6)
-    assert asyncio.run(discover(rule, owner, "/srv/app", since, set(), booted)) == ID_A
+    assert asyncio.run(discover(OWNERS, rule, owner, "/srv/app", since, set(), booted)) == ID_A
 
 
 def test_discovery_without_cwd_field_and_nothing_there(tmp_path: Path) -> None:
     rule = Discovery("{home}/.demo-agent/sessions/*.jsonl", r"([0-9a-f-]{36})\.jsonl$")
     owner = _me(tmp_path)
-    assert asyncio.run(discover(rule, owner, "/x", 0, set())) == ""
+    assert asyncio.run(discover(OWNERS, rule, owner, "/x", 0, set())) == ""
     (tmp_path / ".demo-agent/sessions").mkdir(parents=True)
     (tmp_path / f".demo-agent/sessions/{ID_A}.jsonl").write_text("{}\n")
-    assert asyncio.run(discover(rule, owner, "/x", 0, set())) == ID_A
+    assert asyncio.run(discover(OWNERS, rule, owner, "/x", 0, set())) == ID_A
 
 
 def test_gemini_settings_keep_the_admin_defaults_and_their_hooks() -> None:
@@ -212,7 +213,7 @@ def test_the_conversation_state_is_read_as_the_owner(
             rel = f".gemini/tmp/proj/chats/session-2026-12-01T13-29-{ID_A[:8]}.jsonl"
         _transcript(tmp_path, rel, text)
     p = load_presets([BUILTIN_DIR], strict=True)[preset]
-    got = asyncio.run(conversation_state(p, _me(tmp_path), "/x", {}, "prog", ID_A))
+    got = asyncio.run(conversation_state(OWNERS, p, _me(tmp_path), "/x", {}, "prog", ID_A))
     assert got is state
 
 
@@ -220,7 +221,7 @@ def test_claude_config_dir_is_where_the_transcript_is_looked_for(tmp_path: Path)
     _transcript(tmp_path, f"elsewhere/projects/p/{ID_A}.jsonl", "{}")
     p = load_presets([BUILTIN_DIR], strict=True)["claude"]
     env = {"CLAUDE_CONFIG_DIR": str(tmp_path / "elsewhere")}
-    got = asyncio.run(conversation_state(p, _me(tmp_path), "/x", env, "claude", ID_A))
+    got = asyncio.run(conversation_state(OWNERS, p, _me(tmp_path), "/x", env, "claude", ID_A))
     assert got is Conversation.RESUMABLE
 
 
@@ -253,7 +254,7 @@ def test_a_conversation_whose_time_was_set_back_is_still_this_runs(tmp_path: Pat
     started_at = int((time.time() - 30) * 1e6)
     path = _rollout(tmp_path, "2026/11/30", "2026-11-30T10-00-00", ID_B, "/srv/app", 3600)
     assert path.stat().st_mtime < started_at / 1e6 - 3000
-    assert asyncio.run(discover(rule, _me(tmp_path), "/srv/app", started_at, set())) == ID_B
+    assert asyncio.run(discover(OWNERS, rule, _me(tmp_path), "/srv/app", started_at, set())) == ID_B
 
 
 FOUND = Preset(name="found", command=["agent"], id_source=IdSource.DISCOVERED,
@@ -284,24 +285,20 @@ def test_a_discovered_id_is_looked_for_each_time_the_session_goes_idle(
         shown = ShownWatch()
         session.watch = shown
         asked: list[int] = []
+        found = [b""]  # what the discovery helper prints: nothing, then an id
 
-        async def find(s: Session, until_usec: int = 0) -> str:
+        def discovery(argv: list[str]) -> tuple[int, bytes, bytes]:
             asked.append(1)
-            return ""
+            return 0, found[0], b""
 
-        host.core.conversations.find = find  # type: ignore[method-assign, assignment]
+        host.owners.answers["*.jsonl"] = discovery  # FOUND's glob
         for name in activities:
             shown.verdict = Verdict(Activity(name), "screen", "test", "")
             host.registry.announce(session)
             await host.core.background.settle()
         assert len(asked) == looks
         if looks:  # once found, an idle looks no more
-
-            async def found(s: Session, until_usec: int = 0) -> str:
-                asked.append(1)
-                return ID_A
-
-            host.core.conversations.find = found  # type: ignore[method-assign, assignment]
+            found[0] = ID_A.encode() + b"\n"
             for name in ("working", "idle", "working", "idle"):
                 shown.verdict = Verdict(Activity(name), "screen", "test", "")
                 host.registry.announce(session)

@@ -16,7 +16,7 @@ from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
 from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.journal import JournalReaders
-from hostagent.daemon.host.ports import Emitter, ScopeRunner, SystemdPort
+from hostagent.daemon.host.ports import Emitter, OwnerPort, ScopeRunner, SystemdPort
 from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
@@ -25,6 +25,7 @@ from hostagent.daemon.state.settings import Settings
 @dataclass(frozen=True)
 class Services:
     lifecycle: Lifecycle
+    owners: OwnerPort
     hooks: AgentHooks
     auth: Authorizer
     exporter: Emitter

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from hostagent.daemon.follow import discovery, transcript
-from hostagent.daemon.host.owner import build_env
+from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
@@ -26,8 +26,11 @@ HISTORY = 16  # earlier conversation ids kept per session
 
 
 class Conversations:
-    def __init__(self, registry: Registry, settings: Settings, background: Background) -> None:
+    def __init__(
+        self, registry: Registry, settings: Settings, background: Background, owners: OwnerPort
+    ) -> None:
         self.registry = registry
+        self.owners = owners
         self.settings = settings
         self.background = background
         self._activity: dict[str, Activity] = {}  # as last announced, to see a turn end
@@ -150,17 +153,18 @@ class Conversations:
             if s is not session and s.record.agent_session
         }
         if preset.discover.command:
-            env = build_env(session.owner, preset.env, record.launch_env(), self.registry.system)
+            env = self.owners.environment(session.owner, preset.env, record.launch_env())
             command = transcript.with_program(
                 list(preset.discover.command), preset, record.command[0]
             )
             found = await discovery.discover_listed(
+                self.owners,
                 preset.discover, session.owner, record.cwd, since, claimed, env, command,
                 until_usec,
             )  # fmt: skip
         else:
             found = await discovery.discover(
-                preset.discover, session.owner, record.cwd, since, claimed, until_usec
+                self.owners, preset.discover, session.owner, record.cwd, since, claimed, until_usec
             )
         return found or ""
 

@@ -20,7 +20,8 @@ import json
 import logging
 import sys
 
-from hostagent.daemon.host.owner import OutputTooLarge, exec_as_owner, run_as_owner
+from hostagent.daemon.host.owner import OutputTooLarge
+from hostagent.daemon.host.ports import OwnerPort
 from hostagent.identity import Owner
 from hostagent.launch import cwd_dashed
 from hostagent.presets import Discovery
@@ -84,12 +85,12 @@ _IN_DIR = 'cd -- "$1" || exit 125; shift; exec "$@"'
 
 
 async def run_listing(
-    owner: Owner, cwd: str, command: list[str], env: dict[str, str]
+    owners: OwnerPort, owner: Owner, cwd: str, command: list[str], env: dict[str, str]
 ) -> str | None:
     """What the CLI's listing command prints, run as the owner in cwd; None if it failed."""
     argv = ["/bin/sh", "-c", _IN_DIR, "sh", cwd, *command]
     try:
-        result = await exec_as_owner(
+        result = await owners.run(
             owner, argv, LIST_TIMEOUT, env=env, runs_user_code="session listing"
         )
     except OutputTooLarge:
@@ -124,6 +125,7 @@ def pick_listed(
 
 
 async def discover_listed(
+    owners: OwnerPort,
     rule: Discovery,
     owner: Owner,
     cwd: str,
@@ -134,7 +136,7 @@ async def discover_listed(
     until_usec: int = 0,
 ) -> str:
     """The conversation id the CLI's own listing names, or ""."""
-    out = await run_listing(owner, cwd, command, env)
+    out = await run_listing(owners, owner, cwd, command, env)
     if out is None:
         log.warning("Failed to list conversations with '%s'", " ".join(rule.command))
         return ""
@@ -147,7 +149,13 @@ async def discover_listed(
 
 
 async def discover(
-    rule: Discovery, owner: Owner, cwd: str, since_usec: int, claimed: set[str], until_usec: int = 0
+    owners: OwnerPort,
+    rule: Discovery,
+    owner: Owner,
+    cwd: str,
+    since_usec: int,
+    claimed: set[str],
+    until_usec: int = 0,
 ) -> str:
     """The conversation id found on disk, or "". An until_usec of 0 sets no upper bound."""
     argv = [
@@ -164,8 +172,9 @@ async def discover(
         str(until_usec / 1e6),
         *sorted(claimed),
     ]
-    code, out = await run_as_owner(owner, argv)
-    if code != 0:
+    result = await owners.run(owner, argv)
+    if result is None or result[0] != 0:
+        code = -1 if result is None else result[0]
         log.warning("Failed to look for a conversation id under %s (exit %d)", rule.glob, code)
         return ""
-    return out.strip()
+    return result[1].decode(errors="replace").strip()

@@ -20,7 +20,7 @@ import sys
 
 from hostagent import launch
 from hostagent.daemon.follow import discovery
-from hostagent.daemon.host.owner import exec_as_owner
+from hostagent.daemon.host.ports import OwnerPort
 from hostagent.identity import Owner
 from hostagent.launch import Conversation
 from hostagent.presets import Preset
@@ -57,21 +57,27 @@ def with_program(argv: list[str], preset: Preset, program: str) -> list[str]:
 
 
 async def conversation_state(
-    preset: Preset, owner: Owner, cwd: str, env: dict[str, str], program: str, agent_id: str
+    owners: OwnerPort,
+    preset: Preset,
+    owner: Owner,
+    cwd: str,
+    env: dict[str, str],
+    program: str,
+    agent_id: str,
 ) -> Conversation:
     if not agent_id:
         return Conversation.ABSENT
     if preset.conversation:
         pattern = launch.conversation_glob(preset.conversation, agent_id, owner.home, cwd, env)
         argv = [sys.executable, "-I", "-S", "-c", _LOOK, pattern, preset.resume_turn]
-        result = await exec_as_owner(owner, argv)
+        result = await owners.run(owner, argv)
         if result is not None and result[0] in _LOOK_CODES:
             return _LOOK_CODES[result[0]]
         log.warning("Failed to look for conversation %s at %s", agent_id, pattern)
         return Conversation.UNKNOWN
     if preset.resume_list:
         command = with_program(preset.resume_list, preset, program)
-        out = await discovery.run_listing(owner, cwd, command, env)
+        out = await discovery.run_listing(owners, owner, cwd, command, env)
         if out is None:
             log.warning("'%s' failed; resuming %s blindly", " ".join(preset.resume_list), agent_id)
             return Conversation.UNKNOWN

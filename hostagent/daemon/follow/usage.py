@@ -29,7 +29,7 @@ from typing import Any
 from hostagent import activity, budgets, launch
 from hostagent import usage as usage_module
 from hostagent.daemon.follow.conversation import Conversations, ended_run
-from hostagent.daemon.host.owner import exec_as_owner
+from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.ledger import Ledger
 from hostagent.daemon.state.registry import Registry, Session
@@ -106,9 +106,11 @@ class UsageWatch:
         background: Background,
         ledger: Ledger,
         conversations: Conversations,
+        owners: OwnerPort,
         stop_for_budget: Callable[[Session, str], Awaitable[None]],
     ) -> None:
         self.registry = registry
+        self.owners = owners
         self.conversations = conversations
         self.settings = settings
         self.background = background
@@ -258,7 +260,7 @@ class UsageWatch:
         if not patterns:
             return {}
         argv = [sys.executable, "-I", "-S", "-c", _PROGRAM, preset.usage_format, json.dumps(patterns)]  # fmt: skip
-        result = await exec_as_owner(session.owner, argv, timeout=30.0)
+        result = await self.owners.run(session.owner, argv, timeout=30.0)
         if result is None or result[0] != 0:
             log.warning(
                 "session '%s': Failed to read its usage: %s",

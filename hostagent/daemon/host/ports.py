@@ -1,9 +1,9 @@
-"""The daemon's edges as the core sees them: the systemd client, tmux, the scope runner and the
-exporter, each as a Protocol.
+"""The daemon's edges as the core sees them: the systemd client, tmux, the scope runner, running
+things as a session's owner, and the exporter, each as a Protocol.
 
 The core (lifecycle, reconcile, recovery, ending, terminal, containment, the bus objects) is
 typed against these and nothing more, so the real edges (systemd.py, tmux.py, scope.py,
-bus/export.py) and the fast layer's fakes (tests/unit/fakes.py) are two implementations that
+host/owners.py, bus/export.py) and the fast layer's fakes (tests/unit/fakes.py) are two implementations that
 mypy checks alike, as httpx's transports are. A method the core starts to use is added here
 first, and then both implementations must have it.
 """
@@ -62,8 +62,6 @@ class ScopeRunner(Protocol):
     @property
     def tmux(self) -> TmuxPort: ...
 
-    async def find_program(self, owner: Owner, program: str) -> Found: ...
-
     async def capped_slice(self, uid: int, caps: Limits) -> str: ...
 
     async def start(
@@ -90,6 +88,27 @@ class ScopeRunner(Protocol):
         self, pid: int, on_exit: Callable[[], None]
     ) -> Callable[[], None] | None: ...
     def exit_status_of(self, pid: int) -> int | None: ...
+
+
+class OwnerPort(Protocol):
+    """Running things as a session's owner, with the owner's rights and never the daemon's:
+    the environment a session's processes get, whether the owner can use a working
+    directory, where the owner's login shell finds a program, and a helper program's run."""
+
+    def environment(
+        self, owner: Owner, preset_env: dict[str, str], caller_env: dict[str, str]
+    ) -> dict[str, str]: ...
+    async def check_cwd(self, owner: Owner, cwd: str) -> str | None: ...
+    async def find_program(self, owner: Owner, program: str) -> Found: ...
+    async def run(
+        self,
+        owner: Owner,
+        argv: list[str],
+        timeout: float = 10.0,
+        env: dict[str, str] | None = None,
+        runs_user_code: str = "",
+        limit: int = 0,
+    ) -> tuple[int, bytes, bytes] | None: ...
 
 
 class Emitter(Protocol):

@@ -21,7 +21,7 @@ from dbus_fast import Variant
 
 from hostagent import resources
 from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
-from hostagent.daemon.host import agents, checkpoint, procfs, tmux
+from hostagent.daemon.host import checkpoint, procfs, tmux
 from hostagent.daemon.host.heldchild import HeldChild
 from hostagent.daemon.host.owner import DEFAULT_PATH, program_problem
 from hostagent.daemon.host.procfs import Process
@@ -152,11 +152,6 @@ class Scopes:
                 raise SpawnFailed(f"Failed to set the limits of {slice_}: {e}") from None
             self._slices[slice_] = props
         return slice_
-
-    @staticmethod
-    async def find_program(owner: Owner, program: str) -> agents.Found:
-        """Where owner's login shell finds program (AgentNotFound if nowhere)."""
-        return await agents.resolve(owner, program)
 
     async def start(
         self,

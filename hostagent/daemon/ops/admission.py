@@ -15,14 +15,12 @@ from __future__ import annotations
 import os
 import secrets
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from hostagent import launch
 from hostagent.config import Config, over_caps
 from hostagent.daemon.follow.agenthooks import command_with_hooks
-from hostagent.daemon.host import agents
-from hostagent.daemon.host.owner import check_cwd
+from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.state.paths import SessionPaths
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
@@ -63,7 +61,7 @@ async def first_record(
     config: Config,
     paths: SessionPaths,
     boot_id: str,
-    find_program: Callable[[Owner, str], Awaitable[agents.Found]],
+    owners: OwnerPort,
 ) -> tuple[SessionRecord, Owner]:
     """The record of a new session, state starting, and its owner; a named error for the
     first thing wrong with the request."""
@@ -76,7 +74,7 @@ async def first_record(
         raise InvalidCwd(f"Working directory {quote(cwd)} must be an absolute path.")
     if len(cwd.encode(errors="surrogateescape")) >= PATH_MAX:
         raise InvalidCwd(f"Working directory must be shorter than {PATH_MAX} bytes.")
-    problem = await check_cwd(owner, cwd)
+    problem = await owners.check_cwd(owner, cwd)
     if problem:
         raise InvalidCwd(f"Working directory {quote(cwd)} {problem}.")
     if req.prompt and not preset.prompt_args:
@@ -86,7 +84,7 @@ async def first_record(
     command = req.command if req.command is not None else (preset.command or [owner.shell])
     # The program as the owner's own terminal finds it; its PATH goes with the session, so
     # an npm CLI's "#!/usr/bin/env node" finds the owner's node (nvm, a user prefix) too.
-    found = await find_program(owner, command[0])
+    found = await owners.find_program(owner, command[0])
     command = [found.program, *command[1:]]
     agent_id = req.agent_session or launch.new_agent_id(preset)
     first = launch.first_launch(

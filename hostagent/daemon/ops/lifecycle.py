@@ -18,8 +18,7 @@ from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.host import checkpoint, worktree
-from hostagent.daemon.host.owner import check_cwd
-from hostagent.daemon.host.ports import ScopeRunner
+from hostagent.daemon.host.ports import OwnerPort, ScopeRunner
 from hostagent.daemon.host.systemd import SystemdError
 from hostagent.daemon.host.tmux import remove_socket
 from hostagent.daemon.ops import resumeplan
@@ -63,6 +62,7 @@ class Lifecycle:
         self,
         registry: Registry,
         scopes: ScopeRunner,
+        owners: OwnerPort,
         terminal: Terminal,
         conversations: Conversations,
         hooks: AgentHooks,
@@ -73,6 +73,7 @@ class Lifecycle:
     ) -> None:
         self.registry = registry
         self.scopes = scopes
+        self.owners = owners
         self.terminal = terminal
         self.conversations = conversations
         self.hooks = hooks
@@ -80,7 +81,9 @@ class Lifecycle:
         self.reconciler = reconciler
         self.settings = settings
         self.boot_id = boot_id
-        self.spawner = Spawner(registry, scopes, terminal, hooks, endings, reconciler, settings)
+        self.spawner = Spawner(
+            registry, scopes, owners, terminal, hooks, endings, reconciler, settings
+        )
         # Why a budget keeps owner (or the session, when given) from starting today, or ""
         # (follow/usage.py sets it; a core without usage follows no budget).
         self.over_budget: Callable[[int, Session | None], str] = lambda uid, session: ""
@@ -128,7 +131,7 @@ class Lifecycle:
                 record, owner = await first_record(
                     owner_uid, name, preset, cwd, req, self.settings.config,
                     self.registry.paths(owner_uid, name), self.boot_id,
-                    self.scopes.find_program,
+                    self.owners,
                 )  # fmt: skip
                 new_branch = False
                 if req.worktree is not None:
@@ -246,7 +249,7 @@ class Lifecycle:
             session,
             preset,
             self.conversations,
-            self.scopes.find_program,
+            self.owners,
             self.scopes.systemd.started_usec,
         )
         log.info(
@@ -264,7 +267,7 @@ class Lifecycle:
             hook_token=secrets.token_hex(16),
         )
         await checkpoint.reached(checkpoint.RESUME_RECORDED, session.name)
-        problem = await check_cwd(owner, record.cwd)
+        problem = await self.owners.check_cwd(owner, record.cwd)
         if problem:
             self.spawner.fail(
                 session,

@@ -12,7 +12,7 @@ from hostagent.daemon.follow import transcript
 from hostagent.daemon.follow.agenthooks import command_with_hooks
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.host import agents
-from hostagent.daemon.host.owner import build_env
+from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.errors import AgentNotFound
 from hostagent.identity import Owner
@@ -30,7 +30,7 @@ async def plan(
     session: Session,
     preset: Preset,
     conversations: Conversations,
-    find: FindProgram,
+    owners: OwnerPort,
     manager_started: ManagerStarted,
 ) -> launch.Launch:
     """The resume's command line; the caller holds the session's lock. An assigned id the CLI
@@ -46,10 +46,10 @@ async def plan(
         # lookup that follows its end has not been recorded yet: a newer conversation in the
         # same cwd may be another session's.
         await conversations.discover(session)
-    command = await program_again(session, find, conversations.registry)
-    env = build_env(owner, preset.env, record.launch_env(), conversations.registry.system)
+    command = await program_again(session, owners.find_program, conversations.registry)
+    env = owners.environment(owner, preset.env, record.launch_env())
     state = await transcript.conversation_state(
-        preset, owner, record.cwd, env, command[0], record.agent_session
+        owners, preset, owner, record.cwd, env, command[0], record.agent_session
     )
     result = launch.resume_launch(
         preset,

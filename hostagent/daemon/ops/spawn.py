@@ -16,8 +16,7 @@ from typing import NoReturn
 from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.host import checkpoint
-from hostagent.daemon.host.owner import build_env
-from hostagent.daemon.host.ports import ScopeRunner
+from hostagent.daemon.host.ports import OwnerPort, ScopeRunner
 from hostagent.daemon.host.runtimedir import prepare_runtime_dir
 from hostagent.daemon.host.scope import Step
 from hostagent.daemon.ops.ending import Endings
@@ -37,6 +36,7 @@ class Spawner:
 
     registry: Registry
     scopes: ScopeRunner
+    owners: OwnerPort
     terminal: Terminal
     hooks: AgentHooks
     endings: Endings
@@ -64,14 +64,10 @@ class Spawner:
             owner = session.owner
             prepare_runtime_dir(session.paths.runtime_dir, owner)
             self.hooks.write_hooks(session, preset)
-            env = build_env(
+            env = self.owners.environment(
                 owner,
-                {
-                    **(preset.env if preset else {}),
-                    **self.hooks.hook_env(preset, session),
-                },
+                {**(preset.env if preset else {}), **self.hooks.hook_env(preset, session)},
                 record.launch_env(),
-                self.registry.system,
             )
             # On the system daemon each user's sessions share a slice carrying their caps.
             caps = self.settings.config.users.limits if capped(owner.uid) else Limits()

@@ -1,0 +1,41 @@
+"""The owner port (ports.OwnerPort) as the daemon runs it: a session's environment, its owner's
+cwd and programs checked, and helpers run, each as the owner (owner.py, agents.py).
+
+The one object ops/ and follow/ are handed for anything done with a user's rights; the fast
+layer's fake stands in for it, so no test reaches past it into the module functions.
+"""
+
+from __future__ import annotations
+
+from hostagent.daemon.host import agents, owner
+from hostagent.identity import Owner
+
+
+class Owners:
+    def __init__(self, system: bool) -> None:
+        self.system = system  # the system daemon: an owner's runtime directory is theirs
+
+    def environment(
+        self, who: Owner, preset_env: dict[str, str], caller_env: dict[str, str]
+    ) -> dict[str, str]:
+        return owner.build_env(who, preset_env, caller_env, self.system)
+
+    async def check_cwd(self, who: Owner, cwd: str) -> str | None:
+        return await owner.check_cwd(who, cwd)
+
+    async def find_program(self, who: Owner, program: str) -> agents.Found:
+        """Where the owner's login shell finds program (AgentNotFound if nowhere)."""
+        return await agents.resolve(who, program)
+
+    async def run(
+        self,
+        who: Owner,
+        argv: list[str],
+        timeout: float = 10.0,
+        env: dict[str, str] | None = None,
+        runs_user_code: str = "",
+        limit: int = 0,
+    ) -> tuple[int, bytes, bytes] | None:
+        return await owner.exec_as_owner(
+            who, argv, timeout, env=env, runs_user_code=runs_user_code, limit=limit
+        )
