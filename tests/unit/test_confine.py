@@ -44,7 +44,7 @@ def test_a_users_code_runs_only_once_it_is_in_its_scope(tmp_path: Path, refuse: 
     confiner = FakeConfiner(refuse)
 
     async def body() -> tuple[int, bytes, bytes] | None:
-        owner_module.set_confiner(confiner)  # type: ignore[arg-type]
+        owner_module.set_confiner(confiner)
         return await owner_module.exec_as_owner(
             me(), ["/bin/sh", "-c", f"echo ran > {ran}; echo out"], 10,
             runs_user_code="login shell lookup",
@@ -64,7 +64,7 @@ def test_a_helper_of_ours_is_not_confined() -> None:
     confiner = FakeConfiner()
 
     async def body() -> None:
-        owner_module.set_confiner(confiner)  # type: ignore[arg-type]
+        owner_module.set_confiner(confiner)
         assert await owner_module.exec_as_owner(me(), ["/bin/true"], 10) == (0, b"", b"")
 
     asyncio.run(body())

@@ -63,7 +63,7 @@ def test_the_unified_layout_is_read_from_the_scopes_files(
 ) -> None:
     unified(tmp_path, files)
     systemd = Systemd(**props)
-    counters = ScopeCounters(systemd, root=tmp_path)  # type: ignore[arg-type]
+    counters = ScopeCounters(systemd, root=tmp_path)
     assert (read(counters, MEMORY), read(counters, CPU)) == (memory, cpu)
     assert MEMORY not in systemd.asked and CPU not in systemd.asked
 
@@ -71,7 +71,7 @@ def test_the_unified_layout_is_read_from_the_scopes_files(
 def test_systemd_is_asked_where_the_cgroup_is_once_per_run_of_the_scope(tmp_path: Path) -> None:
     scope = unified(tmp_path, {"memory.current": "1\n", "cpu.stat": CPU_STAT})
     systemd = Systemd()
-    counters = ScopeCounters(systemd, root=tmp_path)  # type: ignore[arg-type]
+    counters = ScopeCounters(systemd, root=tmp_path)
     for _ in range(3):
         read(counters, MEMORY), read(counters, CPU)
     assert systemd.asked.count("ControlGroup") == 1
@@ -84,7 +84,7 @@ def test_systemd_is_asked_where_the_cgroup_is_once_per_run_of_the_scope(tmp_path
 def test_a_scope_gone_is_no_value_and_its_next_run_is_asked_again(tmp_path: Path) -> None:
     scope = unified(tmp_path, {"memory.current": "1\n", "cpu.stat": CPU_STAT})
     systemd = Systemd()
-    counters = ScopeCounters(systemd, root=tmp_path)  # type: ignore[arg-type]
+    counters = ScopeCounters(systemd, root=tmp_path)
     assert read(counters, CPU) == 1_500_000
     for f in scope.iterdir():
         f.unlink()
@@ -97,14 +97,14 @@ def test_a_scope_gone_is_no_value_and_its_next_run_is_asked_again(tmp_path: Path
 @pytest.mark.parametrize("group", [None, ""])
 def test_no_cgroup_from_systemd_means_systemd_answers(tmp_path: Path, group: str | None) -> None:
     unified(tmp_path, {"memory.current": "1\n", "cpu.stat": CPU_STAT})
-    counters = ScopeCounters(Systemd(ControlGroup=group), root=tmp_path)  # type: ignore[arg-type]
+    counters = ScopeCounters(Systemd(ControlGroup=group), root=tmp_path)
     assert (read(counters, MEMORY), read(counters, CPU)) == (111, 222)
 
 
 def test_other_layouts_ask_systemd_every_time(tmp_path: Path) -> None:
     (tmp_path / "unified").mkdir()  # the hybrid layout: cgroup2 is mounted below the root
     systemd = Systemd(**{MEMORY: None})
-    counters = ScopeCounters(systemd, root=tmp_path)  # type: ignore[arg-type]
+    counters = ScopeCounters(systemd, root=tmp_path)
     assert (read(counters, MEMORY), read(counters, CPU), read(counters, CPU)) == (
         UINT64_MAX, 222, 222,
     )  # fmt: skip

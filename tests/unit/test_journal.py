@@ -61,13 +61,12 @@ def test_a_users_value_cannot_forge_a_journal_line() -> None:
     assert log.message(record("plain %%")) == "plain %%"  # no arguments: not formatted
 
 
-def test_journal_readers_are_bounded_per_user(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_journal_readers_are_bounded_per_user() -> None:
     """One user's follows cannot take every reader: the fifth of hers is refused with a
     named error, and another user still gets one."""
-    monkeypatch.setattr(journal, "journal_argv", lambda *a: ["sleep", "30"])  # a follow
 
     async def body() -> None:
-        readers = journal.JournalReaders(system=True)
+        readers = journal.JournalReaders(system=True, command=lambda *a: ["sleep", "30"])
         fds = [await readers.open(1001, "a", 0, 10, True) for _ in range(4)]
         with pytest.raises(LimitsExceeded, match="4 journal readers open already"):
             await readers.open(1001, "a", 0, 10, True)

@@ -15,8 +15,7 @@ from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
 from hostagent.daemon.host.counters import ScopeCounters
-from hostagent.daemon.host.journal import JournalReaders
-from hostagent.daemon.host.ports import Emitter, OwnerPort, ScopeRunner, SystemdPort
+from hostagent.daemon.host.ports import Emitter, JournalPort, OwnerPort, ScopeRunner, SystemdPort
 from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
@@ -30,7 +29,7 @@ class Services:
     auth: Authorizer
     exporter: Emitter
     reload: Callable[[], None]
-    journal: JournalReaders
+    journal: JournalPort
     usage: UsageWatch
     counters: ScopeCounters
 

@@ -21,9 +21,9 @@ import asyncio
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from hostagent import UINT64_MAX
-from hostagent.daemon.host.ports import SystemdPort
 from hostagent.daemon.host.systemd import SCOPE_IFACE
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -40,10 +40,16 @@ class _Where:
     cpu: bool
 
 
+class UnitProperties(Protocol):
+    """The one question the counters ask the service manager (ports.SystemdPort has it)."""
+
+    async def unit_property(self, unit: str, interface: str, name: str) -> Any: ...
+
+
 class ScopeCounters:
     """Each running scope's counters, by systemd's property names."""
 
-    def __init__(self, systemd: SystemdPort, root: Path = CGROUP_ROOT) -> None:
+    def __init__(self, systemd: UnitProperties, root: Path = CGROUP_ROOT) -> None:
         self.systemd = systemd
         self.root = root
         # The unified hierarchy is mounted at the root itself; the hybrid one has it below.

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from hostagent.errors import LimitsExceeded, SpawnFailed
 from hostagent.log import journal_argv
@@ -28,8 +28,13 @@ JOURNALCTL_ENV = {"PATH": "/usr/bin:/bin", "SYSTEMD_COLORS": "0", "LANG": "C.UTF
 class JournalReaders:
     """The journalctl processes that write to callers' pipes, bounded in number."""
 
-    def __init__(self, system: bool) -> None:
+    def __init__(
+        self, system: bool, command: Callable[[str, bool, int, bool, int], list[str]] | None = None
+    ) -> None:
+        """command: the reader's command line for (name, system, lines, follow, since_usec);
+        journalctl's (journal_argv) unless given."""
         self.system = system
+        self.command = command or journal_argv
         self._running: dict[asyncio.Task[None], int] = {}  # each reader's caller uid
 
     async def open(self, uid: int, name: str, since_usec: int, lines: int, follow: bool) -> int:
@@ -44,7 +49,7 @@ class JournalReaders:
             raise LimitsExceeded(
                 f"{MAX_READERS} journal readers are open already; try again later."
             )
-        argv = journal_argv(name, self.system, min(lines, MAX_LINES), follow, since_usec)
+        argv = self.command(name, self.system, min(lines, MAX_LINES), follow, since_usec)
         read_end, write_end = os.pipe2(os.O_CLOEXEC)
         try:
             proc = await asyncio.create_subprocess_exec(

@@ -15,15 +15,21 @@ import os
 import shutil
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from hostagent.daemon.host.systemd import SystemdError
 from hostagent.identity import Owner
 
-if TYPE_CHECKING:
-    from hostagent.daemon.host.confine import Confiner
-
 log = logging.getLogger(__name__)
+
+
+class Confiner(Protocol):
+    """Where a helper that runs a user's own code goes before it is let go (confine.py's
+    Confiner on the system daemon): a scope of its own under the user's slice."""
+
+    async def enter(self, owner: Owner, pid: int, what: str, timeout: float) -> str: ...
+    async def leave(self, unit: str) -> None: ...
+
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 

@@ -1,5 +1,5 @@
 """The daemon's edges as the core sees them: the systemd client, tmux, the scope runner, running
-things as a session's owner, and the exporter, each as a Protocol.
+things as a session's owner, the journal, and the exporter, each as a Protocol.
 
 The core (lifecycle, reconcile, recovery, ending, terminal, containment, the bus objects) is
 typed against these and nothing more, so the real edges (systemd.py, tmux.py, scope.py,
@@ -109,6 +109,12 @@ class OwnerPort(Protocol):
         runs_user_code: str = "",
         limit: int = 0,
     ) -> tuple[int, bytes, bytes] | None: ...
+
+
+class JournalPort(Protocol):
+    """A session's lines in the daemon's journal, for its owner (host/journal.py)."""
+
+    async def open(self, uid: int, name: str, since_usec: int, lines: int, follow: bool) -> int: ...
 
 
 class Emitter(Protocol):
