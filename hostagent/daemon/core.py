@@ -26,7 +26,7 @@ from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
 from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.journal import JournalReaders
-from hostagent.daemon.host.ports import Emitter, OwnerPort, ScopeRunner
+from hostagent.daemon.host.ports import Emitter, OwnerPort, ScopeRunner, WorktreePort
 from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.ops.reconcile import Reconciler
@@ -61,6 +61,7 @@ class Core:
         *,
         scopes: ScopeRunner,
         owners: OwnerPort,
+        worktrees: WorktreePort,
         store: SidecarStore,
         settings: Settings,
         runtime_root: Path,
@@ -78,6 +79,7 @@ class Core:
             registry,
             scopes,
             owners,
+            worktrees,
             terminal,
             conversations,
             hooks,

@@ -39,6 +39,7 @@ from hostagent.daemon.host.owners import Owners
 from hostagent.daemon.host.scope import Scopes
 from hostagent.daemon.host.systemd import Systemd
 from hostagent.daemon.host.tmux import Tmux
+from hostagent.daemon.host.worktree import Worktrees
 from hostagent.daemon.misconfigured import Misconfigured
 from hostagent.daemon.process import end_tasks
 from hostagent.daemon.state.registry import Registry, Session
@@ -160,6 +161,7 @@ class Server:
         self.core = core = Core.assemble(
             scopes=Scopes(systemd, Tmux()),
             owners=Owners(self.system),
+            worktrees=Worktrees(),
             store=store,
             settings=Settings(config, presets),
             runtime_root=runtime_root(self.system),

@@ -29,6 +29,7 @@ from hostagent.daemon.host.procfs import Process
 from hostagent.daemon.host.scope import Started, Step
 from hostagent.daemon.host.systemd import UnitInfo
 from hostagent.daemon.host.tmux import TmuxError
+from hostagent.daemon.host.worktree import Worktrees
 from hostagent.daemon.state.registry import Session
 from hostagent.daemon.state.settings import Settings
 from hostagent.daemon.state.store import SidecarStore
@@ -321,6 +322,7 @@ class Host:
         self.core = Core.assemble(
             scopes=self.scopes,
             owners=self.owners,
+            worktrees=Worktrees(),
             store=self.store,
             settings=Settings(self.config, {"shell": SHELL, "assigned": ASSIGNED}),
             runtime_root=tmp / "run",

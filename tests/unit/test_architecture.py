@@ -274,6 +274,8 @@ EDGE_CLASSES = {
     "hostagent.daemon.host.tmux.Tmux",
     "hostagent.daemon.host.scope.Scopes",
     "hostagent.daemon.host.owners.Owners",
+    "hostagent.daemon.host.worktree.Worktrees",
+    "hostagent.daemon.host.journal.JournalReaders",
 }
 # What is done with an owner's rights, which everything outside host/ asks of the owner port.
 OWNER_RUNNERS = {

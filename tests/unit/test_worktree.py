@@ -31,13 +31,12 @@ def test_worktreeinclude_patterns(path: str, pattern: str, matches: bool) -> Non
     assert worktree._matches(path, pattern) is matches
 
 
-def test_without_git_a_worktree_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shutil, "which", lambda name: None)
-
+def test_without_git_a_worktree_is_refused_by_name(tmp_path: Path) -> None:
     async def body() -> None:
         me = Owner.from_uid(os.getuid())
+        nowhere = worktree.Worktrees(git="")  # no git on the daemon's PATH
         with pytest.raises(WorktreeFailed, match="git is not installed"):
-            await worktree.create(me, "/tmp", "a", "", "", "", "")
+            await nowhere.create(me, str(tmp_path), "a", "", "", "", "")
 
     run(body())
 
@@ -66,7 +65,7 @@ def test_what_git_could_not_restore_is_named_and_an_untouched_copy_is_not(
     me = Owner.from_uid(os.getuid())
 
     def kept() -> list[str]:
-        return asyncio.run(worktree.unrestorable(me, str(repo), str(tree)))
+        return asyncio.run(worktree.Worktrees().unrestorable(me, str(repo), str(tree)))
 
     assert kept() == []
     (tree / ".env").write_text("SECRET=1\n")  # as .worktreeinclude copies it

@@ -111,6 +111,23 @@ class OwnerPort(Protocol):
     ) -> tuple[int, bytes, bytes] | None: ...
 
 
+class WorktreePort(Protocol):
+    """A session's own git worktree, made, diffed and removed as its owner (worktree.py)."""
+
+    async def attach(
+        self,
+        record: SessionRecord,
+        owner: Owner,
+        branch: str,
+        base: str,
+        directory: str,
+        setup: str,
+    ) -> tuple[SessionRecord, bool]: ...
+    async def detach(self, record: SessionRecord, owner: Owner, new_branch: bool) -> None: ...
+    async def remove_of(self, owner: Owner, record: SessionRecord, force: bool) -> str: ...
+    async def diff(self, owner: Owner, path: str, base_ref: str, stat: bool) -> str: ...
+
+
 class JournalPort(Protocol):
     """A session's lines in the daemon's journal, for its owner (host/journal.py)."""
 

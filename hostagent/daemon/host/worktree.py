@@ -41,128 +41,253 @@ class Worktree:
     new_branch: bool  # made for this worktree (not an existing branch reused)
 
 
-async def _git(
-    owner: Owner, *args: str, timeout: float = GIT_TIMEOUT, strip: bool = True
-) -> tuple[int, str, str]:
-    git = shutil.which("git")
-    if git is None:
-        raise WorktreeFailed("git is not installed; install it (apt install git) and retry.")
-    # git runs the repository's hooks and config: the owner's code.
-    try:
-        result = await exec_as_owner(owner, [git, *args], timeout, runs_user_code="git")
-    except OutputTooLarge as e:
-        raise WorktreeFailed(f"git {args[2] if len(args) > 2 else args[0]} printed {e}.") from None
-    if result is None:
-        raise WorktreeFailed(f"git {args[2] if len(args) > 2 else args[0]} did not finish in time.")
-    code, out, err = result
-    if not strip:  # names of files, to hand back to a command as they are
-        return code, out.decode(errors="surrogateescape"), err.decode(errors="replace").strip()
-    return code, out.decode(errors="replace").strip(), err.decode(errors="replace").strip()
+class Worktrees:
+    """The worktrees of sessions, with git run as each one's owner (ports.WorktreePort)."""
 
+    def __init__(self, git: str | None = None) -> None:
+        """git: its program ("": none); looked for on the daemon's PATH when not given.
+        Without one, every worktree is refused, and says why."""
+        self.git = git if git is not None else shutil.which("git")
 
-async def _git_ok(owner: Owner, *args: str, what: str) -> str:
-    code, out, err = await _git(owner, *args)
-    if code != 0:
-        raise WorktreeFailed(f"{what}: {(err or out).splitlines()[-1] if (err or out) else code}")
-    return out
+    async def _git(
+        self, owner: Owner, *args: str, timeout: float = GIT_TIMEOUT, strip: bool = True
+    ) -> tuple[int, str, str]:
+        git = self.git
+        if not git:
+            raise WorktreeFailed("git is not installed; install it (apt install git) and retry.")
+        # git runs the repository's hooks and config: the owner's code.
+        try:
+            result = await exec_as_owner(owner, [git, *args], timeout, runs_user_code="git")
+        except OutputTooLarge as e:
+            raise WorktreeFailed(
+                f"git {args[2] if len(args) > 2 else args[0]} printed {e}."
+            ) from None
+        if result is None:
+            raise WorktreeFailed(
+                f"git {args[2] if len(args) > 2 else args[0]} did not finish in time."
+            )
+        code, out, err = result
+        if not strip:  # names of files, to hand back to a command as they are
+            return code, out.decode(errors="surrogateescape"), err.decode(errors="replace").strip()
+        return code, out.decode(errors="replace").strip(), err.decode(errors="replace").strip()
 
+    async def _git_ok(self, owner: Owner, *args: str, what: str) -> str:
+        code, out, err = await self._git(owner, *args)
+        if code != 0:
+            raise WorktreeFailed(
+                f"{what}: {(err or out).splitlines()[-1] if (err or out) else code}"
+            )
+        return out
 
-async def create(
-    owner: Owner, cwd: str, name: str, branch: str, base: str, directory: str, setup: str
-) -> Worktree:
-    """A new worktree for session name of the repository that holds cwd."""
-    code, top, err = await _git(owner, "-C", cwd, "rev-parse", "--show-toplevel")
-    if code != 0 and "dubious ownership" in err:
-        raise WorktreeFailed(
-            f"The repository at {quote(cwd)} belongs to another user; a session's worktree "
-            "needs a repository its owner owns and can write."
-        )
-    if code != 0 or not top:
-        raise WorktreeFailed(f"Working directory {quote(cwd)} is not in a git repository.")
-    common = await _git_ok(
-        owner, "-C", top, "rev-parse", "--path-format=absolute", "--git-common-dir",
-        what="Failed to find the repository's git directory",
-    )  # fmt: skip
-    repo = os.path.dirname(common) if os.path.basename(common) == ".git" else top
-    code, base_ref, _ = await _git(
-        owner, "-C", top, "rev-parse", "--verify", "--quiet", f"{base or 'HEAD'}^{{commit}}"
-    )
-    if code != 0:
-        raise WorktreeFailed(f"Base {quote(base or 'HEAD')} does not name a commit in {top}.")
-    chosen = branch or f"hostagent/{name}"
-    path = os.path.join(directory or os.path.join(common, DIRECTORY), name)
-    code, _, _ = await _git(
-        owner, "-C", top, "show-ref", "--verify", "--quiet", f"refs/heads/{chosen}"
-    )
-    reuse = code == 0
-    if reuse and not branch:
-        raise WorktreeFailed(
-            f"Branch '{chosen}' already exists; reuse it with --worktree={chosen} "
-            "(when no worktree has it checked out), or pick another name."
-        )
-    add = (
-        ["worktree", "add", path, chosen]
-        if reuse
-        else ["worktree", "add", "-b", chosen, path, base_ref]
-    )
-    await _git_ok(owner, "-C", top, *add, what=f"Failed to create the worktree at {path}")
-    inside = os.path.join(path, os.path.relpath(cwd, top))
-    tree = Worktree(path, chosen, base_ref, repo, inside, new_branch=not reuse)
-    try:
-        # The same place inside the worktree; git keeps no empty directories, so make it.
-        made = await exec_as_owner(owner, ["/bin/mkdir", "-p", "--", inside], 10.0)
-        if made is None or made[0] != 0:
-            raise WorktreeFailed(f"Failed to make {inside} in the new worktree.")
-        await _copy_included(owner, top, path)
-        if setup:
-            await _setup(owner, path, setup)
-    except BaseException:
-        await discard(owner, tree)
-        raise
-    log.info("session '%s': worktree %s on branch %s from %s", name, path, chosen, base_ref[:12])
-    return tree
-
-
-async def attach(
-    record: SessionRecord, owner: Owner, branch: str, base: str, directory: str, setup: str
-) -> tuple[SessionRecord, bool]:
-    """A new session's record with a worktree of its own, its cwd moved to the same place
-    inside it; and whether the branch is new (detach deletes only such a branch)."""
-    tree = await create(owner, record.cwd, record.name, branch, base, directory, setup)
-    attached = dataclasses.replace(
-        record, cwd=tree.cwd, worktree=tree.path, branch=tree.branch,
-        base_ref=tree.base_ref, repo=tree.repo,
-    )  # fmt: skip
-    return attached, tree.new_branch
-
-
-async def detach(record: SessionRecord, owner: Owner, new_branch: bool) -> None:
-    """Undo attach for a session that never came to be."""
-    if record.worktree:
-        tree = Worktree(
-            record.worktree, record.branch, record.base_ref, record.repo, record.cwd, new_branch
-        )
-        await discard(owner, tree)
-
-
-async def _copy_included(owner: Owner, top: str, path: str) -> None:
-    """Copy the ignored files that .worktreeinclude names (git's pattern syntax, one a line)."""
-    text = await _read_as_owner(owner, os.path.join(top, INCLUDE_FILE))
-    patterns = [p.strip() for p in text.splitlines() if p.strip() and not p.startswith("#")]
-    if not patterns:
-        return
-    out = await _git_ok(
-        owner, "-C", top, "ls-files", "--others", "--ignored", "--exclude-standard",
-        what="Failed to list the repository's ignored files",
-    )  # fmt: skip
-    chosen = [f for f in out.splitlines() if any(_matches(f, p) for p in patterns)]
-    if chosen:
-        result = await exec_as_owner(
-            owner, ["/bin/sh", "-c", 'cd "$1" && shift && exec cp -a --parents -- "$@" "$0"',
-                    path, top, *chosen], GIT_TIMEOUT,
+    async def create(
+        self, owner: Owner, cwd: str, name: str, branch: str, base: str, directory: str, setup: str
+    ) -> Worktree:
+        """A new worktree for session name of the repository that holds cwd."""
+        code, top, err = await self._git(owner, "-C", cwd, "rev-parse", "--show-toplevel")
+        if code != 0 and "dubious ownership" in err:
+            raise WorktreeFailed(
+                f"The repository at {quote(cwd)} belongs to another user; a session's worktree "
+                "needs a repository its owner owns and can write."
+            )
+        if code != 0 or not top:
+            raise WorktreeFailed(f"Working directory {quote(cwd)} is not in a git repository.")
+        common = await self._git_ok(
+            owner, "-C", top, "rev-parse", "--path-format=absolute", "--git-common-dir",
+            what="Failed to find the repository's git directory",
         )  # fmt: skip
+        repo = os.path.dirname(common) if os.path.basename(common) == ".git" else top
+        code, base_ref, _ = await self._git(
+            owner, "-C", top, "rev-parse", "--verify", "--quiet", f"{base or 'HEAD'}^{{commit}}"
+        )
+        if code != 0:
+            raise WorktreeFailed(f"Base {quote(base or 'HEAD')} does not name a commit in {top}.")
+        chosen = branch or f"hostagent/{name}"
+        path = os.path.join(directory or os.path.join(common, DIRECTORY), name)
+        code, _, _ = await self._git(
+            owner, "-C", top, "show-ref", "--verify", "--quiet", f"refs/heads/{chosen}"
+        )
+        reuse = code == 0
+        if reuse and not branch:
+            raise WorktreeFailed(
+                f"Branch '{chosen}' already exists; reuse it with --worktree={chosen} "
+                "(when no worktree has it checked out), or pick another name."
+            )
+        add = (
+            ["worktree", "add", path, chosen]
+            if reuse
+            else ["worktree", "add", "-b", chosen, path, base_ref]
+        )
+        await self._git_ok(owner, "-C", top, *add, what=f"Failed to create the worktree at {path}")
+        inside = os.path.join(path, os.path.relpath(cwd, top))
+        tree = Worktree(path, chosen, base_ref, repo, inside, new_branch=not reuse)
+        try:
+            # The same place inside the worktree; git keeps no empty directories, so make it.
+            made = await exec_as_owner(owner, ["/bin/mkdir", "-p", "--", inside], 10.0)
+            if made is None or made[0] != 0:
+                raise WorktreeFailed(f"Failed to make {inside} in the new worktree.")
+            await self._copy_included(owner, top, path)
+            if setup:
+                await self._setup(owner, path, setup)
+        except BaseException:
+            await self.discard(owner, tree)
+            raise
+        log.info(
+            "session '%s': worktree %s on branch %s from %s", name, path, chosen, base_ref[:12]
+        )
+        return tree
+
+    async def attach(
+        self,
+        record: SessionRecord,
+        owner: Owner,
+        branch: str,
+        base: str,
+        directory: str,
+        setup: str,
+    ) -> tuple[SessionRecord, bool]:
+        """A new session's record with a worktree of its own, its cwd moved to the same place
+        inside it; and whether the branch is new (detach deletes only such a branch)."""
+        tree = await self.create(owner, record.cwd, record.name, branch, base, directory, setup)
+        attached = dataclasses.replace(
+            record, cwd=tree.cwd, worktree=tree.path, branch=tree.branch,
+            base_ref=tree.base_ref, repo=tree.repo,
+        )  # fmt: skip
+        return attached, tree.new_branch
+
+    async def detach(self, record: SessionRecord, owner: Owner, new_branch: bool) -> None:
+        """Undo attach for a session that never came to be."""
+        if record.worktree:
+            tree = Worktree(
+                record.worktree, record.branch, record.base_ref, record.repo, record.cwd, new_branch
+            )
+            await self.discard(owner, tree)
+
+    async def _copy_included(self, owner: Owner, top: str, path: str) -> None:
+        """Copy the ignored files that .worktreeinclude names (git's pattern syntax, one a line)."""
+        text = await self._read_as_owner(owner, os.path.join(top, INCLUDE_FILE))
+        patterns = [p.strip() for p in text.splitlines() if p.strip() and not p.startswith("#")]
+        if not patterns:
+            return
+        out = await self._git_ok(
+            owner, "-C", top, "ls-files", "--others", "--ignored", "--exclude-standard",
+            what="Failed to list the repository's ignored files",
+        )  # fmt: skip
+        chosen = [f for f in out.splitlines() if any(_matches(f, p) for p in patterns)]
+        if chosen:
+            result = await exec_as_owner(
+                owner, ["/bin/sh", "-c", 'cd "$1" && shift && exec cp -a --parents -- "$@" "$0"',
+                        path, top, *chosen], GIT_TIMEOUT,
+            )  # fmt: skip
+            if result is None or result[0] != 0:
+                raise WorktreeFailed(f"Failed to copy the files {INCLUDE_FILE} names into {path}.")
+
+    async def _read_as_owner(self, owner: Owner, path: str) -> str:
+        result = await exec_as_owner(owner, ["/bin/cat", "--", path], 10.0)
+        return result[1].decode(errors="replace") if result and result[0] == 0 else ""
+
+    async def _setup(self, owner: Owner, path: str, command: str) -> None:
+        try:
+            result = await exec_as_owner(
+                owner, ["/bin/sh", "-c", 'cd "$0" && exec /bin/sh -c "$1"', path, command],
+                GIT_TIMEOUT, runs_user_code="worktree setup", limit=USER_CODE_OUTPUT,
+            )  # fmt: skip
+        except OutputTooLarge as e:
+            raise WorktreeFailed(f"The worktree setup command printed {e}.") from None
+        if result is None:
+            raise WorktreeFailed(
+                f"The worktree setup command did not finish in {GIT_TIMEOUT:.0f}s."
+            )
+        code, out, err = result
+        if code != 0:
+            said = (err or out).decode(errors="replace").strip().splitlines()[-3:]
+            raise WorktreeFailed(
+                f"The worktree setup command failed (exit {code}): " + " | ".join(said)
+            )
+
+    async def discard(self, owner: Owner, tree: Worktree) -> None:
+        """Remove a worktree made moments ago, and its branch if it was new; best effort."""
+        await self._git(owner, "-C", tree.repo, "worktree", "remove", "--force", tree.path)
+        if tree.new_branch:
+            await self._git(owner, "-C", tree.repo, "branch", "-D", tree.branch)
+
+    async def unrestorable(self, owner: Owner, repo: str, path: str) -> list[str]:
+        """What in the worktree git could not bring back once it is removed, as git status names
+        it: changes to tracked files, untracked files, and ignored ones (a rotated .env, notes)
+        unless the main worktree holds the same (a file .worktreeinclude copied in, untouched).
+        ["?"] when git cannot say."""
+        code, out, _ = await self._git(
+            owner, "-C", path, "status", "--porcelain=v1", "-z", "--ignored", strip=False
+        )
+        if code != 0:
+            return ["?"]
+        changed: list[str] = []
+        ignored: list[str] = []
+        entries = iter(out.split("\0"))
+        for entry in entries:
+            if len(entry) < 4:
+                continue
+            (ignored if entry[:2] == "!!" else changed).append(entry[3:])
+            if entry[0] in "RC":
+                next(entries, None)  # a rename's or copy's old path
+        return changed + await self._not_in_main(owner, repo, path, ignored)
+
+    async def _not_in_main(
+        self, owner: Owner, repo: str, path: str, ignored: list[str]
+    ) -> list[str]:
+        """The ignored files (or directories) of the worktree that the main worktree does not hold
+        the same; all of them when that cannot be told."""
+        if not ignored:
+            return []
+        script = (
+            "wt=$1 top=$2; shift 2; for f; do "
+            'diff -rq -- "$wt/$f" "$top/$f" >/dev/null 2>&1 || printf "%s\\0" "$f"; done'
+        )
+        result = await exec_as_owner(
+            owner, ["/bin/sh", "-c", script, "sh", path, repo, *ignored], GIT_TIMEOUT
+        )
         if result is None or result[0] != 0:
-            raise WorktreeFailed(f"Failed to copy the files {INCLUDE_FILE} names into {path}.")
+            return ignored
+        return [f for f in result[1].decode(errors="surrogateescape").split("\0") if f]
+
+    async def remove(self, owner: Owner, repo: str, path: str, force: bool) -> str:
+        """Remove a session's worktree (the branch stays); a note for the caller when it is kept."""
+        if not os.path.isdir(path):
+            return ""
+        if not force:
+            kept = await self.unrestorable(owner, repo, path)
+            if kept:
+                first = "" if kept == ["?"] else f" (first: {quote(kept[0])})"
+                return (
+                    f"Worktree {path} holds {len(kept)} changed, untracked or ignored file(s) git "
+                    f"could not restore{first} and was kept; remove it with 'git -C {repo} worktree "
+                    f"remove --force {path}', or remove the session with --force."
+                )
+        args = ["worktree", "remove", *(["--force"] if force else []), path]
+        await self._git_ok(
+            owner, "-C", repo, *args, what=f"Failed to remove the worktree at {path}"
+        )
+        return ""
+
+    async def remove_of(self, owner: Owner, record: SessionRecord, force: bool) -> str:
+        """Remove the session's worktree, if it has one; a note for the caller when something was
+        kept or could not be removed."""
+        if not record.worktree:
+            return ""
+        try:
+            return await self.remove(owner, record.repo, record.worktree, force)
+        except WorktreeFailed as e:
+            return e.message
+
+    async def diff(self, owner: Owner, path: str, base_ref: str, stat: bool) -> str:
+        """What the session changed against its base, committed and not, as git diff shows it."""
+        args = ["-C", path, "diff", *(["--stat"] if stat else []), base_ref]
+        out = await self._git_ok(owner, *args, what="Failed to diff the worktree")
+        if len(out.encode()) > DIFF_MAX:
+            raise WorktreeFailed(
+                f"The diff is larger than {DIFF_MAX // (1024 * 1024)} MiB; run "
+                f"'git -C {path} diff {base_ref}' yourself."
+            )
+        return out
 
 
 def _matches(path: str, pattern: str) -> bool:
@@ -172,113 +297,3 @@ def _matches(path: str, pattern: str) -> bool:
     return any(
         fnmatch.fnmatch(part, pattern) or fnmatch.fnmatch(path, pattern) for part in path.split("/")
     )
-
-
-async def _read_as_owner(owner: Owner, path: str) -> str:
-    result = await exec_as_owner(owner, ["/bin/cat", "--", path], 10.0)
-    return result[1].decode(errors="replace") if result and result[0] == 0 else ""
-
-
-async def _setup(owner: Owner, path: str, command: str) -> None:
-    try:
-        result = await exec_as_owner(
-            owner, ["/bin/sh", "-c", 'cd "$0" && exec /bin/sh -c "$1"', path, command],
-            GIT_TIMEOUT, runs_user_code="worktree setup", limit=USER_CODE_OUTPUT,
-        )  # fmt: skip
-    except OutputTooLarge as e:
-        raise WorktreeFailed(f"The worktree setup command printed {e}.") from None
-    if result is None:
-        raise WorktreeFailed(f"The worktree setup command did not finish in {GIT_TIMEOUT:.0f}s.")
-    code, out, err = result
-    if code != 0:
-        said = (err or out).decode(errors="replace").strip().splitlines()[-3:]
-        raise WorktreeFailed(
-            f"The worktree setup command failed (exit {code}): " + " | ".join(said)
-        )
-
-
-async def discard(owner: Owner, tree: Worktree) -> None:
-    """Remove a worktree made moments ago, and its branch if it was new; best effort."""
-    await _git(owner, "-C", tree.repo, "worktree", "remove", "--force", tree.path)
-    if tree.new_branch:
-        await _git(owner, "-C", tree.repo, "branch", "-D", tree.branch)
-
-
-async def unrestorable(owner: Owner, repo: str, path: str) -> list[str]:
-    """What in the worktree git could not bring back once it is removed, as git status names
-    it: changes to tracked files, untracked files, and ignored ones (a rotated .env, notes)
-    unless the main worktree holds the same (a file .worktreeinclude copied in, untouched).
-    ["?"] when git cannot say."""
-    code, out, _ = await _git(
-        owner, "-C", path, "status", "--porcelain=v1", "-z", "--ignored", strip=False
-    )
-    if code != 0:
-        return ["?"]
-    changed: list[str] = []
-    ignored: list[str] = []
-    entries = iter(out.split("\0"))
-    for entry in entries:
-        if len(entry) < 4:
-            continue
-        (ignored if entry[:2] == "!!" else changed).append(entry[3:])
-        if entry[0] in "RC":
-            next(entries, None)  # a rename's or copy's old path
-    return changed + await _not_in_main(owner, repo, path, ignored)
-
-
-async def _not_in_main(owner: Owner, repo: str, path: str, ignored: list[str]) -> list[str]:
-    """The ignored files (or directories) of the worktree that the main worktree does not hold
-    the same; all of them when that cannot be told."""
-    if not ignored:
-        return []
-    script = (
-        "wt=$1 top=$2; shift 2; for f; do "
-        'diff -rq -- "$wt/$f" "$top/$f" >/dev/null 2>&1 || printf "%s\\0" "$f"; done'
-    )
-    result = await exec_as_owner(
-        owner, ["/bin/sh", "-c", script, "sh", path, repo, *ignored], GIT_TIMEOUT
-    )
-    if result is None or result[0] != 0:
-        return ignored
-    return [f for f in result[1].decode(errors="surrogateescape").split("\0") if f]
-
-
-async def remove(owner: Owner, repo: str, path: str, force: bool) -> str:
-    """Remove a session's worktree (the branch stays); a note for the caller when it is kept."""
-    if not os.path.isdir(path):
-        return ""
-    if not force:
-        kept = await unrestorable(owner, repo, path)
-        if kept:
-            first = "" if kept == ["?"] else f" (first: {quote(kept[0])})"
-            return (
-                f"Worktree {path} holds {len(kept)} changed, untracked or ignored file(s) git "
-                f"could not restore{first} and was kept; remove it with 'git -C {repo} worktree "
-                f"remove --force {path}', or remove the session with --force."
-            )
-    args = ["worktree", "remove", *(["--force"] if force else []), path]
-    await _git_ok(owner, "-C", repo, *args, what=f"Failed to remove the worktree at {path}")
-    return ""
-
-
-async def remove_of(owner: Owner, record: SessionRecord, force: bool) -> str:
-    """Remove the session's worktree, if it has one; a note for the caller when something was
-    kept or could not be removed."""
-    if not record.worktree:
-        return ""
-    try:
-        return await remove(owner, record.repo, record.worktree, force)
-    except WorktreeFailed as e:
-        return e.message
-
-
-async def diff(owner: Owner, path: str, base_ref: str, stat: bool) -> str:
-    """What the session changed against its base, committed and not, as git diff shows it."""
-    args = ["-C", path, "diff", *(["--stat"] if stat else []), base_ref]
-    out = await _git_ok(owner, *args, what="Failed to diff the worktree")
-    if len(out.encode()) > DIFF_MAX:
-        raise WorktreeFailed(
-            f"The diff is larger than {DIFF_MAX // (1024 * 1024)} MiB; run "
-            f"'git -C {path} diff {base_ref}' yourself."
-        )
-    return out

@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator, Callable
 from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
-from hostagent.daemon.host import checkpoint, worktree
-from hostagent.daemon.host.ports import OwnerPort, ScopeRunner
+from hostagent.daemon.host import checkpoint
+from hostagent.daemon.host.ports import OwnerPort, ScopeRunner, WorktreePort
 from hostagent.daemon.host.systemd import SystemdError
 from hostagent.daemon.host.tmux import remove_socket
 from hostagent.daemon.ops import resumeplan
@@ -63,6 +63,7 @@ class Lifecycle:
         registry: Registry,
         scopes: ScopeRunner,
         owners: OwnerPort,
+        worktrees: WorktreePort,
         terminal: Terminal,
         conversations: Conversations,
         hooks: AgentHooks,
@@ -74,6 +75,7 @@ class Lifecycle:
         self.registry = registry
         self.scopes = scopes
         self.owners = owners
+        self.worktrees = worktrees
         self.terminal = terminal
         self.conversations = conversations
         self.hooks = hooks
@@ -136,7 +138,7 @@ class Lifecycle:
                 new_branch = False
                 if req.worktree is not None:
                     setup = preset.worktree_setup or self.settings.config.worktrees_setup
-                    record, new_branch = await worktree.attach(
+                    record, new_branch = await self.worktrees.attach(
                         record, owner, req.worktree, req.base,
                         self.settings.config.worktrees_dir, setup,
                     )  # fmt: skip
@@ -151,7 +153,7 @@ class Lifecycle:
                     if name not in self.registry.sessions:  # never recorded: nothing of it stays
                         self.terminal.unwatch(session)
                         self.hooks.remove_hooks(session)
-                        await worktree.detach(record, owner, new_branch)
+                        await self.worktrees.detach(record, owner, new_branch)
                     raise
             finally:
                 self.registry.reserved.pop(name, None)
@@ -309,7 +311,7 @@ class Lifecycle:
         remove_socket(session.paths.socket)
         self.hooks.remove_hooks(session)
         try:
-            note = await worktree.remove_of(session.owner, session.record, force)
+            note = await self.worktrees.remove_of(session.owner, session.record, force)
         except KeyError:  # the owner no longer exists: nobody to run git as
             note = f"its worktree {session.record.worktree} was kept: its owner no longer exists"
         if note:
@@ -322,4 +324,4 @@ class Lifecycle:
         record = session.record
         if not record.worktree:
             raise WorktreeFailed(f"Session '{session.name}' has no worktree of its own to diff.")
-        return await worktree.diff(session.owner, record.worktree, record.base_ref, stat)
+        return await self.worktrees.diff(session.owner, record.worktree, record.base_ref, stat)
