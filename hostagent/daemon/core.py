@@ -100,7 +100,7 @@ class Core:
         hooks.on_pane_died = endings.agent_exited_soon
         endings.after_end = usage.after_end
         lifecycle.over_budget = usage.over_budget
-        activations = ActivationWatch(registry, endings.guard)
+        activations = ActivationWatch(registry, scopes, endings.guard)
         return cls(
             settings, registry, scopes, terminal, conversations, hooks, endings, reconciler,
             lifecycle, background, usage, activations,

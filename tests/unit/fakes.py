@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import os
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,6 +181,9 @@ class FakeScopes:
         self.gate: asyncio.Event | None = None  # when set up, starts wait for it
         self.parked = asyncio.Event()  # set while a start waits at the gate
         self.program_checks = 0  # programs a start checked as their owner
+        self.cgroups: dict[int, str | None] = {}  # the scope a pid is in, as /proc would say
+        # What a stop does instead of systemd's (a refusal, a disk that fills meanwhile).
+        self.stop_with: Callable[[str, float], Awaitable[None]] | None = None
 
     async def capped_slice(self, uid: int, caps: Limits) -> str:
         return f"hostagent-u{uid}.slice"
@@ -222,6 +225,13 @@ class FakeScopes:
         self.gate.set()
 
     async def stop(self, unit: str, timeout: float) -> None:
+        if self.stop_with is not None:
+            await self.stop_with(unit, timeout)
+            return
+        await self.systemd.stop_unit(unit)
+
+    async def stop_as_systemd_does(self, unit: str, timeout: float) -> None:
+        """The stop systemd makes, whatever stop_with says instead."""
         await self.systemd.stop_unit(unit)
 
     async def kill(
@@ -233,6 +243,8 @@ class FakeScopes:
         u.signals.append((whom, signal))
 
     def unit_of_pid(self, pid: int) -> str | None:
+        if pid in self.cgroups:
+            return self.cgroups[pid]
         return next((u.name for u in self.systemd.units.values() if u.leader == pid), None)
 
     def leader_alive_in(self, unit: str, pid: int) -> bool:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hostagent.daemon.follow import activations, containment
+from hostagent.daemon.follow import containment
 from hostagent.daemon.follow.activations import (
     Activation,
     ActivationWatch,
@@ -66,17 +66,16 @@ def test_a_restarted_follow_goes_on_after_the_last_line_read() -> None:
     assert argv[-1] == "_COMM=dbus-daemon"
 
 
-def test_the_session_whose_scope_holds_the_asker_is_flagged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_session_whose_scope_holds_the_asker_is_flagged(tmp_path: Path) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
         await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         session = host.registry.get("a")
         # Where each pid is, as /proc would say: 507 in a's scope, 600 somewhere else.
-        units = {507: session.record.unit, 600: "user@1001.service"}
-        monkeypatch.setattr(activations, "_unit_of", lambda pid: units.get(pid, ""))
-        watch = ActivationWatch(host.registry, containment.Guard(host.registry, host.systemd))
+        host.scopes.cgroups.update({507: session.record.unit, 600: None})
+        watch = ActivationWatch(
+            host.registry, host.scopes, containment.Guard(host.registry, host.systemd)
+        )
 
         def entry(message: str, cursor: str) -> bytes:
             return json.dumps({"MESSAGE": message, "__CURSOR": cursor}).encode()

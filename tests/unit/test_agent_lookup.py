@@ -80,11 +80,11 @@ def test_a_program_in_the_owners_local_bin_is_found_and_a_missing_one_named(
 
 
 def test_listing_the_agents_asks_afresh_and_creates_then_find_the_new_copy(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """A create within the cache's time keeps the answer it had; the user's own copy installed
     ahead of it is found once ListAgents has looked, as the user does after an install."""
-    monkeypatch.setattr(agents, "_cache", {})
+    agents.forget_lookups()
     system, own = tmp_path / "system", tmp_path / ".local" / "bin"
     install(system / "an-agent", "an-agent 1.0")
     (tmp_path / ".profile").write_text(f'PATH="{own}:{system}:$PATH"\n')

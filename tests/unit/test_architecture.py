@@ -394,6 +394,46 @@ def test_what_is_done_as_the_owner_goes_through_its_port() -> None:
     assert reaching == []
 
 
+def edge_stand_ins(path: Path) -> list[int]:
+    """Lines of a test that stand in for a host edge around its port: a monkeypatch of a host
+    module's function (its limits, in capitals, may be lowered), or of the fakes' ports."""
+    tree = ast.parse(path.read_text())
+    host_modules = {
+        (a.asname or a.name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hostagent.daemon")
+        for a in node.names
+    }
+    found = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "setattr"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "monkeypatch"
+            and len(node.args) >= 2
+        ):
+            continue
+        target, name = node.args[0], node.args[1]
+        attr = name.value if isinstance(name, ast.Constant) else ""
+        module = isinstance(target, ast.Name) and target.id in host_modules
+        port = isinstance(target, ast.Attribute) and target.attr in ("scopes", "owners", "systemd")
+        if (module and not str(attr).isupper()) or port:
+            found.append(node.lineno)
+    return found
+
+
+def test_no_unit_test_stands_in_for_a_host_edge_around_its_port() -> None:
+    """The fakes implement every port (tests/unit/fakes.py); a test scripts them."""
+    stand_ins = sorted(
+        f"{p.name}:{line}"
+        for p in (ROOT / "tests" / "unit").glob("test_*.py")
+        for line in edge_stand_ins(p)
+    )
+    assert stand_ins == []
+
+
 def state_moves(path: Path) -> list[int]:
     """Lines that move a session through the state machine or end its run: a `change` call
     with an event, or a `finish` call."""
@@ -476,6 +516,15 @@ def test_the_rules_find_what_they_look_for(tmp_path: Path) -> None:
         "set_confiner(c)\n"
     )
     assert wirings(wiring) == [1, 2, 3, 4, 5, 8]
+    stand_ins = tmp_path / "stand_ins.py"
+    stand_ins.write_text(
+        "from hostagent.daemon.host import owner as owner_module\n"
+        "monkeypatch.setattr(owner_module, 'exec_as_owner', f)\n"
+        "monkeypatch.setattr(owner_module, 'MAX_OUTPUT', 10)\n"
+        "monkeypatch.setattr(host.scopes, 'stop', f)\n"
+        "monkeypatch.setattr(host.store, 'save', f)\n"
+    )
+    assert edge_stand_ins(stand_ins) == [2, 4]
     saves = tmp_path / "saves.py"
     saves.write_text("self.registry.store.save(record)\nstore.save(r)\nconfig.save()\n")
     assert store_writes(saves) == [1, 2]

@@ -123,7 +123,6 @@ def test_a_stop_whose_end_cannot_be_written_still_ends_the_run(
         session = host.registry.get("a")
         session.paths.socket.parent.mkdir(parents=True, exist_ok=True)
         session.paths.socket.touch()
-        stop = host.scopes.stop
         save = host.store.save
         full = False
 
@@ -134,11 +133,11 @@ def test_a_stop_whose_end_cannot_be_written_still_ends_the_run(
 
         async def stop_then_fill(unit: str, timeout: float) -> None:
             nonlocal full
-            await stop(unit, timeout)
+            await host.scopes.stop_as_systemd_does(unit, timeout)
             full = True
 
         monkeypatch.setattr(host.store, "save", maybe_save)
-        monkeypatch.setattr(host.scopes, "stop", stop_then_fill)
+        host.scopes.stop_with = stop_then_fill
         await host.lifecycle.stop(session)
         assert session.record.state is State.STOPPED
         assert host.events[-1] == ("changed", "a", "stopped")

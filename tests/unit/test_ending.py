@@ -12,7 +12,7 @@ from hostagent.daemon.host.scope import own_unit
 from hostagent.daemon.host.tmux import FINAL_BYTES, final_screen
 from hostagent.daemon.ops.ending import End
 from hostagent.session import State, agent_end, unit_end
-from tests.unit.fakes import Host, run
+from tests.unit.fakes import Host, ShownWatch, run
 from tests.unit.test_lifecycle import create
 
 
@@ -198,8 +198,9 @@ def test_a_run_that_ended_with_its_terminal_keeps_the_last_screen_its_watch_read
         host = await Host.started(tmp_path)
         await create(host, "a")
         session = host.registry.get("a")
-        assert session.watch is not None
-        session.watch.last_screen = "$ make\nbuilding…\n\n"  # type: ignore[misc]
+        shown = ShownWatch()  # a watch that read this last
+        shown.last_screen = "$ make\nbuilding…\n\n"
+        host.registry.watched(session, shown)
         async with session.lock:
             await host.core.endings.finish(session, End("signal", "killed by SIGTERM"))
         assert host.store.load_screen("a") == "$ make\nbuilding…\n"

@@ -115,7 +115,7 @@ def test_a_stop_that_meets_a_systemd_error_ends_as_systemd_says(
                 host.systemd.end(unit)
             raise StopFailed(f"Failed to stop unit {unit}: the manager went away")
 
-        monkeypatch.setattr(host.scopes, "stop", refused)
+        host.scopes.stop_with = refused
         if unit_survives:
             with pytest.raises(StopFailed):
                 await host.lifecycle.stop(host.registry.get("a"))
@@ -126,7 +126,7 @@ def test_a_stop_that_meets_a_systemd_error_ends_as_systemd_says(
         await host.settle()
         assert host.registry.get("a").record.state is expected
         assert host.on_disk("a") == expected.value
-        monkeypatch.undo()
+        host.scopes.stop_with = None
         if unit_survives:  # no state from which only a restart escapes
             await host.lifecycle.remove(host.registry.get("a"))
             assert host.on_disk("a") is None

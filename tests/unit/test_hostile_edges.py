@@ -14,6 +14,7 @@ import pytest
 
 from hostagent.daemon.follow.terminal import check_text
 from hostagent.daemon.host import owner as owner_module
+from hostagent.daemon.host import procfs
 from hostagent.daemon.host.heldchild import HeldChild
 from hostagent.daemon.host.owner import exec_as_owner
 from hostagent.daemon.host.runtimedir import make_room
@@ -242,13 +243,10 @@ def test_a_helper_cut_short_while_it_starts_still_ends(tmp_path: Path) -> None:
 
 
 def test_following_a_process_tells_once_and_closes_its_pidfd_once() -> None:
-    from hostagent.daemon.host.scope import Scopes
-
     async def body() -> None:
-        scopes = Scopes(None, None)  # type: ignore[arg-type]
         proc = await asyncio.create_subprocess_exec("/bin/sleep", "30")
         told = asyncio.Event()
-        stop = scopes.follow_process(proc.pid, told.set)
+        stop = procfs.follow(proc.pid, told.set)
         assert stop is not None
         fds = len(os.listdir("/proc/self/fd"))
         proc.kill()
@@ -257,7 +255,7 @@ def test_following_a_process_tells_once_and_closes_its_pidfd_once() -> None:
         stop()
         stop()  # a listener may stop it again: nothing else is closed
         assert len(os.listdir("/proc/self/fd")) == fds - 1
-        assert scopes.follow_process(proc.pid, told.set) is None  # gone and reaped
+        assert procfs.follow(proc.pid, told.set) is None  # gone and reaped
 
     asyncio.run(body())
 
@@ -303,7 +301,6 @@ def test_a_failed_scope_start_says_what_became_of_its_first_process(script: str,
     ],
 )  # fmt: skip
 def test_a_helper_is_switched_to_its_owner_after_exec_where_setpriv_is(
-    monkeypatch: pytest.MonkeyPatch,
     uid: int,
     groups: tuple[int, ...],
     setpriv: str | None,
@@ -313,6 +310,5 @@ def test_a_helper_is_switched_to_its_owner_after_exec_where_setpriv_is(
     """So that subprocess starts it with vfork: its own uid switch makes it fork the daemon."""
     if uid == 1001 and os.geteuid() == 1001:
         pytest.skip("this test's other owner is the user running it")
-    monkeypatch.setattr(owner_module, "SETPRIV", setpriv)
     who = Owner(uid, uid, "someone", "/home/someone", "/bin/sh", groups)
-    assert owner_module.as_owner(who, ["tmux", "ls"]) == (argv, keywords)
+    assert owner_module.as_owner(who, ["tmux", "ls"], setpriv) == (argv, keywords)

@@ -3,7 +3,6 @@ ones say but for the program they start, and land where systemd and the session 
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -56,25 +55,19 @@ def test_the_files_go_where_the_user_manager_and_session_bus_look(
     )
 
 
-def test_install_then_uninstall_leaves_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_install_then_uninstall_leaves_nothing(tmp_path: Path) -> None:
     ran: list[list[str]] = []
 
-    class Ran:
-        returncode, stderr = 0, ""
-
-    def run_(argv: list[str], **_: object) -> Ran:
+    def run_(argv: list[str]) -> tuple[int, str]:
         ran.append(argv)
-        return Ran()
+        return 0, ""
 
-    monkeypatch.setattr(subprocess, "run", run_)
     env = {"HOME": str(tmp_path)}
-    done, problems = userunit.install(env, PYTHON)
+    done, problems = userunit.install(env, PYTHON, run_)
     assert problems == [] and len(done) == 2
     assert userunit.unit_path(env).read_text() == userunit.unit_text(PYTHON)
     assert ["systemctl", "--user", "daemon-reload"] in ran
-    done, problems = userunit.uninstall(env)
+    done, problems = userunit.uninstall(env, run_)
     assert problems == [] and len(done) == 2
     assert ["systemctl", "--user", "stop", "hostagent.service"] in ran
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []

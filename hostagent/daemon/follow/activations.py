@@ -23,8 +23,9 @@ import re
 from dataclasses import dataclass
 
 from hostagent.daemon.follow.containment import Guard
-from hostagent.daemon.host import journal, procfs
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.host import journal
+from hostagent.daemon.host.ports import ScopeRunner
+from hostagent.daemon.state.registry import Registry
 from hostagent.session import State
 
 log = logging.getLogger(__name__)
@@ -74,16 +75,12 @@ def journal_follow_argv(cursor: str) -> list[str]:
     return ["journalctl", "--follow", "--output=json", "--no-pager", *where, "_COMM=dbus-daemon"]
 
 
-def _unit_of(pid: int) -> str:
-    """The unit (the cgroup's last part) pid is in, or "" when it is gone."""
-    return procfs.cgroup_of(pid).rpartition("/")[2]
-
-
 class ActivationWatch:
     """Follows the bus daemons' activation lines for as long as the daemon runs."""
 
-    def __init__(self, registry: Registry, guard: Guard) -> None:
+    def __init__(self, registry: Registry, scopes: ScopeRunner, guard: Guard) -> None:
         self.registry = registry
+        self.scopes = scopes
         self.guard = guard
         self.cursor = ""  # the last entry read, so a restarted follow misses nothing
 
@@ -113,14 +110,9 @@ class ActivationWatch:
         activation = parse(message) if isinstance(message, str) else None
         if activation is None:
             return
-        session = self.session_in(_unit_of(activation.pid))
+        session = self.registry.by_unit(self.scopes.unit_of_pid(activation.pid))
         if session is None:
             return
         async with session.lock:  # a flag is a change like any other
             if session.record.state is State.RUNNING and not session.removed:
                 self.guard.flag(session, describe(activation))
-
-    def session_in(self, unit: str) -> Session | None:
-        if not unit:
-            return None
-        return next((s for s in self.registry.sessions.values() if s.record.unit == unit), None)

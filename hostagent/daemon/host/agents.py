@@ -54,6 +54,11 @@ class Found:
 _cache: dict[tuple[int, str], tuple[float, Found]] = {}
 
 
+def forget_lookups() -> None:
+    """Every cached answer forgotten: the next lookup asks the login shell again."""
+    _cache.clear()
+
+
 def login_argv(shell: str, program: str) -> list[str]:
     """How to ask the owner's login shell; a shell that is not POSIX (fish) or not a shell
     at all (nologin) is replaced by /bin/sh, which still reads /etc/profile and ~/.profile."""

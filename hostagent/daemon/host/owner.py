@@ -77,15 +77,18 @@ def build_env(
 SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin")
 
 
-def as_owner(owner: Owner, argv: list[str]) -> tuple[list[str], dict[str, object]]:
+def as_owner(
+    owner: Owner, argv: list[str], setpriv: str | None = SETPRIV
+) -> tuple[list[str], dict[str, object]]:
     """argv and subprocess keywords that run it as owner: unchanged when we already are the
-    owner; else through setpriv, or (without it) with subprocess's own switch."""
+    owner; else through setpriv (the program, when there is one), or (without it) with
+    subprocess's own switch."""
     if os.geteuid() == owner.uid:
         return argv, {}
-    if SETPRIV is None:
+    if setpriv is None:
         return argv, {"user": owner.uid, "group": owner.gid, "extra_groups": list(owner.groups)}
     groups = f"--groups={','.join(map(str, owner.groups))}" if owner.groups else "--clear-groups"
-    switch = [SETPRIV, f"--reuid={owner.uid}", f"--regid={owner.gid}", groups, "--"]
+    switch = [setpriv, f"--reuid={owner.uid}", f"--regid={owner.gid}", groups, "--"]
     return [*switch, *argv], {}
 
 

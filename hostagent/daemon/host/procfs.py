@@ -1,4 +1,5 @@
-"""What /proc says about a process: the one place the daemon reads it.
+"""What /proc says about a process, and a pidfd to follow its exit: the one place the daemon
+reads it.
 
 A process's parent, name, state, cgroup and children are readable by anyone, so the daemon
 needs no privilege for them; its command line, cwd and owner are read only where a scope with
@@ -9,8 +10,9 @@ files a minute, and a buffered text file costs several times more.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 MAX_TREE = 16384  # processes read from one root down, at most
@@ -135,3 +137,26 @@ def exit_status(pid: int) -> int | None:
         return None
     fields = _stat_fields(stat)[1]
     return int(fields[49]) if len(fields) > 49 and fields[0] == "Z" else None
+
+
+def follow(pid: int, on_exit: Callable[[], None]) -> Callable[[], None] | None:
+    """Call on_exit once when pid exits (a pidfd on the event loop); a function that stops
+    following, or None when pid is gone already."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    loop = asyncio.get_running_loop()
+    open_fd = [fd]  # closed once, however often stop is called
+
+    def stop() -> None:
+        if open_fd:
+            loop.remove_reader(open_fd[0])
+            os.close(open_fd.pop())
+
+    def exited() -> None:
+        stop()
+        on_exit()
+
+    loop.add_reader(fd, exited)
+    return stop

@@ -335,26 +335,7 @@ class Scopes:
     # pane's process a zombie it never reaps and its pane-died hook never run.
 
     def follow_process(self, pid: int, on_exit: Callable[[], None]) -> Callable[[], None] | None:
-        """Call on_exit once when pid exits (a pidfd on the event loop); a function that stops
-        following, or None when pid is gone already."""
-        try:
-            fd = os.pidfd_open(pid)
-        except OSError:
-            return None
-        loop = asyncio.get_running_loop()
-        open_fd = [fd]  # closed once, however often stop is called
-
-        def stop() -> None:
-            if open_fd:
-                loop.remove_reader(open_fd[0])
-                os.close(open_fd.pop())
-
-        def exited() -> None:
-            stop()
-            on_exit()
-
-        loop.add_reader(fd, exited)
-        return stop
+        return procfs.follow(pid, on_exit)
 
     def exit_status_of(self, pid: int) -> int | None:
         return procfs.exit_status(pid)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from hostagent import BUS_NAME
@@ -82,7 +82,17 @@ def _write(path: Path, text: str) -> None:
     partial.replace(path)
 
 
-def _tell_managers() -> list[str]:
+# A command run for the user: its exit code and what it said on stderr (OSError, or
+# subprocess.TimeoutExpired, when it could not run).
+Run = Callable[[list[str]], tuple[int, str]]
+
+
+def run_command(argv: list[str]) -> tuple[int, str]:
+    ran = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    return ran.returncode, ran.stderr.strip()
+
+
+def _tell_managers(run: Run) -> list[str]:
     """Make the user's service manager and session bus read their
     directories again; what failed, in words (the files are in place either way, and a new
     login reads them)."""
@@ -94,36 +104,38 @@ def _tell_managers() -> list[str]:
          "org.freedesktop.DBus", "ReloadConfig"],
     ):  # fmt: skip
         try:
-            ran = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            code, said = run(argv)
         except (OSError, subprocess.TimeoutExpired) as e:
             problems.append(f"'{' '.join(argv)}' failed: {e}")
             continue
-        if ran.returncode != 0:
-            problems.append(f"'{' '.join(argv)}' failed: {ran.stderr.strip()}")
+        if code != 0:
+            problems.append(f"'{' '.join(argv)}' failed: {said}")
     return problems
 
 
-def install(env: Mapping[str, str], python: str = sys.executable) -> tuple[list[str], list[str]]:
+def install(
+    env: Mapping[str, str], python: str = sys.executable, run: Run = run_command
+) -> tuple[list[str], list[str]]:
     """Write the user unit and the activation file; (what was done, what failed)."""
     done = []
     for path, text in ((unit_path(env), unit_text(python)),
                        (activation_path(env), activation_text(python))):  # fmt: skip
         _write(path, text)
         done.append(f"Created {path}.")
-    return done, _tell_managers()
+    return done, _tell_managers(run)
 
 
-def uninstall(env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+def uninstall(env: Mapping[str, str], run: Run = run_command) -> tuple[list[str], list[str]]:
     """Stop the user's daemon (its sessions keep running in their scopes) and remove both
     files; (what was done, what failed)."""
     problems = []
     if unit_path(env).exists():
-        stop = subprocess.run(["systemctl", "--user", "stop", UNIT], capture_output=True, text=True)
-        if stop.returncode != 0:
-            problems.append(f"'systemctl --user stop {UNIT}' failed: {stop.stderr.strip()}")
+        code, said = run(["systemctl", "--user", "stop", UNIT])
+        if code != 0:
+            problems.append(f"'systemctl --user stop {UNIT}' failed: {said}")
     done = []
     for path in (unit_path(env), activation_path(env)):
         if path.exists():
             path.unlink()
             done.append(f"Removed {path}.")
-    return done, problems + (_tell_managers() if done else [])
+    return done, problems + (_tell_managers(run) if done else [])
