@@ -294,6 +294,9 @@ class FakeOwners:
     ) -> dict[str, str]:
         return self.real.environment(owner, preset_env, caller_env)
 
+    def prepare_runtime_dir(self, path: Path, owner: Owner) -> None:
+        self.real.prepare_runtime_dir(path, owner)
+
     async def check_cwd(self, owner: Owner, cwd: str) -> str | None:
         return await self.real.check_cwd(owner, cwd)
 

@@ -1,5 +1,6 @@
 """The owner port (ports.OwnerPort) as the daemon runs it: a session's environment, its owner's
-cwd and programs checked, and helpers run, each as the owner (owner.py, agents.py).
+runtime directory, cwd and programs checked, and helpers run, each as the owner (owner.py,
+runtimedir.py, agents.py).
 
 The one object ops/ and follow/ are handed for anything done with a user's rights; the fast
 layer's fake stands in for it, so no test reaches past it into the module functions.
@@ -7,7 +8,9 @@ layer's fake stands in for it, so no test reaches past it into the module functi
 
 from __future__ import annotations
 
-from hostagent.daemon.host import agents, owner
+from pathlib import Path
+
+from hostagent.daemon.host import agents, owner, runtimedir
 from hostagent.identity import Owner
 
 
@@ -19,6 +22,9 @@ class Owners:
         self, who: Owner, preset_env: dict[str, str], caller_env: dict[str, str]
     ) -> dict[str, str]:
         return owner.build_env(who, preset_env, caller_env, self.system)
+
+    def prepare_runtime_dir(self, path: Path, who: Owner) -> None:
+        runtimedir.prepare_runtime_dir(path, who)
 
     async def check_cwd(self, who: Owner, cwd: str) -> str | None:
         return await owner.check_cwd(who, cwd)

@@ -92,12 +92,14 @@ class ScopeRunner(Protocol):
 
 class OwnerPort(Protocol):
     """Running things as a session's owner, with the owner's rights and never the daemon's:
-    the environment a session's processes get, whether the owner can use a working
-    directory, where the owner's login shell finds a program, and a helper program's run."""
+    the environment a session's processes get, the owner's runtime directory (where its
+    sockets and FIFOs go), whether the owner can use a working directory, where the owner's
+    login shell finds a program, and a helper program's run."""
 
     def environment(
         self, owner: Owner, preset_env: dict[str, str], caller_env: dict[str, str]
     ) -> dict[str, str]: ...
+    def prepare_runtime_dir(self, path: Path, owner: Owner) -> None: ...
     async def check_cwd(self, owner: Owner, cwd: str) -> str | None: ...
     async def find_program(self, owner: Owner, program: str) -> Found: ...
     async def run(

@@ -17,7 +17,6 @@ from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.host import checkpoint
 from hostagent.daemon.host.ports import OwnerPort, ScopeRunner
-from hostagent.daemon.host.runtimedir import prepare_runtime_dir
 from hostagent.daemon.host.scope import Step
 from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.ops.reconcile import Reconciler
@@ -62,7 +61,7 @@ class Spawner:
         self.registry.store.delete_screen(session.name)
         try:
             owner = session.owner
-            prepare_runtime_dir(session.paths.runtime_dir, owner)
+            self.owners.prepare_runtime_dir(session.paths.runtime_dir, owner)
             self.hooks.write_hooks(session, preset)
             env = self.owners.environment(
                 owner,
