@@ -1,11 +1,11 @@
 """The daemon's parts, wired once: who holds whom and who listens to whom, in one place.
 
-The arrows run one way: bus → lifecycle → {reconcile, conversation, terminal} → registry →
-{store, session}; the edges (systemd, tmux, the store, the bus connection) come in from
-outside as ports, so the daemon's main hands in the real ones and the fast tests hand in
-fakes. No part registers itself anywhere: ``assemble`` makes the listeners listen and the
-callbacks call, and ``front`` puts the bus objects over the core; the tests use both as main
-does.
+The arrows run one way: bus → lifecycle → {reconcile, endings, hooks, conversations,
+terminal, usage} → registry → {store, session}; the edges (systemd, tmux, the scope runner,
+running things as the owner, worktrees, the store) come in from outside as ports, so the
+server hands in the real ones and the fast tests hand in fakes. No part registers itself
+anywhere: ``assemble`` makes the listeners listen and the callbacks call, and ``front`` puts
+the bus objects over the core; the tests use both as the server does.
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 
 Everything here runs before the bus name is taken and before READY=1, so no client ever sees a
 session in a state that recovery is about to change. Every change goes through
-``Registry.change`` and every end through ``Endings.finish``, as any other. Unit signals that arrive meanwhile are held by
-the ``Reconciler`` and drained after (``Reconciler.recovered``). Resuming under the ``auto``
+``Registry.change``, every end through ``Endings.finish`` and a prune through the remove's
+tail, as any other; once every record is decided, each session is announced to the
+registry's listeners as a new one is. Unit signals that arrive meanwhile are held by the
+``Reconciler`` and drained after (``Reconciler.recovered``). Resuming under the ``auto``
 policy is the exception to "before READY": it can take minutes, so the daemon does it after
 (``resume_dormant``).
 """
