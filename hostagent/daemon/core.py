@@ -24,6 +24,7 @@ from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
+from hostagent.daemon.host import journal
 from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.journal import JournalReaders
 from hostagent.daemon.host.ports import Emitter, OwnerPort, ScopeRunner, WorktreePort
@@ -100,7 +101,7 @@ class Core:
         hooks.on_pane_died = endings.agent_exited_soon
         endings.after_end = usage.after_end
         lifecycle.over_budget = usage.over_budget
-        activations = ActivationWatch(registry, scopes, endings.guard)
+        activations = ActivationWatch(registry, scopes, endings.guard, journal.follow)
         return cls(
             settings, registry, scopes, terminal, conversations, hooks, endings, reconciler,
             lifecycle, background, usage, activations,

@@ -304,6 +304,11 @@ class FakeOwners:
         self.program_lookups += 1
         return agents.Found(program, DEFAULT_PATH)
 
+    async def installed(
+        self, owner: Owner, programs: dict[str, str]
+    ) -> dict[str, tuple[str, str, str]]:
+        return await self.real.installed(owner, programs)
+
     async def run(
         self,
         owner: Owner,

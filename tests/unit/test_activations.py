@@ -4,6 +4,7 @@ session's Containment then says."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,13 @@ from hostagent.daemon.follow.activations import (
 )
 from hostagent.options import CreateRequest
 from tests.unit.fakes import Host, me, run
+
+
+async def nothing_followed(argv: list[str], max_line: int) -> AsyncIterator[bytes]:
+    """The journal as a test reads it: entries are handed to read() one by one."""
+    return
+    yield b""
+
 
 A11Y = (
     "[session uid=1001 pid=490] Activating via systemd: service name='org.a11y.Bus' "
@@ -73,9 +81,8 @@ def test_the_session_whose_scope_holds_the_asker_is_flagged(tmp_path: Path) -> N
         session = host.registry.get("a")
         # Where each pid is, as /proc would say: 507 in a's scope, 600 somewhere else.
         host.scopes.cgroups.update({507: session.record.unit, 600: None})
-        watch = ActivationWatch(
-            host.registry, host.scopes, containment.Guard(host.registry, host.systemd)
-        )
+        guard = containment.Guard(host.registry, host.systemd)
+        watch = ActivationWatch(host.registry, host.scopes, guard, nothing_followed)
 
         def entry(message: str, cursor: str) -> bytes:
             return json.dumps({"MESSAGE": message, "__CURSOR": cursor}).encode()

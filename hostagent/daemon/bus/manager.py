@@ -27,7 +27,6 @@ from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SESSION, SessionObject, session_path
 from hostagent.daemon.bus.usage import get_usage, lift_budget
 from hostagent.daemon.follow.terminal import MAX_WAIT_NAMES, check_activities
-from hostagent.daemon.host import agents
 from hostagent.daemon.state.registry import Session
 from hostagent.errors import AccessDenied, NoSessionForPID
 from hostagent.identity import Owner
@@ -213,7 +212,7 @@ async def _agents(f: BusFrontend, call: Call) -> list[list[str]]:
         raise AccessDenied("Your user id has no account on this host.") from None
     presets = sorted(s.settings.presets.values(), key=lambda p: p.name)
     programs = {p.name: p.command[0] for p in presets if p.command}
-    found = await agents.installed(owner, programs, s.owners.environment(owner, {}, {}))
+    found = await s.owners.installed(owner, programs)
     return [[name, *found[name]] for name in programs]
 
 

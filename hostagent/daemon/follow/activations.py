@@ -20,10 +20,10 @@ import asyncio
 import json
 import logging
 import re
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from hostagent.daemon.follow.containment import Guard
-from hostagent.daemon.host import journal
 from hostagent.daemon.host.ports import ScopeRunner
 from hostagent.daemon.state.registry import Registry
 from hostagent.session import State
@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 RESTART_SEC = 30.0  # before journalctl is run again after it ended
 MAX_LINE = 1 << 20  # a journal entry as JSON, at most; a longer one restarts the follow
+# The lines a command (argv) writes as they come, each at most max_line bytes.
+FollowLines = Callable[[list[str], int], AsyncIterator[bytes]]
 
 # dbus-daemon's own words, with or without systemd activation: "[session uid=1001 pid=490]
 # Activating via systemd: service name='org.a11y.Bus' unit='at-spi-dbus-bus.service'
@@ -78,10 +80,14 @@ def journal_follow_argv(cursor: str) -> list[str]:
 class ActivationWatch:
     """Follows the bus daemons' activation lines for as long as the daemon runs."""
 
-    def __init__(self, registry: Registry, scopes: ScopeRunner, guard: Guard) -> None:
+    def __init__(
+        self, registry: Registry, scopes: ScopeRunner, guard: Guard, follow: FollowLines
+    ) -> None:
+        """follow: the lines a command writes, as they come (host/journal.py's follow)."""
         self.registry = registry
         self.scopes = scopes
         self.guard = guard
+        self.follow = follow
         self.cursor = ""  # the last entry read, so a restarted follow misses nothing
 
     async def run(self) -> None:
@@ -96,7 +102,7 @@ class ActivationWatch:
             await asyncio.sleep(RESTART_SEC)
 
     async def _follow(self) -> None:
-        async for line in journal.follow(journal_follow_argv(self.cursor), MAX_LINE):
+        async for line in self.follow(journal_follow_argv(self.cursor), MAX_LINE):
             await self.read(line)
 
     async def read(self, line: bytes) -> None:

@@ -33,6 +33,13 @@ class Owners:
         """Where the owner's login shell finds program (AgentNotFound if nowhere)."""
         return await agents.resolve(who, program)
 
+    async def installed(
+        self, who: Owner, programs: dict[str, str]
+    ) -> dict[str, tuple[str, str, str]]:
+        """For each name -> program: (where the login shell finds it, its version, why not),
+        asked afresh (ListAgents)."""
+        return await agents.installed(who, programs, self.environment(who, {}, {}))
+
     async def run(
         self,
         who: Owner,
