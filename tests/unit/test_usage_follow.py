@@ -279,3 +279,29 @@ def test_a_turn_that_ended_while_the_daemon_was_down_is_read_at_its_start(
         assert books(again) == {"meter": TWO_TURNS}
 
     run(body())
+
+
+def test_a_start_reads_each_session_but_stops_none_its_turn_did_not_end(tmp_path: Path) -> None:
+    """Over its owner's budget, a session found at the daemon's start has its usage read, and
+    its pane's first reading (idle) is no turn's end: it goes on until a turn of its ends."""
+
+    async def body() -> None:
+        config = Config(budgets=Budgets(user=Budget(tokens=TWO_TURNS.tokens)))
+        host, session = await metered(tmp_path, config)
+        shutil.copy(CLAUDE, tmp_path / f"{session.record.agent_session}.jsonl")  # meanwhile
+        again = host.restart()
+        again.core.settings.presets.update(meter=METER)
+        await again.core.recover()
+        await again.settle()
+        session = again.registry.get("a")
+        assert usage_of(session) == TWO_TURNS  # over the budget now
+        shown = ShownWatch()
+        again.registry.watched(session, shown)
+        shown.verdict = Verdict(Activity.IDLE, "screen", "test", "")
+        again.registry.announce(session)  # the pane's first reading after the start
+        await again.settle()
+        assert session.record.state is State.RUNNING
+        await turn(again, session)  # a turn of its own ends: now it stops
+        assert session.record.dormant_reason is DormantReason.BUDGET
+
+    run(body())

@@ -122,6 +122,8 @@ class UsageWatch:
         # the last hook report (a turn too quick to be seen working still ends with a hook).
         self._seen: dict[str, tuple[Activity, State, str, int]] = {}
         self._later: dict[str, list[asyncio.TimerHandle]] = {}
+        # Sessions whose next reading follows a turn's end: a budget is checked after it.
+        self._turn_ends: set[str] = set()
 
     # ---- Listener: a turn's end, an id learned --------------------------------------------
 
@@ -139,6 +141,7 @@ class UsageWatch:
     def session_removed(self, session: Session) -> None:
         self._seen.pop(session.name, None)
         self._again.discard(session.name)
+        self._turn_ends.discard(session.name)
         for handle in self._later.pop(session.name, []):
             handle.cancel()
 
@@ -150,14 +153,15 @@ class UsageWatch:
         if before is None or now == before:
             return
         idle = now[0] is Activity.IDLE
+        # A pane's first reading (unknown until then: a start, the daemon's own) is no turn's end.
         turn_ended = idle and (
-            before[0] is not Activity.IDLE
+            before[0] not in (Activity.IDLE, Activity.UNKNOWN)
             or (now[3] != before[3] and self._hook_ends_turn(session))
         )
         # A run's end is read by after_end; an id learned at that end comes with the reading.
         id_learned = now[2] != before[2] and now[1] in LIVE_STATES
         if turn_ended or id_learned:
-            self.read_soon(session)
+            self.read_soon(session, turn_end=turn_ended)
         if turn_ended:
             self._follow_up(session)
 
@@ -189,12 +193,16 @@ class UsageWatch:
 
     def _read_if_running(self, session: Session) -> None:
         if not session.removed and session.record.state is State.RUNNING:
-            self.read_soon(session)
+            self.read_soon(session, turn_end=True)  # the same turn's, read again
 
-    def read_soon(self, session: Session, baseline: bool = False) -> None:
+    def read_soon(self, session: Session, baseline: bool = False, turn_end: bool = False) -> None:
+        """Read the session's usage soon (once more after a reading under way); after a
+        turn's end (turn_end), check the budgets too: a session is stopped only there."""
         preset = self.settings.preset(session.record.preset)
         if preset is None or not preset.usage_format:
             return
+        if turn_end:
+            self._turn_ends.add(session.name)
         if session.name in self._reading:
             self._again.add(session.name)
             return
@@ -276,6 +284,8 @@ class UsageWatch:
             return None
 
     async def read(self, session: Session, preset: Preset, baseline: bool = False) -> None:
+        turn_end = session.name in self._turn_ends
+        self._turn_ends.discard(session.name)
         found = await self.found(session, preset)
         if found is None:
             return
@@ -287,7 +297,8 @@ class UsageWatch:
                 self.registry.change(session, usage_base=base.to_dict())
                 return
             self._take(session, preset, found)
-        await self._check_budget(session)
+        if turn_end:
+            await self._check_budget(session)
 
     def _take(self, session: Session, preset: Preset, found: dict[str, Usage]) -> None:
         fields = self._fields(session, preset, found)
