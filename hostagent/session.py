@@ -56,13 +56,22 @@ class Event(enum.StrEnum):
     UNIT_LOST = "unit-lost"  # the unit was gone when the daemon looked (recovery)
     FAIL = "fail"  # the session ended, and not well: its agent failed, or systemd ended it
     ADOPT = "adopt"  # a live unit was found (recovery)
-    OVER_BUDGET = "over-budget"  # a run stopped for a budget is left dormant (budgets.py)
+    OVER_BUDGET = "over-budget"  # a stop for a budget ended: dormant until a lift (budgets.py)
 
 
 # Events that report what has already happened (systemd ended or adopted a unit, the agent
 # failed, recovery looked): the change stands whatever the disk says. The others are asked for,
 # and change nothing unless their record can be written (docs/decisions.md, "A full disk").
-FACTS = frozenset({Event.START_FAILED, Event.UNIT_GONE, Event.UNIT_LOST, Event.FAIL, Event.ADOPT})
+FACTS = frozenset(
+    {
+        Event.START_FAILED,
+        Event.UNIT_GONE,
+        Event.UNIT_LOST,
+        Event.FAIL,
+        Event.ADOPT,
+        Event.OVER_BUDGET,
+    }
+)
 
 LIVE_STATES = frozenset({State.STARTING, State.RUNNING, State.STOPPING})
 RESUMABLE_STATES = frozenset({State.STOPPED, State.DORMANT, State.FAILED})
@@ -77,7 +86,7 @@ _TRANSITIONS: dict[tuple[State, Event], State] = {
     **{(s, Event.UNIT_LOST): State.DORMANT for s in LIVE_STATES},
     **{(s, Event.FAIL): State.FAILED for s in LIVE_STATES},
     **{(s, Event.ADOPT): State.RUNNING for s in State},
-    (State.STOPPED, Event.OVER_BUDGET): State.DORMANT,
+    (State.STOPPING, Event.OVER_BUDGET): State.DORMANT,
 }
 
 

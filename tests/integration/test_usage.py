@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from hostagent.daemon.bus.session import session_path
+from hostagent.daemon.host import checkpoint
 from hostagent.usage import Usage
 from tests.integration.helpers import create, props, until, usage_counting, wait_screen
 from tests.sandbox import Sandbox
@@ -176,3 +177,38 @@ def test_a_budget_stops_its_users_session_at_a_turns_end_until_an_admin_lifts_it
     finally:
         sb.ctl("rm", alices, user="alice", system=True)
         sb.ctl("rm", bobs, user="bob", system=True)
+
+
+def test_a_budget_stop_the_daemon_died_in_ends_dormant_and_a_lift_resumes_it(
+    sb: Sandbox,
+) -> None:
+    """The stop's intent is on disk with the stop: killed once the scope is gone and before
+    the end is recorded, the daemon ends the session at its next start as the budget stop
+    would have (dormant, reason budget, why in LastError), and a lift brings it back."""
+    rows = json.loads(sb.ctl("--json", "usage", "--since", "today").stdout)
+    today = sum(r["input"] + r["output"] for r in rows if r["owner"] == sb.uid("carol"))
+    sb.sh(
+        f"cat > {CONFIG}",
+        input=f"budgets:\n  users:\n    carol:\n      tokens_per_day: {today + 2000}\n",
+    ).check()
+    sb.ctl("reload").check()
+    name = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="carol")
+    try:
+        wait_screen(sb, name, "> ")
+        turn(sb, name, "first", user="carol")  # 1250 tokens: within the budget
+        used(sb, name, 1, user="carol")
+        with sb.park(checkpoint.STOP_DONE, name) as parked:
+            sb.ctl("send", name, "second", user="carol", system=True).check()
+            parked.wait()  # the budget stop: its scope is gone, its end not yet recorded
+            sb.daemon_kill()
+        sb.daemon_start()
+        ended = props(sb, name, "carol")
+        assert (ended["State"], ended["DormantReason"]) == ("dormant", "budget")
+        assert "Stopped at its turn's end" in ended["LastError"]
+        lifted = sb.ctl("budget", "lift", "carol").check().stdout
+        assert f"resumed {name}" in lifted
+        assert props(sb, name, "carol")["State"] == "running"
+    finally:
+        sb.ctl("rm", name, user="carol", system=True)
+        sb.run("rm", "-f", CONFIG)
+        sb.ctl("reload").check()

@@ -54,7 +54,7 @@ CASES = [
     (State.RUNNING, Event.UNIT_LOST),
     (State.RUNNING, Event.FAIL),
     (State.DORMANT, Event.ADOPT),
-    (State.STOPPED, Event.OVER_BUDGET),
+    (State.STOPPING, Event.OVER_BUDGET),
 ]
 
 

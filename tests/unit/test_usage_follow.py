@@ -20,7 +20,7 @@ from hostagent.daemon.state.registry import Session
 from hostagent.errors import BudgetExceeded
 from hostagent.options import CreateRequest
 from hostagent.presets import IdSource, Preset
-from hostagent.session import Activity, DormantReason, State, now_usec
+from hostagent.session import Activity, DormantReason, Event, State, now_usec
 from hostagent.usage import READERS, Usage
 from tests.unit.fakes import Host, ShownWatch, me, run
 
@@ -303,5 +303,36 @@ def test_a_start_reads_each_session_but_stops_none_its_turn_did_not_end(tmp_path
         assert session.record.state is State.RUNNING
         await turn(again, session)  # a turn of its own ends: now it stops
         assert session.record.dormant_reason is DormantReason.BUDGET
+
+    run(body())
+
+
+def test_a_budget_stop_the_daemon_did_not_finish_ends_dormant_for_the_budget(
+    tmp_path: Path,
+) -> None:
+    """The intent is written with the stop: a daemon that dies before the end leaves a record
+    that recovery ends as the budget stop would have, and a lift resumes it."""
+
+    async def body() -> None:
+        config = Config(budgets=Budgets(user=Budget(tokens=TWO_TURNS.tokens)))
+        host, session = await metered(tmp_path, config)
+        why = "Stopped at its turn's end: over budget."
+        host.registry.change(
+            session, Event.STOP, dormant_reason=DormantReason.BUDGET, last_error=why
+        )  # the budget stop's first step; then the daemon died
+        host.systemd.on_unit = lambda unit, state: None
+        host.systemd.end(session.record.unit)
+        again = host.restart()
+        again.core.settings.presets.update(meter=METER)
+        await again.core.recover()
+        await again.settle()
+        record = again.registry.get("a").record
+        assert (record.state, record.dormant_reason, record.last_error) == (
+            State.DORMANT, DormantReason.BUDGET, why,
+        )  # fmt: skip
+        again.core.usage.ledger.lift(me(), day_of(now_usec()))
+        await again.lifecycle.resume(again.registry.get("a"))
+        await again.settle()
+        assert record.state is State.RUNNING
 
     run(body())

@@ -31,7 +31,15 @@ from hostagent.daemon.host.ports import ScopeRunner
 from hostagent.daemon.host.scope import JOB_TIMEOUT
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.registry import Registry, Session
-from hostagent.session import SUCCESS, Event, RecordChange, State, agent_end, unit_end
+from hostagent.session import (
+    SUCCESS,
+    DormantReason,
+    Event,
+    RecordChange,
+    State,
+    agent_end,
+    unit_end,
+)
 
 log = logging.getLogger(__name__)
 
@@ -184,15 +192,19 @@ class Endings:
         self._keep_screen(session, screen)
         fields: RecordChange = {
             "result": end.result,
-            "last_error": end.why,
             "exit_status": end.status,
             "exit_signal": end.signal,
         }
         if end.containment is not None:
             fields["containment"] = end.containment
-        self.registry.change(
-            session, Event.UNIT_GONE if end.result == SUCCESS else Event.FAIL, **fields
-        )
+        record = session.record
+        if end.result != SUCCESS:
+            event, fields["last_error"] = Event.FAIL, end.why
+        elif record.state is State.STOPPING and record.dormant_reason is DormantReason.BUDGET:
+            event = Event.OVER_BUDGET  # a stop for a budget: dormant, its LastError kept
+        else:
+            event, fields["last_error"] = Event.UNIT_GONE, end.why
+        self.registry.change(session, event, **fields)
         self.registry.forget_end_causes(session)
         self.registry.settling(session, True)
         tmux.remove_socket(session.paths.socket)

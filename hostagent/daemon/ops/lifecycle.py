@@ -13,6 +13,7 @@ import contextlib
 import logging
 import secrets
 from collections.abc import AsyncIterator, Callable
+from typing import Unpack
 
 from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.conversation import Conversations
@@ -51,6 +52,7 @@ from hostagent.session import (
     DormantReason,
     Event,
     Limits,
+    RecordChange,
     State,
 )
 
@@ -188,15 +190,21 @@ class Lifecycle:
                 )
             await self._stop_locked(session)
 
-    async def _stop_locked(self, session: Session) -> None:
-        self.registry.change(session, Event.STOP)
+    async def _stop_locked(self, session: Session, **why: Unpack[RecordChange]) -> None:
+        """The stop, under the lock: stopping written (with why, a budget's), the scope
+        stopped, the end recorded."""
+        before: RecordChange = {
+            "dormant_reason": session.record.dormant_reason,
+            "last_error": session.record.last_error,
+        }
+        self.registry.change(session, Event.STOP, **why)
         await checkpoint.reached(checkpoint.STOP_RECORDED, session.name)
         try:
             await self.spawner.stop_scope(session)
         except StopFailed:
             if await self._unit_alive(session):
-                # The session is what systemd says: still running.
-                self.registry.change(session, Event.ADOPT)
+                # The session is what systemd says: still running, as it was.
+                self.registry.change(session, Event.ADOPT, **(before if why else {}))
                 raise
         await checkpoint.reached(checkpoint.STOP_DONE, session.name)
         await self.endings.finish(session)
@@ -234,14 +242,13 @@ class Lifecycle:
             if session.record.state is not State.RUNNING:
                 return
             log.info("session '%s': stopped at its turn's end: %s", session.name, why)
-            await self._stop_locked(session)
-            if session.record.state.value == State.STOPPED.value:  # not failed on the way
-                self.registry.change(
-                    session,
-                    Event.OVER_BUDGET,
-                    dormant_reason=DormantReason.BUDGET,
-                    last_error=f"Stopped at its turn's end: {why}.",
-                )
+            # The intent is written with the stop: whatever ends it (this stop, or recovery
+            # after a crash), a clean end leaves it dormant for the budget (Endings.finish).
+            await self._stop_locked(
+                session,
+                dormant_reason=DormantReason.BUDGET,
+                last_error=f"Stopped at its turn's end: {why}.",
+            )
 
     async def _resume_locked(self, session: Session, exempt: bool) -> None:
         record = session.record
