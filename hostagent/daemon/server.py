@@ -53,7 +53,7 @@ log = logging.getLogger("hostagent")
 
 STATUS_INTERVAL = 0.5  # seconds between two STATUS= updates at most
 STOP_FLUSH_TIMEOUT = 5.0  # seconds a stop waits for the records' fsync
-STATE_CHECK_SEC = 30.0  # how soon a removed state directory is made again with no write
+STATE_CHECK_SEC = 30.0  # how soon a record removed under the daemon is written again
 NAME_TIMEOUT = 10.0  # seconds a start waits for the bus name a previous daemon held
 
 
@@ -264,6 +264,7 @@ class Server:
         self.core.usage.close()  # a follow-up reading due later is the next daemon's to make
         for t in self.tasks:
             t.cancel()
+        self.core.registry.store.check()  # a record lost under the daemon: written from memory
         if not self.core.registry.store.flush(timeout=STOP_FLUSH_TIMEOUT):
             log.warning("Stopping before the disk confirmed the last records; the kernel has them")
         if lost:
@@ -305,8 +306,9 @@ class Server:
                 await asyncio.sleep(STATUS_INTERVAL)
 
     async def _keep_state_directory(self) -> None:
-        """A state directory removed or replaced under the daemon is made again with every
-        record within STATE_CHECK_SEC, even while nothing changes (a stat each time)."""
+        """A state directory, a record, a copy or the copies' directory removed or changed
+        under the daemon is written again from memory within STATE_CHECK_SEC, even while
+        nothing changes (a stat of each)."""
         assert self.core is not None
         while True:
             await asyncio.sleep(STATE_CHECK_SEC)

@@ -68,6 +68,37 @@ def test_a_torn_record_costs_no_live_session(sb: Sandbox, orphans: str) -> None:
         sb.daemon_restart()
 
 
+def test_a_record_and_its_copy_removed_while_the_daemon_runs_are_not_lost(sb: Sandbox) -> None:
+    """The daemon holds the whole record: both files removed under it, a restart (its stop
+    writes them again) finds the session as it was, not a bare shell adopted from its scope."""
+    name = create(sb, "demo-agent", user="alice")
+    try:
+        before = props(sb, name)
+        sb.run("rm", f"{SESSIONS_DIR}/{name}.yaml", f"{COPIES_DIR}/{name}.yaml").check()
+        sb.daemon_restart()
+        after = props(sb, name)
+        kept = ("Uuid", "Preset", "AgentSessionId", "Owner", "Cwd")
+        assert [after[k] for k in kept] == [before[k] for k in kept]
+        assert "adopted it as session" not in sb.journal(lines=40)
+    finally:
+        sb.ctl("rm", name)
+
+
+def test_the_copies_directory_removed_while_the_daemon_runs_is_made_again(sb: Sandbox) -> None:
+    """The second copy of every record is kept again from the next write on (or within 30 s
+    without one): a torn record then still has its copy."""
+    name = create(sb, "shell", user="alice")
+    try:
+        sb.run("rm", "-rf", COPIES_DIR).check()
+        other = create(sb, "shell", user="alice")  # a write
+        assert record(sb, name) is not None
+        copies = sb.run("ls", COPIES_DIR).check().stdout.split()
+        assert f"{other}.yaml" in copies
+        sb.ctl("rm", other)
+    finally:
+        sb.ctl("rm", name)
+
+
 def test_a_full_state_disk_is_a_named_error_and_changes_nothing(fresh_sandbox: Sandbox) -> None:
     sb = fresh_sandbox
     sb.sh("mkdir -p /var/lib/hostagent && mount -t tmpfs -o size=256k tmpfs /var/lib/hostagent")

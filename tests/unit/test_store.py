@@ -361,3 +361,62 @@ def test_a_check_with_no_write_makes_a_removed_state_directory_again(tmp_path: P
     shutil.rmtree(store.directory)
     store.check()
     assert [r.name for r in SidecarStore(tmp_path / "state").load_all()] == ["claude1"]
+
+
+def held_store(tmp_path: Path) -> tuple[SidecarStore, list[SessionRecord]]:
+    """A store that holds one live session's record, written with its copy."""
+    store = copied_store(tmp_path)
+    held = [identity()]
+    store.holdings = lambda: held
+    store.save(held[0])
+    return store, held
+
+
+def copy_of(tmp_path: Path, name: str) -> Path:
+    return tmp_path / "run" / "records" / f"{name}.yaml"
+
+
+@pytest.mark.parametrize("damage", DAMAGE.values(), ids=DAMAGE.keys())
+def test_a_record_and_its_copy_lost_while_the_daemon_runs_are_written_again_from_memory(
+    tmp_path: Path, damage: Callable[[Path], object], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Both gone or damaged while the daemon runs: the check (every 30 s, and at the daemon's
+    stop) writes them again from what it holds, so the next start has the whole identity."""
+    store, held = held_store(tmp_path)
+    damage(store.path_of("claude1"))
+    copy_of(tmp_path, "claude1").unlink()
+    store.check()
+    assert "written again from what the daemon holds" in caplog.text
+    assert copied_store(tmp_path).load_all() == held
+    assert copy_of(tmp_path, "claude1").is_file()
+
+
+def test_a_copy_alone_lost_is_written_again_and_a_check_with_nothing_lost_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    store, _ = held_store(tmp_path)
+    written = store.path_of("claude1").stat().st_mtime_ns
+    store.check()
+    assert store.path_of("claude1").stat().st_mtime_ns == written  # nothing to do
+    copy_of(tmp_path, "claude1").unlink()
+    store.check()
+    assert copy_of(tmp_path, "claude1").read_text() == store.path_of("claude1").read_text()
+
+
+def test_the_copies_directory_removed_under_the_daemon_is_made_again(tmp_path: Path) -> None:
+    store, _ = held_store(tmp_path)
+    shutil.rmtree(tmp_path / "run" / "records")
+    store.save(identity(agent_session="beef"))  # the next write makes it again
+    assert copy_of(tmp_path, "claude1").is_file()
+    shutil.rmtree(tmp_path / "run" / "records")
+    store.check()  # and so does the check, with nothing written meanwhile
+    assert copy_of(tmp_path, "claude1").is_file()
+
+
+def test_a_stale_copy_is_refreshed_at_load(tmp_path: Path) -> None:
+    store, _ = held_store(tmp_path)
+    stale = copy_of(tmp_path, "claude1").read_bytes()
+    store.save(identity(agent_session="beef"))
+    copy_of(tmp_path, "claude1").write_bytes(stale)  # an older revision than its record
+    copied_store(tmp_path).load_all()
+    assert copy_of(tmp_path, "claude1").read_text() == store.path_of("claude1").read_text()

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from hostagent.budgets import hour_of
-from hostagent.daemon.state.store import replace_file
+from hostagent.daemon.state.durable import replace_file
 from hostagent.usage import Usage, total
 
 log = logging.getLogger(__name__)

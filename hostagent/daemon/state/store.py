@@ -16,6 +16,10 @@ record is missing, damaged or older, so a live session keeps its preset, convers
 token, limits and worktree. A record lost with its copy too is adopted from what systemd and
 tmux say (recover.py). A save that finds the state directory gone or replaced makes it again and
 writes every record the daemon holds.
+
+What the daemon holds is never lost while it runs: ``check`` (every 30 s, and at a stop of the
+daemon) writes again, from memory, a record or a copy that was removed or changed under it,
+and makes the copies' directory again when it is gone.
 """
 
 from __future__ import annotations
@@ -25,14 +29,13 @@ import contextlib
 import errno
 import logging
 import os
-import queue
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import yaml
 
+from hostagent.daemon.state.durable import Syncer, replace_file
 from hostagent.daemon.state.recordfile import SUFFIX, RecordError, dump, parse, read
 from hostagent.session import SessionRecord
 
@@ -53,7 +56,7 @@ class SidecarStore:
         self.copies_dir = copies
         self._dirty: set[Path] = set()
         self._flush_scheduled = False
-        self._syncer = _Syncer(self._sync)
+        self._syncer = Syncer(self._sync)
         self.quarantined: list[str] = []  # names whose records the last load lost for good
         self.restored: list[str] = []  # names the last load took from their copies
         self.last_error = 0  # the errno of the last save that failed
@@ -66,6 +69,9 @@ class SidecarStore:
         self._dir_fd = -1
         self._prepared = False  # prepare() ran: from then on a lost directory is made again
         self._copy_failing = False  # said once, until a copy is written again
+        # What each record and copy looked like on disk when last written or read (inode,
+        # size, mtime): one that looks otherwise was removed or changed under the daemon.
+        self._shapes: dict[Path, tuple[int, int, int]] = {}
 
     def prepare(self) -> None:
         for d in (self.directory, self.sessions_dir, self.corrupt_dir, self.screens_dir):
@@ -118,12 +124,30 @@ class SidecarStore:
             self.last_error = e.errno or 0
             raise
         self._written(final)
+        self._shapes[final] = _shape(final)
         return text
 
     def check(self) -> None:
-        """Make the state directory again, with every record held, if it was removed or
-        replaced (main.py asks now and then; every save asks first)."""
+        """What the daemon holds, on disk again: the state directory with every record (made
+        again if it was removed or replaced; every save asks first too), and each record or
+        copy removed or changed under the daemon, written again from memory (the server asks
+        every 30 s and at its stop)."""
         self._check_directory("")
+        for held in list(self.holdings()):
+            path = self.path_of(held.name)
+            if _shape(path) == self._shapes.get(path):
+                copy = self._copy_path(held.name)
+                if copy is not None and _shape(copy) != self._shapes.get(copy):
+                    log.warning("session '%s': its record's copy was removed or changed; "
+                                "written again", held.name)  # fmt: skip
+                    self._write_copy(held.name, dump(held, self._revisions.get(held.name, 0)))
+                continue
+            log.warning("session '%s': its record was removed or changed under hostagent; "
+                        "written again from what the daemon holds", held.name)  # fmt: skip
+            try:
+                self.save(held)
+            except OSError:  # a full disk, a plant: the copy at least (the registry retries)
+                self._write_copy(held.name, dump(held, self._revisions.get(held.name, 0) + 1))
 
     def _check_directory(self, saving: str) -> None:
         """The state directory the daemon prepared is still there; if it was removed or
@@ -158,16 +182,25 @@ class SidecarStore:
             self._revisions[held.name] = revision
             self._write_copy(held.name, text)
 
+    def _copy_path(self, name: str) -> Path | None:
+        return None if self.copies_dir is None else self.copies_dir / f"{name}{SUFFIX}"
+
     def _write_copy(self, name: str, text: str) -> None:
         """The record's second copy, on tmpfs: best effort (the record itself is written), a
-        failure said once until a copy succeeds again."""
-        if self.copies_dir is None:
+        failure said once until a copy succeeds again. A copies' directory removed under the
+        daemon is made again."""
+        path = self._copy_path(name)
+        if path is None:
             return
         try:
-            replace_file(self.copies_dir / f"{name}{SUFFIX}", text.encode())
+            if not path.parent.is_dir():
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                log.warning("The copies' directory %s was gone; made it again", path.parent)
+            replace_file(path, text.encode())
         except OSError as e:
             self._copy_failed(e)
             return
+        self._shapes[path] = _shape(path)
         self._copy_failing = False
 
     def _copy_failed(self, e: OSError) -> None:
@@ -185,6 +218,8 @@ class SidecarStore:
             with contextlib.suppress(OSError):
                 os.unlink(self.copies_dir / f"{name}{SUFFIX}")
         self._revisions.pop(name, None)
+        self._shapes.pop(self.path_of(name), None)
+        self._shapes.pop(self._copy_path(name) or self.path_of(name), None)
         try:
             os.unlink(self.path_of(name))
         except FileNotFoundError:
@@ -267,6 +302,8 @@ class SidecarStore:
         for name, (copy, revision) in sorted(self._load_copies(texts).items()):
             have = found.get(name)
             if have is not None and have[1] >= revision:
+                if have[1] > revision:  # a stale copy: the record's text is the newer
+                    self._write_copy(name, texts[name])
                 continue
             why = "damaged" if name in damaged else "missing" if have is None else "older"
             log.warning(
@@ -281,6 +318,11 @@ class SidecarStore:
                 log.error("session '%s': Failed to write its record: %s", name, e)
         self.quarantined = sorted(damaged - set(self.restored))
         self._revisions = {name: revision for name, (_, revision) in found.items()}
+        for name in found:  # as read: what check() holds them to
+            kept: list[Path | None] = [self.path_of(name), self._copy_path(name)]
+            for file in kept:
+                if file is not None:
+                    self._shapes[file] = _shape(file)
         # Records that have no copy yet (written by an older hostagent, or before a reboot
         # emptied /run) get one now: the record's own text, as read.
         for name, (record, revision) in found.items():
@@ -339,22 +381,6 @@ class SidecarStore:
 LOAD_ERRORS = (OSError, RecordError, yaml.YAMLError, UnicodeDecodeError)
 
 
-def replace_file(final: Path, data: bytes) -> None:
-    """final holds data, or (OSError) stays as it was: written to a temp file beside it and
-    renamed over it. A full disk or a plant leaves no temp file behind."""
-    tmp = final.with_name(f".{final.name}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with open(fd, "wb") as f:  # a loop over short writes
-            f.write(data)
-        os.rename(tmp, final)
-    except OSError:
-        with contextlib.suppress(OSError):
-            if not os.path.isdir(tmp):  # a directory planted there is not ours to remove
-                os.unlink(tmp)
-        raise
-
-
 def _record_files(paths: list[Path]) -> Iterator[tuple[str, Path]]:
     """(session name, path) of each record among paths; a temp file an interrupted write left
     is removed (the record it was to replace is whole)."""
@@ -370,29 +396,10 @@ def _record_files(paths: list[Path]) -> Iterator[tuple[str, Path]]:
             yield path.name[: -len(SUFFIX)], path
 
 
-class _Syncer:
-    """One daemon thread that fsyncs batches of records. It is never joined at exit, so a busy
-    disk can delay durability but never the daemon's stop."""
-
-    def __init__(self, sync: Callable[[set[Path]], None]) -> None:
-        self._sync = sync
-        self._queue: queue.SimpleQueue[tuple[set[Path], threading.Event]] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    def submit(self, paths: set[Path]) -> threading.Event:
-        """Queue paths; the event is set once they are on disk."""
-        done = threading.Event()
-        self._queue.put((paths, done))
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="hostagent-fsync", daemon=True)
-            self._thread.start()
-        return done
-
-    def _run(self) -> None:
-        while True:
-            paths, done = self._queue.get()
-            try:
-                self._sync(paths)
-            except OSError as e:
-                log.error("Failed to sync session records to disk: %s", e)
-            done.set()
+def _shape(path: Path) -> tuple[int, int, int]:
+    """(inode, size, mtime) of the file at path; all 0 when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 0, 0, 0
+    return st.st_ino, st.st_size, st.st_mtime_ns
