@@ -24,6 +24,7 @@ DEFAULT_TIMEOUT = 25.0
 
 
 TIMEOUT = "org.freedesktop.DBus.Error.Timeout"  # our own wait ran out (not the bus's NoReply)
+DISCONNECTED = "org.freedesktop.DBus.Error.Disconnected"  # the bus went away mid-call
 
 
 class CallError(Exception):
@@ -110,6 +111,14 @@ async def _reply(
     except TimeoutError:
         # An error like any other reply's, so that no caller meets a bare TimeoutError.
         raise CallError(TIMEOUT, f"{member} got no reply within {timeout:.0f}s") from None
+    except (EOFError, ConnectionError):
+        # The bus went away (restarted, or the connection closed): no caller meets a bare
+        # EOFError. Whether the call was done is unknown.
+        raise CallError(
+            DISCONNECTED,
+            f"The bus connection was lost during {member}; whether it was done is unknown: "
+            "look (hostagentctl list) before you try again.",
+        ) from None
     if reply is None:
         return Message(message_type=MessageType.METHOD_RETURN, reply_serial=msg.serial)
     if reply.message_type == MessageType.ERROR:

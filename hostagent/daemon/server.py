@@ -224,7 +224,7 @@ class Server:
             log.error("Failed to own %s: it is taken; is another hostagent running?", BUS_NAME)
             return None
         self.notify(f"READY=1\nSTATUS={refusing.status}")
-        disconnected = asyncio.ensure_future(bus.wait_for_disconnect())  # type: ignore[no-untyped-call]
+        disconnected = _disconnection(bus)
         ends: list[asyncio.Future[Any]] = [refusing.fixed, stop, disconnected]
         await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
         if not refusing.fixed.done():
@@ -251,7 +251,7 @@ class Server:
                     )
                 )
             )
-        disconnected = asyncio.ensure_future(bus.wait_for_disconnect())  # type: ignore[no-untyped-call]
+        disconnected = _disconnection(bus)
         await asyncio.wait([stop, disconnected], return_when=asyncio.FIRST_COMPLETED)
         return disconnected.done()
 
@@ -362,3 +362,12 @@ def _journal_fields(registry: Registry, name: str) -> dict[str, str]:
     if session.record.agent_session:
         fields["HOSTAGENT_AGENT_SESSION"] = session.record.agent_session
     return fields
+
+
+def _disconnection(bus: MessageBus) -> asyncio.Future[Any]:
+    """A future done when the bus connection ends. How it ended (an error, when the bus went
+    away) is taken by the caller that looks, or dropped: never "exception was never
+    retrieved" in the journal at a stop."""
+    ended = asyncio.ensure_future(bus.wait_for_disconnect())  # type: ignore[no-untyped-call]
+    ended.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return ended

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+
 import pytest
 from dbus_fast import Message, Variant
+from dbus_fast.aio import MessageBus
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hostagent import errors
 from hostagent.bus import compat as dbuscompat
+from hostagent.bus.call import DBUS, DBUS_PATH, DISCONNECTED, CallError, call
 from hostagent.bus.paths import label_decode, label_encode, path_decode, path_encode
 from hostagent.cli.ctl_options import UsageError, parse_size
 
@@ -89,3 +95,25 @@ def test_sizes(text: str, size: int) -> None:
 def test_bad_size() -> None:
     with pytest.raises(UsageError):
         parse_size("lots")
+
+
+def test_a_bus_lost_mid_call_is_a_named_error(bus_daemon: tuple[str, int]) -> None:
+    """The bus daemon goes away while a call waits: the caller gets Disconnected and a line
+    that says what to do, not a bare EOFError."""
+    address, pid = bus_daemon
+
+    async def body() -> None:
+        slow = await MessageBus(bus_address=address).connect()
+        await slow.request_name("org.hostagent.test.Slow")
+        slow.add_message_handler(lambda msg: True if msg.member == "Slow" else None)
+        caller = await MessageBus(bus_address=address).connect()
+        waiting = asyncio.ensure_future(
+            call(caller, "org.hostagent.test.Slow", "/", "org.hostagent.test", "Slow")
+        )
+        await call(caller, DBUS, DBUS_PATH, DBUS, "GetId")  # the Slow call is on the bus
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(CallError) as lost:
+            await asyncio.wait_for(waiting, 10)
+        assert lost.value.name == DISCONNECTED and "hostagentctl list" in lost.value.text
+
+    asyncio.run(body())
