@@ -29,11 +29,13 @@ from typing import Any
 from hostagent import activity, budgets, launch
 from hostagent import usage as usage_module
 from hostagent.daemon.follow.conversation import Conversations, ended_run
+from hostagent.daemon.host.owner import OutputTooLarge
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.ledger import Ledger
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
+from hostagent.errors import HostAgentError
 from hostagent.presets import IdSource, Preset
 from hostagent.session import LIVE_STATES, Activity, RecordChange, State, now_usec
 from hostagent.usage import Usage, format_cost, format_tokens, total
@@ -222,6 +224,8 @@ class UsageWatch:
                 baseline = False
                 if session.name not in self._again or session.removed:
                     return
+        except (OSError, OutputTooLarge, KeyError) as e:  # a helper that could not run
+            log.warning("session '%s': Failed to read its usage: %s", session.name, e)
         finally:
             self._reading.discard(session.name)
 
@@ -376,8 +380,12 @@ class UsageWatch:
         if session.record.state is not State.RUNNING or session.activity is not Activity.IDLE:
             return  # a turn still going is let finish; its end reads again
         why = self.over_budget(session.record.owner, session)
-        if why:
+        if not why:
+            return
+        try:
             await self.stop_for_budget(session, why)
+        except HostAgentError as e:  # said in a line: its next turn's end tries again
+            log.warning("session '%s': Failed to stop it for its budget: %s", session.name, e)
 
 
 def _user_name(uid: int) -> str:

@@ -31,6 +31,16 @@ def replace_file(final: Path, data: bytes) -> None:
         raise
 
 
+def file_shape(path: Path) -> tuple[int, int, int]:
+    """(inode, size, mtime) of the file at path, to tell whether it changed under us; all 0
+    when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return 0, 0, 0
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 class Syncer:
     """One daemon thread that fsyncs batches of records. It is never joined at exit, so a busy
     disk can delay durability but never the daemon's stop."""

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from hostagent.daemon.state.durable import Syncer, replace_file
+from hostagent.daemon.state.durable import Syncer, file_shape, replace_file
 from hostagent.daemon.state.recordfile import SUFFIX, RecordError, dump, parse, read
 from hostagent.session import SessionRecord
 
@@ -124,7 +124,7 @@ class SidecarStore:
             self.last_error = e.errno or 0
             raise
         self._written(final)
-        self._shapes[final] = _shape(final)
+        self._shapes[final] = file_shape(final)
         return text
 
     def check(self) -> None:
@@ -135,9 +135,9 @@ class SidecarStore:
         self._check_directory("")
         for held in list(self.holdings()):
             path = self.path_of(held.name)
-            if _shape(path) == self._shapes.get(path):
+            if file_shape(path) == self._shapes.get(path):
                 copy = self._copy_path(held.name)
-                if copy is not None and _shape(copy) != self._shapes.get(copy):
+                if copy is not None and file_shape(copy) != self._shapes.get(copy):
                     log.warning("session '%s': its record's copy was removed or changed; "
                                 "written again", held.name)  # fmt: skip
                     self._write_copy(held.name, dump(held, self._revisions.get(held.name, 0)))
@@ -200,7 +200,7 @@ class SidecarStore:
         except OSError as e:
             self._copy_failed(e)
             return
-        self._shapes[path] = _shape(path)
+        self._shapes[path] = file_shape(path)
         self._copy_failing = False
 
     def _copy_failed(self, e: OSError) -> None:
@@ -322,7 +322,7 @@ class SidecarStore:
             kept: list[Path | None] = [self.path_of(name), self._copy_path(name)]
             for file in kept:
                 if file is not None:
-                    self._shapes[file] = _shape(file)
+                    self._shapes[file] = file_shape(file)
         # Records that have no copy yet (written by an older hostagent, or before a reboot
         # emptied /run) get one now: the record's own text, as read.
         for name, (record, revision) in found.items():
@@ -394,12 +394,3 @@ def _record_files(paths: list[Path]) -> Iterator[tuple[str, Path]]:
             continue
         if path.name.endswith(SUFFIX):
             yield path.name[: -len(SUFFIX)], path
-
-
-def _shape(path: Path) -> tuple[int, int, int]:
-    """(inode, size, mtime) of the file at path; all 0 when there is none."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return 0, 0, 0
-    return st.st_ino, st.st_size, st.st_mtime_ns
