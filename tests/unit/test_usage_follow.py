@@ -336,3 +336,26 @@ def test_a_budget_stop_the_daemon_did_not_finish_ends_dormant_for_the_budget(
         assert record.state is State.RUNNING
 
     run(body())
+
+
+def test_a_budget_stop_that_never_reached_systemd_leaves_the_session_running(
+    tmp_path: Path,
+) -> None:
+    """Killed before the scope was stopped: the next start adopts the live unit, and the
+    stop's reason goes with the stop that did not happen."""
+
+    async def body() -> None:
+        host, session = await metered(tmp_path)
+        host.registry.change(
+            session, Event.STOP, dormant_reason=DormantReason.BUDGET, last_error="over"
+        )  # the budget stop's first step; then the daemon died, the scope still running
+        again = host.restart()
+        again.core.settings.presets.update(meter=METER)
+        await again.core.recover()
+        await again.settle()
+        record = again.registry.get("a").record
+        assert (record.state, record.dormant_reason, record.last_error) == (
+            State.RUNNING, DormantReason.NONE, "",
+        )  # fmt: skip
+
+    run(body())

@@ -152,6 +152,8 @@ class Recovery:
         if record.state is not State.RUNNING:
             log.info("session '%s': its unit %s runs; adopting it", record.name, record.unit)
         fields: RecordChange = {"dormant_reason": DormantReason.NONE}
+        if record.state is State.STOPPING:  # the stop never happened: its reason is no more
+            fields["last_error"] = ""
         # The tmux server we recorded still runs in that unit: the same scope, nothing to
         # refresh. Otherwise the daemon died inside a start (or the record is older than the
         # unit): ask systemd and tmux for the truth.
