@@ -100,6 +100,7 @@ class Core:
         scopes.systemd.on_result = reconciler.on_result
         hooks.on_pane_died = endings.agent_exited_soon
         endings.after_end = usage.after_end
+        terminal.on_prompt = usage.read_later
         lifecycle.over_budget = usage.over_budget
         activations = ActivationWatch(registry, scopes, endings.guard, journal.follow)
         return cls(

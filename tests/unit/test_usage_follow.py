@@ -359,3 +359,29 @@ def test_a_budget_stop_that_never_reached_systemd_leaves_the_session_running(
         )  # fmt: skip
 
     run(body())
+
+
+def test_a_turn_too_quick_to_be_seen_working_is_read_after_its_line_was_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The screen went from idle to idle (a CLI without hooks, a quick answer): the line sent
+    through the daemon is what says a turn may have happened, and the usage is read after."""
+    from hostagent.daemon.follow import usage as following
+
+    monkeypatch.setattr(following, "FOLLOW_UPS", (0.05, 1.0))
+
+    async def body() -> None:
+        host, session = await metered(tmp_path)
+        await turn(host, session)  # idle, and nothing used
+        host.core.usage.close()  # that turn's own follow-ups are not this one's
+        await host.core.terminal.send_text(session, "quick one", True)
+        shutil.copy(CLAUDE, tmp_path / f"{session.record.agent_session}.jsonl")  # its answer
+        deadline = asyncio.get_running_loop().time() + 5
+        while usage_of(session) != TWO_TURNS:  # the timer's reading, awaited with a bound
+            assert asyncio.get_running_loop().time() < deadline, "never read"
+            await asyncio.sleep(0.02)
+            await host.settle()
+        host.core.usage.close()
+        await host.settle()
+
+    run(body())

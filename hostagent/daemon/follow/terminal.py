@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from hostagent.activity import GENERIC
@@ -61,6 +61,9 @@ class Terminal:
         self.tmux = tmux_client
         self.settings = settings
         self._capturing: dict[int, int] = {}  # captures under way, by the uid that asked
+        # Told when a line is sent (core.py wires follow/usage.py: a turn too quick to be
+        # seen working is read all the same).
+        self.on_prompt: Callable[[Session], None] = lambda session: None
 
     # ---- Listener -----------------------------------------------------------------------
 
@@ -242,6 +245,8 @@ class Terminal:
             await self.tmux.send_text(session.owner, session.paths.socket, text, enter)
         except tmux.TmuxError as e:
             raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
+        if enter or "\r" in text or "\n" in text:
+            self.on_prompt(session)
 
     def attach_argv(self, session: Session) -> list[str]:
         return tmux.attach_argv(self._running(session).paths.socket)

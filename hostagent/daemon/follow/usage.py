@@ -1,12 +1,11 @@
 """Following what each session's agent uses, from its CLI's own record, as the owner.
 
-When a turn ends (the session goes idle), when a conversation id is learned while it runs, and
-once a run has ended (``after_end``: with the conversation that end found, in one change), the
-daemon reads the CLI's record of every conversation the session has had (its
-preset's ``usage``). The reading runs as the owner, as every look under a home does: a small
-``python -I -S`` program made of ``hostagent/usage.py`` (pure, standard library only) and the
-few lines below that find and open the files (OpenCode keeps its messages in SQLite). One
-reading per session at a time; one asked for meanwhile runs once after it.
+When the session goes idle (a turn's end), when an id is learned while it runs, and once a run
+has ended (``after_end``: with the conversation that end found, in one change), the daemon
+reads the CLI's record of every conversation the session has had (its preset's ``usage``). It
+runs as the owner, as every look under a home does: a ``python -I -S`` program made of
+``hostagent/usage.py`` (pure, standard library only) and the few lines below that find and
+open the files (OpenCode keeps its messages in SQLite). One reading per session at a time.
 
 What a reading finds replaces the session's per-conversation figures, so reading again counts
 nothing twice, and a total survives restarts, reboots, resumes and a new conversation id. The
@@ -155,17 +154,19 @@ class UsageWatch:
         if before is None or now == before:
             return
         idle = now[0] is Activity.IDLE
-        # A pane's first reading (unknown until then: a start, the daemon's own) is no turn's end.
-        turn_ended = idle and (
-            before[0] not in (Activity.IDLE, Activity.UNKNOWN)
+        went_idle = idle and (
+            before[0] is not Activity.IDLE
             or (now[3] != before[3] and self._hook_ends_turn(session))
         )
+        # A pane's first reading (after a start, the daemon's own) is read, and again later (a
+        # quick turn may follow unseen), but it is no turn's end: budgets stop only at those.
+        turn_ended = went_idle and before[0] is not Activity.UNKNOWN
         # A run's end is read by after_end; an id learned at that end comes with the reading.
         id_learned = now[2] != before[2] and now[1] in LIVE_STATES
-        if turn_ended or id_learned:
+        if went_idle or id_learned:
             self.read_soon(session, turn_end=turn_ended)
-        if turn_ended:
-            self._follow_up(session)
+        if went_idle:
+            self.read_later(session, turn_ended)
 
     def _hook_ends_turn(self, session: Session) -> bool:
         """Whether the last hook report says the agent went idle (Claude's Stop): a prompt
@@ -176,14 +177,14 @@ class UsageWatch:
         verdict = activity.hook_verdict(preset.activity, report.event, report.subtype)
         return verdict is not None and verdict.activity is Activity.IDLE
 
-    def _follow_up(self, session: Session) -> None:
-        """Read again FOLLOW_UPS after this turn's end (timers, not tasks: nothing waits on
-        them), unless another turn ends first."""
+    def read_later(self, session: Session, turn_end: bool = False) -> None:
+        """Read again FOLLOW_UPS after the session went idle (at a turn's end, turn_end) or
+        was sent a line, unless that happens again first; timers: nothing waits on them."""
         for handle in self._later.pop(session.name, []):
             handle.cancel()
         loop = asyncio.get_running_loop()
         self._later[session.name] = [
-            loop.call_later(delay, self._read_if_running, session) for delay in FOLLOW_UPS
+            loop.call_later(delay, self._read_if_running, session, turn_end) for delay in FOLLOW_UPS
         ]
 
     def close(self) -> None:
@@ -193,9 +194,9 @@ class UsageWatch:
                 handle.cancel()
         self._later.clear()
 
-    def _read_if_running(self, session: Session) -> None:
+    def _read_if_running(self, session: Session, turn_end: bool) -> None:
         if not session.removed and session.record.state is State.RUNNING:
-            self.read_soon(session, turn_end=True)  # the same turn's, read again
+            self.read_soon(session, turn_end=turn_end)
 
     def read_soon(self, session: Session, baseline: bool = False, turn_end: bool = False) -> None:
         """Read the session's usage soon (once more after a reading under way); after a
