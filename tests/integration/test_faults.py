@@ -79,7 +79,7 @@ def test_a_record_and_its_copy_removed_while_the_daemon_runs_are_not_lost(sb: Sa
         after = props(sb, name)
         kept = ("Uuid", "Preset", "AgentSessionId", "Owner", "Cwd")
         assert [after[k] for k in kept] == [before[k] for k in kept]
-        assert "adopted it as session" not in sb.journal(lines=40)
+        assert f"adopted it as session '{name}'" not in sb.journal(lines=40)
     finally:
         sb.ctl("rm", name)
 
