@@ -137,8 +137,9 @@ async def measure(sb: Sandbox, steps: list[int], idle: Idle, quiet: float) -> Sc
 # pane's first process, found here by one scan that is not timed), timed as the guard runs it.
 CONTAINMENT_WALK = """
 import os, statistics, time
-from hostagent.daemon.follow.containment import PIPE, TMUX_SERVER, family, read_proc, tree
-procs = [p for p in map(read_proc, map(int, filter(str.isdigit, os.listdir("/proc")))) if p]
+from hostagent.daemon.follow.containment import PIPE, TMUX_SERVER, tree
+from hostagent.daemon.host.procfs import family, read
+procs = [p for p in map(read, map(int, filter(str.isdigit, os.listdir("/proc")))) if p]
 servers = {p.pid for p in procs if p.comm == TMUX_SERVER}
 panes = [p.pid for p in procs if p.ppid in servers and p.comm != PIPE]
 walks = []

@@ -34,3 +34,20 @@ def test_every_guarded_goal_is_one_the_issue_names_and_each_failure_is_said() ->
     assert len(failures(figures)) == len(guarded)
     assert failures({g.key: g.bound for g in GOALS}) == []
     assert section(figures).count("**failed**") == len(guarded)
+
+
+def test_the_containment_walk_the_scale_bench_runs_in_the_sandbox_runs_here() -> None:
+    """It imports the daemon's own modules by name: a module that moves must take it along."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from bench.scale import CONTAINMENT_WALK
+
+    root = Path(__file__).resolve().parents[2]
+    ran = subprocess.run(
+        [sys.executable, "-c", CONTAINMENT_WALK],
+        capture_output=True, text=True, timeout=60, env={"PYTHONPATH": str(root)},
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert len(ran.stdout.split()) == 3
