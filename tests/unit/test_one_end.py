@@ -10,6 +10,7 @@ import asyncio
 import json
 import shutil
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,23 +32,11 @@ def presets(tmp: Path) -> dict[str, Preset]:
     rollouts = tmp / "rollouts"
     return {
         "assigned": ASSIGNED,
-        "hooks": Preset(
-            name="hooks",
-            command=["agent"],
-            id_source=IdSource.ASSIGNED,
-            assign_args=["--session-id", "{id}"],
-            resume_args=["--resume", "{id}"],
-            hooks_format="claude",
-            hooks_args=["--settings", "{hooks_file}"],
+        "hooks": replace(
+            ASSIGNED, name="hooks", hooks_format="claude", hooks_args=["--settings", "{hooks_file}"]
         ),
-        "usage": Preset(
-            name="usage",
-            command=["agent"],
-            id_source=IdSource.ASSIGNED,
-            assign_args=["--session-id", "{id}"],
-            resume_args=["--resume", "{id}"],
-            usage_format="claude",
-            usage_file=f"{tmp}/{{id}}.jsonl",
+        "usage": replace(
+            ASSIGNED, name="usage", usage_format="claude", usage_file=f"{tmp}/{{id}}.jsonl"
         ),
         # Codex's way: the id found in the file the CLI writes, which holds the usage too.
         "discovered": Preset(

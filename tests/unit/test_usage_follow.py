@@ -58,6 +58,15 @@ async def metered(tmp: Path, config: Config | None = None) -> tuple[Host, Sessio
     return host, host.registry.get("a")
 
 
+async def read_by_a_timer(host: Host, session: Session) -> None:
+    """Until a follow-up timer's reading has counted the two turns (5 s at most)."""
+    deadline = asyncio.get_running_loop().time() + 5
+    while usage_of(session) != TWO_TURNS:
+        assert asyncio.get_running_loop().time() < deadline, "never read"
+        await asyncio.sleep(0.02)
+        await host.settle()
+
+
 def books(host: Host) -> dict[str, Usage]:
     return host.core.usage.ledger.used(me(), 0, now_usec() + 1)
 
@@ -251,11 +260,7 @@ def test_a_record_written_after_the_prompt_is_read_by_the_follow_up(
         await turn(host, session)
         assert usage_of(session) == Usage()
         shutil.copy(CLAUDE, tmp_path / f"{session.record.agent_session}.jsonl")
-        deadline = asyncio.get_running_loop().time() + 5
-        while usage_of(session) != TWO_TURNS:  # the timer's reading, awaited with a bound
-            assert asyncio.get_running_loop().time() < deadline, "never read again"
-            await asyncio.sleep(0.02)
-            await host.settle()
+        await read_by_a_timer(host, session)
         # The second follow-up must not start a reading the test's end would cut off: its
         # helper process would be left to the garbage collector, and warn in a later test.
         host.core.usage.close()
@@ -376,11 +381,7 @@ def test_a_turn_too_quick_to_be_seen_working_is_read_after_its_line_was_sent(
         host.core.usage.close()  # that turn's own follow-ups are not this one's
         await host.core.terminal.send_text(session, "quick one", True)
         shutil.copy(CLAUDE, tmp_path / f"{session.record.agent_session}.jsonl")  # its answer
-        deadline = asyncio.get_running_loop().time() + 5
-        while usage_of(session) != TWO_TURNS:  # the timer's reading, awaited with a bound
-            assert asyncio.get_running_loop().time() < deadline, "never read"
-            await asyncio.sleep(0.02)
-            await host.settle()
+        await read_by_a_timer(host, session)
         host.core.usage.close()
         await host.settle()
 
