@@ -29,10 +29,12 @@ from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.journal import JournalReaders
 from hostagent.daemon.host.ports import Emitter, OwnerPort, ScopeRunner, WorktreePort
 from hostagent.daemon.ops.ending import Endings
+from hostagent.daemon.ops.leftovers import Leftovers
 from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.ops.reconcile import Reconciler
 from hostagent.daemon.ops.recover import Recovery, RecoveryReport, resume_dormant
 from hostagent.daemon.state.background import Background
+from hostagent.daemon.state.creates import PendingCreates
 from hostagent.daemon.state.ledger import Ledger
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
@@ -87,6 +89,7 @@ class Core:
             endings,
             reconciler,
             settings,
+            PendingCreates(store.directory / "creating"),
             boot_id,
         )
         ledger = Ledger(store.directory / "usage")
@@ -133,7 +136,9 @@ class Core:
         hooks FIFOs of running sessions are read again before any client is served."""
         report = await Recovery(
             self.registry, self.scopes, self.settings, self.reconciler, self.endings,
-            self.lifecycle.forget, self.lifecycle.boot_id,
+            self.lifecycle.forget,
+            Leftovers(self.registry, self.lifecycle.pending, self.lifecycle.worktrees),
+            self.lifecycle.boot_id,
         ).run()  # fmt: skip
         self.reconciler.recovered()
         self.hooks.open_pipes()

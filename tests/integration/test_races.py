@@ -114,7 +114,7 @@ def test_a_new_sessions_record_is_written_while_its_scope_starts_before_anything
 
 # (operation, point, state after the daemon restarts)
 CRASHES = [
-    ("create", checkpoint.CREATE_RECORDED, "dormant"),
+    ("create", checkpoint.CREATE_RECORDED, "failed"),  # it never ran: nothing to resume into
     ("create", checkpoint.SPAWN_STARTED, "running"),
     ("stop", checkpoint.STOP_RECORDED, "running"),
     ("stop", checkpoint.STOP_DONE, "stopped"),

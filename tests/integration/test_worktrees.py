@@ -4,6 +4,7 @@ input refused by name, with nothing in the repository written as root."""
 
 from __future__ import annotations
 
+from hostagent.daemon.host import checkpoint
 from tests.integration.helpers import agent_process, props
 from tests.integration.test_clients import SOCK, until_watch_shows
 from tests.sandbox import Sandbox
@@ -154,3 +155,31 @@ def test_bad_worktree_requests_are_refused_by_name_and_leave_nothing(sb: Sandbox
     assert alice(sb, f"git -C {REPO} branch --list") == branches
     assert alice(sb, f"git -C {REPO} worktree list").count("\n") == 1
     sb.run("rm", "-f", "/etc/hostagent/presets.d/shell-setup.yaml")
+
+
+def test_a_create_killed_before_its_record_leaves_nothing_behind(sb: Sandbox) -> None:
+    """The daemon SIGKILLed after a create made the worktree, its branch and the runtime
+    files, before the first record: the next start removes them all, and a create of the same
+    name then works."""
+    make_repo(sb) if sb.run("test", "-d", GITDIR).returncode else None
+    name, uid = "wt-killed", sb.uid("alice")
+    fifo = f"/run/hostagent/{uid}/{name}.out"
+    with sb.park(checkpoint.CREATE_MADE, name) as parked:
+        args = ["new", "--preset", "shell", "--name", name, "--cwd", f"{REPO}/src", "--worktree"]
+        proc = sb.popen("hostagentctl", "--system", *args, user="alice")
+        parked.wait()
+        assert alice(sb, f"git -C {REPO} branch --list hostagent/{name}").strip()
+        assert sb.run("test", "-d", f"{TREES}/{name}").returncode == 0
+        assert sb.run("test", "-p", fifo).returncode == 0
+        sb.daemon_kill()
+    proc.communicate(timeout=90)
+    assert proc.returncode != 0  # the caller learns that its create did not complete
+    sb.daemon_start()
+    assert "1 creates cut short undone" in sb.journal(lines=40)
+    assert alice(sb, f"git -C {REPO} branch --list hostagent/{name}") == ""
+    assert sb.run("test", "-e", f"{TREES}/{name}").returncode != 0
+    assert sb.run("test", "-e", fifo).returncode != 0
+    assert sb.run("sh", "-c", "ls /var/lib/hostagent/creating").check().stdout == ""
+    new(sb, name, "--worktree").check()
+    assert props(sb, name, user="alice")["Worktree"] == f"{TREES}/{name}"
+    sb.ctl("rm", name, user="alice", system=True).check()

@@ -180,6 +180,7 @@ class FakeScopes:
         self.crash_with: BaseException | None = None  # the next start raises this, unforeseen
         self.gate: asyncio.Event | None = None  # when set up, starts wait for it
         self.parked = asyncio.Event()  # set while a start waits at the gate
+        self.gate_before_job = False  # the gate holds starts before systemd takes their job
         self.program_checks = 0  # programs a start checked as their owner
         self.cgroups: dict[int, str | None] = {}  # the scope a pid is in, as /proc would say
         # What a stop does instead of systemd's (a refusal, a disk that fills meanwhile).
@@ -209,15 +210,21 @@ class FakeScopes:
         if self.fail_with:  # refused before systemd took a job (a program gone, a bad cwd)
             message, self.fail_with = self.fail_with, ""
             raise SpawnFailed(message)
+        if self.gate_before_job:
+            await self._at_gate()
         if meanwhile is not None:  # systemd has taken the job; the start is under way
             await meanwhile()
-        if self.gate is not None:
-            self.parked.set()
-            await self.gate.wait()
+        if not self.gate_before_job:
+            await self._at_gate()
         unit = FakeUnit(record.unit, limits=limits, user_caps=user_caps)
         self.systemd.units[record.unit] = unit
         self.launched.append(list(record.last_argv))
         return Started(unit.leader, unit.invocation, now_usec())
+
+    async def _at_gate(self) -> None:
+        if self.gate is not None:
+            self.parked.set()
+            await self.gate.wait()
 
     def open_gate(self) -> None:
         """Let the starts held at the gate go on."""

@@ -89,10 +89,13 @@ def test_signals_of_other_units_change_nothing(tmp_path: Path) -> None:
 # ---- recovery ---------------------------------------------------------------------------
 
 
-def record(name: str, state: State, boot: str = "boot1") -> SessionRecord:
+def record(name: str, state: State, boot: str = "boot1", started_at: int = 1) -> SessionRecord:
+    """A record of a session that has run once (started_at 0: one whose first start never
+    finished)."""
     return SessionRecord(
         name=name, uuid="u", owner=me(), preset="shell", cwd="/", unit=unit_name(name),
         state=state, boot_id=boot, command=["/bin/sh"], last_argv=["/bin/sh"],
+        started_at=started_at,
     )  # fmt: skip
 
 
@@ -107,6 +110,23 @@ RECOVERY = [
     pytest.param(State.FAILED, "boot1", None, State.FAILED, "", id="failed-kept"),
     pytest.param(State.DORMANT, "boot1", "active", State.RUNNING, "", id="dormant-but-live"),
 ]
+
+
+def test_a_create_whose_first_start_never_finished_is_failed_and_resumable(
+    tmp_path: Path,
+) -> None:
+    async def body() -> None:
+        host = Host(tmp_path)
+        SidecarStore(host.store.directory).save(record("a", State.STARTING, started_at=0))
+        report = await host.core.recover()
+        got = host.registry.get("a").record
+        assert (got.state, got.result, report.failed) == (State.FAILED, "resources", 1)
+        assert "hostagentctl resume a" in got.last_error
+        assert host.on_disk("a") == "failed"
+        await host.lifecycle.resume(host.registry.get("a"))
+        assert host.registry.get("a").record.state is State.RUNNING
+
+    run(body())
 
 
 @pytest.mark.parametrize(("state", "boot", "unit", "after", "reason"), RECOVERY)

@@ -51,11 +51,18 @@ BOOT, OTHER = "b1", "b2"
         ),
         pytest.param(State.STOPPED, OTHER, "", Action.KEEP, DormantReason.NONE, id="stopped"),
         pytest.param(State.FAILED, BOOT, "", Action.KEEP, DormantReason.NONE, id="failed"),
+        pytest.param(
+            State.STARTING, BOOT, "", Action.NEVER_RAN, DormantReason.NONE, id="create-cut-short"
+        ),
+        pytest.param(
+            State.STARTING, OTHER, "", Action.NEVER_RAN, DormantReason.NONE, id="create-rebooted"
+        ),
         pytest.param(State.DORMANT, BOOT, "", Action.KEEP, DormantReason.NONE, id="dormant"),
     ],
 )
 def test_decide(state: State, boot: str, unit: str, action: Action, reason: DormantReason) -> None:
-    decision = decide(state, boot, unit, BOOT)
+    # The create-* rows are of a session that never ran; the others ran once.
+    decision = decide(state, boot, unit, BOOT, ran=action is not Action.NEVER_RAN)
     assert decision.action is action
     assert decision.reason is reason
 

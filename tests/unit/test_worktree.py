@@ -36,7 +36,7 @@ def test_without_git_a_worktree_is_refused_by_name(tmp_path: Path) -> None:
         me = Owner.from_uid(os.getuid())
         nowhere = worktree.Worktrees(git="")  # no git on the daemon's PATH
         with pytest.raises(WorktreeFailed, match="git is not installed"):
-            await nowhere.create(me, str(tmp_path), "a", "", "", "", "")
+            await nowhere.plan(me, str(tmp_path), "a", "", "", "")
 
     run(body())
 

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 ENV = "HOSTAGENT_CHECKPOINT_DIR"
 
 # The points, named once, so tests and docs name the same ones.
+CREATE_MADE = "create-made"  # its worktree and runtime files are made; no record, no scope
 CREATE_RECORDED = "create-recorded"  # the record says starting; the scope holds only the shim
 SCOPE_STARTED = "scope-started"  # the scope holds the held child; tmux not let go yet
 SPAWN_STARTED = "spawn-started"  # the scope runs; the record does not say so yet

@@ -20,6 +20,7 @@ from hostagent.daemon.host.agents import Found
 from hostagent.daemon.host.procfs import Process
 from hostagent.daemon.host.scope import Started, Step
 from hostagent.daemon.host.systemd import UnitInfo
+from hostagent.daemon.host.worktree import Worktree
 from hostagent.identity import Owner
 from hostagent.session import Limits, SessionRecord
 
@@ -119,16 +120,12 @@ class OwnerPort(Protocol):
 class WorktreePort(Protocol):
     """A session's own git worktree, made, diffed and removed as its owner (worktree.py)."""
 
-    async def attach(
-        self,
-        record: SessionRecord,
-        owner: Owner,
-        branch: str,
-        base: str,
-        directory: str,
-        setup: str,
-    ) -> tuple[SessionRecord, bool]: ...
-    async def detach(self, record: SessionRecord, owner: Owner, new_branch: bool) -> None: ...
+    async def plan(
+        self, owner: Owner, cwd: str, name: str, branch: str, base: str, directory: str
+    ) -> Worktree: ...
+    async def make(self, owner: Owner, tree: Worktree, setup: str) -> None: ...
+    def attached(self, record: SessionRecord, tree: Worktree) -> SessionRecord: ...
+    async def discard(self, owner: Owner, tree: Worktree) -> None: ...
     async def remove_of(self, owner: Owner, record: SessionRecord, force: bool) -> str: ...
     async def diff(self, owner: Owner, path: str, base_ref: str, stat: bool) -> str: ...
 

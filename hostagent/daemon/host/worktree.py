@@ -39,6 +39,7 @@ class Worktree:
     repo: str  # the main worktree's top
     cwd: str  # the caller's cwd, at the same place inside the worktree
     new_branch: bool  # made for this worktree (not an existing branch reused)
+    top: str = ""  # the worktree the caller's cwd is in, which git adds the new one from
 
 
 class Worktrees:
@@ -79,10 +80,12 @@ class Worktrees:
             )
         return out
 
-    async def create(
-        self, owner: Owner, cwd: str, name: str, branch: str, base: str, directory: str, setup: str
+    async def plan(
+        self, owner: Owner, cwd: str, name: str, branch: str, base: str, directory: str
     ) -> Worktree:
-        """A new worktree for session name of the repository that holds cwd."""
+        """The worktree session name would get in the repository that holds cwd: every check
+        made, nothing made yet (a create notes it on disk first, so that a crash in make
+        leaves nothing the next start cannot find)."""
         code, top, err = await self._git(owner, "-C", cwd, "rev-parse", "--show-toplevel")
         if code != 0 and "dubious ownership" in err:
             raise WorktreeFailed(
@@ -112,55 +115,39 @@ class Worktrees:
                 f"Branch '{chosen}' already exists; reuse it with --worktree={chosen} "
                 "(when no worktree has it checked out), or pick another name."
             )
-        add = (
-            ["worktree", "add", path, chosen]
-            if reuse
-            else ["worktree", "add", "-b", chosen, path, base_ref]
-        )
-        await self._git_ok(owner, "-C", top, *add, what=f"Failed to create the worktree at {path}")
         inside = os.path.join(path, os.path.relpath(cwd, top))
-        tree = Worktree(path, chosen, base_ref, repo, inside, new_branch=not reuse)
+        return Worktree(path, chosen, base_ref, repo, inside, new_branch=not reuse, top=top)
+
+    async def make(self, owner: Owner, tree: Worktree, setup: str) -> None:
+        """Make the planned worktree: checked out, the caller's directory made in it, the
+        included files copied, the setup run; on any failure nothing of it stays."""
+        add = (
+            ["worktree", "add", "-b", tree.branch, tree.path, tree.base_ref]
+            if tree.new_branch
+            else ["worktree", "add", tree.path, tree.branch]
+        )
+        await self._git_ok(
+            owner, "-C", tree.top, *add, what=f"Failed to create the worktree at {tree.path}"
+        )
         try:
             # The same place inside the worktree; git keeps no empty directories, so make it.
-            made = await exec_as_owner(owner, ["/bin/mkdir", "-p", "--", inside], 10.0)
+            made = await exec_as_owner(owner, ["/bin/mkdir", "-p", "--", tree.cwd], 10.0)
             if made is None or made[0] != 0:
-                raise WorktreeFailed(f"Failed to make {inside} in the new worktree.")
-            await self._copy_included(owner, top, path)
+                raise WorktreeFailed(f"Failed to make {tree.cwd} in the new worktree.")
+            await self._copy_included(owner, tree.top, tree.path)
             if setup:
-                await self._setup(owner, path, setup)
+                await self._setup(owner, tree.path, setup)
         except BaseException:
             await self.discard(owner, tree)
             raise
-        log.info(
-            "session '%s': worktree %s on branch %s from %s", name, path, chosen, base_ref[:12]
-        )
-        return tree
+        log.info("worktree %s on branch %s from %s", tree.path, tree.branch, tree.base_ref[:12])
 
-    async def attach(
-        self,
-        record: SessionRecord,
-        owner: Owner,
-        branch: str,
-        base: str,
-        directory: str,
-        setup: str,
-    ) -> tuple[SessionRecord, bool]:
-        """A new session's record with a worktree of its own, its cwd moved to the same place
-        inside it; and whether the branch is new (detach deletes only such a branch)."""
-        tree = await self.create(owner, record.cwd, record.name, branch, base, directory, setup)
-        attached = dataclasses.replace(
+    def attached(self, record: SessionRecord, tree: Worktree) -> SessionRecord:
+        """A new session's record with its worktree, its cwd moved to the same place inside."""
+        return dataclasses.replace(
             record, cwd=tree.cwd, worktree=tree.path, branch=tree.branch,
             base_ref=tree.base_ref, repo=tree.repo,
         )  # fmt: skip
-        return attached, tree.new_branch
-
-    async def detach(self, record: SessionRecord, owner: Owner, new_branch: bool) -> None:
-        """Undo attach for a session that never came to be."""
-        if record.worktree:
-            tree = Worktree(
-                record.worktree, record.branch, record.base_ref, record.repo, record.cwd, new_branch
-            )
-            await self.discard(owner, tree)
 
     async def _copy_included(self, owner: Owner, top: str, path: str) -> None:
         """Copy the ignored files that .worktreeinclude names (git's pattern syntax, one a line)."""
@@ -205,10 +192,23 @@ class Worktrees:
             )
 
     async def discard(self, owner: Owner, tree: Worktree) -> None:
-        """Remove a worktree made moments ago, and its branch if it was new; best effort."""
+        """Remove a worktree a create made, for a session that never came to be (a failed
+        create, or one a crash cut short), and its branch if the create made it and nothing
+        was committed on it since; best effort. What is in the worktree was put there by the
+        create (checkout, included files, setup), never by a session."""
         await self._git(owner, "-C", tree.repo, "worktree", "remove", "--force", tree.path)
-        if tree.new_branch:
-            await self._git(owner, "-C", tree.repo, "branch", "-D", tree.branch)
+        await self._git(owner, "-C", tree.repo, "worktree", "prune")  # a checkout cut short
+        if not tree.new_branch:
+            return
+        code, tip, _ = await self._git(
+            owner, "-C", tree.repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{tree.branch}"
+        )
+        if code == 0 and tip != tree.base_ref:
+            log.warning(
+                "Branch %s of a create that never finished holds commits; kept", tree.branch
+            )
+            return
+        await self._git(owner, "-C", tree.repo, "branch", "-D", tree.branch)
 
     async def unrestorable(self, owner: Owner, repo: str, path: str) -> list[str]:
         """What in the worktree git could not bring back once it is removed, as git status names

@@ -22,6 +22,7 @@ from hostagent.daemon.host import checkpoint
 from hostagent.daemon.host.ports import OwnerPort, ScopeRunner, WorktreePort
 from hostagent.daemon.host.systemd import SystemdError
 from hostagent.daemon.host.tmux import remove_socket
+from hostagent.daemon.host.worktree import Worktree
 from hostagent.daemon.ops import resumeplan
 from hostagent.daemon.ops.admission import (
     Admission,
@@ -35,6 +36,7 @@ from hostagent.daemon.ops.admission import (
 from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.ops.reconcile import GONE_STATES, Reconciler
 from hostagent.daemon.ops.spawn import Spawner, look_last
+from hostagent.daemon.state.creates import PendingCreate, PendingCreates
 from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
 from hostagent.errors import (
@@ -42,8 +44,10 @@ from hostagent.errors import (
     NoSuchSession,
     NotRunning,
     StopFailed,
+    StorageFull,
     WorktreeFailed,
 )
+from hostagent.identity import Owner
 from hostagent.options import CreateRequest
 from hostagent.permissions import capped, exempt_from_caps
 from hostagent.presets import Preset
@@ -53,6 +57,7 @@ from hostagent.session import (
     Event,
     Limits,
     RecordChange,
+    SessionRecord,
     State,
 )
 
@@ -72,9 +77,11 @@ class Lifecycle:
         endings: Endings,
         reconciler: Reconciler,
         settings: Settings,
+        pending: PendingCreates,
         boot_id: str,
     ) -> None:
         self.registry = registry
+        self.pending = pending
         self.scopes = scopes
         self.owners = owners
         self.worktrees = worktrees
@@ -137,13 +144,10 @@ class Lifecycle:
                     self.registry.paths(owner_uid, name), self.boot_id,
                     self.owners,
                 )  # fmt: skip
-                new_branch = False
+                tree = None
                 if req.worktree is not None:
-                    setup = preset.worktree_setup or self.settings.config.worktrees_setup
-                    record, new_branch = await self.worktrees.attach(
-                        record, owner, req.worktree, req.base,
-                        self.settings.config.worktrees_dir, setup,
-                    )  # fmt: skip
+                    tree = await self._worktree(record, owner, req, preset)
+                    record = self.worktrees.attached(record, tree)
                 # The owner was looked up once for the checks: NSS can cost a round trip.
                 session = self.registry.new_session(record, owner)
                 try:
@@ -155,7 +159,9 @@ class Lifecycle:
                     if name not in self.registry.sessions:  # never recorded: nothing of it stays
                         self.terminal.unwatch(session)
                         self.hooks.remove_hooks(session)
-                        await self.worktrees.detach(record, owner, new_branch)
+                        if tree is not None:
+                            await self.worktrees.discard(owner, tree)
+                            self.pending.done(name)
                     raise
             finally:
                 self.registry.reserved.pop(name, None)
@@ -167,9 +173,41 @@ class Lifecycle:
         session runs, so nothing runs that the disk does not know of."""
         record = session.record
         self.registry.enroll(session)
+        if record.worktree:
+            self.pending.done(record.name)  # the record names the worktree from here on
         log.info("session '%s': created (uuid %s, preset %s, owner %d)",
                  record.name, record.uuid, preset.name, record.owner)  # fmt: skip
         await checkpoint.reached(checkpoint.CREATE_RECORDED, record.name)
+
+    async def _worktree(
+        self, record: SessionRecord, owner: Owner, req: CreateRequest, preset: Preset
+    ) -> Worktree:
+        """The new session's worktree, made; noted on disk before anything of it is, so that
+        a crash from here to the first record leaves nothing the next start cannot collect
+        (state/creates.py)."""
+        config = self.settings.config
+        assert req.worktree is not None
+        tree = await self.worktrees.plan(
+            owner, record.cwd, record.name, req.worktree, req.base, config.worktrees_dir
+        )
+        pending = PendingCreate(
+            record.name, owner.uid, tree.path, tree.repo, tree.branch, tree.base_ref,
+            tree.new_branch,
+        )  # fmt: skip
+        try:
+            await self.pending.note(pending)
+        except OSError as e:
+            raise StorageFull(
+                f"Session '{record.name}' was not created: its worktree cannot be noted in "
+                f"the state directory ({e.strerror}); {self.registry.store.remedy(e.errno)}, "
+                "then try again."
+            ) from None
+        try:
+            await self.worktrees.make(owner, tree, preset.worktree_setup or config.worktrees_setup)
+        except BaseException:
+            self.pending.done(record.name)  # make undid itself
+            raise
+        return tree
 
     async def owner_slice(self, uid: int) -> str:
         """On the system daemon, the slice a user's sessions and helpers go into, with the

@@ -25,6 +25,7 @@ from hostagent.daemon.host import checkpoint
 from hostagent.daemon.host.ports import ScopeRunner
 from hostagent.daemon.host.tmux import TmuxError
 from hostagent.daemon.ops.ending import Endings
+from hostagent.daemon.ops.leftovers import Leftovers
 from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.ops.reconcile import Reconciler
 from hostagent.daemon.state.registry import Registry, Session
@@ -51,20 +52,24 @@ class RecoveryReport:
     adopted: int = 0
     dormant: int = 0
     stopped: int = 0
+    failed: int = 0  # creates whose first start never finished
     unchanged: int = 0
     pruned: int = 0
     to_resume: list[str] = field(default_factory=list)
     orphans_stopped: list[str] = field(default_factory=list)
     orphans_adopted: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)  # records taken from their copies
+    collected: list[str] = field(default_factory=list)  # creates a crash cut short, undone
 
     def summary(self, policy: str) -> str:
         return (
             f"Recovery (policy {policy}): {self.adopted} adopted, {self.dormant} dormant, "
             f"{len(self.to_resume)} to resume, {self.pruned} pruned, {self.stopped} stopped, "
-            f"{self.unchanged} unchanged, {len(self.orphans_adopted)} orphan scopes adopted, "
+            f"{self.failed} failed, {self.unchanged} unchanged, "
+            f"{len(self.orphans_adopted)} orphan scopes adopted, "
             f"{len(self.orphans_stopped)} orphan scopes stopped, "
-            f"{len(self.restored)} records restored from their copies"
+            f"{len(self.restored)} records restored from their copies, "
+            f"{len(self.collected)} creates cut short undone"
         )
 
 
@@ -79,6 +84,7 @@ class Recovery:
         reconciler: Reconciler,
         endings: Endings,
         forget: Callable[[Session], Awaitable[str]],
+        leftovers: Leftovers,
         boot_id: str,
     ) -> None:
         self.registry = registry
@@ -88,6 +94,7 @@ class Recovery:
         self.reconciler = reconciler
         self.endings = endings
         self.forget = forget  # Lifecycle.forget: the tail of a remove
+        self.leftovers = leftovers
         self.boot_id = boot_id
         self.report = RecoveryReport()
 
@@ -103,12 +110,16 @@ class Recovery:
         for session in sessions:
             record = session.record
             decision = decide(
-                record.state, record.boot_id, units.pop(record.unit, ""), self.boot_id
-            )
+                record.state, record.boot_id, units.pop(record.unit, ""), self.boot_id,
+                ran=record.started_at > 0,
+            )  # fmt: skip
             await self._apply(session, decision, policy)
-        for unit, state in sorted(units.items()):
-            if state in ("active", "activating") and name_from_unit(unit):
+        live = {unit for unit, state in units.items() if state in ("active", "activating")}
+        self.report.collected = await self.leftovers.collect_creates(live)
+        for unit in sorted(live):
+            if name_from_unit(unit):
                 await self._orphan(unit)
+        self.leftovers.sweep_runtime()
         # Known from here on as a session made at run time is: a listener that follows
         # something of each (its usage) hears of every one, in the state recovery left it.
         for session in list(self.registry.sessions.values()):
@@ -124,6 +135,16 @@ class Recovery:
             log.info("session '%s': its stop finished while the daemon was away", record.name)
             await self.endings.finish(session)
             self.report.stopped += 1
+        elif decision.action is Action.NEVER_RAN:
+            log.info("session '%s': the daemon's end cut its first start short", record.name)
+            self.registry.change(
+                session,
+                Event.START_FAILED,
+                last_error="The daemon stopped before the session's first start finished; "
+                f"start it with 'hostagentctl resume {record.name}'",
+                result="resources",
+            )
+            self.report.failed += 1
         elif decision.action is Action.DORMANT:
             if policy is DormantAction.PRUNE:
                 log.info("session '%s': pruned by the recovery policy 'never'", record.name)

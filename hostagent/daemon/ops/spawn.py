@@ -70,6 +70,9 @@ class Spawner:
             )
             # On the system daemon each user's sessions share a slice carrying their caps.
             caps = self.settings.config.users.limits if capped(owner.uid) else Limits()
+            output = self.terminal.prepare(session)
+            if created:
+                await checkpoint.reached(checkpoint.CREATE_MADE, session.name)
             started = await self.scopes.start(
                 record,
                 owner,
@@ -77,7 +80,7 @@ class Spawner:
                 env,
                 record.limits if exempt else record.limits.within(self.settings.config.limits),
                 self.settings.config.stop_timeout_sec,
-                self.terminal.prepare(session),
+                output,
                 caps if self.registry.system else None,
                 first,
                 program_found=created,

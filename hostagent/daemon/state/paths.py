@@ -36,6 +36,17 @@ def hooks_file(runtime_dir: Path, name: str) -> Path:
     return runtime_dir / f"{name}.hooks.json"
 
 
+def runtime_dirs(runtime_root: Path, system: bool) -> list[Path]:
+    """Every owner's runtime directory there is: one per uid under the system daemon's root,
+    the root itself for a user's daemon."""
+    if not system:
+        return [runtime_root]
+    try:
+        return [d for d in runtime_root.iterdir() if d.name.isdigit() and d.is_dir()]
+    except OSError:
+        return []
+
+
 @dataclass(frozen=True)
 class SessionPaths:
     """A session's runtime files, computed once."""
