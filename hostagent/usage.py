@@ -94,6 +94,23 @@ def total(usages: Iterable[Usage]) -> Usage:
     return result
 
 
+def since(before: Usage, after: Usage) -> Usage:
+    """What after adds to before, never less than nothing (a record the CLI rewrote shorter
+    takes nothing back)."""
+    cost = None
+    if after.cost_usd is not None:
+        cost = max(after.cost_usd - (before.cost_usd or 0.0), 0.0)
+    return Usage(
+        max(after.input - before.input, 0),
+        max(after.output - before.output, 0),
+        max(after.cache_read - before.cache_read, 0),
+        max(after.cache_write - before.cache_write, 0),
+        cost,
+        max(after.calls - before.calls, 0),
+        after.model,
+    )
+
+
 def format_tokens(count: int) -> str:
     """Tokens as people read them: 950, 12.3k, 4.1M; cut, never rounded up (1250 is 1.2k, as
     the Cockpit page writes it too)."""

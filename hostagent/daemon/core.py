@@ -92,12 +92,12 @@ class Core:
             PendingCreates(store.directory / "creating"),
             boot_id,
         )
-        ledger = Ledger(store.directory / "usage")
+        ledger = Ledger(store.directory / "usage", store.corrupt_dir)
         usage = UsageWatch(
             registry, settings, background, ledger, conversations, owners,
             lifecycle.stop_for_budget,
         )  # fmt: skip
-        store.holdings = registry.records
+        store.holdings = ledger.records = registry.records
         registry.listeners += [terminal, endings, conversations, usage]
         scopes.systemd.on_unit = reconciler.on_unit
         scopes.systemd.on_result = reconciler.on_result

@@ -212,3 +212,66 @@ def test_a_budget_stop_the_daemon_died_in_ends_dormant_and_a_lift_resumes_it(
         sb.ctl("rm", name, user="carol", system=True)
         sb.run("rm", "-f", CONFIG)
         sb.ctl("reload").check()
+
+
+def test_a_turn_in_the_books_whose_record_a_kill_kept_from_disk_is_counted_once(
+    sb: Sandbox,
+) -> None:
+    """Killed once a reading is in the owner's books and before the session's record says
+    it: the next daemon reads the same figures again, and the books count the turn once."""
+    uid = sb.uid("bob")
+    before = calls_of(usage_rows(sb, "bob"), uid)
+    name = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="bob")
+    try:
+        wait_screen(sb, name, "> ")
+        turn(sb, name, "first", user="bob")
+        used(sb, name, 1, user="bob")
+        sb.ctl("send", name, "second", user="bob", system=True).check()
+        for _ in range(4):  # a follow-up reading of the first turn may come first: let it by
+            with sb.park(checkpoint.USAGE_ENTERED, name) as parked:
+                parked.wait()
+                if calls_of(usage_rows(sb, "bob"), uid) == before + 2:
+                    assert Usage.from_dict(props(sb, name, "bob")["Usage"]).calls == 1
+                    sb.daemon_kill()
+                    break
+        else:
+            raise AssertionError("the second turn's reading never reached the books")
+        sb.daemon_start()
+        assert used(sb, name, 2, user="bob") == times(2)
+        assert calls_of(usage_rows(sb, "bob"), uid) == before + 2
+    finally:
+        sb.ctl("rm", name, user="bob", system=True)
+
+
+def test_torn_books_are_set_aside_and_the_days_budget_still_holds(sb: Sandbox) -> None:
+    """carol's books cut short while the daemon is down: set aside in corrupt/, rebuilt from
+    her sessions' records, and her budget, spent today, still refuses a new session."""
+    uid = sb.uid("carol")
+    rows = json.loads(sb.ctl("--json", "usage", "--since", "today").stdout)
+    today = sum(r["input"] + r["output"] for r in rows if r["owner"] == uid)
+    sb.sh(
+        f"cat > {CONFIG}",
+        input=f"budgets:\n  users:\n    carol:\n      tokens_per_day: {today + 1000}\n",
+    ).check()
+    sb.ctl("reload").check()
+    name = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="carol")
+    try:
+        wait_screen(sb, name, "> ")
+        sb.ctl("send", name, "over", user="carol", system=True).check()  # 1250 > 1000
+        until(lambda: props(sb, name, "carol")["State"] == "dormant", "the budget stop")
+        sb.daemon_stop()
+        books = f"/var/lib/hostagent/usage/{uid}.json"
+        sb.sh(f"head -c 30 {books} > {books}.cut && mv {books}.cut {books}").check()
+        sb.daemon_start()
+        refused = sb.ctl(
+            "new", "--preset", "shell", "--name", "after-torn", user="carol", system=True
+        )
+        assert refused.returncode != 0 and "budget" in refused.stderr, refused.stderr
+        assert (
+            sb.run("sh", "-c", f"ls /var/lib/hostagent/corrupt/usage-{uid}.json.*").returncode == 0
+        )
+        assert "rebuilt from the sessions' records" in sb.journal(lines=40)
+    finally:
+        sb.ctl("rm", name, user="carol", system=True)
+        sb.run("rm", "-f", CONFIG)
+        sb.ctl("reload").check()

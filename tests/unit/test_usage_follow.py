@@ -7,6 +7,7 @@ driven on a real systemd in tests/integration/test_real_agents.py."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from pathlib import Path
 
@@ -15,13 +16,13 @@ import pytest
 from hostagent.activity import Verdict
 from hostagent.budgets import Budget, Budgets, Price, day_of, over_budget, priced
 from hostagent.config import Config
-from hostagent.daemon.follow.usage import since, usage_of
+from hostagent.daemon.follow.usage import usage_of
 from hostagent.daemon.state.registry import Session
 from hostagent.errors import BudgetExceeded
 from hostagent.options import CreateRequest
 from hostagent.presets import IdSource, Preset
 from hostagent.session import Activity, DormantReason, Event, State, now_usec
-from hostagent.usage import READERS, Usage
+from hostagent.usage import READERS, Usage, since
 from tests.unit.fakes import Host, ShownWatch, me, run
 
 DATA = Path(__file__).parents[1] / "data" / "usage"
@@ -153,6 +154,70 @@ def test_over_its_owners_budget_a_session_stops_at_its_turns_end_until_lifted(
         assert session.record.state is State.RUNNING
         await turn(host, session)  # lifted for the day: it goes on
         assert session.record.state is State.RUNNING
+
+    run(body())
+
+
+def test_a_reading_the_books_have_but_the_record_lost_is_not_counted_twice(
+    tmp_path: Path,
+) -> None:
+    """The reading reached the books, and a crash kept its record from the disk: the next
+    daemon reads the same figures again and the books add nothing."""
+
+    async def body() -> None:
+        host, session = await metered(tmp_path)
+        path = host.store.path_of("a")
+        before = path.read_bytes()  # the record as it was before the turn
+        shutil.copy(CLAUDE, tmp_path / f"{session.record.agent_session}.jsonl")
+        await turn(host, session)
+        assert books(host) == {"meter": TWO_TURNS}
+        path.write_bytes(before)  # as if the record's write had not reached the disk
+        again = host.restart()
+        again.core.settings.presets.update(meter=METER)
+        await again.core.recover()
+        assert usage_of(again.registry.get("a")) == Usage()
+        await turn(again, again.registry.get("a"))
+        assert usage_of(again.registry.get("a")) == TWO_TURNS
+        assert books(again) == {"meter": TWO_TURNS}
+
+    run(body())
+
+
+def test_books_of_before_the_marks_count_only_what_the_record_does_not_have(
+    tmp_path: Path,
+) -> None:
+    async def body() -> None:
+        host, session = await metered(tmp_path)
+        transcript = tmp_path / f"{session.record.agent_session}.jsonl"
+        shutil.copy(CLAUDE, transcript)
+        await turn(host, session)
+        ledger = host.core.usage.ledger
+        ledger.books(me()).counted.clear()  # books written by a hostagent without marks
+        await turn(host, session)  # the same figures, read again
+        assert books(host) == {"meter": TWO_TURNS}
+
+    run(body())
+
+
+def test_torn_books_are_set_aside_and_rebuilt_so_the_days_budget_holds(tmp_path: Path) -> None:
+    async def body() -> None:
+        config = Config(budgets=Budgets(user=Budget(tokens=TWO_TURNS.tokens)))
+        host, session = await metered(tmp_path, config)
+        shutil.copy(CLAUDE, tmp_path / f"{session.record.agent_session}.jsonl")
+        await turn(host, session)
+        assert session.record.dormant_reason is DormantReason.BUDGET
+        books_file = host.store.directory / "usage" / f"{me()}.json"
+        books_file.write_bytes(books_file.read_bytes()[:40])  # torn
+        again = host.restart()
+        again.core.settings.presets.update(meter=METER)
+        await again.core.recover()
+        assert books(again) == {"meter": TWO_TURNS}
+        assert [
+            p.name.startswith(f"usage-{me()}.json.") for p in host.store.corrupt_dir.iterdir()
+        ] == [True]
+        with pytest.raises(BudgetExceeded):
+            await again.create(me(), "c", "meter", str(tmp_path), CreateRequest())
+        assert json.loads(books_file.read_bytes())["counted"]  # written whole again
 
     run(body())
 

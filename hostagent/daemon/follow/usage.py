@@ -28,6 +28,7 @@ from typing import Any
 from hostagent import activity, budgets, launch
 from hostagent import usage as usage_module
 from hostagent.daemon.follow.conversation import Conversations, ended_run
+from hostagent.daemon.host import checkpoint
 from hostagent.daemon.host.owner import OutputTooLarge
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.state.background import Background
@@ -37,7 +38,7 @@ from hostagent.daemon.state.settings import Settings
 from hostagent.errors import HostAgentError
 from hostagent.presets import IdSource, Preset
 from hostagent.session import LIVE_STATES, Activity, RecordChange, State, now_usec
-from hostagent.usage import Usage, format_cost, format_tokens, total
+from hostagent.usage import Usage, format_cost, format_tokens, since, total
 
 log = logging.getLogger(__name__)
 
@@ -70,23 +71,6 @@ for _cid, _pattern in _spec.items():
 print(json.dumps(_out))
 """
 _PROGRAM = Path(usage_module.__file__).read_text(encoding="utf-8") + _MAIN
-
-
-def since(before: Usage, after: Usage) -> Usage:
-    """What after adds to before, never less than nothing (a record the CLI rewrote shorter
-    takes nothing back)."""
-    cost = None
-    if after.cost_usd is not None:
-        cost = max(after.cost_usd - (before.cost_usd or 0.0), 0.0)
-    return Usage(
-        max(after.input - before.input, 0),
-        max(after.output - before.output, 0),
-        max(after.cache_read - before.cache_read, 0),
-        max(after.cache_write - before.cache_write, 0),
-        cost,
-        max(after.calls - before.calls, 0),
-        after.model,
-    )
 
 
 def session_usage(record_usage: dict[str, dict[str, Any]]) -> Usage:
@@ -145,6 +129,7 @@ class UsageWatch:
         self._turn_ends.discard(session.name)
         for handle in self._later.pop(session.name, []):
             handle.cancel()
+        self.ledger.forget(session.record.owner, session.record.uuid)
 
     def session_changed(self, session: Session) -> None:
         record = session.record
@@ -301,14 +286,12 @@ class UsageWatch:
                 base = found.get("", Usage())
                 self.registry.change(session, usage_base=base.to_dict())
                 return
-            self._take(session, preset, found)
+            fields = self._fields(session, preset, found)
+            await checkpoint.reached(checkpoint.USAGE_ENTERED, session.name)
+            if fields:
+                self.registry.change(session, **fields)
         if turn_end:
             await self._check_budget(session)
-
-    def _take(self, session: Session, preset: Preset, found: dict[str, Usage]) -> None:
-        fields = self._fields(session, preset, found)
-        if fields:
-            self.registry.change(session, **fields)
 
     def _fields(self, session: Session, preset: Preset, found: dict[str, Usage]) -> RecordChange:
         """The record's fields a reading changes (the books entered on the way); {} when it
@@ -326,8 +309,12 @@ class UsageWatch:
             fields.update(
                 {"usage": book, "usage_day": day, "usage_today": (today + added).to_dict()}
             )
-        if added.tokens or added.calls:
-            self.ledger.enter(record.owner, record.preset, now, added)
+        # The books count from their own marks, so a reading entered there whose record a
+        # crash lost is not counted twice when it is read again (state/ledger.py).
+        self.ledger.enter(
+            record.owner, record.uuid, record.preset, now,
+            {k: u.to_dict() for k, u in found.items()}, record.usage,
+        )  # fmt: skip
         if record.state not in LIVE_STATES and (fields or record.stopped_at > record.usage_read_at):
             fields.update(self._end_line(session, session_usage(book)))
             fields["usage_read_at"] = now

@@ -4,8 +4,18 @@ A session's record holds what its own conversations used, but a record goes with
 session: a user who removes a session must not get its tokens back, and an admin summing last
 week wants the sessions removed since. So every increase a usage reading finds is also entered
 here, by owner, hour and preset, and kept for a year. One small JSON file per owner under the
-state directory (``usage/UID.json``), replaced whole at each entry; it also notes the day an
-admin lifted the owner's budget. A file that cannot be read starts empty books, and says so.
+state directory (``usage/UID.json``), replaced whole at each entry and fsynced as the records
+are; it also notes the day an admin lifted the owner's budget.
+
+An entry is idempotent: the books keep, per session and conversation, the figures they have
+entered (``counted``), and enter only what a reading adds to those, in the same write. So the
+books and the records agree after any crash, in whichever order their two writes reached the
+disk: a reading that reached the books but not the record adds nothing when it is read again,
+and one that reached the record but not the books is entered at the next reading.
+
+Books that cannot be read are set aside in the state directory's ``corrupt/`` and rebuilt from
+the records the daemon holds: each session's figures, and what it used today, so that the
+day's budget still holds. What removed sessions used before today is lost with them, and said.
 """
 
 from __future__ import annotations
@@ -13,31 +23,49 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Iterator
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
-from hostagent.budgets import hour_of
-from hostagent.daemon.state.durable import replace_file
-from hostagent.usage import Usage, total
+from hostagent.budgets import day_of, hour_of
+from hostagent.daemon.state.durable import Syncer, replace_file
+from hostagent.session import SessionRecord, now_usec
+from hostagent.usage import Usage, since, total
 
 log = logging.getLogger(__name__)
 
 KEPT_USEC = 400 * 86_400 * 1_000_000  # hours older than this are dropped at the next entry
 
+# A session's figures as its record keeps them: conversation id -> Usage.to_dict().
+Figures = Mapping[str, dict[str, Any]]
+
+
+def figures_total(figures: Figures) -> Usage:
+    return total(Usage.from_dict(u) for u in figures.values())
+
 
 class Books:
-    """One owner's: usage by hour (its first microsecond) and preset, and the lifted day."""
+    """One owner's: usage by hour (its first microsecond) and preset, the lifted day, and
+    what has been entered of each session (its uuid) by conversation."""
 
-    def __init__(self, hours: dict[int, dict[str, Usage]], lifted: int) -> None:
+    def __init__(
+        self,
+        hours: dict[int, dict[str, Usage]],
+        lifted: int,
+        counted: dict[str, dict[str, dict[str, Any]]] | None = None,
+    ) -> None:
         self.hours = hours
         self.lifted = lifted
+        self.counted = counted if counted is not None else {}
 
     def to_json(self) -> bytes:
         hours = {
             str(h): {p: u.to_dict() for p, u in by_preset.items()}
             for h, by_preset in sorted(self.hours.items())
         }
-        return json.dumps({"hours": hours, "lifted": self.lifted}).encode()
+        return json.dumps({"hours": hours, "lifted": self.lifted, "counted": self.counted}).encode()
 
     @classmethod
     def from_json(cls, data: object) -> Books:
@@ -50,13 +78,24 @@ class Books:
                     str(p): Usage.from_dict(u) for p, u in by_preset.items() if isinstance(u, dict)
                 }
         lifted = data.get("lifted", 0)
-        return cls(hours, lifted if isinstance(lifted, int) else 0)
+        counted = data.get("counted", {})  # books older than the marks have none
+        if not isinstance(counted, dict):
+            raise ValueError("not usage books")
+        return cls(hours, lifted if isinstance(lifted, int) else 0, counted)
+
+    def add(self, hour: int, preset: str, used: Usage) -> None:
+        by_preset = self.hours.setdefault(hour, {})
+        by_preset[preset] = by_preset.get(preset, Usage()) + used
 
 
 class Ledger:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, corrupt: Path) -> None:
         self.directory = directory
+        self.corrupt = corrupt  # where unreadable books are set aside
         self._books: dict[int, Books] = {}
+        self._syncer = Syncer(self._sync)
+        # Every record the daemon holds (the registry says): what torn books are rebuilt from.
+        self.records: Callable[[], Iterable[SessionRecord]] = tuple
 
     def _path(self, uid: int) -> Path:
         return self.directory / f"{uid}.json"
@@ -64,14 +103,38 @@ class Ledger:
     def books(self, uid: int) -> Books:
         books = self._books.get(uid)
         if books is None:
-            books = Books({}, 0)
             try:
                 books = Books.from_json(json.loads(self._path(uid).read_bytes()))
             except FileNotFoundError:
-                pass
+                books = Books({}, 0)
             except (OSError, ValueError) as e:
-                log.warning("Usage books of uid %d unreadable, starting empty ones: %s", uid, e)
+                books = self._rebuilt(uid, e)
             self._books[uid] = books
+        return books
+
+    def _rebuilt(self, uid: int, error: Exception) -> Books:
+        """Books for uid made from the records, the unreadable file set aside."""
+        path, kept = self._path(uid), self.corrupt / f"usage-{uid}.json.{int(time.time())}"
+        try:
+            self.corrupt.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.rename(path, kept)
+        except OSError as e:
+            kept = path
+            log.error("Failed to set aside %s: %s", path, e)
+        books = Books({}, 0)
+        today = day_of(now_usec())
+        for held in self.records():
+            if held.owner != uid:
+                continue
+            books.counted[held.uuid] = dict(held.usage)
+            if held.usage_day == today:
+                books.add(hour_of(today), held.preset, Usage.from_dict(held.usage_today))
+        log.error(
+            "Usage books of uid %d are unreadable (%s), kept as %s; rebuilt from the sessions' "
+            "records: today's use and budget hold, what removed sessions used before today and "
+            "a budget lifted today are lost", uid, error, kept,
+        )  # fmt: skip
+        self._save(uid, books)
         return books
 
     def owners(self) -> Iterator[int]:
@@ -83,22 +146,57 @@ class Ledger:
                     seen.add(int(path.stem))
         yield from sorted(seen)
 
-    def _save(self, uid: int) -> None:
-        """Best effort, as a screen is: books that cannot be written stay in memory."""
+    def _save(self, uid: int, books: Books | None = None) -> None:
+        """Best effort, as a screen is: books that cannot be written stay in memory, and what
+        they did not write is entered again at the next reading (their marks say so)."""
+        path = self._path(uid)
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            replace_file(self._path(uid), self.books(uid).to_json())
+            replace_file(path, (books or self.books(uid)).to_json())
         except OSError as e:
             log.warning("Failed to write the usage books of uid %d: %s", uid, e)
+            return
+        self._syncer.submit({path})
 
-    def enter(self, uid: int, preset: str, at_usec: int, used: Usage) -> None:
+    def _sync(self, paths: set[Path]) -> None:
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def enter(
+        self, uid: int, session: str, preset: str, at_usec: int, found: Figures, counted: Figures
+    ) -> Usage:
+        """Enter what a reading of session (its uuid) found, per conversation, beyond what the
+        books have entered of it; counted: what its record says was entered, for books that
+        have no marks of it yet (written before they kept any). What was added."""
         books = self.books(uid)
-        hour = hour_of(at_usec)
-        by_preset = books.hours.setdefault(hour, {})
-        by_preset[preset] = by_preset.get(preset, Usage()) + used
+        marks = books.counted.get(session, counted)
+        merged = {**marks, **found}
+        if session in books.counted and merged == marks:
+            return Usage()
+        added = since(figures_total(marks), figures_total(merged))
+        books.counted[session] = dict(merged)
+        if added.tokens or added.calls:
+            books.add(hour_of(at_usec), preset, added)
         for old in [h for h in books.hours if h < at_usec - KEPT_USEC]:
             del books.hours[old]
         self._save(uid)
+        return added
+
+    def forget(self, uid: int, session: str) -> None:
+        """A removed session reads no more: its marks go (what it used stays in the hours)."""
+        books = self.books(uid)
+        if books.counted.pop(session, None) is not None:
+            self._save(uid)
 
     def used(self, uid: int, since_usec: int, until_usec: int) -> dict[str, Usage]:
         """By preset, what uid's sessions used in the hours that start in [since, until)."""
