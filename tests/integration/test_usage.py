@@ -244,27 +244,28 @@ def test_a_turn_in_the_books_whose_record_a_kill_kept_from_disk_is_counted_once(
 
 
 def test_torn_books_are_set_aside_and_the_days_budget_still_holds(sb: Sandbox) -> None:
-    """carol's books cut short while the daemon is down: set aside in corrupt/, rebuilt from
-    her sessions' records, and her budget, spent today, still refuses a new session."""
-    uid = sb.uid("carol")
+    """bob's books cut short while the daemon is down: set aside in corrupt/, rebuilt from
+    his sessions' records, and his budget, spent today, still refuses a new session. (bob:
+    the other tests here lift alice's and carol's budgets for the day.)"""
+    uid = sb.uid("bob")
     rows = json.loads(sb.ctl("--json", "usage", "--since", "today").stdout)
     today = sum(r["input"] + r["output"] for r in rows if r["owner"] == uid)
     sb.sh(
         f"cat > {CONFIG}",
-        input=f"budgets:\n  users:\n    carol:\n      tokens_per_day: {today + 1000}\n",
+        input=f"budgets:\n  users:\n    bob:\n      tokens_per_day: {today + 1000}\n",
     ).check()
     sb.ctl("reload").check()
-    name = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="carol")
+    name = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="bob")
     try:
         wait_screen(sb, name, "> ")
-        sb.ctl("send", name, "over", user="carol", system=True).check()  # 1250 > 1000
-        until(lambda: props(sb, name, "carol")["State"] == "dormant", "the budget stop")
+        sb.ctl("send", name, "over", user="bob", system=True).check()  # 1250 > 1000
+        until(lambda: props(sb, name, "bob")["State"] == "dormant", "the budget stop")
         sb.daemon_stop()
         books = f"/var/lib/hostagent/usage/{uid}.json"
         sb.sh(f"head -c 30 {books} > {books}.cut && mv {books}.cut {books}").check()
         sb.daemon_start()
         refused = sb.ctl(
-            "new", "--preset", "shell", "--name", "after-torn", user="carol", system=True
+            "new", "--preset", "shell", "--name", "after-torn", user="bob", system=True
         )
         assert refused.returncode != 0 and "budget" in refused.stderr, refused.stderr
         assert (
@@ -272,6 +273,6 @@ def test_torn_books_are_set_aside_and_the_days_budget_still_holds(sb: Sandbox) -
         )
         assert "rebuilt from the sessions' records" in sb.journal(lines=40)
     finally:
-        sb.ctl("rm", name, user="carol", system=True)
+        sb.ctl("rm", name, user="bob", system=True)
         sb.run("rm", "-f", CONFIG)
         sb.ctl("reload").check()

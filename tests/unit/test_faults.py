@@ -70,8 +70,9 @@ def test_a_start_whose_outcome_cannot_be_written_leaves_nothing_running(
         await host.scopes.parked.wait()
         disk.full = True  # the starting record is written; the running one will not be
         host.scopes.open_gate()
-        with pytest.raises(StorageFull):
+        with pytest.raises(StorageFull) as refused:
             await create
+        assert refused.value.message.count("cannot be written") == 1, refused.value.message
         assert "hostagent-a.scope" not in host.systemd.units
         assert host.registry.get("a").record.state is State.FAILED
         assert host.on_disk("a") == "starting"  # recovery makes it dormant: nothing runs

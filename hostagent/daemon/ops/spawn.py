@@ -106,9 +106,13 @@ class Spawner:
             )
         except StorageFull as e:
             # A create is not reported done before its record is: nothing may run that the
-            # disk does not know of.
+            # disk does not know of. The caller hears why once: the record could not be written.
             await self.stop_scope(session)
-            self.fail(session, e.message)
+            log.error("session '%s': %s", session.name, e.message)
+            self.registry.change(
+                session, Event.START_FAILED, last_error=e.message, result="resources"
+            )
+            raise
         self.endings.follow(session, started.pane_pid)
         if not record.leader_pid:
             # tmux was already gone from the scope: the agent exited at once. A server that
