@@ -183,40 +183,51 @@ def test_a_reading_the_books_have_but_the_record_lost_is_not_counted_twice(
     run(body())
 
 
-def test_books_of_before_the_marks_count_only_what_the_record_does_not_have(
-    tmp_path: Path,
-) -> None:
+def test_books_of_before_the_marks_take_them_from_the_records(tmp_path: Path) -> None:
+    """Books a hostagent without marks wrote: the sessions' records say what was entered."""
+
     async def body() -> None:
         host, session = await metered(tmp_path)
-        transcript = tmp_path / f"{session.record.agent_session}.jsonl"
-        shutil.copy(CLAUDE, transcript)
+        shutil.copy(CLAUDE, tmp_path / f"{session.record.agent_session}.jsonl")
         await turn(host, session)
-        ledger = host.core.usage.ledger
-        ledger.books(me()).counted.clear()  # books written by a hostagent without marks
-        await turn(host, session)  # the same figures, read again
-        assert books(host) == {"meter": TWO_TURNS}
+        books_file = host.store.directory / "usage" / f"{me()}.json"
+        old = json.loads(books_file.read_bytes())
+        del old["counted"]
+        books_file.write_text(json.dumps(old))
+        again = host.restart()
+        again.core.settings.presets.update(meter=METER)
+        await again.core.recover()
+        await turn(again, again.registry.get("a"))  # the same figures, read again
+        assert books(again) == {"meter": TWO_TURNS}
 
     run(body())
 
 
-def test_torn_books_are_set_aside_and_rebuilt_so_the_days_budget_holds(tmp_path: Path) -> None:
+@pytest.mark.parametrize("torn", [("json",), ("json", "json.prev")], ids=["last", "both"])
+def test_torn_books_are_set_aside_and_the_days_budget_holds(
+    tmp_path: Path, torn: tuple[str, ...]
+) -> None:
+    """The last books torn: the ones before are loaded and the records bring them up to date.
+    Both torn: rebuilt from the records. Either way the day's budget still refuses."""
+
     async def body() -> None:
         config = Config(budgets=Budgets(user=Budget(tokens=TWO_TURNS.tokens)))
         host, session = await metered(tmp_path, config)
         shutil.copy(CLAUDE, tmp_path / f"{session.record.agent_session}.jsonl")
         await turn(host, session)
         assert session.record.dormant_reason is DormantReason.BUDGET
-        books_file = host.store.directory / "usage" / f"{me()}.json"
-        books_file.write_bytes(books_file.read_bytes()[:40])  # torn
+        for end in torn:
+            path = host.store.directory / "usage" / f"{me()}.{end}"
+            path.write_bytes(path.read_bytes()[:40])
         again = host.restart()
         again.core.settings.presets.update(meter=METER)
         await again.core.recover()
         assert books(again) == {"meter": TWO_TURNS}
-        assert [
-            p.name.startswith(f"usage-{me()}.json.") for p in host.store.corrupt_dir.iterdir()
-        ] == [True]
+        kept = [p.name for p in host.store.corrupt_dir.iterdir()]
+        assert len(kept) == len(torn) and all(k.startswith("usage-") for k in kept), kept
         with pytest.raises(BudgetExceeded):
             await again.create(me(), "c", "meter", str(tmp_path), CreateRequest())
+        books_file = host.store.directory / "usage" / f"{me()}.json"
         assert json.loads(books_file.read_bytes())["counted"]  # written whole again
 
     run(body())

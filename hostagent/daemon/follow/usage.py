@@ -312,9 +312,12 @@ class UsageWatch:
         # The books count from their own marks, so a reading entered there whose record a
         # crash lost is not counted twice when it is read again (state/ledger.py).
         self.ledger.enter(
-            record.owner, record.uuid, record.preset, now,
-            {k: u.to_dict() for k, u in found.items()}, record.usage,
-        )  # fmt: skip
+            record.owner,
+            record.uuid,
+            record.preset,
+            now,
+            {k: u.to_dict() for k, u in found.items()},
+        )
         if record.state not in LIVE_STATES and (fields or record.stopped_at > record.usage_read_at):
             fields.update(self._end_line(session, session_usage(book)))
             fields["usage_read_at"] = now

@@ -11,11 +11,15 @@ An entry is idempotent: the books keep, per session and conversation, the figure
 entered (``counted``), and enter only what a reading adds to those, in the same write. So the
 books and the records agree after any crash, in whichever order their two writes reached the
 disk: a reading that reached the books but not the record adds nothing when it is read again,
-and one that reached the record but not the books is entered at the next reading.
+and one that reached the record but not the books is entered when the books are loaded, from
+the records the daemon holds.
 
-Books that cannot be read are set aside in the state directory's ``corrupt/`` and rebuilt from
-the records the daemon holds: each session's figures, and what it used today, so that the
-day's budget still holds. What removed sessions used before today is lost with them, and said.
+Each write moves the books it replaces to ``UID.json.prev``, so books that cannot be read (a
+power cut after the rename and before the data) are set aside in the state directory's
+``corrupt/`` and the previous ones loaded, which the records then bring up to date. With
+neither readable, the books are rebuilt from the records alone: each session's figures and
+what it used today, so the day's budget still holds for the sessions there are; what removed
+sessions used is lost with them, and the journal says so.
 """
 
 from __future__ import annotations
@@ -58,7 +62,8 @@ class Books:
     ) -> None:
         self.hours = hours
         self.lifted = lifted
-        self.counted = counted if counted is not None else {}
+        # None in books written before they kept marks: taken from the records at load.
+        self.counted = counted
 
     def to_json(self) -> bytes:
         hours = {
@@ -78,8 +83,8 @@ class Books:
                     str(p): Usage.from_dict(u) for p, u in by_preset.items() if isinstance(u, dict)
                 }
         lifted = data.get("lifted", 0)
-        counted = data.get("counted", {})  # books older than the marks have none
-        if not isinstance(counted, dict):
+        counted = data.get("counted")  # books older than the marks have none
+        if counted is not None and not isinstance(counted, dict):
             raise ValueError("not usage books")
         return cls(hours, lifted if isinstance(lifted, int) else 0, counted)
 
@@ -103,39 +108,82 @@ class Ledger:
     def books(self, uid: int) -> Books:
         books = self._books.get(uid)
         if books is None:
-            try:
-                books = Books.from_json(json.loads(self._path(uid).read_bytes()))
-            except FileNotFoundError:
-                books = Books({}, 0)
-            except (OSError, ValueError) as e:
-                books = self._rebuilt(uid, e)
-            self._books[uid] = books
+            books = self._books[uid] = self._load(uid)
+            self._agree(uid, books)
         return books
 
-    def _rebuilt(self, uid: int, error: Exception) -> Books:
-        """Books for uid made from the records, the unreadable file set aside."""
-        path, kept = self._path(uid), self.corrupt / f"usage-{uid}.json.{int(time.time())}"
+    def _load(self, uid: int) -> Books:
+        """The books on disk: the last ones written, else the ones before (the records bring
+        them up to date), else rebuilt from the records alone."""
+        path = self._path(uid)
+        for candidate in (path, self._previous(uid)):
+            try:
+                return Books.from_json(json.loads(candidate.read_bytes()))
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError) as e:
+                self._set_aside(candidate, e)
+        if not self._seen_on_disk(uid):
+            return Books({}, 0, {})
+        return self._rebuilt(uid)
+
+    def _previous(self, uid: int) -> Path:
+        return self.directory / f"{uid}.json.prev"
+
+    def _seen_on_disk(self, uid: int) -> bool:
+        """Whether uid had books (set aside now): none at all is a new owner, not a loss."""
+        with contextlib.suppress(OSError):
+            return any(p.name.startswith(f"usage-{uid}.json") for p in self.corrupt.iterdir())
+        return False
+
+    def _set_aside(self, path: Path, error: Exception) -> None:
+        kept = self.corrupt / f"usage-{path.name}.{int(time.time())}"
         try:
             self.corrupt.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.rename(path, kept)
         except OSError as e:
-            kept = path
-            log.error("Failed to set aside %s: %s", path, e)
-        books = Books({}, 0)
+            log.error(
+                "Usage books %s are unreadable (%s); failed to set them aside: %s", path, error, e
+            )
+            return
+        log.error("Usage books %s are unreadable (%s); kept as %s", path, error, kept)
+
+    def _rebuilt(self, uid: int) -> Books:
+        """Books for uid from the records alone: each session's figures, and today's use."""
+        books = Books({}, 0, {})
         today = day_of(now_usec())
         for held in self.records():
             if held.owner != uid:
                 continue
+            assert books.counted is not None
             books.counted[held.uuid] = dict(held.usage)
             if held.usage_day == today:
                 books.add(hour_of(today), held.preset, Usage.from_dict(held.usage_today))
         log.error(
-            "Usage books of uid %d are unreadable (%s), kept as %s; rebuilt from the sessions' "
-            "records: today's use and budget hold, what removed sessions used before today and "
-            "a budget lifted today are lost", uid, error, kept,
+            "Usage books of uid %d rebuilt from the sessions' records: today's use of the "
+            "sessions there are holds; what removed sessions used, and a budget lifted "
+            "today, are lost", uid,
         )  # fmt: skip
         self._save(uid, books)
         return books
+
+    def _agree(self, uid: int, books: Books) -> None:
+        """Books just loaded, brought up to what the records the daemon holds say: what a
+        crash kept from them is entered now (books without marks take theirs from there)."""
+        unmarked = books.counted is None
+        counted = books.counted = books.counted if books.counted is not None else {}
+        changed = False
+        now = now_usec()
+        for held in self.records():
+            if held.owner != uid:
+                continue
+            if unmarked:
+                counted[held.uuid] = dict(held.usage)
+                changed = True
+            else:
+                changed |= self._count(books, held.uuid, held.preset, now, held.usage)
+        if changed:
+            self._save(uid, books)
 
     def owners(self) -> Iterator[int]:
         """Every owner with books, on disk or in memory."""
@@ -152,6 +200,8 @@ class Ledger:
         path = self._path(uid)
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(path, self._previous(uid))  # synced already: whole after a power cut
             replace_file(path, (books or self.books(uid)).to_json())
         except OSError as e:
             log.warning("Failed to write the usage books of uid %d: %s", uid, e)
@@ -172,30 +222,32 @@ class Ledger:
         finally:
             os.close(fd)
 
-    def enter(
-        self, uid: int, session: str, preset: str, at_usec: int, found: Figures, counted: Figures
-    ) -> Usage:
+    def enter(self, uid: int, session: str, preset: str, at_usec: int, found: Figures) -> None:
         """Enter what a reading of session (its uuid) found, per conversation, beyond what the
-        books have entered of it; counted: what its record says was entered, for books that
-        have no marks of it yet (written before they kept any). What was added."""
+        books have entered of it."""
         books = self.books(uid)
-        marks = books.counted.get(session, counted)
+        if self._count(books, session, preset, at_usec, found):
+            self._save(uid)
+
+    def _count(self, books: Books, session: str, preset: str, at_usec: int, found: Figures) -> bool:
+        """found entered into books beyond their marks of session; whether anything changed."""
+        assert books.counted is not None
+        marks = books.counted.get(session, {})
         merged = {**marks, **found}
-        if session in books.counted and merged == marks:
-            return Usage()
+        if merged == marks and session in books.counted:
+            return False
         added = since(figures_total(marks), figures_total(merged))
         books.counted[session] = dict(merged)
         if added.tokens or added.calls:
             books.add(hour_of(at_usec), preset, added)
         for old in [h for h in books.hours if h < at_usec - KEPT_USEC]:
             del books.hours[old]
-        self._save(uid)
-        return added
+        return True
 
     def forget(self, uid: int, session: str) -> None:
         """A removed session reads no more: its marks go (what it used stays in the hours)."""
         books = self.books(uid)
-        if books.counted.pop(session, None) is not None:
+        if books.counted is not None and books.counted.pop(session, None) is not None:
             self._save(uid)
 
     def used(self, uid: int, since_usec: int, until_usec: int) -> dict[str, Usage]:
