@@ -287,8 +287,8 @@ class UsageWatch:
                 self.registry.change(session, usage_base=base.to_dict())
                 return
             fields = self._fields(session, preset, found)
-            await checkpoint.reached(checkpoint.USAGE_ENTERED, session.name)
             if fields:
+                await checkpoint.reached(checkpoint.USAGE_ENTERED, session.name)
                 self.registry.change(session, **fields)
         if turn_end:
             await self._check_budget(session)

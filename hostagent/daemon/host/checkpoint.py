@@ -32,7 +32,7 @@ STOP_DONE = "stop-done"  # the scope is gone; the record still says stopping
 RESUME_RECORDED = "resume-recorded"  # the record says starting for a resume; no scope yet
 REMOVE_STOPPED = "remove-stopped"  # the scope is gone; the record still exists
 LOCK_WAIT = "lock-wait"  # an operation found its session's lock taken by another
-USAGE_ENTERED = "usage-entered"  # a reading is in the books; the record does not say it yet
+USAGE_ENTERED = "usage-entered"  # a reading's news are in the books, not yet in the record
 RECOVERY_LISTED = "recovery-listed"  # recovery listed the units; no record decided yet
 
 
