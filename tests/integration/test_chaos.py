@@ -4,9 +4,10 @@ check after every step, on a real systemd.
 Seeded and bounded: HOSTAGENT_CHAOS_SEED picks the run (a failure prints it, so it can be
 replayed) and HOSTAGENT_CHAOS_SECONDS its length (CI runs the default; run it longer by hand).
 
-Faults: the daemon SIGKILLed, or restarted, in the middle of a call or on its own; PID 1
-re-executed (as a systemd package upgrade does) and reloaded; a full state filesystem; records
-cut short or overwritten with garbage; a unit ending while recovery is parked; hostagentctl
+Faults: the daemon SIGKILLed, or restarted, in the middle of a call or on its own, or once a
+create has made its worktree and before its record; PID 1 re-executed (as a systemd package
+upgrade does) and reloaded; a full state filesystem; records and usage books cut short or
+overwritten with garbage; a unit ending while recovery is parked; hostagentctl
 killed mid-call; an agent exiting by itself; a reboot under the auto policy.
 
 Invariants, once the daemon has settled: every record parses and is complete; every hostagent
@@ -32,6 +33,7 @@ from tests.sandbox import Sandbox
 
 SESSIONS = "/var/lib/hostagent/sessions"
 STATE = "/var/lib/hostagent"
+REPO = "/root/chaos-repo"  # where creates with a worktree are made
 SECONDS = float(os.environ.get("HOSTAGENT_CHAOS_SECONDS", "100"))
 SEED = int(os.environ.get("HOSTAGENT_CHAOS_SEED") or random.SystemRandom().randrange(1 << 32))
 SETTLE_TIMEOUT = 30.0
@@ -167,6 +169,37 @@ class Chaos:
         # The record comes back from its copy under /run, running or stopped: nothing changes.
         self.log.append(f"damaged the record of {name}")
 
+    def fault_kill_mid_worktree_create(self) -> None:
+        """Killed when a create has made its worktree, branch and runtime files and has no
+        record yet: the next start leaves nothing of it, and the name can be created again."""
+        name = self.m.new_name()
+        args = ["new", "--preset", "shell", "--name", name, "--cwd", REPO, "--worktree"]
+        with self.sb.park(checkpoint.CREATE_MADE, name) as parked:
+            proc = self.sb.popen("hostagentctl", "--system", *args)
+            parked.wait()
+            self.sb.daemon_kill()
+        proc.communicate(timeout=120)
+        self.ensure_daemon()
+        leftovers = self.sb.sh(
+            f"git -C {REPO} branch --list hostagent/{name}; ls -d {REPO}/.git/hostagent-worktrees/"
+            f"{name} /run/hostagent/0/{name}.* 2>/dev/null; true"
+        ).stdout
+        assert leftovers == "", f"seed {SEED}: a killed create of {name} left {leftovers!r}"
+        if self.ctl(*args).returncode == 0:
+            self.m.expected[name] = "running"
+        self.log.append(f"kill-daemon mid worktree create of {name}")
+        self.m.fault("kill mid worktree create")
+
+    def fault_tear_books(self) -> None:
+        """The usage books (and the ones before) cut short: set aside, the daemon serves on."""
+        self.sb.daemon_stop()
+        self.sb.sh(
+            f'for f in {STATE}/usage/*.json*; do [ -f "$f" ] && truncate -s 7 "$f"; done; true'
+        ).check()
+        self.sb.daemon_start()
+        assert self.ctl("usage", "--since", "today").returncode == 0
+        self.m.fault("torn books")
+
     def fault_unit_ends_during_recovery(self) -> None:
         name = self.pick("running")
         self.sb.daemon_stop()
@@ -264,6 +297,10 @@ def test_chaos(fresh_sandbox: Sandbox) -> None:
         "  stagger_sec: 0.1\\n' > /etc/hostagent/hostagent.yaml"
     ).check()
     chaos.mount_state()
+    sb.sh(
+        f"rm -rf {REPO} && mkdir -p {REPO} && cd {REPO} && git init -q -b main"
+        " && git -c user.name=c -c user.email=c@c commit -q --allow-empty -m start"
+    ).check()
     sb.daemon_start()
     steps = [
         (chaos.op_create, 6),
@@ -279,6 +316,8 @@ def test_chaos(fresh_sandbox: Sandbox) -> None:
         (chaos.fault_full_disk, 1),
         (chaos.fault_damage_record, 1),
         (chaos.fault_unit_ends_during_recovery, 1),
+        (chaos.fault_kill_mid_worktree_create, 1),
+        (chaos.fault_tear_books, 0.5),
         (chaos.fault_reboot, 0.3),
     ]
     actions, weights = zip(*steps, strict=True)
