@@ -123,17 +123,22 @@ def test_a_turn_made_while_the_daemon_was_down_is_counted_within_5s_of_its_start
         sb.ctl("rm", name, user="alice", system=True)
 
 
+def budget_over_today(sb: Sandbox, user: str, tokens: int) -> None:
+    """user may use what they used today so far and tokens more."""
+    rows = json.loads(sb.ctl("--json", "usage", "--since", "today").stdout)
+    today = sum(r["input"] + r["output"] for r in rows if r["owner"] == sb.uid(user))
+    sb.sh(
+        f"cat > {CONFIG}",
+        input=f"budgets:\n  users:\n    {user}:\n      tokens_per_day: {today + tokens}\n",
+    ).check()
+    sb.ctl("reload").check()
+
+
 @pytest.fixture
 def budget(sb: Sandbox) -> Iterator[None]:
     """alice may use what she used today so far and 2000 tokens more (two answers pass it);
     bob has no budget."""
-    rows = json.loads(sb.ctl("--json", "usage", "--since", "today").stdout)
-    today = sum(r["input"] + r["output"] for r in rows if r["owner"] == sb.uid("alice"))
-    sb.sh(
-        f"cat > {CONFIG}",
-        input=f"budgets:\n  users:\n    alice:\n      tokens_per_day: {today + 2000}\n",
-    ).check()
-    sb.ctl("reload").check()
+    budget_over_today(sb, "alice", 2000)
     yield
     sb.run("rm", "-f", CONFIG)
     sb.ctl("reload").check()
@@ -185,13 +190,7 @@ def test_a_budget_stop_the_daemon_died_in_ends_dormant_and_a_lift_resumes_it(
     """The stop's intent is on disk with the stop: killed once the scope is gone and before
     the end is recorded, the daemon ends the session at its next start as the budget stop
     would have (dormant, reason budget, why in LastError), and a lift brings it back."""
-    rows = json.loads(sb.ctl("--json", "usage", "--since", "today").stdout)
-    today = sum(r["input"] + r["output"] for r in rows if r["owner"] == sb.uid("carol"))
-    sb.sh(
-        f"cat > {CONFIG}",
-        input=f"budgets:\n  users:\n    carol:\n      tokens_per_day: {today + 2000}\n",
-    ).check()
-    sb.ctl("reload").check()
+    budget_over_today(sb, "carol", 2000)
     name = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="carol")
     try:
         wait_screen(sb, name, "> ")
@@ -242,13 +241,7 @@ def test_torn_books_are_set_aside_and_the_days_budget_still_holds(sb: Sandbox) -
     his sessions' records, and his budget, spent today, still refuses a new session. (bob:
     the other tests here lift alice's and carol's budgets for the day.)"""
     uid = sb.uid("bob")
-    rows = json.loads(sb.ctl("--json", "usage", "--since", "today").stdout)
-    today = sum(r["input"] + r["output"] for r in rows if r["owner"] == uid)
-    sb.sh(
-        f"cat > {CONFIG}",
-        input=f"budgets:\n  users:\n    bob:\n      tokens_per_day: {today + 1000}\n",
-    ).check()
-    sb.ctl("reload").check()
+    budget_over_today(sb, "bob", 1000)
     name = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="bob")
     try:
         wait_screen(sb, name, "> ")
