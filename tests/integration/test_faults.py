@@ -156,3 +156,39 @@ def test_auto_finishes_its_resumes_after_a_restart_in_the_middle(fresh_sandbox: 
     for name in names:
         assert settled(sb, name) == ("running", "active", "running")
     assert not any(record(sb, n)["auto_resume"] for n in names)
+
+
+@pytest.mark.parametrize(
+    ("verb", "point", "after"),
+    [
+        ("new", checkpoint.CREATE_RECORDED, "failed"),
+        ("resume", checkpoint.RESUME_RECORDED, "dormant"),
+    ],
+    ids=["create", "resume"],
+)
+def test_a_bus_restarted_mid_call_is_a_named_error_and_loses_nothing(
+    fresh_sandbox: Sandbox, verb: str, point: str, after: str
+) -> None:
+    """dbus restarted while a call waits at its checkpoint: hostagentctl says Disconnected
+    in one line (no traceback), the daemon leaves without a stray one, and at its next start
+    the session is whole: a create that never ran failed, a resume's session dormant."""
+    sb = fresh_sandbox
+    sb.daemon_start()
+    name = "bus-gone"
+    if verb == "resume":
+        create(sb, "shell", name=name)
+        sb.ctl("stop", name).check()
+    args = ["new", "--preset", "shell", "--name", name] if verb == "new" else [verb, name]
+    with sb.park(point, name) as parked:
+        proc = sb.popen("hostagentctl", "--system", *args)
+        parked.wait()
+        sb.run("systemctl", "restart", "dbus.service").check()
+        code, err = finish(proc)
+    assert code == 1 and "Disconnected" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    sb.run("systemctl", "reset-failed", "hostagent.service")
+    sb.daemon_start()
+    assert "Task exception was never retrieved" not in sb.journal(lines=200)
+    assert settled(sb, name) == (after, "", after)
+    sb.ctl("resume", name).check()
+    assert settled(sb, name) == ("running", "active", "running")
