@@ -113,7 +113,10 @@ async def _reply(
         raise CallError(TIMEOUT, f"{member} got no reply within {timeout:.0f}s") from None
     except (EOFError, ConnectionError):
         # The bus went away (restarted, or the connection closed): no caller meets a bare
-        # EOFError. Whether the call was done is unknown.
+        # EOFError. Whether the call was done is unknown. How the connection ended is taken
+        # here, or asyncio prints "Future exception was never retrieved" at the client's exit.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(bus.wait_for_disconnect(), 1.0)  # type: ignore[no-untyped-call]
         raise CallError(
             DISCONNECTED,
             f"The bus connection was lost during {member}; whether it was done is unknown: "

@@ -7,7 +7,7 @@ replayed) and HOSTAGENT_CHAOS_SECONDS its length (CI runs the default; run it lo
 Faults: the daemon SIGKILLed, or restarted, in the middle of a call or on its own, or once a
 create has made its worktree and before its record; PID 1 re-executed (as a systemd package
 upgrade does) and reloaded; a full state filesystem; records and usage books cut short or
-overwritten with garbage; a unit ending while recovery is parked; hostagentctl
+overwritten with garbage; a record and its copy removed under the running daemon; a unit ending while recovery is parked; hostagentctl
 killed mid-call; an agent exiting by itself; a reboot under the auto policy.
 
 Invariants, once the daemon has settled: every record parses and is complete; every hostagent
@@ -200,6 +200,21 @@ class Chaos:
         assert self.ctl("usage", "--since", "today").returncode == 0
         self.m.fault("torn books")
 
+    def fault_lose_record_and_copy(self) -> None:
+        """A record and its copy (or every copy) removed under the running daemon, then a
+        restart: the daemon wrote them back from memory, so the session keeps its identity."""
+        name = self.pick()
+        if name is None:
+            return
+        uuid = yaml.safe_load(self.sb.run("cat", f"{SESSIONS}/{name}.yaml").stdout)["uuid"]
+        copies = "/run/hostagent/records"
+        gone = copies if self.rng.random() < 0.3 else f"{copies}/{name}.yaml"
+        self.sb.run("rm", "-rf", f"{SESSIONS}/{name}.yaml", gone).check()
+        self.sb.daemon_restart()
+        kept = yaml.safe_load(self.sb.run("cat", f"{SESSIONS}/{name}.yaml").stdout) or {}
+        assert kept.get("uuid") == uuid, f"seed {SEED}: {name} came back as {kept.get('uuid')}"
+        self.m.fault("record and copy removed")
+
     def fault_unit_ends_during_recovery(self) -> None:
         name = self.pick("running")
         self.sb.daemon_stop()
@@ -318,6 +333,7 @@ def test_chaos(fresh_sandbox: Sandbox) -> None:
         (chaos.fault_unit_ends_during_recovery, 1),
         (chaos.fault_kill_mid_worktree_create, 1),
         (chaos.fault_tear_books, 0.5),
+        (chaos.fault_lose_record_and_copy, 1),
         (chaos.fault_reboot, 0.3),
     ]
     actions, weights = zip(*steps, strict=True)
