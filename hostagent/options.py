@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hostagent import resources
+from hostagent import resources, sandbox
 from hostagent.config import COLUMNS_BOUNDS, LIMIT_BOUNDS, ROWS_BOUNDS, limit_problem
 from hostagent.errors import InvalidArgs, quote
 from hostagent.session import Limits
@@ -134,11 +134,17 @@ def check_properties(assigned: list[str]) -> list[str]:
         )
     shown = []
     for text in assigned:
+        if sandbox.is_word(text.partition("=")[0]):
+            try:
+                shown.append(sandbox.check(text))
+            except sandbox.SandboxProblem as e:
+                raise InvalidArgs(f"Option 'properties': {e}.") from None
+            continue
         try:
             # A percentage is of the memory of the host the scope starts on; any will do here.
             name, wire = resources.assignment(text, physical=1 << 30)
         except resources.ResourceProblem as e:
-            known = ", ".join(resources.PROPERTIES)
+            known = ", ".join([*resources.PROPERTIES, *sandbox.WORDS])
             raise InvalidArgs(f"Option 'properties': {e}; hostagent sets {known}.") from None
         shown.append(f"{name}={wire.shown}")
     return shown

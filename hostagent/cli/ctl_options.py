@@ -10,7 +10,7 @@ import argparse
 
 from dbus_fast import Variant
 
-from hostagent import resources, values
+from hostagent import resources, sandbox, values
 
 _PROPS = {  # -p NAME=VALUE -> option key, and how the value reads (as systemd-run's -p)
     "MemoryMax": ("memory_max", "size"),
@@ -88,8 +88,14 @@ def build_options(args: argparse.Namespace) -> dict[str, Variant]:
             # A percentage stays one: the daemon's host resolves it.
             assigned.append(f"{key}={wire.shown}")
             continue
+        if sep and sandbox.is_word(key):
+            try:
+                assigned.append(sandbox.check(item))
+            except sandbox.SandboxProblem as e:
+                raise UsageError(f"-p {key}: {e}") from None
+            continue
         if not sep or key not in _PROPS:
-            known = ", ".join([*_PROPS, *resources.PROPERTIES])
+            known = ", ".join([*_PROPS, *resources.PROPERTIES, *sandbox.WORDS])
             raise UsageError(f"-p takes NAME=VALUE for one of {known}; not '{item}'")
         options[_PROPS[key][0]] = _property(key, value, local_memory(args))
     if assigned:

@@ -19,6 +19,7 @@ import contextlib
 import os
 import subprocess
 
+from hostagent.daemon.host import namespace
 from hostagent.daemon.host.owner import HELD_EXEC, SHIM_CANCELLED, as_owner
 from hostagent.identity import Owner
 
@@ -47,7 +48,16 @@ class HeldChild:
         return self._proc.poll()
 
     @classmethod
-    async def start(cls, owner: Owner, cwd: str, env: dict[str, str], argv: list[str]) -> HeldChild:
+    async def start(
+        cls,
+        owner: Owner,
+        cwd: str,
+        env: dict[str, str],
+        argv: list[str],
+        sandbox: namespace.Plan | None = None,
+    ) -> HeldChild:
+        """The shim started and held; with sandbox, in that sandbox (made as root in the forked
+        child, before setpriv drops it to the owner)."""
         read_fd, write_fd = os.pipe()
         shim, switch = as_owner(owner, ["/bin/sh", "-c", _SHIM, "hostagent-shim", cwd, *argv])
         try:
@@ -59,6 +69,7 @@ class HeldChild:
                 stdin=read_fd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                preexec_fn=namespace.preexec(sandbox) if sandbox else None,
                 **switch,
             )
         except BaseException:
@@ -94,7 +105,19 @@ class HeldChild:
             return f"its first process was killed by signal {-code}"
         if code == SHIM_CANCELLED:
             return "its first process saw its start cancelled"
+        if code == namespace.FAILED:
+            return self.said() or "its sandbox could not be made"
         return f"its first process exited with status {code}"
+
+    def said(self) -> str:
+        """What an exited child wrote to its stderr (a sandbox's failure), without waiting."""
+        assert self._proc.stderr is not None
+        os.set_blocking(self._proc.stderr.fileno(), False)
+        try:
+            data = os.read(self._proc.stderr.fileno(), OUTPUT_MAX)
+        except OSError:
+            return ""
+        return data.decode(errors="replace").strip()
 
     async def release(self, timeout: float) -> tuple[int, str, str]:
         """Let it exec; its exit code, stdout and stderr (tmux's client exits once the server

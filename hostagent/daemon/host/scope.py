@@ -19,9 +19,9 @@ from pathlib import Path
 
 from dbus_fast import Variant
 
-from hostagent import resources
+from hostagent import resources, sandbox
 from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
-from hostagent.daemon.host import checkpoint, procfs, tmux
+from hostagent.daemon.host import checkpoint, namespace, procfs, tmux
 from hostagent.daemon.host.heldchild import HeldChild
 from hostagent.daemon.host.owner import DEFAULT_PATH, program_problem
 from hostagent.daemon.host.procfs import Process
@@ -102,8 +102,10 @@ def scope_properties(
             prop, value = "RuntimeMaxUSec", value if value == NO_LIMIT else value * 1_000_000
         if value:
             props.append((prop, Variant("t", value)))
+    # The sandbox's words are the held child's to make (namespace.py), not the scope's.
+    control = [p for p in record.properties if not sandbox.is_word(p.partition("=")[0])]
     try:
-        extra = resources.scope_properties(record.properties, resources.physical_memory())
+        extra = resources.scope_properties(control, resources.physical_memory())
     except resources.ResourceProblem as e:
         raise SpawnFailed(f"Session '{record.name}': its property {e}.") from None
     props += [(w.name, Variant(w.signature, w.value)) for w in extra]
@@ -120,6 +122,18 @@ def launch_argv(argv: list[str], sock: Path) -> list[str]:
     script = sock.with_suffix(".launch")
     write_file(script, 'rm -f -- "$0"\nexec ' + " ".join(shlex.quote(a) for a in argv) + "\n")
     return ["/bin/sh", str(script)]
+
+
+def sandbox_plan(record: SessionRecord, owner: Owner, runtime_dir: Path) -> namespace.Plan | None:
+    """The sandbox record's words make for it at this start, None for none; SpawnFailed
+    with the reason when it cannot be made here."""
+    try:
+        return namespace.session_plan(
+            record.properties, owner, record.cwd, record.repo, str(runtime_dir)
+        )
+    except (sandbox.SandboxProblem, OSError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise SpawnFailed(f"Session '{record.name}': its sandbox cannot be made: {why}.") from None
 
 
 def check_signal(whom: str, signal: int) -> None:
@@ -194,7 +208,8 @@ class Scopes:
             pane_env,
         )  # fmt: skip
         tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
-        child = await HeldChild.start(owner, record.cwd, server_env, argv)
+        plan = sandbox_plan(record, owner, sock.parent)
+        child = await HeldChild.start(owner, record.cwd, server_env, argv, plan)
         try:
             try:
                 job = await self.systemd.start_scope(
@@ -209,6 +224,7 @@ class Scopes:
                 # the working directory (125), or was killed.
                 code = await child.wait()
                 why = f"cannot change into '{record.cwd}'" if code == 125 else f"exit {code}"
+                why = child.said() if code == namespace.FAILED else why
                 raise SpawnFailed(
                     f"The session's first process ended before it started: {why}"
                 ) from None

@@ -1,0 +1,295 @@
+"""A session's sandbox made: the mount namespace and the Landlock domain its first process
+enters between fork and exec, as root, before setpriv drops it to the owner.
+
+This is what systemd's namespace code does for a service, done by the daemon because a scope's
+processes are forked by its caller. ``sandbox.mounts`` decides the mounts; here they are made:
+
+- the child leaves the daemon's mount namespace (``unshare(CLONE_NEWNS)``), and marks every
+  mount a slave, so mounts made later on the host still reach the session, and none of its own
+  leave it;
+- a read-write path is put back as it is outside: a copy of it (``open_tree``), taken before any
+  mount is made, is moved over it (``move_mount``), so what is read-only outside stays so;
+- a read-only path is bound onto itself and made read-only with all that is under it
+  (``mount_setattr``, kernel 5.12);
+- an inaccessible path gets the manager's inaccessible node of its type bound over it, as
+  systemd's own ``/run/systemd/inaccessible``; an empty path (ProtectHome=tmpfs, PrivateTmp=)
+  a tmpfs;
+- the child then enters a Landlock domain of its own, so no process of the session can trace,
+  read the memory or ``/proc/PID/root`` of, or (ABI 6) signal, a process outside it: not the
+  daemon, not its owner's shell, not her other sessions;
+- NoNewPrivileges= is prctl's ``PR_SET_NO_NEW_PRIVS``.
+
+Mounts made by root before the drop cannot be undone by the owner: she has no CAP_SYS_ADMIN, and
+a user namespace she makes copies them locked (mount_namespaces(7)).
+
+The work in the child is a few system calls on values made in the daemon before the fork; a
+failure there is written to the child's stderr and ends it with ``FAILED``, which the start
+reports. Nothing is logged and no lock is taken in the child.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hostagent import sandbox
+from hostagent.identity import Owner
+from hostagent.sandbox import Mode, Mount
+
+FAILED = 124  # the held child's exit status when its sandbox could not be made
+
+_CLONE_NEWNS = 0x00020000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_SLAVE = 0x20, 0x1000, 0x4000, 0x80000
+_AT_FDCWD = -100
+_AT_RECURSIVE = 0x8000
+_OPEN_TREE_CLONE = 1
+_MOVE_MOUNT_F_EMPTY_PATH = 0x4
+_MOUNT_ATTR_RDONLY = 0x1
+_PR_SET_NO_NEW_PRIVS = 38
+# The same numbers on every architecture Debian builds hostagent for (the generic table).
+_SYS = {"open_tree": 428, "move_mount": 429, "mount_setattr": 442}
+_LANDLOCK = {"create_ruleset": 444, "add_rule": 445, "restrict_self": 446}
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_ACCESS_FS_EXECUTE = 1
+_LANDLOCK_RULE_PATH_BENEATH = 1
+_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, _LANDLOCK_SCOPE_SIGNAL = 1, 2
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1  # the kernel's struct is packed
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+class SandboxError(OSError):
+    """The sandbox cannot be made on this host, said before anything starts."""
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI this kernel offers, 0 when it has none (or it is not enabled)."""
+    version = _libc.syscall(_LANDLOCK["create_ruleset"], None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
+    return max(0, int(version))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one session's first process does before it execs, decided in the daemon."""
+
+    mounts: tuple[Mount, ...]
+    inaccessible_root: str  # the manager's inaccessible nodes: /run/systemd/inaccessible
+    no_new_privileges: bool
+    landlock_abi: int  # 0: no domain (the kernel has none)
+
+
+def check(plan: Plan) -> None:
+    """SandboxError for what would make the child fail, said in the daemon: a path that must
+    exist and does not, or no inaccessible nodes to hide a path with."""
+    for m in plan.mounts:
+        if not m.optional and not os.path.lexists(m.path):
+            raise SandboxError(errno.ENOENT, f"'{m.path}' does not exist; prefix it with '-'")
+    if any(m.mode == Mode.INACCESSIBLE for m in plan.mounts) and not os.path.isdir(
+        plan.inaccessible_root
+    ):
+        raise SandboxError(errno.ENOENT, f"{plan.inaccessible_root} is missing")
+
+
+def preexec(plan: Plan) -> Callable[[], None]:
+    """The function the forked child runs before it execs: it makes the plan or exits FAILED
+    with the reason on its stderr."""
+
+    def run() -> None:
+        try:
+            _enter(plan)
+        except OSError as e:
+            message = f"hostagent: cannot make the session's sandbox: {e}\n"
+            os.write(2, message.encode(errors="replace"))
+            os._exit(FAILED)
+
+    return run
+
+
+def _call(result: int, what: str, path: str = "") -> int:
+    if result < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}", path or None)
+    return result
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+    _call(
+        _libc.mount(
+            source.encode() if source else None,
+            target.encode(),
+            fstype.encode() if fstype else None,
+            ctypes.c_ulong(flags),
+            data.encode() if data else None,
+        ),
+        "mount",
+        target,
+    )
+
+
+def _setattr(path: str, attr_set: int) -> None:
+    attr = _MountAttr(attr_set, 0, 0, 0)
+    _call(
+        _libc.syscall(
+            _SYS["mount_setattr"],
+            _AT_FDCWD,
+            path.encode(),
+            _AT_RECURSIVE,
+            ctypes.byref(attr),
+            ctypes.sizeof(attr),
+        ),
+        "mount_setattr",
+        path,
+    )
+
+
+def _clone(path: str) -> int:
+    """A detached copy of the mounts at path and under it, as they are now; -1 if missing."""
+    fd = _libc.syscall(
+        _SYS["open_tree"], _AT_FDCWD, path.encode(), _OPEN_TREE_CLONE | _AT_RECURSIVE | os.O_CLOEXEC
+    )
+    if fd < 0 and ctypes.get_errno() == errno.ENOENT:
+        return -1
+    return _call(fd, "open_tree", path)
+
+
+def _node(root: str, path: str) -> str:
+    """The inaccessible node that stands in for what path is (systemd's choice by type)."""
+    mode = os.stat(path).st_mode
+    for test, name in (
+        (stat.S_ISDIR, "dir"), (stat.S_ISREG, "reg"), (stat.S_ISFIFO, "fifo"),
+        (stat.S_ISSOCK, "sock"), (stat.S_ISCHR, "chr"), (stat.S_ISBLK, "blk"),
+    ):  # fmt: skip
+        if test(mode):
+            return os.path.join(root, name)
+    raise OSError(errno.EINVAL, "no inaccessible node for its type", path)
+
+
+def _enter(plan: Plan) -> None:
+    if plan.mounts:
+        _call(_libc.unshare(_CLONE_NEWNS), "unshare")
+        _mount(None, "/", None, _MS_REC | _MS_SLAVE)
+        # Each read-write path as it is now, before any word changes it.
+        copies = {m.path: _clone(m.path) for m in plan.mounts if m.mode == Mode.READ_WRITE}
+        for m in plan.mounts:
+            if not os.path.lexists(m.path):
+                if m.optional:
+                    continue
+                raise OSError(errno.ENOENT, "does not exist", m.path)
+            _make(plan, m, copies)
+    if plan.no_new_privileges:
+        _call(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+    if plan.landlock_abi:
+        _landlock(plan.landlock_abi)
+
+
+def _make(plan: Plan, m: Mount, copies: dict[str, int]) -> None:
+    if m.mode == Mode.READ_WRITE:
+        fd = copies[m.path]
+        if fd >= 0:
+            flags = _MOVE_MOUNT_F_EMPTY_PATH
+            _call(
+                _libc.syscall(_SYS["move_mount"], fd, b"", _AT_FDCWD, m.path.encode(), flags),
+                "move_mount",
+                m.path,
+            )
+    elif m.mode == Mode.READ_ONLY:
+        if m.path != "/":  # the root is a mount point already, and its own in this namespace
+            _mount(m.path, m.path, None, _MS_BIND | _MS_REC)
+        _setattr(m.path, _MOUNT_ATTR_RDONLY)
+    elif m.mode == Mode.INACCESSIBLE:
+        _mount(_node(plan.inaccessible_root, m.path), m.path, None, _MS_BIND)
+        sealed = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+        _mount(None, m.path, None, _MS_REMOUNT | _MS_BIND | sealed)
+    else:
+        mode = "0755" if m.mode == Mode.TMPFS else "1777"
+        read_only = _MS_RDONLY if m.mode == Mode.TMPFS else 0
+        _mount("tmpfs", m.path, "tmpfs", read_only | _MS_NOSUID | _MS_NODEV, f"mode={mode}")
+
+
+def _landlock(abi: int) -> None:
+    """A domain of the session's own: from ABI 6 scoped (signals, abstract sockets); before it,
+    one that handles only execute and allows it everywhere, for what every domain gives, no
+    trace of a process outside it."""
+    if abi >= 6:
+        attr = _RulesetAttr(0, 0, _LANDLOCK_SCOPE_SIGNAL | _LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET)
+        size = ctypes.sizeof(attr)
+    else:
+        attr = _RulesetAttr(_LANDLOCK_ACCESS_FS_EXECUTE, 0, 0)
+        size = 8  # ABI 1 to 3 know only handled_access_fs
+    ruleset = _call(
+        _libc.syscall(_LANDLOCK["create_ruleset"], ctypes.byref(attr), size, 0), "landlock"
+    )
+    try:
+        if abi < 6:
+            root = os.open("/", os.O_PATH | os.O_CLOEXEC)
+            try:
+                rule = _PathBeneath(_LANDLOCK_ACCESS_FS_EXECUTE, root)
+                _call(
+                    _libc.syscall(
+                        _LANDLOCK["add_rule"],
+                        ruleset,
+                        _LANDLOCK_RULE_PATH_BENEATH,
+                        ctypes.byref(rule),
+                        0,
+                    ),
+                    "landlock_add_rule",
+                )
+            finally:
+                os.close(root)
+        _call(_libc.syscall(_LANDLOCK["restrict_self"], ruleset, 0), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+
+
+INACCESSIBLE_ROOT = "/run/systemd/inaccessible"  # made by systemd at boot, as its units use
+
+
+def session_plan(
+    properties: list[str], owner: Owner, cwd: str, repo: str, runtime_dir: str
+) -> Plan | None:
+    """The plan for a session with these properties, None when no word confines it.
+    SandboxProblem or SandboxError when it cannot be made here, said before anything starts."""
+    box = sandbox.read(properties)
+    if not box.confined:
+        return None
+    if os.geteuid() != 0:
+        raise SandboxError(
+            errno.EPERM,
+            "the user daemon does not make sandboxes yet; create the session on the system "
+            "daemon (hostagentctl --system)",
+        )
+    gitdir = os.path.join(repo or cwd, ".git")
+    ctx = sandbox.Context(owner.home, owner.name, owner.uid, "/run", cwd, gitdir)
+    found = sandbox.mounts(box, ctx, keep=[runtime_dir])
+    no_new_privileges = box.no_new_privileges or box.hides
+    plan = Plan(tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi())
+    check(plan)
+    return plan

@@ -1,0 +1,221 @@
+"""A session is a sandbox: systemd.exec(5)'s words on a session, tried as attacks typed into its
+own shell on a real systemd. Each attack fails in a session with the word and succeeds in one
+without it, or from its owner's shell outside every session; and each word means what it
+means to systemd, checked against a transient service systemd itself sandboxes."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.helpers import agent_process, create, new_name, record, until
+from tests.sandbox import Sandbox
+
+BUS_NAME = "org.hostagent.HostAgent1"
+SUID = "/usr/local/bin/hostagent-test-suid"  # a setuid-root copy of id
+SECRET = "/home/alice/.ssh/id_ed25519"
+
+
+@pytest.fixture(scope="module")
+def alices_home(sandbox: Sandbox) -> Iterator[Sandbox]:
+    """alice's secret, her project, and a file of her own under /etc and /usr each."""
+    sb = sandbox
+    sb.sh(
+        "install -d -o alice -m 700 /home/alice/.ssh /home/alice/proj && "
+        f"echo SECRET-KEY > {SECRET} && chown alice {SECRET} && "
+        "install -d -o alice /etc/hostagent-test /usr/local/hostagent-test && "
+        f"cp /usr/bin/id {SUID} && chmod 4755 {SUID}"
+    ).check()
+    yield sb
+    sb.sh(f"rm -rf /etc/hostagent-test /usr/local/hostagent-test {SUID} /var/tmp/hostagent-test-*")
+
+
+def typed(sb: Sandbox, name: str, command: str) -> int:
+    """The exit status of command typed into alice's session name, at its shell's prompt; the
+    status comes back through /dev/shm, which every sandbox leaves as it is."""
+    out = f"/dev/shm/hostagent-test-{secrets.token_hex(4)}"
+    sb.ctl("send", name, f"{command}; echo $? > {out}", user="alice", system=True).check()
+    until(lambda: sb.run("test", "-s", out).returncode == 0, f"{command!r} ran in {name}")
+    status = int(sb.run("cat", out).check().stdout)
+    sb.run("rm", "-f", out)
+    return status
+
+
+def session(sb: Sandbox, *words: str, cwd: str = "/tmp") -> str:
+    extra = [arg for word in words for arg in ("-p", word)]
+    return create(sb, "shell", *extra, user="alice", cwd=cwd)
+
+
+def removed(sb: Sandbox, *names: str) -> None:
+    for name in names:
+        sb.ctl("rm", "--force", name, user="alice", system=True)
+
+
+# Each word, and what an agent with its approvals off would type to get past it.
+ATTACKS = [
+    (["InaccessiblePaths=%h/.ssh"], f"cat {SECRET}"),
+    (["ProtectHome=yes"], f"cat {SECRET}"),
+    (["ProtectHome=tmpfs"], f"cat {SECRET}"),
+    (["ProtectHome=read-only"], "touch ~/written"),
+    (["ReadOnlyPaths=%h/proj"], "touch ~/proj/written"),
+    (["ProtectSystem=strict"], "touch /var/tmp/hostagent-test-strict"),
+    (["ProtectSystem=full"], "touch /etc/hostagent-test/written"),
+    (["ProtectSystem=yes"], "touch /usr/local/hostagent-test/written"),
+    (["NoNewPrivileges=yes"], f'test "$({SUID} -u)" = 0'),
+    # Undo the sandbox from a namespace of one's own: the kernel locks the mounts it copies.
+    (["InaccessiblePaths=%h/.ssh"], f"unshare -rm sh -c 'umount -l ~/.ssh; cat {SECRET}'"),
+    (["ProtectHome=read-only"], "unshare -rm sh -c 'mount -o remount,rw ~; touch ~/written'"),
+]
+
+
+@pytest.mark.parametrize(("words", "attack"), ATTACKS, ids=lambda v: str(v)[:40])
+def test_an_attack_fails_in_a_session_with_the_word_and_succeeds_without_it(
+    alices_home: Sandbox, words: list[str], attack: str
+) -> None:
+    sb = alices_home
+    confined, plain = session(sb, *words), session(sb)
+    try:
+        assert typed(sb, confined, attack) != 0, f"{attack!r} got past {words}"
+        assert typed(sb, plain, attack) == 0, f"{attack!r} fails even without {words}"
+    finally:
+        removed(sb, confined, plain)
+        sb.sh("rm -f /home/alice/written /home/alice/proj/written /var/tmp/hostagent-test-*")
+
+
+def test_a_session_writes_only_its_working_tree_and_keeps_to_it_after_a_resume(
+    alices_home: Sandbox,
+) -> None:
+    sb = alices_home
+    name = session(sb, "ProtectSystem=strict", "ProtectHome=read-only", "ReadWritePaths=%{cwd}",
+                   "InaccessiblePaths=%h/.ssh", cwd="/home/alice/proj")  # fmt: skip
+    try:
+        for _ in range(2):
+            assert typed(sb, name, "touch /home/alice/proj/made-here") == 0
+            assert typed(sb, name, "touch /home/alice/elsewhere") != 0
+            assert typed(sb, name, f"cat {SECRET}") != 0
+            assert typed(sb, name, "touch /var/tmp/hostagent-test-tree") != 0
+            # The same sandbox at every start: a stop and a resume make it again.
+            sb.ctl("stop", name, user="alice", system=True).check()
+            sb.ctl("resume", name, user="alice", system=True).check()
+        assert sb.run("test", "-e", "/home/alice/proj/made-here").returncode == 0
+    finally:
+        removed(sb, name)
+
+
+def test_a_private_tmp_leaves_nothing_in_the_hosts_tmp(alices_home: Sandbox) -> None:
+    sb = alices_home
+    confined, plain = session(sb, "PrivateTmp=yes"), session(sb)
+    left = f"/tmp/left-{secrets.token_hex(3)}"
+    try:
+        assert typed(sb, confined, f"touch {left}-confined && test -e {left}-confined") == 0
+        assert sb.run("test", "-e", f"{left}-confined").returncode != 0
+        assert typed(sb, plain, f"touch {left}-plain") == 0
+        assert sb.run("test", "-e", f"{left}-plain").returncode == 0
+    finally:
+        removed(sb, confined, plain)
+        sb.run("rm", "-f", f"{left}-plain")
+
+
+def test_a_sandboxed_session_cannot_signal_or_trace_its_owners_other_processes(
+    alices_home: Sandbox,
+) -> None:
+    sb = alices_home
+    confined, sibling = session(sb, "InaccessiblePaths=%h/.ssh"), session(sb)
+    try:
+        pid = agent_process(sb, sibling).pid
+        for attack in (
+            f"kill -0 {pid}",
+            f"cat /proc/{pid}/environ > /dev/null",  # what a trace may read
+            f"cat /proc/{pid}/root{SECRET}",  # the sibling's view of the files, unhidden
+        ):
+            assert typed(sb, confined, attack) != 0, attack
+            outside = sb.run("/bin/sh", "-c", attack, user="alice")
+            assert outside.returncode == 0, (attack, outside.stderr)
+    finally:
+        removed(sb, confined, sibling)
+
+
+# What each path is (r: readable, w: writable, -: neither) to a shell as alice.
+PROBE = (
+    "for p in / /usr /etc /var/tmp /dev/shm /proc/self /home /home/alice /home/alice/proj "
+    f"{SECRET} /root /run/user /tmp; do "
+    'printf "%s:%s%s " $p $(test -r $p && echo r || echo -) $(test -w $p && echo w || echo -); '
+    "done; echo"
+)
+AS_SYSTEMD = [
+    ["ProtectSystem=yes"],
+    ["ProtectSystem=full"],
+    ["ProtectSystem=strict"],
+    ["ProtectSystem=strict", "ProtectHome=read-only", "ReadWritePaths=/home/alice/proj"],
+    ["ProtectSystem=strict", "ProtectHome=yes", "ReadWritePaths=-/home/alice/proj"],
+    ["ProtectHome=tmpfs"],
+    ["InaccessiblePaths=/home/alice/.ssh", "ReadOnlyPaths=/home/alice"],
+    ["ReadOnlyPaths=/home/alice", "ReadWritePaths=/home/alice/proj"],
+]
+
+
+@pytest.mark.parametrize("words", AS_SYSTEMD, ids=" ".join)
+def test_each_word_means_what_it_means_to_systemd(alices_home: Sandbox, words: list[str]) -> None:
+    sb = alices_home
+    props = [arg for word in words for arg in ("-p", word)]
+    service = sb.run(
+        "systemd-run", "--quiet", "--wait", "--pipe", "-p", "User=alice", *props,
+        "/bin/sh", "-c", PROBE,
+    ).check()  # fmt: skip
+    name = session(sb, *words)
+    out = f"/dev/shm/hostagent-test-probe-{name}"
+    try:
+        assert typed(sb, name, f"({PROBE}) > {out}") == 0
+        assert sb.run("cat", out).check().stdout == service.stdout
+    finally:
+        removed(sb, name)
+        sb.run("rm", "-f", out)
+
+
+@pytest.mark.parametrize(
+    ("word", "says"),
+    [
+        ("ProtectSystem=very", "ProtectSystem= takes no, yes, full, strict, not 'very'"),
+        ("ReadWritePaths=proj", "absolute, normalized paths"),
+        ("InaccessiblePaths=%q/x", "specifier '%q'"),
+    ],
+)
+def test_a_bad_word_is_invalid_args_naming_what_it_takes(
+    alices_home: Sandbox, word: str, says: str
+) -> None:
+    sb = alices_home
+    name = new_name()
+    ctl = sb.ctl("new", "--preset", "shell", "--name", name, "-p", word, user="alice", system=True)
+    assert ctl.returncode != 0 and says in ctl.stderr, ctl.stderr
+    # The daemon reads it too, for a caller that is not hostagentctl.
+    call = sb.run(
+        "busctl", "call", BUS_NAME, "/org/hostagent/HostAgent1", f"{BUS_NAME}.Manager",
+        "CreateSession", "sssa{sv}", name, "shell", "/tmp", "1", "properties", "as", "1", word,
+        user="alice",
+    )  # fmt: skip
+    assert call.returncode != 0 and says in call.stderr, call.stderr
+    assert record(sb, name) is None
+
+
+def test_a_sandbox_that_cannot_be_made_fails_the_create_whole_and_says_what_to_do(
+    alices_home: Sandbox,
+) -> None:
+    sb = alices_home
+    name = new_name()
+    ctl = sb.ctl(
+        "new", "--preset", "shell", "--name", name, "--cwd", "/tmp",
+        "-p", "ReadOnlyPaths=/srv/not-there", user="alice", system=True,
+    )  # fmt: skip
+    assert ctl.returncode != 0
+    assert "'/srv/not-there' does not exist; prefix it with '-'" in ctl.stderr, ctl.stderr
+    assert ctl.stderr.count("\n") == 1, ctl.stderr
+    assert record(sb, name) is None
+    assert name not in sb.ctl("list", user="alice", system=True).stdout
+    # The same path marked as one that may be missing is passed over.
+    sb.ctl(
+        "new", "--preset", "shell", "--name", name, "--cwd", "/tmp",
+        "-p", "ReadOnlyPaths=-/srv/not-there", user="alice", system=True,
+    ).check()  # fmt: skip
+    removed(sb, name)

@@ -1,0 +1,194 @@
+"""A session's sandbox words, read as systemd reads them, and the mounts that give them
+systemd's meaning: which paths, in which order, which one wins."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hostagent import sandbox
+from hostagent.sandbox import Context, Mode, Mount, Sandbox, SandboxProblem
+
+CTX = Context("/home/alice", "alice", 1000, "/run", "/home/alice/proj", "/home/alice/proj/.git")
+RUNTIME = "/run/hostagent/1000"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("ProtectSystem=strict", "ProtectSystem=strict"),
+        ("ProtectSystem=true", "ProtectSystem=yes"),
+        ("ProtectSystem=off", "ProtectSystem=no"),
+        ("ProtectHome=read-only", "ProtectHome=read-only"),
+        ("ProtectHome=TMPFS", "ProtectHome=tmpfs"),
+        ("PrivateTmp=on", "PrivateTmp=yes"),
+        ("NoNewPrivileges=0", "NoNewPrivileges=no"),
+        ("ReadWritePaths=%{cwd} -%h/.claude", "ReadWritePaths=%{cwd} -%h/.claude"),
+        ('InaccessiblePaths="/srv/a b" %h/.ssh', "InaccessiblePaths='/srv/a b' %h/.ssh"),
+        ("ReadOnlyPaths=", "ReadOnlyPaths="),
+    ],
+)
+def test_a_word_is_read_as_systemd_reads_it_and_shown_back_in_its_words(
+    text: str, shown: str
+) -> None:
+    assert sandbox.check(text) == shown
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("ProtectSystem=very", "ProtectSystem= takes no, yes, full, strict, not 'very'"),
+        ("ProtectHome=hidden", "ProtectHome= takes no, yes, read-only, tmpfs"),
+        ("PrivateTmp=maybe", "PrivateTmp= takes yes or no"),
+        ("ReadWritePaths=proj", "absolute, normalized paths"),
+        ("ReadWritePaths=/home/../etc", "absolute, normalized paths"),
+        ("ReadWritePaths=/a//b", "absolute, normalized paths"),
+        ("ReadOnlyPaths=+/etc", "'+' prefix is relative to RootDirectory="),
+        ("InaccessiblePaths=%H/x", "specifier '%H'"),
+        ("InaccessiblePaths=%{home}/x", "specifier '%{home}'"),
+        ('ReadWritePaths="/a', "unbalanced quotes"),
+    ],
+)
+def test_a_bad_word_is_refused_naming_what_it_takes(text: str, says: str) -> None:
+    with pytest.raises(SandboxProblem, match=".*".join(map(_escaped, says.split("*")))):
+        sandbox.check(text)
+
+
+def _escaped(text: str) -> str:
+    return re.escape(text)
+
+
+def test_later_words_win_and_path_words_add_up_until_emptied() -> None:
+    box = sandbox.read(
+        [
+            "ProtectSystem=yes",
+            "CPUQuota=50%",  # not a sandbox word: passed over
+            "ReadOnlyPaths=/a",
+            "ProtectSystem=strict",
+            "ReadOnlyPaths=/b",
+            "InaccessiblePaths=/c",
+            "InaccessiblePaths=",
+            "InaccessiblePaths=/d",
+        ]
+    )
+    assert box == Sandbox(protect_system="strict", read_only=("/a", "/b"), inaccessible=("/d",))
+    assert not sandbox.read(["CPUQuota=50%"]).confined
+
+
+def test_too_many_paths_are_refused() -> None:
+    many = " ".join(f"/p{i}" for i in range(sandbox.MAX_PATHS + 1))
+    with pytest.raises(SandboxProblem, match="at most"):
+        sandbox.read([f"ReadOnlyPaths={many}"])
+
+
+@pytest.mark.parametrize(
+    ("path", "expanded"),
+    [
+        ("%h/.ssh", "/home/alice/.ssh"),
+        ("-%h/.claude.json", "-/home/alice/.claude.json"),
+        ("/srv/%u/%U", "/srv/alice/1000"),
+        ("%t/hostagent", "/run/hostagent"),
+        ("%{cwd}", "/home/alice/proj"),
+        ("%{gitdir}", "/home/alice/proj/.git"),
+        ("/odd/%%", "/odd/%"),
+        ("%h/", "/home/alice"),
+    ],
+)
+def test_specifiers_stand_for_the_session(path: str, expanded: str) -> None:
+    assert sandbox.expand(path, CTX) == expanded
+
+
+def test_gitdir_outside_a_repository_is_refused() -> None:
+    bare = Context("/home/alice", "alice", 1000, "/run", "/tmp")
+    with pytest.raises(SandboxProblem, match="stands for nothing"):
+        sandbox.expand("%{gitdir}", bare)
+
+
+def _mounts(*words: str, keep: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    found = sandbox.mounts(sandbox.read(words), CTX, keep)
+    return [(m.path, m.mode.name) for m in found]
+
+
+ROW = "READ_WRITE"
+
+
+@pytest.mark.parametrize(
+    ("words", "mounts"),
+    [
+        (["ProtectSystem=yes"], [("/boot", "READ_ONLY"), ("/efi", "READ_ONLY"), ("/usr", "READ_ONLY")]),
+        (["ProtectSystem=full"],
+         [("/boot", "READ_ONLY"), ("/efi", "READ_ONLY"), ("/etc", "READ_ONLY"), ("/usr", "READ_ONLY")]),
+        # strict leaves the API file systems, and the homes to ProtectHome=.
+        (["ProtectSystem=strict"],
+         [("/", "READ_ONLY"), ("/dev", ROW), ("/home", ROW), ("/proc", ROW), ("/root", ROW),
+          ("/sys", ROW), ("/run/user", ROW)]),
+        (["ProtectSystem=strict", "ProtectHome=read-only"],
+         [("/", "READ_ONLY"), ("/dev", ROW), ("/home", "READ_ONLY"), ("/proc", ROW),
+          ("/root", "READ_ONLY"), ("/sys", ROW), ("/run/user", "READ_ONLY")]),
+        (["ProtectHome=yes"],
+         [("/home", "INACCESSIBLE"), ("/root", "INACCESSIBLE"), ("/run/user", "INACCESSIBLE")]),
+        (["ProtectHome=tmpfs"], [("/home", "TMPFS"), ("/root", "TMPFS"), ("/run/user", "TMPFS")]),
+        (["PrivateTmp=yes"], [("/tmp", "PRIVATE_TMP"), ("/var/tmp", "PRIVATE_TMP")]),
+        # A path deeper than a word's is made after it, so it is what it says there.
+        (["ProtectHome=read-only", "ReadWritePaths=%{cwd}"],
+         [("/home", "READ_ONLY"), ("/root", "READ_ONLY"), ("/run/user", "READ_ONLY"),
+          ("/home/alice/proj", ROW)]),
+        # Nothing under an inaccessible path is made: it could not be reached.
+        (["ProtectHome=yes", "ReadWritePaths=%{cwd}"],
+         [("/home", "INACCESSIBLE"), ("/root", "INACCESSIBLE"), ("/run/user", "INACCESSIBLE")]),
+        # One path given twice: the stronger word wins, whatever the order.
+        (["ReadWritePaths=/srv", "InaccessiblePaths=/srv", "ReadOnlyPaths=/srv"],
+         [("/srv", "INACCESSIBLE")]),
+        (["ReadWritePaths=/srv", "ReadOnlyPaths=/srv"], [("/srv", "READ_ONLY")]),
+        (["NoNewPrivileges=yes"], []),
+    ],
+)  # fmt: skip
+def test_the_mounts_are_systemds(words: list[str], mounts: list[tuple[str, str]]) -> None:
+    assert _mounts(*words) == mounts
+
+
+def test_the_sessions_own_runtime_directory_stays_writable_unless_a_word_hides_it() -> None:
+    assert ("/run/hostagent/1000", ROW) in _mounts("ProtectSystem=strict", keep=(RUNTIME,))
+    hidden = _mounts("ProtectSystem=strict", "InaccessiblePaths=/run/hostagent", keep=(RUNTIME,))
+    assert ("/run/hostagent", "INACCESSIBLE") in hidden
+    assert all(path != RUNTIME for path, _ in hidden)
+
+
+def test_a_path_that_may_be_missing_stays_so_unless_also_given_as_required() -> None:
+    found = sandbox.mounts(sandbox.read(["ReadOnlyPaths=-/srv", "ReadOnlyPaths=/srv"]), CTX)
+    assert found == [Mount("/srv", Mode.READ_ONLY, optional=False)]
+    found = sandbox.mounts(sandbox.read(["ReadOnlyPaths=-/srv"]), CTX)
+    assert found[0].optional
+
+
+@pytest.mark.parametrize(
+    ("words", "hides"),
+    [
+        (["ProtectSystem=strict", "ReadOnlyPaths=/srv"], False),
+        (["ProtectHome=read-only"], False),
+        (["ProtectHome=yes"], True),
+        (["ProtectHome=tmpfs"], True),
+        (["InaccessiblePaths=%h/.ssh"], True),
+    ],
+)
+def test_hiding_a_path_takes_setuid_away(words: list[str], hides: bool) -> None:
+    assert sandbox.read(words).hides is hides
+
+
+@pytest.mark.parametrize(
+    ("box", "than", "tighter"),
+    [
+        (Sandbox(protect_system="strict"), Sandbox(protect_system="yes"), True),
+        (Sandbox(protect_system="yes"), Sandbox(protect_system="strict"), False),
+        (Sandbox(protect_home="yes"), Sandbox(protect_home="read-only"), True),
+        (Sandbox(), Sandbox(private_tmp=True), False),
+        (Sandbox(inaccessible=("/a", "/b")), Sandbox(inaccessible=("/a",)), True),
+        (Sandbox(read_only=()), Sandbox(read_only=("/a",)), False),
+        (Sandbox(inaccessible=("/a",)), Sandbox(read_only=("/a",)), True),
+        (Sandbox(read_write=("/a", "/b")), Sandbox(read_write=("/a",)), False),
+        (Sandbox(read_write=("/a",)), Sandbox(read_write=("/a", "/b")), True),
+    ],
+)
+def test_tighter_compares_word_by_word(box: Sandbox, than: Sandbox, tighter: bool) -> None:
+    assert sandbox.tighter(box, than) is tighter
