@@ -136,6 +136,10 @@ class Sandbox(DaemonControl):
                     else ["--private-network"]
                 ),
                 f"--bind-ro={REPO}:{GUEST_REPO}",
+                # nspawn 252's system-call filter predates Landlock and refuses it, where a host
+                # lets it through: a session's sandbox enters a Landlock domain (namespace.py).
+                "--system-call-filter=landlock_create_ruleset landlock_add_rule "
+                "landlock_restrict_self",
                 "--console=pipe",
             ],
             stdin=subprocess.DEVNULL,
