@@ -293,3 +293,10 @@ def session_plan(
     plan = Plan(tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi())
     check(plan)
     return plan
+
+
+def why(error: Exception) -> str:
+    """A session_plan refusal in words for the caller."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error)

@@ -132,7 +132,7 @@ def sandbox_plan(record: SessionRecord, owner: Owner, runtime_dir: Path) -> name
             record.properties, owner, record.cwd, record.repo, str(runtime_dir)
         )
     except (sandbox.SandboxProblem, OSError) as e:
-        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        why = namespace.why(e)
         raise SpawnFailed(f"Session '{record.name}': its sandbox cannot be made: {why}.") from None
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from hostagent import launch
 from hostagent.config import Config, over_caps
 from hostagent.daemon.follow.agenthooks import command_with_hooks
+from hostagent.daemon.host import namespace
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.state.paths import SessionPaths
 from hostagent.daemon.state.registry import Registry, Session
@@ -39,6 +40,7 @@ from hostagent.identity import Owner
 from hostagent.options import CreateRequest, size_problem
 from hostagent.permissions import capped
 from hostagent.presets import Preset
+from hostagent.sandbox import SandboxProblem
 from hostagent.session import (
     Limits,
     SessionRecord,
@@ -121,6 +123,15 @@ async def first_record(
     problem = size_problem(first.argv, {**preset.env, **record.launch_env()})
     if problem:
         raise InvalidArgs(f"Session '{name}': {problem}.")
+    # A sandbox that cannot be made here is refused before anything of the session exists;
+    # each start makes it again, and says so if it no longer can.
+    try:
+        namespace.session_plan(
+            record.properties, owner, record.cwd, record.repo, str(paths.runtime_dir)
+        )
+    except (SandboxProblem, OSError) as e:
+        why = namespace.why(e)
+        raise InvalidArgs(f"Session '{name}': its sandbox cannot be made: {why}.") from None
     return record, owner
 
 
