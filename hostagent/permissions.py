@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import hmac
 
+from hostagent import sandbox
 from hostagent.errors import AccessDenied, InvalidArgs
+from hostagent.session import SessionRecord
 
 
 def owner_may_act(caller_uid: int, owner_uid: int) -> bool:
@@ -70,3 +72,42 @@ def require_inside(
             f"Only a process inside session '{name}' may report its hooks; "
             "run 'hostagentctl hook' from the agent's hook."
         )
+
+
+def sandbox_from_inside(inside: SessionRecord, asked: list[str]) -> list[str]:
+    """The properties of a session created from inside session `inside`: its sandbox words
+    first (their %{cwd} and %{gitdir} pinned to its own tree, so a session made elsewhere is
+    not given its maker's writable tree by moving), then the ones asked for; AccessDenied when
+    those would loosen it. A call from a session with no sandbox asks for what it asks for."""
+    own = _words(inside)
+    if not own:
+        return asked
+    merged = [*own, *asked]
+    if not sandbox.tighter(sandbox.read(merged), sandbox.read(own)):
+        raise AccessDenied(
+            f"A session made from inside session '{inside.name}' is confined at least as it "
+            f"is ({' '.join(sandbox.read(own).shown())}); ask for no word that loosens that."
+        )
+    return merged
+
+
+def act_from_inside(inside: SessionRecord, target: SessionRecord) -> None:
+    """From inside a sandboxed session, only itself and sessions confined at least as it is
+    may be acted on (resumed, typed into, read, stopped): else typing into an unconfined one
+    would undo the sandbox."""
+    own = sandbox.read(_words(inside))
+    if inside.name == target.name or not own.confined:
+        return
+    if not sandbox.tighter(sandbox.read(_words(target)), own):
+        raise AccessDenied(
+            f"Session '{target.name}' is less confined than session '{inside.name}', from "
+            "inside which it cannot be acted on; act on it from outside every session."
+        )
+
+
+def _words(record: SessionRecord) -> list[str]:
+    return [
+        sandbox.pinned(p, record.cwd, record.repo)
+        for p in record.properties
+        if sandbox.is_word(p.partition("=")[0])
+    ]

@@ -19,6 +19,11 @@ The words, read as systemd reads them:
 - ``PrivateTmp=``: /tmp and /var/tmp of the session's own;
 - ``NoNewPrivileges=``: no setuid or file capability raises a privilege.
 
+A confined session also has its owner's ``/run/user/UID`` closed (her user manager and session
+bus, through which anything could be started outside the sandbox), unless a path word names it;
+and a session whose words hide a path gets NoNewPrivileges=, since a setuid program could be led
+astray by a file it cannot see.
+
 Paths take systemd's specifiers ``%h`` (the owner's home), ``%u`` (her name), ``%U`` (her uid),
 ``%t`` (the manager's runtime directory: /run, or the user's) and ``%%``, and hostagent's own
 ``%{cwd}`` (the session's working directory, its worktree when it has one) and ``%{gitdir}`` (the
@@ -230,6 +235,22 @@ class Context:
     gitdir: str = ""  # "" when the session's cwd is in no repository hostagent knows
 
 
+def gitdir(cwd: str, repo: str) -> str:
+    """What %{gitdir} stands for: the git directory of the repository a session's worktree
+    belongs to, else the one in its working directory."""
+    return posixpath.join(repo or cwd, ".git")
+
+
+def pinned(word: str, cwd: str, repo: str) -> str:
+    """word with %{cwd} and %{gitdir} replaced by what they are for the session at cwd (of
+    repo): so that the word, carried to another session, means the same paths there."""
+
+    def path(value: str) -> str:
+        return shlex.quote(value.replace("%", "%%"))
+
+    return word.replace("%{cwd}", path(cwd)).replace("%{gitdir}", path(gitdir(cwd, repo)))
+
+
 def expand(path: str, ctx: Context) -> str:
     """A path with its specifiers replaced (its '-' prefix kept); SandboxProblem when one
     stands for nothing here (%{gitdir} outside a repository) or the result is not absolute."""
@@ -275,12 +296,16 @@ _SYSTEM_YES = ("/usr", "/boot", "/efi")
 _HOME = ("/home", "/run/user", "/root")
 
 
-def mounts(box: Sandbox, ctx: Context, keep: Iterable[str] = ()) -> list[Mount]:
+def mounts(
+    box: Sandbox, ctx: Context, keep: Iterable[str] = (), close: Iterable[str] = ()
+) -> list[Mount]:
     """The mounts that make box, in the order they are made: parents before what is under them,
     one per path (the strongest), nothing under an inaccessible path, as systemd does it.
 
     keep: paths the session itself must write whatever the words say (its runtime directory),
-    made writable after the words, unless a word hides them."""
+    made writable after the words, unless a word hides them. close: paths made inaccessible
+    unless a path word names them or something under them (the owner's user manager and session
+    bus, through which anything could be started outside the sandbox)."""
     found: list[Mount] = []
     if box.protect_system in ("yes", "full"):
         system = (*_SYSTEM_YES, "/etc") if box.protect_system == "full" else _SYSTEM_YES
@@ -303,6 +328,12 @@ def mounts(box: Sandbox, ctx: Context, keep: Iterable[str] = ()) -> list[Mount]:
         for raw in getattr(box, attr):
             path = expand(raw, ctx)
             found.append(Mount(path.lstrip("-"), mode, path.startswith("-")))
+    named = [m.path for m in found]
+    found += [
+        Mount(p, Mode.INACCESSIBLE, True)
+        for p in close
+        if not any(path == p or _under(path, p) for path in named)
+    ]
     found += [Mount(p, Mode.READ_WRITE, True) for p in keep]
     return _ordered(found)
 

@@ -220,3 +220,33 @@ def test_a_sandbox_that_cannot_be_made_fails_the_create_whole_and_says_what_to_d
         "-p", "ReadOnlyPaths=-/srv/not-there", user="alice", system=True,
     ).check()  # fmt: skip
     removed(sb, name)
+
+
+def test_no_way_around_the_sandbox_from_inside_it(alices_home: Sandbox) -> None:
+    sb = alices_home
+    confined, plain = session(sb, "InaccessiblePaths=%h/.ssh"), session(sb)
+    made, loose = new_name(), new_name()
+    ctl = "hostagentctl --system"
+    attacks = [
+        # A session with the sandbox's words taken away.
+        f"{ctl} new --preset shell --name {loose} --cwd /tmp -p InaccessiblePaths=",
+        # Typing into, or resuming, a session with no sandbox.
+        f"{ctl} send {plain} 'true'",
+        f"{ctl} stop {plain} && {ctl} resume {plain}",
+        # Anything started by the owner's user manager runs outside every sandbox.
+        "XDG_RUNTIME_DIR=/run/user/$(id -u) systemd-run --user --quiet --wait true",
+    ]
+    try:
+        for attack in attacks:
+            assert typed(sb, confined, attack) != 0, attack
+        # The same from a session with no sandbox gets through.
+        for attack in attacks:
+            assert typed(sb, plain, attack) == 0, attack
+        # A session made from inside the sandbox, asking for nothing, is confined as its maker.
+        assert typed(sb, confined, f"{ctl} new --preset shell --name {made} --cwd /tmp") == 0
+        assert "InaccessiblePaths=%h/.ssh" in record(sb, made)["properties"]  # type: ignore[index]
+        assert typed(sb, made, f"cat {SECRET}") != 0
+        # And the sandboxed session still drives the one it made, which is as confined.
+        assert typed(sb, confined, f"{ctl} send {made} 'true'") == 0
+    finally:
+        removed(sb, confined, plain, made, loose)

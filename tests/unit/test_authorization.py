@@ -92,6 +92,7 @@ ACTING: dict[str, Handler] = {
 def services(host: Host, callers: dict[str, int]) -> Services:
     auth = Authorizer(nowhere(), use_polkit=False)
     auth._uids.update(callers)  # who each bus name is, as the bus would say
+    auth._pids.update(dict.fromkeys(callers, 0))  # outside every session
     return Services(
         host.lifecycle,
         host.owners,
@@ -208,6 +209,7 @@ def test_a_bad_create_is_refused_before_polkit_could_prompt(
         host = await Host.started(tmp_path, config, system=True)
         auth = Asked(nowhere(), use_polkit=True)
         auth._uids[":1.9"] = STRANGER
+        auth._pids[":1.9"] = 0
         frontend = host.core.front(auth, FakeExporter(), lambda: None)
         over = {"tasks_max": Variant("t", 128)}  # past the cap: polkit would be asked
         with pytest.raises(error):

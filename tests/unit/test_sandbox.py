@@ -8,7 +8,10 @@ import re
 import pytest
 
 from hostagent import sandbox
+from hostagent.errors import AccessDenied
+from hostagent.permissions import act_from_inside, sandbox_from_inside
 from hostagent.sandbox import Context, Mode, Mount, Sandbox, SandboxProblem
+from hostagent.session import SessionRecord
 
 CTX = Context("/home/alice", "alice", 1000, "/run", "/home/alice/proj", "/home/alice/proj/.git")
 RUNTIME = "/run/hostagent/1000"
@@ -192,3 +195,93 @@ def test_hiding_a_path_takes_setuid_away(words: list[str], hides: bool) -> None:
 )
 def test_tighter_compares_word_by_word(box: Sandbox, than: Sandbox, tighter: bool) -> None:
     assert sandbox.tighter(box, than) is tighter
+
+
+def _session(name: str, *words: str, cwd: str = "/home/alice/proj") -> SessionRecord:
+    return SessionRecord(name=name, owner=1000, cwd=cwd, properties=["CPUQuota=50%", *words])
+
+
+TREE = ("ProtectSystem=strict", "ProtectHome=read-only", "ReadWritePaths=%{cwd}")
+
+
+@pytest.mark.parametrize(
+    ("asked", "allowed"),
+    [
+        ([], True),
+        (["InaccessiblePaths=%h/.ssh"], True),  # tighter still
+        (["ReadWritePaths="], True),  # writes less
+        (["ProtectSystem=full"], False),
+        (["ProtectHome=no"], False),
+        (["ReadWritePaths=%h"], False),
+        (["ReadWritePaths=%{cwd}"], False),  # the new session's own tree is not the maker's
+    ],
+)
+def test_a_session_made_from_inside_a_sandbox_is_confined_at_least_as_its_maker(
+    asked: list[str], allowed: bool
+) -> None:
+    maker = _session("maker", *TREE)
+    if not allowed:
+        with pytest.raises(AccessDenied, match="confined at least as it is"):
+            sandbox_from_inside(maker, asked)
+        return
+    made = sandbox_from_inside(maker, asked)
+    # The maker's words come first, its tree pinned: moving elsewhere gives no writable tree.
+    assert made[:3] == [
+        "ProtectSystem=strict",
+        "ProtectHome=read-only",
+        "ReadWritePaths=/home/alice/proj",
+    ]
+    assert made[3:] == asked
+
+
+def test_a_session_without_a_sandbox_makes_what_it_asks_for() -> None:
+    assert sandbox_from_inside(_session("plain"), ["ProtectHome=no"]) == ["ProtectHome=no"]
+
+
+def test_a_tree_with_odd_characters_is_pinned_as_one_path() -> None:
+    maker = _session("maker", "ReadWritePaths=%{cwd} %{gitdir}", cwd="/srv/a b%c")
+    (made,) = sandbox_from_inside(maker, [])
+    assert sandbox.read([made]).read_write == ("/srv/a b%%c", "/srv/a b%%c/.git")
+    assert sandbox.expand("/srv/a b%%c", CTX) == "/srv/a b%c"
+
+
+@pytest.mark.parametrize(
+    ("target", "allowed"),
+    [
+        (_session("self", *TREE), True),
+        (_session("twin", *TREE), True),  # the same words, the same tree
+        (_session("tighter", *TREE, "InaccessiblePaths=%h/.ssh"), True),
+        (_session("elsewhere", *TREE, cwd="/home/alice"), False),  # its tree is wider
+        (_session("plain"), False),
+    ],
+    ids=lambda v: v.name if isinstance(v, SessionRecord) else str(v),
+)
+def test_from_inside_a_sandbox_only_sessions_as_confined_may_be_acted_on(
+    target: SessionRecord, allowed: bool
+) -> None:
+    inside = _session("self", *TREE)
+    if allowed:
+        act_from_inside(inside, target)
+    else:
+        with pytest.raises(AccessDenied, match="act on it from outside every session"):
+            act_from_inside(inside, target)
+
+
+def test_from_inside_a_session_without_a_sandbox_every_session_may_be_acted_on() -> None:
+    act_from_inside(_session("plain"), _session("other"))
+
+
+@pytest.mark.parametrize(
+    ("words", "closed"),
+    [
+        (["ProtectSystem=strict"], True),
+        (["ReadOnlyPaths=/run/user/1000"], False),  # named on purpose
+        (["ReadWritePaths=/run/user/1000/bus"], False),
+        (["ReadWritePaths=/run/user/10000"], True),  # another user's is not hers
+    ],
+)
+def test_a_confined_session_has_its_user_manager_closed_unless_a_word_names_it(
+    words: list[str], closed: bool
+) -> None:
+    found = sandbox.mounts(sandbox.read(words), CTX, close=["/run/user/1000"])
+    assert (Mount("/run/user/1000", Mode.INACCESSIBLE, True) in found) is closed

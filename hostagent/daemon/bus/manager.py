@@ -31,7 +31,12 @@ from hostagent.daemon.state.registry import Session
 from hostagent.errors import AccessDenied, NoSessionForPID
 from hostagent.identity import Owner
 from hostagent.options import MAX_ARGV_BYTES, MAX_ENV_BYTES, parse_options
-from hostagent.permissions import create_owner, exempt_from_caps, require_reload
+from hostagent.permissions import (
+    create_owner,
+    exempt_from_caps,
+    require_reload,
+    sandbox_from_inside,
+)
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +154,9 @@ async def _create(
     req = parse_options({k: (v.signature, v.value) for k, v in options.items()})
     s = f.services
     caller = await s.auth.caller_uid(call.sender)
+    inside = await s.caller_session(call.sender)
+    if inside is not None:
+        req.properties = sandbox_from_inside(inside.record, req.properties)
     owner = create_owner(caller, req.user, s.system, s.daemon_uid())
     # Bad names and presets are refused before polkit could ask anyone for a password.
     admission = s.lifecycle.admit(

@@ -17,7 +17,7 @@ from hostagent.daemon.follow.usage import UsageWatch
 from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.ports import Emitter, JournalPort, OwnerPort, ScopeRunner, SystemdPort
 from hostagent.daemon.ops.lifecycle import Lifecycle
-from hostagent.daemon.state.registry import Registry
+from hostagent.daemon.state.registry import Registry, Session
 from hostagent.daemon.state.settings import Settings
 
 
@@ -59,3 +59,10 @@ class Services:
 
     def daemon_uid(self) -> int:
         return 0 if self.system else os.getuid()
+
+    async def caller_session(self, sender: str) -> Session | None:
+        """The session whose scope the caller's process runs in (as GetSessionByPID finds it),
+        None outside every session: what a call from inside a sandbox may do depends on it."""
+        pid = await self.auth.connection_pid(sender)
+        unit = self.scopes.unit_of_pid(pid) if pid > 0 else None
+        return self.registry.by_unit(unit) if unit else None

@@ -31,7 +31,7 @@ from hostagent.daemon.follow.usage import usage_of
 from hostagent.daemon.host.scope import check_signal
 from hostagent.daemon.state.registry import Session
 from hostagent.errors import InvalidArgs, LimitsExceeded
-from hostagent.permissions import exempt_from_caps, require_inside
+from hostagent.permissions import act_from_inside, exempt_from_caps, require_inside
 from hostagent.session import Limits
 
 # Capture's inline reply; more goes through CaptureByFileDescriptor, so that replies a caller
@@ -54,12 +54,16 @@ class SessionObject:
 
     async def authorize(self, call: Call) -> int:
         """The caller's uid, once it may act on this session; else raise."""
-        return await self.f.auth.require_owner_or_admin(
+        uid = await self.f.auth.require_owner_or_admin(
             call.sender,
             self.session.record.owner,
             call.interactive,
             f"session '{self.session.name}'",
         )
+        inside = await self.f.caller_session(call.sender)
+        if inside is not None:
+            act_from_inside(inside.record, self.session.record)
+        return uid
 
     # ---- properties ---------------------------------------------------------------------
 

@@ -286,9 +286,9 @@ def session_plan(
             "the user daemon does not make sandboxes yet; create the session on the system "
             "daemon (hostagentctl --system)",
         )
-    gitdir = os.path.join(repo or cwd, ".git")
+    gitdir = sandbox.gitdir(cwd, repo)
     ctx = sandbox.Context(owner.home, owner.name, owner.uid, "/run", cwd, gitdir)
-    found = sandbox.mounts(box, ctx, keep=[runtime_dir])
+    found = sandbox.mounts(box, ctx, keep=[runtime_dir], close=[f"/run/user/{owner.uid}"])
     no_new_privileges = box.no_new_privileges or box.hides
     plan = Plan(tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi())
     check(plan)

@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import NoReturn
 
+from hostagent import sandbox
 from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.host import checkpoint
@@ -113,6 +114,9 @@ class Spawner:
                 session, Event.START_FAILED, last_error=e.message, result="resources"
             )
             raise
+        confined = sandbox.read(record.properties).shown()
+        if confined:
+            log.info("session '%s': started confined: %s", session.name, " ".join(confined))
         self.endings.follow(session, started.pane_pid)
         if not record.leader_pid:
             # tmux was already gone from the scope: the agent exited at once. A server that
