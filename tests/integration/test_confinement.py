@@ -225,14 +225,15 @@ def test_a_sandbox_that_cannot_be_made_fails_the_create_whole_and_says_what_to_d
 def test_no_way_around_the_sandbox_from_inside_it(alices_home: Sandbox) -> None:
     sb = alices_home
     confined, plain = session(sb, "InaccessiblePaths=%h/.ssh"), session(sb)
+    other = session(sb)  # with no sandbox either
     made, loose = new_name(), new_name()
     ctl = "hostagentctl --system"
     attacks = [
         # A session with the sandbox's words taken away.
         f"{ctl} new --preset shell --name {loose} --cwd /tmp -p InaccessiblePaths=",
         # Typing into, or resuming, a session with no sandbox.
-        f"{ctl} send {plain} 'true'",
-        f"{ctl} stop {plain} && {ctl} resume {plain}",
+        f"{ctl} send {other} 'true'",
+        f"{ctl} stop {other} && {ctl} resume {other}",
         # Anything started by the owner's user manager runs outside every sandbox.
         "XDG_RUNTIME_DIR=/run/user/$(id -u) systemd-run --user --quiet --wait true",
     ]
@@ -249,4 +250,4 @@ def test_no_way_around_the_sandbox_from_inside_it(alices_home: Sandbox) -> None:
         # And the sandboxed session still drives the one it made, which is as confined.
         assert typed(sb, confined, f"{ctl} send {made} 'true'") == 0
     finally:
-        removed(sb, confined, plain, made, loose)
+        removed(sb, confined, plain, other, made, loose)
