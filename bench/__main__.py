@@ -65,6 +65,7 @@ def figures(
     return {
         "create_ratio": cr["ratio"],
         "create20_ratio": cr["ratio-20"],
+        "sandbox_ratio": cr["sandbox"],
         "list_growth": by_n[100].list_p50 / by_n[10].list_p50,
         "list_p99": top.list_p99,
         "rss_mb": top.rss_mb,

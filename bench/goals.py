@@ -68,6 +68,7 @@ def _s(x: float) -> str:
 GOALS = [
     Goal("create, one after another (ours ÷ raw)", "create_ratio", 1.2, _ratio, noise=0.46),
     Goal("create, 20 at once (ours ÷ raw)", "create20_ratio", 1.2, _ratio),
+    Goal("a sandboxed create ÷ the same create without", "sandbox_ratio", 1.1, _ratio),
     Goal(
         "hostagentctl list and status ÷ systemctl's, the worse",
         "cli_ratio",
