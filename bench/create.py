@@ -15,11 +15,11 @@ TMUX = (
 RAW = f"systemd-run --quiet --scope --unit=bench-raw-$i --slice=hostagent.slice {TMUX}"
 OURS = (
     "busctl call --quiet org.hostagent.HostAgent1 /org/hostagent/HostAgent1 "
-    "org.hostagent.HostAgent1.Manager CreateSession sssa{{sv}} bench-$i shell /tmp"
+    "org.hostagent.HostAgent1.Manager CreateSession sssa{sv} bench-$i shell /tmp"
 )
 # The same create in a sandbox that writes only its working tree and hides ~/.ssh.
 SANDBOX = (
-    "ProtectSystem=strict ProtectHome=read-only 'ReadWritePaths=%{{cwd}}' "
+    "ProtectSystem=strict ProtectHome=read-only 'ReadWritePaths=%{cwd}' "
     "'InaccessiblePaths=-%h/.ssh'"
 )
 PLAIN = f"{OURS} 0"
@@ -112,7 +112,7 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         "the median of the rounds' ratios.\n\n"
         + table(["run", "raw ms", "hostagent ms", "ratio (goals above)", "rounds' ratios"], rows)
         + "\n\nThe same create in a sandbox (`properties`: "
-        + SANDBOX.replace("{{", "{").replace("}}", "}").replace("'", "")
+        + SANDBOX.replace("'", "")
         + "), made by the held child before it drops to the owner, beside it without one:\n\n"
         + table(["run", "without ms", "sandboxed ms", "ratio", "rounds' ratios"], boxed)
         + "\n"
