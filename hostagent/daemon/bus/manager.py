@@ -153,8 +153,10 @@ async def _create(
 ) -> str:
     req = parse_options({k: (v.signature, v.value) for k, v in options.items()})
     s = f.services
-    caller = await s.auth.caller_uid(call.sender)
-    inside = await s.caller_session(call.sender)
+    # Who calls, and from which session if any, asked of the bus at once.
+    caller, inside = await asyncio.gather(
+        s.auth.caller_uid(call.sender), s.caller_session(call.sender)
+    )
     if inside is not None:
         req.properties = sandbox_from_inside(inside.record, req.properties)
     owner = create_owner(caller, req.user, s.system, s.daemon_uid())
