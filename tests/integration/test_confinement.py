@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.integration.debs import doc_block
 from tests.integration.helpers import agent_process, create, new_name, record, until
 from tests.sandbox import Sandbox
 
@@ -251,3 +252,12 @@ def test_no_way_around_the_sandbox_from_inside_it(alices_home: Sandbox) -> None:
         assert typed(sb, confined, f"{ctl} send {made} 'true'") == 0
     finally:
         removed(sb, confined, plain, other, made, loose)
+
+
+def test_the_admin_guides_sandbox_block_runs_as_written(alices_home: Sandbox) -> None:
+    sb = alices_home
+    block = doc_block("docs/admin-guide.md", "sandbox")
+    ran = sb.run("bash", "-euo", "pipefail", "-c", block, user="alice", cwd="/home/alice")
+    assert ran.returncode == 0, ran.stderr
+    assert "ProtectSystem=strict" in ran.stdout and "InaccessiblePaths=%h/.ssh" in ran.stdout
+    assert "started confined: ProtectSystem=strict ProtectHome=read-only" in ran.stdout
