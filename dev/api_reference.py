@@ -16,6 +16,7 @@ from hostagent.daemon.bus.session import SESSION
 from hostagent.errors import ALL_ERRORS
 from hostagent.options import OPTION_TYPES
 from hostagent.resources import PROPERTIES
+from hostagent.sandbox import WORDS
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "dbus-api.md"
 ACTS = "owner, root or polkit `manage-any`"
@@ -33,7 +34,13 @@ DOCS: dict[str, tuple[str, str]] = {
         + ". An unknown option is InvalidArgs. `args` go with every start; `prompt` only with "
         "the first. `properties` are systemd resource-control assignments in systemd's words "
         "(`CPUQuota=50%`, `AllowedCPUs=0-3`; " + ", ".join(PROPERTIES) + "), kept and given "
-        "to the scope at every start. The program is looked up by the owner's login shell; "
+        "to the scope at every start. They also take systemd.exec(5)'s sandboxing words ("
+        + ", ".join(WORDS)
+        + '; docs/admin-guide.md, "Sandboxing agents"), made by the session\'s first process '
+        "at every start: a bad one is InvalidArgs naming what it takes, one that cannot be made "
+        "here InvalidArgs before the session exists. From inside a sandboxed session, the new "
+        "session takes that session's words first, and a word that loosens them is "
+        "AccessDenied. The program is looked up by the owner's login shell; "
         "AgentNotFound names the PATH searched.",
     ),
     "ResumeSession": (ACTS, "Start a stopped, dormant or failed session again; AlreadyRunning."),
@@ -157,8 +164,9 @@ DOCS: dict[str, tuple[str, str]] = {
     ),
     "Properties": (
         "",
-        "Its systemd resource-control assignments beyond Limits, in systemd's words, as "
-        "CreateSession's `properties` gave them (CPUQuota=50%).",
+        "Its systemd resource-control assignments beyond Limits and its sandboxing words, in "
+        "systemd's words, as CreateSession's `properties` gave them (CPUQuota=50%, "
+        "ProtectSystem=strict).",
     ),
     "Limits": (
         "",
