@@ -146,7 +146,9 @@ def test_an_id_the_cli_chose_is_discovered_on_disk_and_resumed(sb: Sandbox, cloc
             conversation = f"/home/alice/.demo-agent/sessions/{own.group(1)}.jsonl"
             sb.run("touch", "-d", "1 hour ago", conversation, user="alice").check()
         alice(sb, "stop", name)
-        assert props(sb, name)["AgentSessionId"] == own.group(1)
+        # The run's end is one write; the look on disk that follows it is a write of its own.
+        until(lambda: props(sb, name)["AgentSessionId"] == own.group(1),
+              "the id was found on disk after the stop")  # fmt: skip
         alice(sb, "resume", name)
         assert props(sb, name)["Command"][-2:] == ["--resume", own.group(1)]
         wait_screen(sb, name, "[user] find me")
