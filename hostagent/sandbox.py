@@ -95,12 +95,16 @@ class Sandbox:
         for word, attr in PATH_WORDS.items():
             paths = getattr(self, attr)
             if paths:
-                out.append(f"{word}={' '.join(_quoted(p) for p in paths)}")
+                out.append(_path_word(word, paths))
         if self.private_tmp:
             out.append("PrivateTmp=yes")
         if self.no_new_privileges:
             out.append("NoNewPrivileges=yes")
         return out
+
+
+def _path_word(word: str, paths: tuple[str, ...]) -> str:
+    return f"{word}={' '.join(_quoted(p) for p in paths)}"
 
 
 def _quoted(path: str) -> str:
@@ -199,7 +203,7 @@ def check(text: str) -> str:
     word, _, value = text.partition("=")
     box = _assign(Sandbox(), word, value)
     if word in PATH_WORDS:
-        return f"{word}={' '.join(_quoted(p) for p in getattr(box, PATH_WORDS[word]))}"
+        return _path_word(word, getattr(box, PATH_WORDS[word]))
     shown = box.shown()
     return shown[0] if shown else f"{word}=no"
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import os
 import stat
 from collections.abc import Callable
@@ -90,6 +91,7 @@ class SandboxError(OSError):
     """The sandbox cannot be made on this host, said before anything starts."""
 
 
+@functools.cache  # the kernel's, for the daemon's life; asked at every admission and start
 def landlock_abi() -> int:
     """The Landlock ABI this kernel offers, 0 when it has none (or it is not enabled)."""
     version = _libc.syscall(_LANDLOCK["create_ruleset"], None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
