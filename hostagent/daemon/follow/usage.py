@@ -3,9 +3,9 @@
 When the session goes idle (a turn's end), when an id is learned while it runs, and once a run
 has ended (``after_end``: with the conversation that end found, in one change), the daemon
 reads the CLI's record of every conversation the session has had (its preset's ``usage``). It
-runs as the owner, as every look under a home does: a ``python -I -S`` program made of
-``hostagent/usage.py`` (pure, standard library only) and the few lines below that find and
-open the files (OpenCode keeps its messages in SQLite). One reading per session at a time.
+runs as the owner, as every look under a home does, in a helper scope of its own under her
+slice: a ``python -I -S`` program made of ``hostagent/usage.py`` (pure, standard library only)
+and the few lines below that find and open the files (OpenCode keeps its messages in SQLite). One reading per session at a time.
 
 What a reading finds replaces the session's per-conversation figures, so reading again counts
 nothing twice, and a total survives restarts, reboots, resumes and a new conversation id. The
@@ -258,7 +258,11 @@ class UsageWatch:
         if not patterns:
             return {}
         argv = [sys.executable, "-I", "-S", "-c", _PROGRAM, preset.usage_format, json.dumps(patterns)]  # fmt: skip
-        result = await self.owners.run(session.owner, argv, timeout=30.0)
+        # In a scope of its own under the owner's slice, as her own code runs: it parses what
+        # she and her agent wrote (SQLite among it), and what that costs is hers.
+        result = await self.owners.run(
+            session.owner, argv, timeout=30.0, runs_user_code="usage reader"
+        )
         if result is None or result[0] != 0:
             log.warning(
                 "session '%s': Failed to read its usage: %s",
