@@ -128,6 +128,13 @@ DOCS: dict[str, tuple[str, str]] = {
         "Damaged records the daemon moved to `corrupt/` under its state directory (file names, "
         "`NAME.yaml.SECONDS`), newest last; `hostagentctl doctor` says how to restore one.",
     ),
+    "Sandboxing": (
+        "",
+        "What this kernel and mode enforce of a session's sandbox: `words` (the sandboxing "
+        "words made here, space-separated; empty with `why_not` in user mode), `landlock_abi`, "
+        "`kept_apart` (what a sandboxed session's processes cannot do to those outside it) and "
+        "`user_namespaces` (yes or no); `hostagentctl doctor` shows them.",
+    ),
     "Name": ("", "The session's name."),
     "Uuid": ("", "A uuid that never changes, even across resumes."),
     "Preset": ("", "The preset it was created with."),

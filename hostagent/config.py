@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hostagent import values, yamlfile
+from hostagent import sandbox, values, yamlfile
 from hostagent.budgets import Budgets, parse_budgets
 from hostagent.session import Limits
 from hostagent.values import INFINITY, format_limit
@@ -83,6 +83,18 @@ class UserCaps:
 
 
 @dataclass
+class SandboxDefaults:
+    """The sandboxing words every session is created with, and per user (by name) the words in
+    their place. A create may add words that tighten them, never loosen them."""
+
+    every: list[str] = field(default_factory=list)
+    users: dict[str, list[str]] = field(default_factory=dict)
+
+    def of(self, user: str) -> list[str]:
+        return self.users.get(user, self.every)
+
+
+@dataclass
 class Config:
     limits: Limits = field(default_factory=lambda: Limits(tasks_max=4096))
     columns: int = 200
@@ -96,6 +108,7 @@ class Config:
     worktrees_dir: str = ""  # where session worktrees go; "" is beside the repository's git dir
     worktrees_setup: str = ""  # a command run as the owner in each new worktree
     budgets: Budgets = field(default_factory=Budgets)  # and the admin's prices (budgets.py)
+    sandbox: SandboxDefaults = field(default_factory=SandboxDefaults)
     source: str = "built-in defaults"
 
 
@@ -157,6 +170,7 @@ def parse_config(doc: yamlfile.Document) -> Config:
             "worktrees",
             "budgets",
             "prices",
+            "sandbox",
         },
         "",
     )
@@ -213,4 +227,29 @@ def parse_config(doc: yamlfile.Document) -> Config:
     if not isinstance(setup, str):
         raise doc.error("worktrees.setup", "must be a shell command")
     cfg.worktrees_dir, cfg.worktrees_setup = directory, setup
+    cfg.sandbox = _sandbox(doc, data)
     return cfg
+
+
+def _words(doc: yamlfile.Document, value: object, fld: str) -> list[str]:
+    """A list of sandboxing words, each as a session's properties take it."""
+    if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
+        raise doc.error(fld, "must be a list of words such as ProtectSystem=strict")
+    for word in value:
+        if not sandbox.is_word(word.partition("=")[0]):
+            raise doc.error(fld, f"{word!r} is not a sandboxing word ({', '.join(sandbox.WORDS)})")
+    try:
+        sandbox.read(value)
+    except sandbox.SandboxProblem as e:
+        raise doc.error(fld, str(e)) from None
+    return list(value)
+
+
+def _sandbox(doc: yamlfile.Document, data: dict[str, object]) -> SandboxDefaults:
+    section = yamlfile.expect_mapping(doc, data.get("sandbox", {}), "sandbox")
+    yamlfile.reject_unknown(doc, section, {"default", "users"}, "sandbox")
+    users = yamlfile.expect_mapping(doc, section.get("users", {}), "sandbox.users")
+    return SandboxDefaults(
+        _words(doc, section.get("default", []), "sandbox.default"),
+        {str(u): _words(doc, w, f"sandbox.users.{u}") for u, w in users.items()},
+    )

@@ -79,14 +79,24 @@ def sandbox_from_inside(inside: SessionRecord, asked: list[str]) -> list[str]:
     first (their %{cwd} and %{gitdir} pinned to its own tree, so a session made elsewhere is
     not given its maker's writable tree by moving), then the ones asked for; AccessDenied when
     those would loosen it. A call from a session with no sandbox asks for what it asks for."""
-    own = _words(inside)
+    return _within(_words(inside), asked, f"inside session '{inside.name}'")
+
+
+def sandbox_defaults(defaults: list[str], asked: list[str], user: str) -> list[str]:
+    """The properties of a new session of user's under the admin's sandbox defaults for them:
+    those words first, then the ones asked for; AccessDenied when those would loosen them."""
+    return _within(defaults, asked, f"for {user} by the admin (hostagent.yaml)")
+
+
+def _within(own: list[str], asked: list[str], made: str) -> list[str]:
+    """own's words, then asked's, when asked tightens or keeps what own confines."""
     if not own:
         return asked
     merged = [*own, *asked]
     if not sandbox.tighter(sandbox.read(merged), sandbox.read(own)):
         raise AccessDenied(
-            f"A session made from inside session '{inside.name}' is confined at least as it "
-            f"is ({' '.join(sandbox.read(own).shown())}); ask for no word that loosens that."
+            f"A session made {made} is confined at least as "
+            f"{' '.join(sandbox.read(own).shown())}; ask for no word that loosens that."
         )
     return merged
 

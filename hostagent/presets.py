@@ -68,12 +68,15 @@ class Preset:
     worktree_setup: str = ""  # run as the owner in a new worktree before the agent starts
     usage_format: str = ""  # "" (not read) or a reader of usage.READERS
     usage_file: str = ""  # the record it reads: a path template (launch.conversation_glob)
+    # Where the CLI keeps its own state (path templates; a directory ends in "/"): writable in
+    # a sandboxed session of the preset, unless a word says otherwise (docs/presets.md).
+    state: list[str] = field(default_factory=list)
     source: str = "built-in"
 
 
 _KNOWN = {
     "name", "description", "command", "env", "agent_id", "resume", "hooks", "activity",
-    "worktree_setup", "prompt_args", "usage",
+    "worktree_setup", "prompt_args", "usage", "state",
 }  # fmt: skip
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
 _DISCOVER_KNOWN = {"glob", "id", "cwd_field", "command", "id_field", "time_field"}
@@ -145,6 +148,9 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
     if not isinstance(setup, str):
         raise doc.error("worktree_setup", "must be a shell command")
     preset.worktree_setup = setup
+    preset.state = yamlfile.expect_str_list(doc, data.get("state", []), "state")
+    if not all(p.startswith(("/", "{home}/", "{$")) for p in preset.state):
+        raise doc.error("state", "each must be an absolute path, or start with {home}/ or {$VAR")
     _parse_usage(doc, data.get("usage", {}), preset)
     hook_map = yamlfile.expect_str_map(doc, hooks.get("activity", {}), "hooks.activity")
     preset.activity = _parse_activity(doc, data.get("activity"), hook_map, preset.name)

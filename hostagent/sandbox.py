@@ -360,6 +360,15 @@ def _ordered(found: list[Mount]) -> list[Mount]:
     return out
 
 
+def hidden(path: str, made: Iterable[Mount]) -> bool:
+    """Whether path is, or is under, a path that made (mounts' answer) hides or empties."""
+    return any(
+        m.mode in (Mode.INACCESSIBLE, Mode.TMPFS, Mode.PRIVATE_TMP)
+        and (path == m.path or _under(path, m.path))
+        for m in made
+    )
+
+
 def _depth(path: str) -> int:
     return 0 if path == "/" else path.count("/")
 

@@ -146,6 +146,13 @@ async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
     said["set_aside_records"] = aside
     if aside and not a.json:
         print(set_aside_note(aside, mode))
+    box = dict(props.get("Sandboxing") or {})
+    said["sandboxing"] = box
+    if box and not a.json:
+        made = box.get("words") or f"none ({box.get('why_not', '')})"
+        print(f"sandboxing words made here: {made}")
+        print(f"sessions kept apart by Landlock (ABI {box.get('landlock_abi', '?')}): "
+              f"{box.get('kept_apart', '')}")  # fmt: skip
     if mode == "system" and POLKIT not in await _names(c, "ListNames", "ListActivatableNames"):
         problems.append(  # polkitd starts on demand, so activatable is enough
             "polkit is not running: only root may act on other users' sessions "

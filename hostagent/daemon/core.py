@@ -36,7 +36,8 @@ from hostagent.daemon.ops.recover import Recovery, RecoveryReport, resume_dorman
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.creates import PendingCreates
 from hostagent.daemon.state.ledger import Ledger
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.daemon.state.store import SidecarStore
 

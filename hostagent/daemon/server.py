@@ -42,7 +42,8 @@ from hostagent.daemon.host.tmux import Tmux
 from hostagent.daemon.host.worktree import Worktrees
 from hostagent.daemon.misconfigured import Misconfigured
 from hostagent.daemon.process import end_tasks
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.daemon.state.store import SidecarStore
 from hostagent.errors import InvalidArgs

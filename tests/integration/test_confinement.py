@@ -139,6 +139,71 @@ def test_a_sandboxed_session_cannot_signal_or_trace_its_owners_other_processes(
 
 
 # What each path is (r: readable, w: writable, -: neither) to a shell as alice.
+def test_a_sandboxed_session_reaches_no_other_sessions_terminal_or_files(
+    alices_home: Sandbox,
+) -> None:
+    """Its owner's runtime directory shows it its own directory, its link and the owner's
+    hooks FIFO: another session's socket, output FIFO and hooks file cannot even be named.
+    Its own terminal, and the same attacks from its owner's shell outside, work."""
+    sb = alices_home
+    confined, sibling = session(sb, "InaccessiblePaths=%h/.ssh"), session(sb)
+    run = f"/run/hostagent/{sb.uid('alice')}"
+    typed_in = f"/tmp/typed-{secrets.token_hex(3)}"
+    try:
+        for attack in (
+            f"tmux -S {run}/{sibling}.sock send-keys -t main 'touch {typed_in}' Enter",
+            f"tmux -S {run}/{sibling}.d/tmux.sock list-sessions",
+            f"test -p {run}/{sibling}.d/out",
+            f"ls {run}/{sibling}.d",
+        ):
+            assert typed(sb, confined, attack) != 0, attack
+            outside = sb.run("/bin/sh", "-c", attack, user="alice")
+            assert outside.returncode == 0, (attack, outside.stderr)
+        until(lambda: sb.run("test", "-e", typed_in).returncode == 0, "typed from outside")
+        shown = (
+            f"test $(ls -A {run} | wc -l) = 3 && test -d {run}/{confined}.d"
+            f" && test -L {run}/{confined}.sock && test -p {run}/hooks.fifo"
+        )
+        assert typed(sb, confined, shown) == 0
+        assert typed(sb, confined, f"tmux -S {run}/{confined}.sock list-sessions") == 0
+        assert typed(sb, confined, "tmux list-sessions") == 0  # its own, through $TMUX
+    finally:
+        removed(sb, confined, sibling)
+        sb.run("rm", "-f", typed_in)
+
+
+def test_the_admins_defaults_confine_every_new_session_and_only_tighten(
+    alices_home: Sandbox,
+) -> None:
+    """hostagent.yaml's sandbox defaults: a create that asks for nothing gets them, one that
+    asks for more gets both, one that loosens them is AccessDenied; a user the admin names
+    gets the words in their place."""
+    sb = alices_home
+    sb.sh(
+        "mkdir -p /etc/hostagent && printf 'sandbox:\\n  default: [InaccessiblePaths=%%h/.ssh]"
+        "\\n  users:\\n    bob: []\\n' > /etc/hostagent/hostagent.yaml"
+    ).check()
+    sb.ctl("reload").check()
+    made: list[str] = []
+    try:
+        made.append(plain := session(sb))
+        assert "InaccessiblePaths=%h/.ssh" in record(sb, plain)["properties"]
+        assert typed(sb, plain, f"cat {SECRET}") != 0
+        made.append(tighter := session(sb, "ProtectSystem=full"))
+        assert typed(sb, tighter, "touch /etc/hostagent-test/written") != 0
+        loosened = sb.ctl("new", "--preset", "shell", "-p", "InaccessiblePaths=",
+                          user="alice", system=True)  # fmt: skip
+        assert loosened.returncode != 0
+        assert "by the admin" in loosened.stderr, loosened.stderr
+        bobs = create(sb, "shell", user="bob")
+        assert not (record(sb, bobs) or {}).get("properties")  # the admin's words for bob: none
+        sb.ctl("rm", bobs).check()
+    finally:
+        removed(sb, *made)
+        sb.run("rm", "-f", "/etc/hostagent/hostagent.yaml")
+        sb.ctl("reload")
+
+
 PROBE = (
     "for p in / /usr /etc /var/tmp /dev/shm /proc/self /home /home/alice /home/alice/proj "
     f"{SECRET} /root /run/user /tmp; do "

@@ -349,6 +349,9 @@ def test_doctor_says_which_daemon_answers_and_which_presets_are_ready(sb: Sandbo
     said = json.loads(sb.ctl("--json", "doctor", user="alice", system=True).stdout)
     assert said["mode"] == "system" and "shell" in said["presets_ready"]
     assert said["problems"] == []
+    # What a sandbox is made of here: every word, and the kernel's Landlock.
+    assert "sandboxing words made here: ProtectSystem ProtectHome" in out.stdout, out.stdout
+    assert int(said["sandboxing"]["landlock_abi"]) >= 1
 
 
 def on_a_terminal(sb: Sandbox, user: str, command: str, password: str | None) -> tuple[str, int]:

@@ -2,7 +2,8 @@
 first-run dialogs read blocked, a turn reads working, its own approval dialog reads blocked,
 approving reads working then idle, its conversation id is learned, stop and resume continue the
 same conversation, a session stopped before its first prompt resumes cleanly, and after a
-reboot every session is dormant and resumes into its conversation.
+reboot every session is dormant and resumes into its conversation. Each session is sandboxed
+to its working tree (CONFINED below), so each of these also shows its CLI works confined.
 
 The CLIs come from their own registries (dev/agents); the model behind them is
 tests/modelapi.py on the machine's loopback. A CLI that dev/agents could not install is skipped
@@ -63,6 +64,16 @@ def agents(sandbox: Sandbox) -> dict[str, tuple[str, str]]:
     return found
 
 
+# Every real CLI runs in a sandbox: the system read-only, the home read-only but for the CLI's
+# state (its preset's), /tmp its own, the project writable.
+CONFINED = (
+    "ProtectSystem=strict",
+    "ProtectHome=read-only",
+    "PrivateTmp=yes",
+    "ReadWritePaths=%{cwd}",
+)
+
+
 class Homes:
     """What a test may need that another test also makes, made on demand, so that no test
     depends on which ran before it: a user's home where a CLI's first run was answered, and a
@@ -74,8 +85,11 @@ class Homes:
         self.conversed: dict[str, tuple[RealAgent, str]] = {}  # key -> (agent, session)
 
     def create(self, agent: RealAgent, project: str) -> str:
+        """A session of agent's, confined to its working tree as a user would confine an agent
+        with its approvals off: its CLI's own state is all else it may write."""
         env = [x for k, v in agent.env.items() for x in ("-e", f"{k}={v}")]
-        extra = [*env, *(("--", *agent.args) if agent.args else ())]
+        words = [x for w in CONFINED for x in ("-p", w)]
+        extra = [*env, *words, *(("--", *agent.args) if agent.args else ())]
         return create(self.sb, agent.preset, *extra, user=agent.user, cwd=project)
 
     def ensure_set_up(self, agent: RealAgent) -> str:

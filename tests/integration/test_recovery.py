@@ -330,3 +330,37 @@ def test_a_failed_resume_keeps_the_id_and_a_later_resume_works(sb: Sandbox) -> N
         assert (p["State"], p["AgentSessionId"], p["LastError"]) == ("running", agent_id, None)
     finally:
         sb.ctl("rm", name)
+
+
+def test_a_session_an_older_hostagent_started_is_adopted_where_it_left_its_files(
+    sb: Sandbox,
+) -> None:
+    """Before sessions had a directory of their own, a session's socket, output FIFO and hooks
+    file lay side by side in its owner's runtime directory. Upgraded under a live session, the
+    daemon follows it there; its next start makes its own directory."""
+    name = create(sb, "demo-agent", user="alice")
+    run = f"/run/hostagent/{sb.uid('alice')}"
+    wait_screen(sb, name, "> ")
+    try:
+        sb.daemon_stop()
+        # The layout an older hostagent left: tmux and its pipe keep what they have open.
+        sb.sh(
+            f"cd {run} && rm {name}.sock && mv {name}.d/tmux.sock {name}.sock"
+            f" && mv {name}.d/out {name}.out"
+            f" && {{ ! test -e {name}.d/hooks.json || mv {name}.d/hooks.json {name}.hooks.json; }}"
+            f" && rmdir {name}.d"
+        ).check()
+        sb.daemon_start()
+        assert settled(sb, name) == ("running", "active", "running")
+        sb.ctl("send", name, "hello from after the upgrade", user="alice", system=True).check()
+        wait_screen(sb, name, "hello from after the upgrade")
+        sb.ctl("stop", name).check()
+        sb.ctl("resume", name).check()
+        wait_screen(sb, name, "> ")
+        assert sb.run("test", "-S", f"{run}/{name}.d/tmux.sock").returncode == 0
+        assert sb.run("readlink", f"{run}/{name}.sock").check().stdout.strip() == (
+            f"{name}.d/tmux.sock"
+        )
+        assert sb.run("test", "-e", f"{run}/{name}.out").returncode != 0
+    finally:
+        sb.ctl("rm", name)

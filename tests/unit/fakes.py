@@ -30,7 +30,8 @@ from hostagent.daemon.host.scope import Started, Step
 from hostagent.daemon.host.systemd import UnitInfo
 from hostagent.daemon.host.tmux import TmuxError
 from hostagent.daemon.host.worktree import Worktrees
-from hostagent.daemon.state.registry import Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.paths import SessionPaths
 from hostagent.daemon.state.settings import Settings
 from hostagent.daemon.state.store import SidecarStore
 from hostagent.errors import NotRunning, SpawnFailed
@@ -127,6 +128,9 @@ class FakeTmux:
 
     @staticmethod
     def _name(sock: Path) -> str:
+        # a session's own directory holds its socket; an older hostagent's socket is NAME.sock
+        if sock.name == "tmux.sock":
+            return sock.parent.name.removesuffix(".d")
         return sock.name.removesuffix(".sock")
 
     def _unit(self, sock: Path) -> FakeUnit:
@@ -193,7 +197,7 @@ class FakeScopes:
         self,
         record: SessionRecord,
         owner: Owner,
-        sock: Path,
+        paths: SessionPaths,
         env: dict[str, str],
         limits: Limits,
         stop_timeout: int,
@@ -201,6 +205,7 @@ class FakeScopes:
         user_caps: Limits | None = None,
         meanwhile: Step | None = None,
         program_found: bool = False,
+        state: list[str] | None = None,
     ) -> Started:
         if not program_found:
             self.program_checks += 1
@@ -301,8 +306,8 @@ class FakeOwners:
     ) -> dict[str, str]:
         return self.real.environment(owner, preset_env, caller_env)
 
-    def prepare_runtime_dir(self, path: Path, owner: Owner) -> None:
-        self.real.prepare_runtime_dir(path, owner)
+    def prepare_runtime_dir(self, paths: SessionPaths, name: str, owner: Owner) -> None:
+        self.real.prepare_runtime_dir(paths, name, owner)
 
     async def check_cwd(self, owner: Owner, cwd: str) -> str | None:
         return await self.real.check_cwd(owner, cwd)

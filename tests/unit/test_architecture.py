@@ -175,7 +175,7 @@ def test_only_the_state_layer_writes_a_record() -> None:
 # A Session's runtime fields: what only lives while the daemon runs.
 RUNTIME_FIELDS = {
     "removed", "waiters", "last_hook", "killed_with", "unit_result", "pane_pid", "unfollow",
-    "watch", "owner", "_owner", "settling",
+    "watch", "owner", "_owner", "settling", "paths",
 }  # fmt: skip
 
 

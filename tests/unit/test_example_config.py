@@ -23,7 +23,13 @@ def leaf_keys(data: dict[str, object], prefix: str = "") -> set[str]:
     keys = set()
     for key, value in data.items():
         path = f"{prefix}{key}"
-        keys |= leaf_keys(value, f"{path}.") if isinstance(value, dict) else {path}
+        # Per-user word lists (sandbox.users.NAME) are read as one key: sandbox.users.
+        by_user = (
+            key == "users"
+            and isinstance(value, dict)
+            and all(isinstance(v, list) for v in value.values())
+        )
+        keys |= leaf_keys(value, f"{path}.") if isinstance(value, dict) and not by_user else {path}
     return keys
 
 

@@ -54,7 +54,7 @@ def test_a_directory_where_the_fifo_goes_does_not_wedge_the_session(tmp_path: Pa
         assert session.record.state is State.RUNNING
         assert session.watch is not None and session.paths.fifo.is_fifo()
         await host.lifecycle.stop(session)  # closing the watch leaves their directory be
-        assert list(tmp_path.glob("run/a.out.moved-*/x"))
+        assert list(tmp_path.glob("run/a.d/out.moved-*/x"))
 
     run(body())
 

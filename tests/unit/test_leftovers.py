@@ -163,14 +163,26 @@ def test_runtime_files_that_name_no_session_are_swept_and_the_others_kept(tmp_pa
         listener.bind(str(run_dir / "gone.sock"))
         (run_dir / "kept.hooks.json").write_text("{}")
         (run_dir / "notes.out").mkdir()  # not a FIFO: not ours
+        # Today's layout: a directory of its own, and the owner's link to its socket.
+        own = run_dir / "lost.d"
+        own.mkdir()
+        other = socket.socket(socket.AF_UNIX)
+        other.bind(str(own / "tmux.sock"))
+        os.mkfifo(own / "out")
+        (own / "hooks.json").write_text("{}")
+        (run_dir / "lost.sock").symlink_to("lost.d/tmux.sock")
+        (run_dir / "odd.d").mkdir()
+        (run_dir / "odd.d" / "mine.txt").write_text("the owner's")  # not ours: stays
         leftovers = Leftovers(
             host.registry, PendingCreates(tmp_path / "creating"), host.lifecycle.worktrees
         )
-        assert leftovers.sweep_runtime() == 3
+        assert leftovers.sweep_runtime() == 5
         left = sorted(p.name for p in run_dir.iterdir())
         assert "gone.hooks.json" not in left and "gone.out" not in left
-        assert "gone.sock" not in left
-        assert {"kept.hooks.json", "notes.out", "hooks.fifo"} <= set(left)
+        assert "gone.sock" not in left and "lost.d" not in left and "lost.sock" not in left
+        assert {"kept.hooks.json", "notes.out", "hooks.fifo", "kept.d", "kept.sock"} <= set(left)
+        assert (run_dir / "odd.d" / "mine.txt").exists()
         listener.close()
+        other.close()
 
     run(body())

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hostagent.daemon.bus.session import session_path
-from hostagent.daemon.state.registry import Session
+from hostagent.daemon.state.live import Session
 from hostagent.options import CreateRequest
 from hostagent.presets import Discovery, IdSource, Preset
 from hostagent.session import Event, State

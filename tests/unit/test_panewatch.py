@@ -13,7 +13,7 @@ import pytest
 from hostagent.activity import GENERIC
 from hostagent.daemon.follow import panewatch
 from hostagent.daemon.host import tmux
-from hostagent.daemon.state.registry import Session
+from hostagent.daemon.state.live import Session
 from hostagent.identity import Owner
 from hostagent.options import CreateRequest
 from hostagent.session import Activity, State

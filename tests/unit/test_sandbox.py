@@ -9,7 +9,7 @@ import pytest
 
 from hostagent import sandbox
 from hostagent.errors import AccessDenied
-from hostagent.permissions import act_from_inside, sandbox_from_inside
+from hostagent.permissions import act_from_inside, sandbox_defaults, sandbox_from_inside
 from hostagent.sandbox import Context, Mode, Mount, Sandbox, SandboxProblem
 from hostagent.session import SessionRecord
 
@@ -221,7 +221,7 @@ def test_a_session_made_from_inside_a_sandbox_is_confined_at_least_as_its_maker(
 ) -> None:
     maker = _session("maker", *TREE)
     if not allowed:
-        with pytest.raises(AccessDenied, match="confined at least as it is"):
+        with pytest.raises(AccessDenied, match="confined at least as"):
             sandbox_from_inside(maker, asked)
         return
     made = sandbox_from_inside(maker, asked)
@@ -285,3 +285,24 @@ def test_a_confined_session_has_its_user_manager_closed_unless_a_word_names_it(
 ) -> None:
     found = sandbox.mounts(sandbox.read(words), CTX, close=["/run/user/1000"])
     assert (Mount("/run/user/1000", Mode.INACCESSIBLE, True) in found) is closed
+
+
+@pytest.mark.parametrize(
+    ("asked", "allowed"),
+    [
+        ([], True),
+        (["InaccessiblePaths=%h/.ssh"], True),
+        (["ReadWritePaths=%{cwd}"], True),  # what the defaults leave writable already
+        (["ProtectSystem=yes"], False),
+        (["ReadWritePaths=%h"], False),
+        (["PrivateTmp=yes", "ProtectHome=no"], False),
+    ],
+)
+def test_the_admins_defaults_are_tightened_never_loosened(asked: list[str], allowed: bool) -> None:
+    defaults = list(TREE)
+    if not allowed:
+        with pytest.raises(AccessDenied, match="for alice by the admin"):
+            sandbox_defaults(defaults, asked, "alice")
+        return
+    assert sandbox_defaults(defaults, asked, "alice") == [*defaults, *asked]
+    assert sandbox_defaults([], asked, "alice") == asked  # none set: what is asked for

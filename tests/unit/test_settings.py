@@ -36,6 +36,19 @@ def test_a_good_config(tmp_path: Path) -> None:
     )
 
 
+def test_sandbox_defaults_for_everyone_and_in_their_place_per_user(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "h.yaml",
+        "sandbox:\n  default: [ProtectSystem=strict, 'ReadWritePaths=%{cwd}']\n"
+        "  users:\n    alice: [ProtectSystem=full]\n    bob: []\n",
+    )
+    cfg = load_config([path])
+    assert cfg.sandbox.of("carol") == ["ProtectSystem=strict", "ReadWritePaths=%{cwd}"]
+    assert cfg.sandbox.of("alice") == ["ProtectSystem=full"]
+    assert cfg.sandbox.of("bob") == []
+
+
 @pytest.mark.parametrize(
     ("text", "where"),
     [
@@ -45,6 +58,24 @@ def test_a_good_config(tmp_path: Path) -> None:
         pytest.param("a: [\n", ":2:", id="syntax"),
         pytest.param("recovery:\n  policy: sometimes\n", ":2: field 'recovery.policy'", id="enum"),
         pytest.param("- 1\n", ":1: must be a mapping", id="not-mapping"),
+        pytest.param(
+            "sandbox:\n  default: [CPUQuota=50%]\n", "field 'sandbox.default'", id="not-a-word"
+        ),
+        pytest.param(
+            "sandbox:\n  default: [ProtectSystem=sometimes]\n",
+            "field 'sandbox.default'",
+            id="bad-value",
+        ),
+        pytest.param(
+            "sandbox:\n  users:\n    alice: ProtectHome=yes\n",
+            "field 'sandbox.users.alice'",
+            id="not-a-list",
+        ),
+        pytest.param(
+            "sandbox:\n  users:\n    alice: [ReadOnlyPaths=relative]\n",
+            "field 'sandbox.users.alice'",
+            id="relative-path",
+        ),
     ],
 )
 def test_config_errors_name_file_line_and_field(tmp_path: Path, text: str, where: str) -> None:

@@ -17,7 +17,7 @@ from hostagent.activity import Verdict
 from hostagent.budgets import Budget, Budgets, Price, day_of, over_budget, priced
 from hostagent.config import Config
 from hostagent.daemon.follow.usage import usage_of
-from hostagent.daemon.state.registry import Session
+from hostagent.daemon.state.live import Session
 from hostagent.errors import BudgetExceeded
 from hostagent.options import CreateRequest
 from hostagent.presets import IdSource, Preset

@@ -27,7 +27,8 @@ from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SESSION, SessionObject, session_path
 from hostagent.daemon.bus.usage import get_usage, lift_budget
 from hostagent.daemon.follow.terminal import MAX_WAIT_NAMES, check_activities
-from hostagent.daemon.state.registry import Session
+from hostagent.daemon.host import sandboxing
+from hostagent.daemon.state.live import Session
 from hostagent.errors import AccessDenied, NoSessionForPID
 from hostagent.identity import Owner
 from hostagent.options import MAX_ARGV_BYTES, MAX_ENV_BYTES, parse_options
@@ -291,6 +292,7 @@ MANAGER = Interface(
         Property("Mode", "s", lambda f: "system" if f.services.system else "user", "const"),
         Property("BootID", "s", lambda f: f.services.lifecycle.boot_id, "const"),
         Property("SetAsideRecords", "as", lambda f: f.services.registry.store.set_aside(), "false"),
+        Property("Sandboxing", "a{ss}", lambda f: sandboxing.support(f.services.system), "const"),
     ],
     signals=[
         Signal("SessionNew", [("name", "s"), ("path", "o")]),

@@ -17,7 +17,8 @@ from hostagent.daemon.follow.usage import UsageWatch
 from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.ports import Emitter, JournalPort, OwnerPort, ScopeRunner, SystemdPort
 from hostagent.daemon.ops.lifecycle import Lifecycle
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 
 

@@ -29,7 +29,7 @@ from hostagent.daemon.follow.terminal import (
 )
 from hostagent.daemon.follow.usage import usage_of
 from hostagent.daemon.host.scope import check_signal
-from hostagent.daemon.state.registry import Session
+from hostagent.daemon.state.live import Session
 from hostagent.errors import InvalidArgs, LimitsExceeded
 from hostagent.permissions import act_from_inside, exempt_from_caps, require_inside
 from hostagent.session import Limits

@@ -16,7 +16,7 @@ from dbus_fast import Variant
 from hostagent.budgets import day_of
 from hostagent.daemon.bus.interface import Call
 from hostagent.daemon.bus.services import Services
-from hostagent.daemon.state.registry import Session
+from hostagent.daemon.state.live import Session
 from hostagent.errors import AccessDenied, InvalidArgs
 from hostagent.permissions import owner_may_act
 from hostagent.session import DormantReason, State, now_usec

@@ -24,8 +24,9 @@ from hostagent.daemon.follow import hookpipe, hooks
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.hookflow import HookFlow
 from hostagent.daemon.state.background import Background
-from hostagent.daemon.state.paths import PANE_DIED, SessionPaths
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.paths import PANE_DIED, ROOT_HOOKS_DIR, SessionPaths
+from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.permissions import TOKEN_ENV, token_matches
 from hostagent.presets import Preset
@@ -97,7 +98,7 @@ class AgentHooks:
 
     def remove_hooks(self, session: Session) -> None:
         self.flow.forget(session.name)
-        root_owned = hooks.ROOT_HOOKS_DIR + "/" + session.name + ".json"
+        root_owned = ROOT_HOOKS_DIR + "/" + session.name + ".json"
         for path in (session.paths.hooks_file, self.registry.runtime_root / root_owned):
             with contextlib.suppress(OSError):
                 os.unlink(path)

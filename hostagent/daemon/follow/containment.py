@@ -23,7 +23,8 @@ from collections.abc import Iterable
 
 from hostagent.daemon.host.ports import SystemdPort
 from hostagent.daemon.host.procfs import Process, family, read
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.registry import Registry
 from hostagent.session import State
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,8 @@ import logging
 from hostagent.daemon.follow import discovery, transcript
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.state.background import Background
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.session import LIVE_STATES, Activity, RecordChange, State, boot_usec, now_usec
 

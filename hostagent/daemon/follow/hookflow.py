@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from hostagent.daemon.state.background import Background
-from hostagent.daemon.state.registry import Session
+from hostagent.daemon.state.live import Session
 
 log = logging.getLogger(__name__)
 

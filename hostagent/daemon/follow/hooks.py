@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hostagent.activity import HookReport
 from hostagent.daemon.host.runtimedir import write_file
+from hostagent.daemon.state.paths import ROOT_HOOKS_DIR
 from hostagent.errors import InvalidArgs, quote
 
 # The events each format's settings file subscribes to (docs/agent-clis.md). Claude's
@@ -44,7 +45,6 @@ FORMAT_EVENTS["qwen"] = FORMAT_EVENTS["claude"]
 HOOK_TIMEOUT = {"claude": 10, "gemini": 10_000, "qwen": 10_000}
 # Formats whose file the CLI reads only when root owns it and every directory above it.
 ROOT_OWNED_FORMATS = ("gemini",)
-ROOT_HOOKS_DIR = "hooks"
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _ID_KEYS = ("session_id", "sessionId", "conversation_id")

@@ -18,7 +18,8 @@ from hostagent.daemon.follow.panewatch import PaneWatch
 from hostagent.daemon.host import memfile, tmux
 from hostagent.daemon.host.owner import OutputTooLarge
 from hostagent.daemon.host.ports import TmuxPort
-from hostagent.daemon.state.registry import Registry, Session, Waiter
+from hostagent.daemon.state.live import Session, Waiter
+from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.errors import Busy, InvalidArgs, LimitsExceeded, NoSuchSession, NotRunning, Timeout
 from hostagent.session import Activity, State

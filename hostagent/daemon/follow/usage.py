@@ -33,7 +33,8 @@ from hostagent.daemon.host.owner import OutputTooLarge
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.ledger import Ledger
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.errors import HostAgentError
 from hostagent.presets import IdSource, Preset

@@ -14,6 +14,10 @@ processes are forked by its caller. ``sandbox.mounts`` decides the mounts; here 
 - an inaccessible path gets the manager's inaccessible node of its type bound over it, as
   systemd's own ``/run/systemd/inaccessible``; an empty path (ProtectHome=tmpfs, PrivateTmp=)
   a tmpfs;
+- a veiled directory (the owner's runtime directory, the root-owned hooks directory) gets a
+  tmpfs over it, read-only, holding only the session's own entries, each a copy of the entry
+  as it is outside (taken before any mount, as a read-write path's), and the links made for it:
+  no other session's socket, FIFO or hooks file can be named from inside;
 - the child then enters a Landlock domain of its own, so no process of the session can trace,
   read the memory or ``/proc/PID/root`` of, or (ABI 6) signal, a process outside it: not the
   daemon, not its owner's shell, not her other sessions;
@@ -38,8 +42,6 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hostagent import sandbox
-from hostagent.identity import Owner
 from hostagent.sandbox import Mode, Mount
 
 FAILED = 124  # the held child's exit status when its sandbox could not be made
@@ -49,6 +51,7 @@ _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_SLAVE = 0x20, 0x1000, 0x4000, 0x80000
 _AT_FDCWD = -100
 _AT_RECURSIVE = 0x8000
+_AT_SYMLINK_NOFOLLOW = 0x100
 _OPEN_TREE_CLONE = 1
 _MOVE_MOUNT_F_EMPTY_PATH = 0x4
 _MOUNT_ATTR_RDONLY = 0x1
@@ -87,15 +90,25 @@ class _PathBeneath(ctypes.Structure):
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
-class SandboxError(OSError):
-    """The sandbox cannot be made on this host, said before anything starts."""
-
-
 @functools.cache  # the kernel's, for the daemon's life; asked at every admission and start
 def landlock_abi() -> int:
     """The Landlock ABI this kernel offers, 0 when it has none (or it is not enabled)."""
     version = _libc.syscall(_LANDLOCK["create_ruleset"], None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
     return max(0, int(version))
+
+
+@dataclass(frozen=True)
+class Veil:
+    """A directory the session sees empty but for its own entries: a tmpfs of mode, uid and
+    gid over it, the entries keep bound back from the directory as it is outside (each must be
+    there at the start, a directory or a FIFO or a regular file), and links (name, target)."""
+
+    path: str
+    uid: int
+    gid: int
+    mode: int
+    keep: tuple[str, ...] = ()
+    links: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,18 +119,7 @@ class Plan:
     inaccessible_root: str  # the manager's inaccessible nodes: /run/systemd/inaccessible
     no_new_privileges: bool
     landlock_abi: int  # 0: no domain (the kernel has none)
-
-
-def check(plan: Plan) -> None:
-    """SandboxError for what would make the child fail, said in the daemon: a path that must
-    exist and does not, or no inaccessible nodes to hide a path with."""
-    for m in plan.mounts:
-        if not m.optional and not os.path.lexists(m.path):
-            raise SandboxError(errno.ENOENT, f"'{m.path}' does not exist; prefix it with '-'")
-    if any(m.mode == Mode.INACCESSIBLE for m in plan.mounts) and not os.path.isdir(
-        plan.inaccessible_root
-    ):
-        raise SandboxError(errno.ENOENT, f"{plan.inaccessible_root} is missing")
+    veils: tuple[Veil, ...] = ()
 
 
 def preexec(plan: Plan) -> Callable[[], None]:
@@ -172,11 +174,13 @@ def _setattr(path: str, attr_set: int) -> None:
     )
 
 
-def _clone(path: str) -> int:
-    """A detached copy of the mounts at path and under it, as they are now; -1 if missing."""
-    fd = _libc.syscall(
-        _SYS["open_tree"], _AT_FDCWD, path.encode(), _OPEN_TREE_CLONE | _AT_RECURSIVE | os.O_CLOEXEC
+def _clone(path: str, follow: bool = True) -> int:
+    """A detached copy of the mounts at path and under it, as they are now; -1 if missing.
+    follow=False: a symbolic link at path itself is not followed (it fails)."""
+    flags = (
+        _OPEN_TREE_CLONE | _AT_RECURSIVE | os.O_CLOEXEC | (0 if follow else _AT_SYMLINK_NOFOLLOW)
     )
+    fd = _libc.syscall(_SYS["open_tree"], _AT_FDCWD, path.encode(), flags)
     if fd < 0 and ctypes.get_errno() == errno.ENOENT:
         return -1
     return _call(fd, "open_tree", path)
@@ -195,17 +199,25 @@ def _node(root: str, path: str) -> str:
 
 
 def _enter(plan: Plan) -> None:
-    if plan.mounts:
+    if plan.mounts or plan.veils:
         _call(_libc.unshare(_CLONE_NEWNS), "unshare")
         _mount(None, "/", None, _MS_REC | _MS_SLAVE)
-        # Each read-write path as it is now, before any word changes it.
+        # Each read-write path and each veiled directory's own entry as it is now, before any
+        # word changes it. An entry is the owner's to replace: a link there is not followed.
         copies = {m.path: _clone(m.path) for m in plan.mounts if m.mode == Mode.READ_WRITE}
+        kept = {
+            os.path.join(v.path, e): _clone(os.path.join(v.path, e), follow=False)
+            for v in plan.veils
+            for e in v.keep
+        }
         for m in plan.mounts:
             if not os.path.lexists(m.path):
                 if m.optional:
                     continue
                 raise OSError(errno.ENOENT, "does not exist", m.path)
             _make(plan, m, copies)
+        for v in plan.veils:
+            _veil(v, kept)
     if plan.no_new_privileges:
         _call(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     if plan.landlock_abi:
@@ -234,6 +246,34 @@ def _make(plan: Plan, m: Mount, copies: dict[str, int]) -> None:
         mode = "0755" if m.mode == Mode.TMPFS else "1777"
         read_only = _MS_RDONLY if m.mode == Mode.TMPFS else 0
         _mount("tmpfs", m.path, "tmpfs", read_only | _MS_NOSUID | _MS_NODEV, f"mode={mode}")
+
+
+def _veil(v: Veil, kept: dict[str, int]) -> None:
+    options = f"mode={v.mode:o},uid={v.uid},gid={v.gid},size=64k,nr_inodes=64"
+    _mount("tmpfs", v.path, "tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options)
+    for entry in v.keep:
+        path, fd = os.path.join(v.path, entry), kept[os.path.join(v.path, entry)]
+        if fd < 0:
+            raise OSError(errno.ENOENT, "is missing", path)
+        kind = os.fstat(fd).st_mode
+        if stat.S_ISDIR(kind):
+            os.mkdir(path, 0o700)
+        elif stat.S_ISFIFO(kind) or stat.S_ISREG(kind):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        else:
+            raise OSError(errno.EINVAL, "is neither a directory, a FIFO nor a file", path)
+        _call(
+            _libc.syscall(
+                _SYS["move_mount"], fd, b"", _AT_FDCWD, path.encode(), _MOVE_MOUNT_F_EMPTY_PATH
+            ),
+            "move_mount",
+            path,
+        )
+    for name, target in v.links:
+        os.symlink(target, os.path.join(v.path, name))
+    # Nothing of the session's can be left in it; its own entries are mounts of their own.
+    sealed = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    _mount(None, v.path, None, _MS_REMOUNT | sealed)
 
 
 def _landlock(abi: int) -> None:
@@ -269,36 +309,3 @@ def _landlock(abi: int) -> None:
         _call(_libc.syscall(_LANDLOCK["restrict_self"], ruleset, 0), "landlock_restrict_self")
     finally:
         os.close(ruleset)
-
-
-INACCESSIBLE_ROOT = "/run/systemd/inaccessible"  # made by systemd at boot, as its units use
-
-
-def session_plan(
-    properties: list[str], owner: Owner, cwd: str, repo: str, runtime_dir: str
-) -> Plan | None:
-    """The plan for a session with these properties, None when no word confines it.
-    SandboxProblem or SandboxError when it cannot be made here, said before anything starts."""
-    box = sandbox.read(properties)
-    if not box.confined:
-        return None
-    if os.geteuid() != 0:
-        raise SandboxError(
-            errno.EPERM,
-            "the user daemon does not make sandboxes yet; create the session on the system "
-            "daemon (hostagentctl --system)",
-        )
-    gitdir = sandbox.gitdir(cwd, repo)
-    ctx = sandbox.Context(owner.home, owner.name, owner.uid, "/run", cwd, gitdir)
-    found = sandbox.mounts(box, ctx, keep=[runtime_dir], close=[f"/run/user/{owner.uid}"])
-    no_new_privileges = box.no_new_privileges or box.hides
-    plan = Plan(tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi())
-    check(plan)
-    return plan
-
-
-def why(error: Exception) -> str:
-    """A session_plan refusal in words for the caller."""
-    if isinstance(error, OSError) and error.strerror:
-        return error.strerror
-    return str(error)

@@ -8,9 +8,8 @@ layer's fake stands in for it, so no test reaches past it into the module functi
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hostagent.daemon.host import agents, owner, runtimedir
+from hostagent.daemon.state.paths import SessionPaths
 from hostagent.identity import Owner
 
 
@@ -23,8 +22,8 @@ class Owners:
     ) -> dict[str, str]:
         return owner.build_env(who, preset_env, caller_env, self.system)
 
-    def prepare_runtime_dir(self, path: Path, who: Owner) -> None:
-        runtimedir.prepare_runtime_dir(path, who)
+    def prepare_runtime_dir(self, paths: SessionPaths, name: str, who: Owner) -> None:
+        runtimedir.prepare_session_dir(paths, name, who)
 
     async def check_cwd(self, who: Owner, cwd: str) -> str | None:
         return await owner.check_cwd(who, cwd)

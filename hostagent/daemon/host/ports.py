@@ -21,6 +21,7 @@ from hostagent.daemon.host.procfs import Process
 from hostagent.daemon.host.scope import Started, Step
 from hostagent.daemon.host.systemd import UnitInfo
 from hostagent.daemon.host.worktree import Worktree
+from hostagent.daemon.state.paths import SessionPaths
 from hostagent.identity import Owner
 from hostagent.session import Limits, SessionRecord
 
@@ -69,7 +70,7 @@ class ScopeRunner(Protocol):
         self,
         record: SessionRecord,
         owner: Owner,
-        sock: Path,
+        paths: SessionPaths,
         env: dict[str, str],
         limits: Limits,
         stop_timeout: int,
@@ -77,6 +78,7 @@ class ScopeRunner(Protocol):
         user_caps: Limits | None = None,
         meanwhile: Step | None = None,
         program_found: bool = False,
+        state: list[str] | None = None,
     ) -> Started: ...
     async def stop(self, unit: str, timeout: float) -> None: ...
     async def kill(
@@ -100,7 +102,7 @@ class OwnerPort(Protocol):
     def environment(
         self, owner: Owner, preset_env: dict[str, str], caller_env: dict[str, str]
     ) -> dict[str, str]: ...
-    def prepare_runtime_dir(self, path: Path, owner: Owner) -> None: ...
+    def prepare_runtime_dir(self, paths: SessionPaths, name: str, owner: Owner) -> None: ...
     async def check_cwd(self, owner: Owner, cwd: str) -> str | None: ...
     async def find_program(self, owner: Owner, program: str) -> Found: ...
     async def installed(

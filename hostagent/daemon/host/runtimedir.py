@@ -1,4 +1,5 @@
-"""The owner's runtime directory, where a session's socket, FIFOs and hooks file live.
+"""The owner's runtime directory, where each session's directory (its socket, FIFO and hooks
+file) and the owner's hooks FIFO live.
 
 The directory is the owner's own (0700), so the owner can put anything in it: a symlink, a
 directory where the daemon's FIFO belongs. The daemon never follows what is there and never
@@ -14,6 +15,7 @@ import secrets
 import stat
 from pathlib import Path
 
+from hostagent.daemon.state.paths import LINK_TARGET, SessionPaths, owner_link
 from hostagent.errors import SpawnFailed
 from hostagent.identity import Owner
 
@@ -31,6 +33,40 @@ def prepare_runtime_dir(path: Path, owner: Owner) -> None:
     if st.st_uid != owner.uid and os.geteuid() == 0:
         os.chown(path, owner.uid, owner.gid, follow_symlinks=False)
     os.chmod(path, 0o700, follow_symlinks=False)
+
+
+def prepare_session_dir(paths: SessionPaths, name: str, owner: Owner) -> None:
+    """The session's own directory, 0700 and the owner's as hers is, and the owner's link to
+    its socket beside it (paths.owner_link); both made again where something else stands."""
+    prepare_runtime_dir(paths.runtime_dir, owner)
+    directory = paths.directory
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISDIR(os.lstat(directory).st_mode):
+            make_room(directory)
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o700)
+    if os.geteuid() == 0:
+        os.chown(directory, owner.uid, owner.gid, follow_symlinks=False)
+    os.chmod(directory, 0o700, follow_symlinks=False)
+    link, target = owner_link(paths.runtime_dir, name), LINK_TARGET.format(name=name)
+    with contextlib.suppress(OSError):
+        if os.readlink(link) == target:
+            return
+    make_room(link)
+    tmp = link.with_name(f".{link.name}.{secrets.token_hex(6)}")
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
+
+
+def remove_session_dir(paths: SessionPaths, name: str) -> None:
+    """What prepare_session_dir made, once its files are gone (a removed session's)."""
+    link = owner_link(paths.runtime_dir, name)
+    with contextlib.suppress(OSError):
+        if stat.S_ISLNK(os.lstat(link).st_mode):
+            os.unlink(link)
+    if not paths.legacy:
+        with contextlib.suppress(OSError):
+            os.rmdir(paths.directory)
 
 
 def make_room(path: Path, keep_fifo: bool = False) -> None:

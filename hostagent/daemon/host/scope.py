@@ -21,13 +21,13 @@ from dbus_fast import Variant
 
 from hostagent import resources, sandbox
 from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
-from hostagent.daemon.host import checkpoint, namespace, procfs, tmux
+from hostagent.daemon.host import checkpoint, namespace, procfs, sandboxing, tmux
 from hostagent.daemon.host.heldchild import HeldChild
 from hostagent.daemon.host.owner import DEFAULT_PATH, program_problem
 from hostagent.daemon.host.procfs import Process
 from hostagent.daemon.host.runtimedir import write_file
 from hostagent.daemon.host.systemd import Systemd, SystemdError, UnitExists
-from hostagent.daemon.state.paths import PANE_DIED, hooks_fifo
+from hostagent.daemon.state.paths import PANE_DIED, SessionPaths, hooks_fifo
 from hostagent.errors import InvalidArgs, NotRunning, SpawnFailed, StopFailed
 from hostagent.identity import Owner
 from hostagent.session import Limits, SessionRecord, boot_usec, name_from_unit, now_usec
@@ -124,15 +124,17 @@ def launch_argv(argv: list[str], sock: Path) -> list[str]:
     return ["/bin/sh", str(script)]
 
 
-def sandbox_plan(record: SessionRecord, owner: Owner, runtime_dir: Path) -> namespace.Plan | None:
-    """The sandbox record's words make for it at this start, None for none; SpawnFailed
-    with the reason when it cannot be made here."""
+def sandbox_plan(
+    record: SessionRecord, owner: Owner, paths: SessionPaths, state: list[str]
+) -> namespace.Plan | None:
+    """The sandbox record's words make for it at this start (state: where its CLI keeps its
+    own state), None for none; SpawnFailed with the reason when it cannot be made here."""
     try:
-        return namespace.session_plan(
-            record.properties, owner, record.cwd, record.repo, str(runtime_dir)
+        return sandboxing.session_plan(
+            record.properties, owner, record.cwd, record.repo, paths, state
         )
     except (sandbox.SandboxProblem, OSError) as e:
-        why = namespace.why(e)
+        why = sandboxing.why(e)
         raise SpawnFailed(f"Session '{record.name}': its sandbox cannot be made: {why}.") from None
 
 
@@ -171,7 +173,7 @@ class Scopes:
         self,
         record: SessionRecord,
         owner: Owner,
-        sock: Path,
+        paths: SessionPaths,
         env: dict[str, str],
         limits: Limits,
         stop_timeout: int,
@@ -179,6 +181,7 @@ class Scopes:
         user_caps: Limits | None = None,
         meanwhile: Step | None = None,
         program_found: bool = False,
+        state: list[str] | None = None,
     ) -> Started:
         """Start the scope with tmux running record.last_argv in the complete environment env,
         its output copied into the FIFO output when given. With user_caps, the scope goes into
@@ -192,6 +195,8 @@ class Scopes:
         program_found: the caller has just found the program as the owner (a create's
         admission), so it is not looked for again.
 
+        state: where the session's CLI keeps its own state, writable in its sandbox.
+
         Raises SpawnFailed on any failure, after making sure no half-started scope is left.
         """
         # A missing program is said before anything starts, in words, not as a pane that dies.
@@ -201,14 +206,15 @@ class Scopes:
             if problem:
                 raise SpawnFailed(f"{problem}; install it, or change the preset's command")
         slice_ = SLICE if user_caps is None else await self.capped_slice(owner.uid, user_caps)
-        died = tmux.died_hook(hooks_fifo(sock.parent), record.name, PANE_DIED)
+        sock = paths.socket
+        died = tmux.died_hook(hooks_fifo(paths.runtime_dir), record.name, PANE_DIED)
         server_env, pane_env = tmux.split_env(env)
         argv = tmux.new_session_argv(
             sock, record.columns, record.rows, launch_argv(record.last_argv, sock), output, died,
             pane_env,
         )  # fmt: skip
         tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
-        plan = sandbox_plan(record, owner, sock.parent)
+        plan = sandbox_plan(record, owner, paths, state or [])
         child = await HeldChild.start(owner, record.cwd, server_env, argv, plan)
         try:
             try:

@@ -20,10 +20,11 @@ from dataclasses import dataclass, replace
 from hostagent import launch
 from hostagent.config import Config, over_caps
 from hostagent.daemon.follow.agenthooks import command_with_hooks
-from hostagent.daemon.host import namespace
+from hostagent.daemon.host import sandboxing
 from hostagent.daemon.host.ports import OwnerPort
+from hostagent.daemon.state.live import Session
 from hostagent.daemon.state.paths import SessionPaths
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.errors import (
     AlreadyRunning,
@@ -38,7 +39,7 @@ from hostagent.errors import (
 )
 from hostagent.identity import Owner
 from hostagent.options import CreateRequest, size_problem
-from hostagent.permissions import capped
+from hostagent.permissions import capped, sandbox_defaults
 from hostagent.presets import Preset
 from hostagent.sandbox import SandboxProblem
 from hostagent.session import (
@@ -109,7 +110,9 @@ async def first_record(
         env=dict(req.env),
         path=found.path,
         limits=req.limits.merged_over(config.limits),
-        properties=list(req.properties),
+        properties=sandbox_defaults(
+            config.sandbox.of(owner.name), list(req.properties), owner.name
+        ),
         columns=req.columns or config.columns,
         rows=req.rows or config.rows,
         agent_session=agent_id,
@@ -126,11 +129,9 @@ async def first_record(
     # A sandbox that cannot be made here is refused before anything of the session exists;
     # each start makes it again, and says so if it no longer can.
     try:
-        namespace.session_plan(
-            record.properties, owner, record.cwd, record.repo, str(paths.runtime_dir)
-        )
+        sandboxing.session_plan(record.properties, owner, record.cwd, record.repo, paths)
     except (SandboxProblem, OSError) as e:
-        why = namespace.why(e)
+        why = sandboxing.why(e)
         raise InvalidArgs(f"Session '{name}': its sandbox cannot be made: {why}.") from None
     return record, owner
 

@@ -30,7 +30,8 @@ from hostagent.daemon.host import tmux
 from hostagent.daemon.host.ports import ScopeRunner
 from hostagent.daemon.host.scope import JOB_TIMEOUT
 from hostagent.daemon.state.background import Background
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.registry import Registry
 from hostagent.session import (
     SUCCESS,
     DormantReason,

@@ -23,19 +23,37 @@ import stat
 from collections.abc import Collection
 from pathlib import Path
 
-from hostagent.daemon.follow.hooks import ROOT_HOOKS_DIR
 from hostagent.daemon.host.ports import WorktreePort
 from hostagent.daemon.host.worktree import Worktree
 from hostagent.daemon.state.creates import PendingCreate, PendingCreates
-from hostagent.daemon.state.paths import runtime_dirs
+from hostagent.daemon.state.paths import ROOT_HOOKS_DIR, runtime_dirs
 from hostagent.daemon.state.registry import Registry
 from hostagent.identity import Owner
 from hostagent.session import unit_name
 
 log = logging.getLogger(__name__)
 
-# A session's runtime files by their ends, with the file type each must have to be ours.
-RUNTIME_FILES = ((".hooks.json", stat.S_ISREG), (".sock", stat.S_ISSOCK), (".out", stat.S_ISFIFO))
+
+def _socket_or_link(mode: int) -> bool:
+    return stat.S_ISSOCK(mode) or stat.S_ISLNK(mode)
+
+
+# A session's runtime files by their ends, with the file type each must have to be ours: its
+# own directory and the owner's link to its socket, and the files an older hostagent kept
+# side by side.
+RUNTIME_FILES = (
+    (".d", stat.S_ISDIR),
+    (".sock", _socket_or_link),
+    (".hooks.json", stat.S_ISREG),
+    (".out", stat.S_ISFIFO),
+)
+# What a session's own directory holds (state/paths.py), by name, with the type of each.
+SESSION_DIR_FILES = {
+    "tmux.sock": stat.S_ISSOCK,
+    "out": stat.S_ISFIFO,
+    "hooks.json": stat.S_ISREG,
+    "tmux.launch": stat.S_ISREG,
+}
 
 
 class Leftovers:
@@ -86,8 +104,8 @@ class Leftovers:
         return True
 
     def sweep_runtime(self) -> int:
-        """Remove every runtime file (hooks file, output FIFO, tmux socket) that names no
-        session; how many went."""
+        """Remove every runtime file (a session's directory and what it holds, the link to
+        its socket, a hooks file) that names no session; how many went."""
         removed = 0
         root_hooks = self.registry.runtime_root / ROOT_HOOKS_DIR
         owners = runtime_dirs(self.registry.runtime_root, self.registry.system)
@@ -106,10 +124,24 @@ class Leftovers:
             if name == entry.name or not name or name in self.registry.sessions:
                 continue
             try:
-                if is_kind(entry.stat(follow_symlinks=False).st_mode):
+                if not is_kind(entry.stat(follow_symlinks=False).st_mode):
+                    return 0
+                if end == ".d":
+                    _empty(Path(entry.path))
+                    os.rmdir(entry.path)
+                else:
                     os.unlink(entry.path)
-                    return 1
+                return 1
             except OSError as e:
                 log.warning("Failed to remove %s: %s", entry.path, e)
             return 0
         return 0
+
+
+def _empty(directory: Path) -> None:
+    """Remove what a session's own directory holds, each file checked for its type; anything
+    else there stays, and so does the directory."""
+    for entry in os.scandir(directory):
+        is_kind = SESSION_DIR_FILES.get(entry.name)
+        if is_kind is not None and is_kind(entry.stat(follow_symlinks=False).st_mode):
+            os.unlink(entry.path)

@@ -20,6 +20,7 @@ from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.host import checkpoint
 from hostagent.daemon.host.ports import OwnerPort, ScopeRunner, WorktreePort
+from hostagent.daemon.host.runtimedir import remove_session_dir
 from hostagent.daemon.host.systemd import SystemdError
 from hostagent.daemon.host.tmux import remove_socket
 from hostagent.daemon.host.worktree import Worktree
@@ -37,7 +38,8 @@ from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.ops.reconcile import GONE_STATES, Reconciler
 from hostagent.daemon.ops.spawn import Spawner, look_last
 from hostagent.daemon.state.creates import PendingCreate, PendingCreates
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.errors import (
     LimitsExceeded,
@@ -355,6 +357,7 @@ class Lifecycle:
         self.registry.store.delete_screen(session.name)
         remove_socket(session.paths.socket)
         self.hooks.remove_hooks(session)
+        remove_session_dir(session.paths, session.name)
         try:
             note = await self.worktrees.remove_of(session.owner, session.record, force)
         except KeyError:  # the owner no longer exists: nobody to run git as

@@ -16,7 +16,8 @@ from hostagent.daemon.host.ports import ScopeRunner
 from hostagent.daemon.host.systemd import SystemdError
 from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.state.background import Background
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.registry import Registry
 from hostagent.session import State
 
 log = logging.getLogger(__name__)

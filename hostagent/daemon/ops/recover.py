@@ -28,7 +28,8 @@ from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.ops.leftovers import Leftovers
 from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.ops.reconcile import Reconciler
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.errors import HostAgentError
 from hostagent.identity import Owner

@@ -13,7 +13,8 @@ from hostagent.daemon.follow.agenthooks import command_with_hooks
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.ports import OwnerPort
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.registry import Registry
 from hostagent.errors import AgentNotFound
 from hostagent.identity import Owner
 from hostagent.presets import Preset

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import NoReturn
 
-from hostagent import sandbox
+from hostagent import launch, sandbox
 from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.host import checkpoint
@@ -21,10 +21,12 @@ from hostagent.daemon.host.ports import OwnerPort, ScopeRunner
 from hostagent.daemon.host.scope import Step
 from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.ops.reconcile import Reconciler
-from hostagent.daemon.state.registry import Registry, Session
+from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.errors import ResumeFailed, SpawnFailed, StorageFull
 from hostagent.permissions import capped
+from hostagent.presets import Preset
 from hostagent.session import DormantReason, Event, Limits
 
 log = logging.getLogger(__name__)
@@ -62,7 +64,8 @@ class Spawner:
         self.registry.store.delete_screen(session.name)
         try:
             owner = session.owner
-            self.owners.prepare_runtime_dir(session.paths.runtime_dir, owner)
+            paths = self.registry.start_paths(session)
+            self.owners.prepare_runtime_dir(paths, session.name, owner)
             self.hooks.write_hooks(session, preset)
             env = self.owners.environment(
                 owner,
@@ -72,12 +75,13 @@ class Spawner:
             # On the system daemon each user's sessions share a slice carrying their caps.
             caps = self.settings.config.users.limits if capped(owner.uid) else Limits()
             output = self.terminal.prepare(session)
+            state = await self.cli_state(session, preset, env)
             if created:
                 await checkpoint.reached(checkpoint.CREATE_MADE, session.name)
             started = await self.scopes.start(
                 record,
                 owner,
-                session.paths.socket,
+                paths,
                 env,
                 record.limits if exempt else record.limits.within(self.settings.config.limits),
                 self.settings.config.stop_timeout_sec,
@@ -85,6 +89,7 @@ class Spawner:
                 caps if self.registry.system else None,
                 first,
                 program_found=created,
+                state=state,
             )
             await checkpoint.reached(checkpoint.SPAWN_STARTED, session.name)
         except (SpawnFailed, OSError) as e:
@@ -116,12 +121,31 @@ class Spawner:
             raise
         confined = sandbox.read(record.properties).shown()
         if confined:
-            log.info("session '%s': started confined: %s", session.name, " ".join(confined))
+            writes = f"; its CLI's state writable: {' '.join(state)}" if state else ""
+            log.info("session '%s': started confined: %s%s", session.name, " ".join(confined), writes)  # fmt: skip
         self.endings.follow(session, started.pane_pid)
         if not record.leader_pid:
             # tmux was already gone from the scope: the agent exited at once. A server that
             # was found running will be followed by the unit's own signals.
             self.reconciler.queue(session)
+
+    async def cli_state(
+        self, session: Session, preset: Preset | None, env: dict[str, str]
+    ) -> list[str]:
+        """Where a sandboxed session's CLI keeps its own state (its preset's paths, made
+        concrete), with each directory of them made first, as the owner: under a read-only
+        home the CLI could not make it itself. Nothing for a session with no sandbox."""
+        record = session.record
+        if preset is None or not preset.state or not sandbox.read(record.properties).confined:
+            return []
+        home, cwd = session.owner.home, record.cwd
+        state = [launch.conversation_glob(t, "", home, cwd, env) for t in preset.state]
+        directories = [p for p in state if p.endswith("/")]
+        if directories:
+            made = await self.owners.run(session.owner, ["/bin/mkdir", "-p", "--", *directories])
+            if made is None or made[0] != 0:
+                log.warning("session '%s': could not make %s", session.name, " ".join(directories))
+        return state
 
     def fail(self, session: Session, error: str) -> NoReturn:
         """A start failed: the session is failed with LastError; its ids are kept. The caller

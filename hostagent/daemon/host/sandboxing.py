@@ -1,0 +1,142 @@
+"""What the daemon decides of a session's sandbox on this host, before anything of it starts:
+the plan its first process will make (``namespace.py`` makes it), checked here so that a create
+that cannot have its sandbox is refused whole; what keeps a sandboxed session from its siblings'
+runtime files; and what this kernel and this mode can enforce, for ``doctor``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterable
+
+from hostagent import sandbox
+from hostagent.daemon.host.namespace import Plan, Veil, landlock_abi
+from hostagent.daemon.state.paths import (
+    LINK_TARGET,
+    ROOT_HOOKS_DIR,
+    SessionPaths,
+    hooks_fifo,
+    owner_link,
+)
+from hostagent.identity import Owner
+from hostagent.sandbox import Mode
+
+
+class SandboxError(OSError):
+    """The sandbox cannot be made on this host, said before anything starts."""
+
+
+def check(plan: Plan) -> None:
+    """SandboxError for what would make the child fail, said in the daemon: a path that must
+    exist and does not, or no inaccessible nodes to hide a path with."""
+    for m in plan.mounts:
+        if not m.optional and not os.path.lexists(m.path):
+            raise SandboxError(errno.ENOENT, f"'{m.path}' does not exist; prefix it with '-'")
+    if any(m.mode == Mode.INACCESSIBLE for m in plan.mounts) and not os.path.isdir(
+        plan.inaccessible_root
+    ):
+        raise SandboxError(errno.ENOENT, f"{plan.inaccessible_root} is missing")
+
+
+INACCESSIBLE_ROOT = "/run/systemd/inaccessible"  # made by systemd at boot, as its units use
+
+
+def session_plan(
+    properties: list[str],
+    owner: Owner,
+    cwd: str,
+    repo: str,
+    paths: SessionPaths,
+    state: Iterable[str] = (),
+) -> Plan | None:
+    """The plan for a session with these properties, None when no word confines it. state:
+    the paths its CLI keeps its state in (its preset's, made concrete), writable as its
+    runtime directory is, unless a word says otherwise. SandboxProblem or SandboxError when it
+    cannot be made here, said before anything starts."""
+    box = sandbox.read(properties)
+    if not box.confined:
+        return None
+    if os.geteuid() != 0:
+        raise SandboxError(
+            errno.EPERM,
+            "the user daemon does not make sandboxes yet; create the session on the system "
+            "daemon (hostagentctl --system)",
+        )
+    gitdir = sandbox.gitdir(cwd, repo)
+    ctx = sandbox.Context(owner.home, owner.name, owner.uid, "/run", cwd, gitdir)
+    runtime_dir = str(paths.runtime_dir)
+    keep = [runtime_dir, *(p.rstrip("/") for p in state if p.rstrip("/"))]
+    found = sandbox.mounts(box, ctx, keep=keep, close=[f"/run/user/{owner.uid}"])
+    no_new_privileges = box.no_new_privileges or box.hides
+    veils = tuple(v for v in apart(paths, owner) if not sandbox.hidden(v.path, found))
+    plan = Plan(tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi(), veils)
+    check(plan)
+    return plan
+
+
+def apart(paths: SessionPaths, owner: Owner) -> list[Veil]:
+    """What keeps a session from its siblings' runtime files: its owner's runtime directory
+    shows it its own directory, the owner's hooks FIFO and the owner's link to its socket;
+    the root-owned hooks directory, its own hooks file if it has one. None for a session an
+    older hostagent started, whose files are side by side with its siblings'."""
+    if paths.legacy:
+        return []
+    name = paths.directory.name.removesuffix(".d")
+    runtime = Veil(
+        str(paths.runtime_dir), owner.uid, owner.gid, 0o700,
+        keep=(paths.directory.name, hooks_fifo(paths.runtime_dir).name),
+        links=((owner_link(paths.runtime_dir, name).name, LINK_TARGET.format(name=name)),),
+    )  # fmt: skip
+    veils = [runtime]
+    root_hooks = paths.runtime_dir.parent / ROOT_HOOKS_DIR
+    if root_hooks.is_dir():
+        own = f"{name}.json"
+        keep = (own,) if (root_hooks / own).exists() else ()
+        veils.append(Veil(str(root_hooks), 0, 0, 0o755, keep=keep))
+    return veils
+
+
+def why(error: Exception) -> str:
+    """A session_plan refusal in words for the caller."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error)
+
+
+def support(system: bool) -> dict[str, str]:
+    """What this kernel and this mode enforce of a sandbox, in words for doctor and the
+    Manager's Sandboxing property."""
+    abi = landlock_abi()
+    made = system and os.geteuid() == 0
+    return {
+        "words": " ".join(sandbox.WORDS) if made else "",
+        "why_not": "" if made else "the user daemon makes no sandbox yet; a word is refused",
+        "landlock_abi": str(abi),
+        "kept_apart": (
+            "no trace, /proc/PID/root or signal out of a sandboxed session"
+            if abi >= 6
+            else "no trace or /proc/PID/root out of a sandboxed session; signals are not "
+            "scoped before Landlock ABI 6 (Linux 6.12)"
+            if abi
+            else "nothing: Landlock is not enabled (add 'landlock' to the kernel's lsm= list)"
+        ),
+        "user_namespaces": "yes" if _user_namespaces() else "no",
+    }
+
+
+def _user_namespaces() -> bool:
+    """Whether an unprivileged user may make a user namespace here (Debian's and Ubuntu's
+    switches included)."""
+    for path, refused in (
+        ("/proc/sys/user/max_user_namespaces", "0"),
+        ("/proc/sys/kernel/unprivileged_userns_clone", "0"),
+        ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1"),
+    ):
+        try:
+            with open(path) as f:
+                if f.read().strip() == refused:
+                    return False
+        except OSError:
+            continue
+    return True
