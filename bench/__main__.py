@@ -72,6 +72,7 @@ def figures(
         "idle_cpu": top.idle_cpu,
         "hook_p95": act["hook_p95"],
         "latency_p95": act["latency_p95"],
+        "sandbox_turn_ratio": act["sandbox_turn_ratio"],
         "restart_s": top.restart_s,
         "reboot_s": top.reboot_s,
         "hostile_excess": host["hostile_excess"],

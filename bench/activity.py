@@ -91,6 +91,33 @@ async def latency(sb: Sandbox, client: Client, preset: str, rounds: int) -> dict
     return result
 
 
+# A session confined to its working tree, as bench/create.py's sandboxed create is.
+SANDBOX = ["ProtectSystem=strict", "ProtectHome=read-only", "ReadWritePaths=%{cwd}",
+           "InaccessiblePaths=-%h/.ssh"]  # fmt: skip
+
+
+async def turn_cost(sb: Sandbox, client: Client, rounds: int) -> dict[str, list[float]]:
+    """ms from sending a line to the stand-in agent to the bus saying it is idle again, its
+    answer written to its conversation, in a sandboxed session and in one without, turn about."""
+    sessions = {"sandboxed": "turn-boxed", "plain": "turn-plain"}
+    env = Variant("a{ss}", {"DEMO_AGENT_THINK": "0"})
+    for kind, name in sessions.items():
+        words = {"properties": Variant("as", SANDBOX)} if kind == "sandboxed" else {}
+        await client.create(name, "demo-agent", "/tmp", {"env": env, **words})
+        await client.wait(name, ["idle"], WAIT)
+    result: dict[str, list[float]] = {kind: [] for kind in sessions}
+    for _ in range(rounds):
+        for kind, name in sessions.items():
+            start = time.monotonic()
+            await client.send_text(name, "/work 0.5", True)
+            await client.wait(name, ["working"], WAIT)
+            await client.wait(name, ["idle"], WAIT)
+            result[kind].append((time.monotonic() - start) * 1000)
+    for name in sessions.values():
+        await client.remove(name)
+    return result
+
+
 def hook_cost(sb: Sandbox, command: str, rounds: int, token: str = "") -> list[float]:
     """ms the agent waits for one hook: ``sh -c COMMAND`` with a hook's JSON on stdin, as an
     agent CLI runs it."""
@@ -108,7 +135,7 @@ async def hook_costs(sb: Sandbox, client: Client, rounds: int) -> dict[str, list
     settings file's own command writes into the hooks FIFO."""
     name = "hook-bench"
     await client.create(name, "demo-agent", "/tmp", {})
-    settings = json.loads(sb.run("cat", f"/run/hostagent/0/{name}.hooks.json").check().stdout)
+    settings = json.loads(sb.run("cat", f"/run/hostagent/0/{name}.d/hooks.json").check().stdout)
     fifo_command = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
     record = yaml.safe_load(sb.run("cat", f"{SESSIONS}/{name}.yaml").check().stdout)
     result = {
@@ -183,6 +210,7 @@ async def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
                 ]
             )
         hooks = await hook_costs(sb, client, rounds)
+        turns = await turn_cost(sb, client, rounds)
         streams = await streaming_cost(sb, client, 3 if quick else 10)
         cost = await idle_cost(sb, client, 50 if quick else 200, 10 if quick else 30)
     finally:
@@ -193,14 +221,16 @@ async def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         "hook_p95": percentile(fifo, 95),
         "latency_p50": max(percentile(v, 50) for v in lat.values()),
         "latency_p95": max(percentile(v, 95) for v in lat.values()),
+        "sandbox_turn_ratio": percentile(turns["sandboxed"], 50) / percentile(turns["plain"], 50),
     }
-    return figures_text(quick, rows, hooks, streams, cost), figures
+    return figures_text(quick, rows, hooks, turns, streams, cost), figures
 
 
 def figures_text(
     quick: bool,
     rows: list[list[str]],
     hooks: dict[str, list[float]],
+    turns: dict[str, list[float]],
     streams: dict[str, float],
     cost: dict[str, float],
 ) -> str:
@@ -219,6 +249,16 @@ def figures_text(
             [
                 [path, str(len(v)), f"{percentile(v, 50):.1f}", f"{percentile(v, 95):.1f}"]
                 for path, v in hooks.items()
+            ],
+        )
+        + "\n\nA turn of the stand-in agent (a line sent, 0.5 s of work, its answer written "
+        "to its conversation under the home, idle again on the bus), in a session confined to "
+        f"its working tree ({' '.join(SANDBOX)}) and in one without, turn about:\n\n"
+        + table(
+            ["session", "n", "p50 ms", "p95 ms"],
+            [
+                [kind, str(len(v)), f"{percentile(v, 50):.0f}", f"{percentile(v, 95):.0f}"]
+                for kind, v in turns.items()
             ],
         )
         + "\n\nThe service's share of one core (its cgroup: the daemon and the helpers it runs) "

@@ -69,6 +69,7 @@ GOALS = [
     Goal("create, one after another (ours ÷ raw)", "create_ratio", 1.2, _ratio, noise=0.46),
     Goal("create, 20 at once (ours ÷ raw)", "create20_ratio", 1.2, _ratio),
     Goal("a sandboxed create ÷ the same create without", "sandbox_ratio", 1.1, _ratio),
+    Goal("a sandboxed turn ÷ the same turn without", "sandbox_turn_ratio", 1.05, _ratio),
     Goal(
         "hostagentctl list and status ÷ systemctl's, the worse",
         "cli_ratio",

@@ -140,6 +140,7 @@ function renderSession(name) {
         Owner: users.get(p.Owner) || p.Owner, Agent: p.Preset, Directory: p.Cwd,
         Worktree: p.Worktree || "-", Branch: p.Branch || "-", Unit: p.Unit,
         Command: (p.Command || []).join(" "), Conversation: p.AgentSessionId || "-",
+        Sandbox: sandboxWords(p).join(" ") || "none",
         Age: age(p), Memory: human(p.MemoryCurrent, "bytes"),
         "CPU time": unknown(p.CPUUsageNSec) ? "-" : human(p.CPUUsageNSec / 1e9),
         Tokens: usageCells(p)[0], Cost: usageCells(p)[1],
@@ -168,6 +169,13 @@ function renderSession(name) {
     // The live screen while it runs, its last screen once it ended, and live again on resume.
     if (terminal && terminal.name === name)
         showScreen(name, p);
+}
+
+/* What the session is confined to: its sandboxing words, as systemd writes them. */
+const SANDBOX_WORDS = ["ProtectSystem", "ProtectHome", "ReadWritePaths", "ReadOnlyPaths",
+    "InaccessiblePaths", "PrivateTmp", "NoNewPrivileges"];
+function sandboxWords(p) {
+    return (p.Properties || []).filter(w => SANDBOX_WORDS.includes(w.split("=")[0]));
 }
 
 /* Who may act on a session, as the daemon and polkit decide: its owner, root (which

@@ -84,7 +84,8 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     browser.until("document.querySelector('#sessions tr[data-name=\"roots-one\"]')", "roots-one")
     # Created elsewhere, shown without a reload: the page follows SessionNew.
     sb.ctl("new", "--preset", "demo-agent", "--name", "alices", "--cwd", "/home/alice",
-           "-e", "DEMO_AGENT_THINK=0", user="alice", system=True).check()  # fmt: skip
+           "-e", "DEMO_AGENT_THINK=0", "-p", "InaccessiblePaths=-%h/.ssh",
+           user="alice", system=True).check()  # fmt: skip
     shown_after = time.monotonic()
     browser.until("document.querySelector('#sessions tr[data-name=\"alices\"]')", "alices")
     print(f"a new session was on the page {time.monotonic() - shown_after:.3f}s after its create")
@@ -114,6 +115,8 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     until(lambda: "You said: typed in cockpit" in sb.ctl("capture", "alices", system=True).stdout,
           "the line typed in the browser reached the agent")  # fmt: skip
     browser.until("document.getElementById('explain').innerText.includes('rule')", "why")
+    browser.until("document.getElementById('props').innerText.includes('InaccessiblePaths=')",
+                  "what her session is confined to")  # fmt: skip
     browser.screenshot(REPO / "docs" / "cockpit-session.png")
 
     # Stop (confirmed) and resume her own.

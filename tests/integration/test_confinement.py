@@ -97,6 +97,9 @@ def test_a_session_writes_only_its_working_tree_and_keeps_to_it_after_a_resume(
             assert typed(sb, name, "touch /home/alice/elsewhere") != 0
             assert typed(sb, name, f"cat {SECRET}") != 0
             assert typed(sb, name, "touch /var/tmp/hostagent-test-tree") != 0
+            # A restarted daemon adopts it as it runs, sandbox and all.
+            sb.daemon_restart()
+            assert typed(sb, name, f"cat {SECRET}") != 0
             # The same sandbox at every start: a stop and a resume make it again.
             sb.ctl("stop", name, user="alice", system=True).check()
             sb.ctl("resume", name, user="alice", system=True).check()

@@ -364,9 +364,9 @@ def test_10_the_smaller_ones(sb: Sandbox, guarded: Probe, alices: str) -> None:
         while sb.run("stat", "-c", "%s", "/tmp/bob-typed").stdout.strip() != "65536":
             assert time.monotonic() < deadline, "the text never arrived whole"
             time.sleep(0.1)
-        # His own NAME.out replaced by a directory does not wedge his session.
+        # His own NAME.d/out replaced by a directory does not wedge his session.
         sb.ctl("stop", typed, user="bob", system=True).check()
-        sb.run("mkdir", "-p", f"/run/hostagent/{sb.uid('bob')}/{typed}.out/x", user="bob").check()
+        sb.run("mkdir", "-p", f"/run/hostagent/{sb.uid('bob')}/{typed}.d/out/x", user="bob").check()
         sb.ctl("resume", typed, user="bob", system=True).check()
         assert settled(sb, typed) == ("running", "active", "running")
     finally:

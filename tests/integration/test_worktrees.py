@@ -163,7 +163,7 @@ def test_a_create_killed_before_its_record_leaves_nothing_behind(sb: Sandbox) ->
     name then works."""
     make_repo(sb) if sb.run("test", "-d", GITDIR).returncode else None
     name, uid = "wt-killed", sb.uid("alice")
-    fifo = f"/run/hostagent/{uid}/{name}.out"
+    fifo = f"/run/hostagent/{uid}/{name}.d/out"
     with sb.park(checkpoint.CREATE_MADE, name) as parked:
         args = ["new", "--preset", "shell", "--name", name, "--cwd", f"{REPO}/src", "--worktree"]
         proc = sb.popen("hostagentctl", "--system", *args, user="alice")
