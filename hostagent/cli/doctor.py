@@ -153,6 +153,7 @@ async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
         print(f"sandboxing words made here: {made}")
         print(f"sessions kept apart by Landlock (ABI {box.get('landlock_abi', '?')}): "
               f"{box.get('kept_apart', '')}")  # fmt: skip
+        print(f"IPAddressDeny= enforced: {box.get('ip_address_deny', '?')}")
     if mode == "system" and POLKIT not in await _names(c, "ListNames", "ListActivatableNames"):
         problems.append(  # polkitd starts on demand, so activatable is enough
             "polkit is not running: only root may act on other users' sessions "

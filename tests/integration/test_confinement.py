@@ -5,6 +5,7 @@ means to systemd, checked against a transient service systemd itself sandboxes."
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
 
@@ -205,6 +206,34 @@ def test_the_admins_defaults_confine_every_new_session_and_only_tighten(
         removed(sb, *made)
         sb.run("rm", "-f", "/etc/hostagent/hostagent.yaml")
         sb.ctl("reload")
+
+
+def test_ip_address_deny_is_enforced_or_refused_never_ignored(alices_home: Sandbox) -> None:
+    """systemd enforces IPAddressDeny= with a cgroup BPF program and ignores it where it
+    cannot attach one; hostagent refuses it there instead, with the reason doctor gives."""
+    sb = alices_home
+    port = 47000 + secrets.randbelow(1000)
+    sb.run("systemd-run", "--unit=hostagent-test-listener", "/usr/bin/python3", "-c",
+           f"import socket, time; s = socket.create_server(('127.0.0.1', {port})); "
+           "time.sleep(600)").check()  # fmt: skip
+    connect = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 3)\""
+    said = json.loads(sb.ctl("--json", "doctor", user="alice", system=True).stdout)
+    enforced = said["sandboxing"]["ip_address_deny"] == "yes"
+    made: list[str] = []
+    try:
+        until(lambda: sb.run("/bin/sh", "-c", connect).returncode == 0, "the listener listens")
+        if not enforced:
+            refused = sb.ctl("new", "--preset", "shell", "-p", "IPAddressDeny=any",
+                             user="alice", system=True)  # fmt: skip
+            assert refused.returncode != 0
+            assert "IPAddressDeny= cannot be enforced here" in refused.stderr, refused.stderr
+            return
+        made += [walled := session(sb, "IPAddressDeny=any"), plain := session(sb)]
+        assert typed(sb, walled, connect) != 0
+        assert typed(sb, plain, connect) == 0
+    finally:
+        removed(sb, *made)
+        sb.run("systemctl", "stop", "hostagent-test-listener")
 
 
 PROBE = (

@@ -6,8 +6,13 @@ runtime files; and what this kernel and this mode can enforce, for ``doctor``.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import errno
+import functools
 import os
+import platform
+import struct
 from collections.abc import Iterable
 
 from hostagent import sandbox
@@ -122,7 +127,16 @@ def support(system: bool) -> dict[str, str]:
             else "nothing: Landlock is not enabled (add 'landlock' to the kernel's lsm= list)"
         ),
         "user_namespaces": "yes" if _user_namespaces() else "no",
+        "ip_address_deny": ip_problem(system) or "yes",
     }
+
+
+def ip_problem(system: bool) -> str:
+    """Why IPAddressDeny=/IPAddressAllow= would not be enforced on this daemon's sessions,
+    "" when they would: systemd ignores them, with a line in its own journal, where it cannot."""
+    if not system or os.geteuid() != 0:
+        return "a user's service manager attaches no BPF program to a unit"
+    return ip_firewall()
 
 
 def _user_namespaces() -> bool:
@@ -140,3 +154,33 @@ def _user_namespaces() -> bool:
         except OSError:
             continue
     return True
+
+
+_BPF_PROG_LOAD, _BPF_PROG_TYPE_CGROUP_SKB = 5, 8
+# r0 = 1 (let the packet pass); exit: the least program the kernel takes for a cgroup.
+_PASS_ALL = bytes.fromhex("b7000000010000009500000000000000")
+
+
+@functools.cache  # the kernel's and the manager's, for the daemon's life
+def ip_firewall() -> str:
+    """Why systemd cannot enforce IPAddressDeny=/IPAddressAllow= here ("" when it can): it
+    attaches a cgroup BPF program to the unit, which needs the unified cgroup hierarchy and a
+    kernel that loads one (as systemd itself finds out, by loading a trivial one)."""
+    if not os.path.exists("/sys/fs/cgroup/cgroup.controllers") and not os.path.isdir(
+        "/sys/fs/cgroup/unified"
+    ):
+        return "systemd's IP firewall needs the unified cgroup hierarchy (cgroup v2)"
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    insns = ctypes.create_string_buffer(_PASS_ALL, len(_PASS_ALL))
+    license_ = ctypes.create_string_buffer(b"GPL")
+    attr = (ctypes.c_uint8 * 128)()
+    struct.pack_into("=IIQQ", attr, 0, _BPF_PROG_TYPE_CGROUP_SKB, 2,
+                     ctypes.addressof(insns), ctypes.addressof(license_))  # fmt: skip
+    fd = libc.syscall(_SYS_BPF.get(platform.machine(), -1), _BPF_PROG_LOAD, attr, 128)
+    if fd < 0:
+        return f"the kernel loads no cgroup BPF program here ({os.strerror(ctypes.get_errno())})"
+    os.close(fd)
+    return ""
+
+
+_SYS_BPF = {"x86_64": 321, "aarch64": 280, "riscv64": 280, "ppc64le": 361, "s390x": 351}

@@ -53,6 +53,7 @@ from hostagent.session import (
 )
 
 PATH_MAX = 4096  # the kernel's, for a path it is given whole
+IP_WORDS = ("IPAddressAllow", "IPAddressDeny")  # systemd enforces them with cgroup BPF
 
 
 async def first_record(
@@ -126,6 +127,11 @@ async def first_record(
     problem = size_problem(first.argv, {**preset.env, **record.launch_env()})
     if problem:
         raise InvalidArgs(f"Session '{name}': {problem}.")
+    walls = [w for w in record.properties if w.partition("=")[0] in IP_WORDS]
+    problem = sandboxing.ip_problem(os.geteuid() == 0) if walls else ""
+    if problem:
+        word = walls[0].partition("=")[0]
+        raise InvalidArgs(f"Session '{name}': {word}= cannot be enforced here: {problem}; leave it out.")  # fmt: skip
     # A sandbox that cannot be made here is refused before anything of the session exists;
     # each start makes it again, and says so if it no longer can.
     try:
