@@ -34,13 +34,14 @@ DOCS: dict[str, tuple[str, str]] = {
         + ". An unknown option is InvalidArgs. `args` go with every start; `prompt` only with "
         "the first. `properties` are systemd resource-control assignments in systemd's words "
         "(`CPUQuota=50%`, `AllowedCPUs=0-3`; " + ", ".join(PROPERTIES) + "), kept and given "
-        "to the scope at every start. They also take systemd.exec(5)'s sandboxing words ("
+        "to the scope at every start (IPAddressAllow and IPAddressDeny are InvalidArgs where "
+        "systemd cannot enforce them). They also take systemd.exec(5)'s sandboxing words ("
         + ", ".join(WORDS)
         + '; docs/admin-guide.md, "Sandboxing agents"), made by the session\'s first process '
         "at every start: a bad one is InvalidArgs naming what it takes, one that cannot be made "
-        "here InvalidArgs before the session exists. From inside a sandboxed session, the new "
-        "session takes that session's words first, and a word that loosens them is "
-        "AccessDenied. The program is looked up by the owner's login shell; "
+        "here InvalidArgs before the session exists. The admin's defaults (hostagent.yaml's "
+        "`sandbox`), and from inside a sandboxed session that session's words, come first; a "
+        "word that loosens them is AccessDenied. The program is looked up by the owner's login shell; "
         "AgentNotFound names the PATH searched.",
     ),
     "ResumeSession": (ACTS, "Start a stopped, dormant or failed session again; AlreadyRunning."),
