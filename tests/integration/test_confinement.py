@@ -34,11 +34,12 @@ def alices_home(sandbox: Sandbox) -> Iterator[Sandbox]:
     sb.sh(f"rm -rf /etc/hostagent-test /usr/local/hostagent-test {SUID} /var/tmp/hostagent-test-*")
 
 
-def typed(sb: Sandbox, name: str, command: str) -> int:
-    """The exit status of command typed into alice's session name, at its shell's prompt; the
-    status comes back through /dev/shm, which every sandbox leaves as it is."""
+def typed(sb: Sandbox, name: str, command: str, system: bool = True) -> int:
+    """The exit status of command typed into alice's session name (of her user daemon's, with
+    system False), at its shell's prompt; the status comes back through /dev/shm, which every
+    sandbox leaves as it is."""
     out = f"/dev/shm/hostagent-test-{secrets.token_hex(4)}"
-    sb.ctl("send", name, f"{command}; echo $? > {out}", user="alice", system=True).check()
+    sb.ctl("send", name, f"{command}; echo $? > {out}", user="alice", system=system).check()
     until(lambda: sb.run("test", "-s", out).returncode == 0, f"{command!r} ran in {name}")
     status = int(sb.run("cat", out).check().stdout)
     sb.run("rm", "-f", out)
@@ -234,6 +235,46 @@ def test_ip_address_deny_is_enforced_or_refused_never_ignored(alices_home: Sandb
     finally:
         removed(sb, *made)
         sb.run("systemctl", "stop", "hostagent-test-listener")
+
+
+def test_the_user_daemon_makes_the_sandbox_in_a_user_namespace(alices_home: Sandbox) -> None:
+    """alice's own daemon, under her user manager, makes the same sandbox as root's, in a user
+    namespace of the session's own: her secret hidden, her home read-only but for the tree, no
+    way to her user manager or to her other session's terminal."""
+    sb = alices_home
+    sb.daemon_start(user="alice")
+    made: list[str] = []
+
+    def new(*words: str) -> str:
+        extra = [arg for word in words for arg in ("-p", word)]
+        out = sb.ctl("new", "--preset", "shell", "--cwd", "/home/alice/proj", *extra,
+                     user="alice").check().stdout.strip()  # fmt: skip
+        made.append(out)
+        return out
+
+    try:
+        confined = new(
+            "ProtectHome=read-only", "ReadWritePaths=%{cwd}", "InaccessiblePaths=%h/.ssh"
+        )
+        plain = new()
+        run = f"/run/user/{sb.uid('alice')}"
+        for attack in (
+            f"cat {SECRET}",
+            "touch ~/written",
+            "systemd-run --user --quiet true",
+            f"tmux -S {run}/hostagent/{plain}.sock list-sessions",
+        ):
+            assert typed(sb, confined, attack, system=False) != 0, attack
+            assert typed(sb, plain, attack, system=False) == 0, attack
+        assert typed(sb, confined, "touch ~/proj/made-here", system=False) == 0
+        sb.ctl("stop", confined, user="alice").check()
+        sb.ctl("resume", confined, user="alice").check()
+        assert typed(sb, confined, f"cat {SECRET}", system=False) != 0
+    finally:
+        for name in made:
+            sb.ctl("rm", "--force", name, user="alice")
+        sb.daemon_stop(user="alice")
+        sb.sh("rm -f /home/alice/written /home/alice/proj/made-here")
 
 
 PROBE = (

@@ -46,7 +46,7 @@ from hostagent.sandbox import Mode, Mount
 
 FAILED = 124  # the held child's exit status when its sandbox could not be made
 
-_CLONE_NEWNS = 0x00020000
+_CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_SLAVE = 0x20, 0x1000, 0x4000, 0x80000
 _AT_FDCWD = -100
@@ -200,7 +200,10 @@ def _node(root: str, path: str) -> str:
 
 def _enter(plan: Plan) -> None:
     if plan.mounts or plan.veils:
-        _call(_libc.unshare(_CLONE_NEWNS), "unshare")
+        if os.geteuid() == 0:
+            _call(_libc.unshare(_CLONE_NEWNS), "unshare")
+        else:
+            _own_user_namespace()
         _mount(None, "/", None, _MS_REC | _MS_SLAVE)
         # Each read-write path and each veiled directory's own entry as it is now, before any
         # word changes it. An entry is the owner's to replace: a link there is not followed.
@@ -222,6 +225,22 @@ def _enter(plan: Plan) -> None:
         _call(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     if plan.landlock_abi:
         _landlock(plan.landlock_abi)
+
+
+def _own_user_namespace() -> None:
+    """The user daemon's way to a mount namespace: a user namespace of the session's own, in
+    which its user is herself (one uid and one gid mapped to themselves) and holds the
+    capabilities to mount, until tmux's exec drops them. The mounts it copies are locked
+    (mount_namespaces(7)): nothing in the session can take one away to see what it hides."""
+    uid, gid = os.getuid(), os.getgid()
+    _call(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(CLONE_NEWUSER)")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                       ("gid_map", f"{gid} {gid} 1")):  # fmt: skip
+        fd = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
 
 
 def _make(plan: Plan, m: Mount, copies: dict[str, int]) -> None:

@@ -62,17 +62,31 @@ def session_plan(
     box = sandbox.read(properties)
     if not box.confined:
         return None
-    if os.geteuid() != 0:
+    system = os.geteuid() == 0
+    if not system and not _user_namespaces():
         raise SandboxError(
             errno.EPERM,
-            "the user daemon does not make sandboxes yet; create the session on the system "
-            "daemon (hostagentctl --system)",
+            "this host lets no user make a user namespace, which the user daemon's sandbox is "
+            "made in; create the session on the system daemon (hostagentctl --system)",
         )
+    user_runtime = f"/run/user/{owner.uid}"
     gitdir = sandbox.gitdir(cwd, repo)
-    ctx = sandbox.Context(owner.home, owner.name, owner.uid, "/run", cwd, gitdir)
+    ctx = sandbox.Context(
+        owner.home, owner.name, owner.uid, "/run" if system else user_runtime, cwd, gitdir
+    )
     runtime_dir = str(paths.runtime_dir)
     keep = [runtime_dir, *(p.rstrip("/") for p in state if p.rstrip("/"))]
-    found = sandbox.mounts(box, ctx, keep=keep, close=[f"/run/user/{owner.uid}"])
+    # Her user manager and session bus, through which anything could be started outside the
+    # sandbox: all of her runtime directory on the system daemon; the user daemon's own
+    # runtime directory is in it, so there only their sockets.
+    close = [user_runtime] if system else [f"{user_runtime}/bus", f"{user_runtime}/systemd"]
+    found = sandbox.mounts(box, ctx, keep=keep, close=close)
+    if sandbox.hidden(runtime_dir, found):
+        raise SandboxError(
+            errno.EINVAL,
+            f"a word hides {runtime_dir}, where the session's terminal lives (ProtectHome=yes "
+            "or tmpfs hides /run/user); use ProtectHome=read-only, or the system daemon",
+        )
     no_new_privileges = box.no_new_privileges or box.hides
     veils = tuple(v for v in apart(paths, owner) if not sandbox.hidden(v.path, found))
     plan = Plan(tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi(), veils)
@@ -94,8 +108,8 @@ def apart(paths: SessionPaths, owner: Owner) -> list[Veil]:
         links=((owner_link(paths.runtime_dir, name).name, LINK_TARGET.format(name=name)),),
     )  # fmt: skip
     veils = [runtime]
-    root_hooks = paths.runtime_dir.parent / ROOT_HOOKS_DIR
-    if root_hooks.is_dir():
+    root_hooks = paths.runtime_dir.parent / ROOT_HOOKS_DIR  # the system daemon's alone
+    if os.geteuid() == 0 and root_hooks.is_dir():
         own = f"{name}.json"
         keep = (own,) if (root_hooks / own).exists() else ()
         veils.append(Veil(str(root_hooks), 0, 0, 0o755, keep=keep))
@@ -113,10 +127,10 @@ def support(system: bool) -> dict[str, str]:
     """What this kernel and this mode enforce of a sandbox, in words for doctor and the
     Manager's Sandboxing property."""
     abi = landlock_abi()
-    made = system and os.geteuid() == 0
+    made = (system and os.geteuid() == 0) or _user_namespaces()
     return {
         "words": " ".join(sandbox.WORDS) if made else "",
-        "why_not": "" if made else "the user daemon makes no sandbox yet; a word is refused",
+        "why_not": "" if made else "this host lets no user make a user namespace",
         "landlock_abi": str(abi),
         "kept_apart": (
             "no trace, /proc/PID/root or signal out of a sandboxed session"
@@ -139,9 +153,11 @@ def ip_problem(system: bool) -> str:
     return ip_firewall()
 
 
+@functools.cache  # the kernel's and the machine's, for the daemon's life
 def _user_namespaces() -> bool:
-    """Whether an unprivileged user may make a user namespace here (Debian's and Ubuntu's
-    switches included)."""
+    """Whether this process may make a user namespace here: Debian's and Ubuntu's switches
+    (Ubuntu's AppArmor rule lets one be made, without the right to mount in it), then a
+    child that tries (a container's seccomp filter may refuse it)."""
     for path, refused in (
         ("/proc/sys/user/max_user_namespaces", "0"),
         ("/proc/sys/kernel/unprivileged_userns_clone", "0"),
@@ -153,9 +169,14 @@ def _user_namespaces() -> bool:
                     return False
         except OSError:
             continue
-    return True
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    pid = os.fork()
+    if pid == 0:  # nothing but the call and the exit in the child
+        os._exit(0 if libc.unshare(_CLONE_NEWUSER) == 0 else 1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
+_CLONE_NEWUSER = 0x10000000
 _BPF_PROG_LOAD, _BPF_PROG_TYPE_CGROUP_SKB = 5, 8
 # r0 = 1 (let the packet pass); exit: the least program the kernel takes for a cgroup.
 _PASS_ALL = bytes.fromhex("b7000000010000009500000000000000")
