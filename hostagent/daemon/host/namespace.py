@@ -1,5 +1,6 @@
 """A session's sandbox made: the mount namespace and the Landlock domain its first process
-enters between fork and exec, as root, before setpriv drops it to the owner.
+enters between fork and exec, as root, before setpriv drops it to the owner (on the user
+daemon, as the owner, in a user namespace of the session's own: ``_own_user_namespace``).
 
 This is what systemd's namespace code does for a service, done by the daemon because a scope's
 processes are forked by its caller. ``sandbox.mounts`` decides the mounts; here they are made:
