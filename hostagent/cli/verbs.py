@@ -71,6 +71,8 @@ VERBS = (
     Verb("info", NOTHING, _CTL + "verb_info", "the daemon's version, mode and boot id"),
     Verb("doctor", NOTHING, "hostagent.cli.doctor:verb_doctor", "check this host's setup"),
     Verb("reload", NOTHING, _CTL + "verb_reload", "reread the configuration and presets"),
+    Verb("mcp", NOTHING, "hostagent.cli.mcp:verb_mcp",
+         "serve the session tools to an agent over MCP, on stdin and stdout"),
     Verb("hook", NOTHING, _CTL + "verb_hook",
          "report an agent hook event (run from inside a session)"),
     Verb("usage", NOTHING, "hostagent.cli.ctl_usage:verb_usage",

@@ -1,0 +1,227 @@
+"""hostagentctl mcp: the tools an agent uses to drive sessions, served over the Model Context
+Protocol on stdin and stdout (mcp_protocol.py).
+
+Each tool is a call of the daemon's bus API through the client library, as the verb of the
+same name makes it, so what a caller may do is the daemon's to decide (docs/security.md), never
+this server's: from inside a sandboxed session, only sessions at least as confined. A refusal
+comes back to the agent as the tool's error, with the daemon's one-line message. The protocol is
+written on the standard library; docs/decisions.md says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+from typing import Any
+
+from dbus_fast import Variant
+
+from hostagent import __version__
+from hostagent.cli.ctl_output import as_json
+from hostagent.cli.mcp_protocol import MAX_LINE, PARSE_ERROR, Server, Tool, ToolError, error_line
+from hostagent.client.library import Client
+from hostagent.errors import HostAgentError
+
+EOF_GRACE = 2.0  # seconds the answers in flight get once stdin has ended
+ACTIVITIES = ["working", "blocked", "idle", "exited", "unknown"]
+NAME = {"type": "string", "description": "the session's name, as list_sessions shows it"}
+INSTRUCTIONS = (
+    "Sessions are agents (or shells) that hostagent runs, each in a terminal of its own. To "
+    "hand work to another agent: create_session with its preset and a prompt, wait_sessions "
+    "until it is idle or blocked, then capture_screen to read what it said; send_text to "
+    "answer it. What you may act on is the daemon's decision: a refusal says why."
+)
+
+
+def tools(client: Client) -> list[Tool]:
+    """The session tools, each a call of client's."""
+
+    async def list_sessions(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        rows = [
+            {"name": r.name, "preset": r.preset, "state": r.state, "activity": r.activity,
+             "owner": r.owner}
+            for r in await client.list_sessions()
+        ]  # fmt: skip
+        text = "\n".join(f"{r['name']} {r['preset']} {r['state']} {r['activity']}" for r in rows)
+        return text or "no sessions", {"sessions": rows}
+
+    async def session_status(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        shown = as_json(await client.properties(args["name"]))
+        return "\n".join(f"{k}: {v}" for k, v in shown.items() if v is not None), shown
+
+    async def create_session(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        options: dict[str, Variant] = {}
+        for key, signature in (("prompt", "s"), ("args", "as"), ("env", "a{ss}"),
+                               ("worktree", "s"), ("properties", "as")):  # fmt: skip
+            if key in args:
+                options[key] = Variant(signature, args[key])
+        cwd = os.path.abspath(args.get("cwd") or os.getcwd())
+        path = await client.create(args.get("name", ""), args["preset"], cwd, options)
+        name = next((r.name for r in await client.list_sessions() if r.path == path), path)
+        return f"created session {name}", {"name": name}
+
+    async def send_text(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        await client.send_text(args["name"], args["text"], args.get("enter", True))
+        return f"typed into {args['name']}", {"name": args["name"]}
+
+    async def wait_sessions(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        activities = args.get("activities") or ["idle", "blocked"]
+        timeout = int(args.get("timeout_seconds", 600) * 1_000_000)
+        name, activity = await client.wait_any(args["names"], activities, timeout)
+        return f"{name} is {activity}", {"name": name, "activity": activity}
+
+    async def capture_screen(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        screen = await client.capture(args["name"], args.get("lines", 0))
+        return screen, {"name": args["name"], "screen": screen}
+
+    async def explain_activity(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        info = await client.explain(args["name"])
+        return "\n".join(f"{k}: {v}" for k, v in info.items() if v), dict(info)
+
+    async def stop_session(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        await client.stop(args["name"])
+        return f"stopped {args['name']}", {"name": args["name"]}
+
+    async def resume_session(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        await client.resume(args["name"])
+        return f"resumed {args['name']}", {"name": args["name"]}
+
+    async def remove_session(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        note = await client.remove_with_flags(args["name"], args.get("force", False))
+        return note or f"removed {args['name']}", {"name": args["name"], "note": note}
+
+    one = {"type": "object", "properties": {"name": NAME}, "required": ["name"]}
+    strings = {"type": "array", "items": {"type": "string"}}
+    # fmt: off
+    return [
+        Tool("list_sessions", "Every session you can see: name, preset, state (running, "
+             "stopped, dormant, failed) and activity (working, blocked, idle, exited).",
+             {"type": "object", "properties": {}}, _refusals(list_sessions)),
+        Tool("session_status", "A session's properties: state, activity, preset, working "
+             "directory, conversation id, usage, last error.", one, _refusals(session_status)),
+        Tool("create_session", "Start a new session of an agent (a preset: claude, codex, "
+             "shell, ...) in a directory, optionally with its first prompt. Returns its name.",
+             {"type": "object", "required": ["preset"], "properties": {
+                 "preset": {"type": "string", "description": "the agent to run"},
+                 "name": {"type": "string", "description": "a name; made up when left out"},
+                 "cwd": {"type": "string", "description": "its working directory (default: "
+                         "this server's)"},
+                 "prompt": {"type": "string", "description": "its first message"},
+                 "args": {**strings, "description": "more arguments for the agent's command"},
+                 "env": {"type": "object", "additionalProperties": {"type": "string"}},
+                 "worktree": {"type": "string", "description": "run it in a git worktree of "
+                              "its own on this branch ('' for hostagent/NAME)"},
+                 "properties": {**strings, "description": "systemd properties and sandboxing "
+                                "words, as ProtectSystem=strict"},
+             }}, _refusals(create_session)),
+        Tool("send_text", "Type text into a session's terminal, then Enter (unless enter is "
+             "false): to answer its question or give it work.",
+             {"type": "object", "required": ["name", "text"], "properties": {
+                 "name": NAME, "text": {"type": "string"}, "enter": {"type": "boolean"}}},
+             _refusals(send_text)),
+        Tool("wait_sessions", "Wait until the first of the named sessions reaches one of the "
+             "activities (default idle or blocked; exited always ends a wait). Returns which "
+             "one and its activity.",
+             {"type": "object", "required": ["names"], "properties": {
+                 "names": {**strings, "description": "the sessions to wait for"},
+                 "activities": {"type": "array", "items": {"type": "string",
+                                                           "enum": ACTIVITIES}},
+                 "timeout_seconds": {"type": "number", "minimum": 0},
+             }}, _refusals(wait_sessions)),
+        Tool("capture_screen", "What a session's terminal shows now (its last screen once it "
+             "ended): read what its agent answered or asks.",
+             {"type": "object", "required": ["name"], "properties": {
+                 "name": NAME, "lines": {"type": "integer", "minimum": 0,
+                                         "description": "scrollback lines above the screen"}}},
+             _refusals(capture_screen)),
+        Tool("explain_activity", "Why a session's activity is what it is: the rule and the "
+             "text it matched.", one, _refusals(explain_activity)),
+        Tool("stop_session", "Stop a session; it can be resumed into the same conversation.",
+             one, _refusals(stop_session)),
+        Tool("resume_session", "Start a stopped or dormant session again, into its "
+             "conversation.", one, _refusals(resume_session)),
+        Tool("remove_session", "Stop and forget a session (its worktree too when clean, or "
+             "with force).",
+             {"type": "object", "required": ["name"], "properties": {
+                 "name": NAME, "force": {"type": "boolean"}}}, _refusals(remove_session)),
+    ]
+    # fmt: on
+
+
+def _refusals(run: Any) -> Any:
+    """run, with the daemon's refusals (and the bus's) said to the agent as the tool's error."""
+
+    async def guarded(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        try:
+            result: tuple[str, dict[str, Any]] = await run(args)
+        except HostAgentError as e:
+            raise ToolError(e.message) from None
+        return result
+
+    return guarded
+
+
+async def serve(server: Server, reader: asyncio.StreamReader, write: Any) -> None:
+    """Answer each line of reader until it ends, each request in a task of its own (a wait
+    must not hold up a ping), its answer written whole when it is ready."""
+    pending: set[asyncio.Task[None]] = set()
+
+    async def one(line: bytes) -> None:
+        answer = await server.answer(line)
+        if answer is not None:
+            write(answer + b"\n")
+
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as e:
+            line = e.partial  # the last line, without its newline; b"" at the end
+            if not line.strip():
+                break
+        except asyncio.LimitOverrunError:
+            await _skip_line(reader)
+            write(error_line(None, PARSE_ERROR, f"a message is at most {MAX_LINE} bytes") + b"\n")
+            continue
+        if line.strip():
+            task = asyncio.create_task(one(line.strip()))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+    # The client closed its end, which is how it ends the server: what is answered within a
+    # moment is still written (it may read on until we exit); a wait that goes on is cancelled.
+    if pending:
+        _, waiting = await asyncio.wait(set(pending), timeout=EOF_GRACE)
+        for task in waiting:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*waiting, return_exceptions=True)
+
+
+async def _skip_line(reader: asyncio.StreamReader) -> None:
+    """Read past the rest of an overlong line."""
+    while True:
+        try:
+            await reader.readuntil(b"\n")
+            return
+        except asyncio.LimitOverrunError as e:
+            await reader.readexactly(e.consumed)
+        except asyncio.IncompleteReadError:
+            return
+
+
+async def verb_mcp(c: Client, a: argparse.Namespace) -> int:
+    """Serve the tools on stdin and stdout until stdin ends."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=MAX_LINE)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    out = sys.stdout.buffer
+
+    def write(data: bytes) -> None:
+        out.write(data)
+        out.flush()
+
+    server = Server(tools(c), version=__version__, instructions=INSTRUCTIONS)
+    await serve(server, reader, write)
+    return 0

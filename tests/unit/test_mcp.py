@@ -1,0 +1,203 @@
+"""hostagentctl mcp's protocol: the handshake, tools/list and tools/call, errors for broken
+lines and bad arguments (the server reads on), a refusal as the tool's error, a wait that does
+not hold up a ping, and a closed stdin that ends the server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from hostagent.cli import mcp
+from hostagent.cli.mcp_protocol import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    NO_METHOD,
+    PARSE_ERROR,
+    REVISIONS,
+    Server,
+    Tool,
+    ToolError,
+    check,
+)
+from hostagent.errors import AccessDenied
+
+
+async def _echo(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    if args.get("text") == "refuse":
+        raise ToolError("refused: ask its owner")
+    return args["text"], {"text": args["text"]}
+
+
+ECHO = Tool("echo", "says it back", {"type": "object", "required": ["text"],
+            "properties": {"text": {"type": "string"}}}, _echo)  # fmt: skip
+
+
+def ask(server: Server, message: object) -> dict[str, Any] | None:
+    line = message if isinstance(message, bytes) else json.dumps(message).encode()
+    answer = asyncio.run(server.answer(line))
+    return None if answer is None else json.loads(answer)
+
+
+def request(method: str, params: object = None, ident: object = 1) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method}
+    return message if params is None else {**message, "params": params}
+
+
+@pytest.mark.parametrize(
+    ("asked", "agreed"),
+    [("2025-06-18", "2025-06-18"), ("2025-11-25", "2025-11-25"), ("2026-07-28", REVISIONS[0]),
+     ("1999-01-01", REVISIONS[0])],
+)  # fmt: skip
+def test_the_handshake_agrees_a_revision_and_offers_tools(asked: str, agreed: str) -> None:
+    answer = ask(Server([ECHO], version="9"), request("initialize", {"protocolVersion": asked}))
+    assert answer is not None
+    assert answer["result"]["protocolVersion"] == agreed
+    assert answer["result"]["capabilities"] == {"tools": {"listChanged": False}}
+    assert answer["result"]["serverInfo"] == {"name": "hostagent", "version": "9"}
+
+
+def test_tools_are_listed_with_their_schemas_and_called() -> None:
+    server = Server([ECHO])
+    listed = ask(server, request("tools/list"))
+    assert listed is not None and listed["result"]["tools"][0]["inputSchema"] == ECHO.schema
+    called = ask(server, request("tools/call", {"name": "echo", "arguments": {"text": "hi"}}))
+    assert called is not None
+    assert called["result"] == {
+        "content": [{"type": "text", "text": "hi"}],
+        "structuredContent": {"text": "hi"},
+        "isError": False,
+    }
+    refused = ask(server, request("tools/call", {"name": "echo", "arguments": {"text": "refuse"}}))
+    assert refused is not None and refused["result"]["isError"] is True
+    assert refused["result"]["content"][0]["text"] == "refused: ask its owner"
+    assert ask(server, request("ping")) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        (b"{not json", PARSE_ERROR),
+        (b"\xff\xfe", PARSE_ERROR),
+        (b"[]", INVALID_REQUEST),
+        (b'{"id": 1, "method": "ping"}', INVALID_REQUEST),
+        (b'{"jsonrpc": "2.0", "id": 1}', INVALID_REQUEST),
+        (b'{"jsonrpc": "2.0", "id": null, "method": "ping"}', INVALID_REQUEST),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "resources/list"}', NO_METHOD),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}', INVALID_PARAMS),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}}',
+         INVALID_PARAMS),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
+         b'{"name": "echo", "arguments": {"text": 3}}}', INVALID_PARAMS),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": []}', INVALID_PARAMS),
+    ],
+)  # fmt: skip
+def test_a_broken_message_gets_its_error_and_the_server_reads_on(line: bytes, code: int) -> None:
+    server = Server([ECHO])
+    answer = ask(server, line)
+    assert answer is not None and answer["error"]["code"] == code
+    assert ask(server, request("ping", ident="next")) == {
+        "jsonrpc": "2.0", "id": "next", "result": {},
+    }  # fmt: skip
+
+
+def test_notifications_and_responses_get_no_answer() -> None:
+    server = Server([ECHO])
+    assert ask(server, {"jsonrpc": "2.0", "method": "notifications/initialized"}) is None
+    assert ask(server, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 1}}) is None  # fmt: skip
+    assert ask(server, {"jsonrpc": "2.0", "id": 7, "result": {}}) is None
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"names": ["a"]}, ""),
+        ({}, "'names' is required"),
+        ({"names": "a"}, "'names' must be of type array"),
+        ({"names": [1]}, "'names' holds an item that must be of type string"),
+        ({"names": ["a"], "timeout_seconds": -1}, "'timeout_seconds' must be at least 0"),
+        ({"names": ["a"], "timeout_seconds": True}, "'timeout_seconds' must be of type number"),
+        ({"names": ["a"], "activities": ["asleep"]}, "'activities' holds an item that must be "
+         "one of working, blocked, idle, exited, unknown"),
+        ({"names": ["a"], "colour": "red"}, "no argument 'colour'; it takes names, activities, "
+         "timeout_seconds"),
+        ([], "arguments are an object"),
+    ],
+)  # fmt: skip
+def test_arguments_are_checked_against_the_tools_schema(arguments: object, problem: str) -> None:
+    wait = next(t for t in mcp.tools(FakeClient()) if t.name == "wait_sessions")  # type: ignore[arg-type]
+    assert check(wait.schema, arguments) == problem
+
+
+class FakeClient:
+    """The client library's calls the tools make, answered from memory; a wait parks until
+    released, and alice's other session is refused as the daemon would refuse it."""
+
+    def __init__(self) -> None:
+        self.typed: list[tuple[str, str, bool]] = []
+        self.release = asyncio.Event()
+
+    async def send_text(self, name: str, text: str, enter: bool) -> None:
+        if name == "other":
+            raise AccessDenied("Session 'other' is not yours to type into.")
+        self.typed.append((name, text, enter))
+
+    async def wait_any(
+        self, names: list[str], activities: list[str], timeout: int
+    ) -> tuple[str, str]:
+        await self.release.wait()
+        return names[0], "idle"
+
+
+def test_a_refusal_is_the_tools_error_and_a_wait_holds_up_no_ping() -> None:
+    async def body() -> list[dict[str, Any]]:
+        client = FakeClient()
+        server = Server(mcp.tools(client))  # type: ignore[arg-type]
+        reader = asyncio.StreamReader()
+        written: list[dict[str, Any]] = []
+        pinged = asyncio.Event()
+
+        def write(data: bytes) -> None:
+            written.append(json.loads(data))
+            if written[-1].get("id") == "ping":
+                pinged.set()
+
+        lines = [
+            request("tools/call", {"name": "wait_sessions", "arguments": {"names": ["a"]}}, "wait"),
+            request("ping", ident="ping"),
+            request("tools/call", {"name": "send_text",
+                                   "arguments": {"name": "other", "text": "hi"}}, "other"),
+        ]  # fmt: skip
+        for message in lines:
+            reader.feed_data(json.dumps(message).encode() + b"\n")
+        serving = asyncio.create_task(mcp.serve(server, reader, write))
+        await asyncio.wait_for(pinged.wait(), 5)  # answered while the wait still waits
+        assert not any(w.get("id") == "wait" for w in written)
+        client.release.set()
+        while not any(w.get("id") == "wait" for w in written):
+            await asyncio.sleep(0)
+        reader.feed_data(b"{broken\n")
+        reader.feed_eof()  # the client is gone: the server ends
+        await asyncio.wait_for(serving, 5)
+        return written
+
+    written = {str(w.get("id")): w for w in asyncio.run(body())}
+    assert written["wait"]["result"]["structuredContent"] == {"name": "a", "activity": "idle"}
+    assert written["other"]["result"]["isError"] is True
+    assert "not yours" in written["other"]["result"]["content"][0]["text"]
+    assert written["None"]["error"]["code"] == PARSE_ERROR
+
+
+def test_a_closed_stdin_cancels_what_still_waits() -> None:
+    async def body() -> None:
+        client = FakeClient()
+        reader = asyncio.StreamReader()
+        call = request("tools/call", {"name": "wait_sessions", "arguments": {"names": ["a"]}})
+        reader.feed_data(json.dumps(call).encode() + b"\n")
+        reader.feed_eof()
+        await asyncio.wait_for(mcp.serve(Server(mcp.tools(client)), reader, lambda d: None), 5)  # type: ignore[arg-type]
+
+    asyncio.run(body())
