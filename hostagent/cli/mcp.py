@@ -211,8 +211,8 @@ async def _skip_line(reader: asyncio.StreamReader) -> None:
             return
 
 
-async def verb_mcp(c: Client, a: argparse.Namespace) -> int:
-    """Serve the tools on stdin and stdout until stdin ends."""
+async def serve_stdio(server: Server) -> None:
+    """serve on this process's stdin and stdout."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_LINE)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
@@ -222,6 +222,10 @@ async def verb_mcp(c: Client, a: argparse.Namespace) -> int:
         out.write(data)
         out.flush()
 
-    server = Server(tools(c), version=__version__, instructions=INSTRUCTIONS)
     await serve(server, reader, write)
+
+
+async def verb_mcp(c: Client, a: argparse.Namespace) -> int:
+    """Serve the tools on stdin and stdout until stdin ends."""
+    await serve_stdio(Server(tools(c), version=__version__, instructions=INSTRUCTIONS))
     return 0

@@ -1,0 +1,51 @@
+"""hostagentctl mcp's server as the official MCP SDK's client sees it: the handshake, the tools
+and their schemas, a call's structured answer and a refusal as the tool's error all parse as
+the SDK's own types. The SDK is in the test venv only (docs/decisions.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+mcp_sdk = pytest.importorskip("mcp", reason="the official MCP SDK is in the test extras")
+
+ROOT = Path(__file__).resolve().parents[2]
+# The real tools and protocol over a stand-in for the daemon's client.
+SERVER = """
+import asyncio
+from hostagent.cli import mcp
+from hostagent.cli.mcp_protocol import Server
+from hostagent.errors import AccessDenied
+
+class Daemon:
+    async def wait_any(self, names, activities, timeout):
+        return names[0], "idle"
+    async def send_text(self, name, text, enter):
+        raise AccessDenied(f"Access denied: session {name!r} belongs to another user.")
+
+asyncio.run(mcp.serve_stdio(Server(mcp.tools(Daemon()), version="test")))
+"""
+
+
+def test_the_official_client_speaks_with_the_server() -> None:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    async def body() -> None:
+        params = StdioServerParameters(command=sys.executable, args=["-c", SERVER], cwd=ROOT)
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            hello = await session.initialize()
+            assert hello.server_info.name == "hostagent"
+            listed = await session.list_tools()
+            assert {t.name for t in listed.tools} >= {"create_session", "wait_sessions"}
+            waited = await session.call_tool("wait_sessions", {"names": ["worker"]})
+            assert not waited.is_error
+            assert waited.structured_content == {"name": "worker", "activity": "idle"}
+            refused = await session.call_tool("send_text", {"name": "other", "text": "hi"})
+            assert refused.is_error
+            assert "belongs to another user" in refused.content[0].text  # type: ignore[union-attr]
+
+    asyncio.run(asyncio.wait_for(body(), 30))
