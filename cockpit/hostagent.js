@@ -140,7 +140,7 @@ function renderSession(name) {
         Owner: users.get(p.Owner) || p.Owner, Agent: p.Preset, Directory: p.Cwd,
         Worktree: p.Worktree || "-", Branch: p.Branch || "-", Unit: p.Unit,
         Command: (p.Command || []).join(" "), Conversation: p.AgentSessionId || "-",
-        Sandbox: sandboxWords(p).join(" ") || "none",
+        Sandbox: sandboxWords(p).join(" ") || "none", "Made from": p.Parent || "-",
         Age: age(p), Memory: human(p.MemoryCurrent, "bytes"),
         "CPU time": unknown(p.CPUUsageNSec) ? "-" : human(p.CPUUsageNSec / 1e9),
         Tokens: usageCells(p)[0], Cost: usageCells(p)[1],

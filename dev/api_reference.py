@@ -172,6 +172,12 @@ DOCS: dict[str, tuple[str, str]] = {
         "How it last ended, in systemd's words: success, exit-code, signal, timeout, oom-kill "
         "or resources (a start that could not be set up); empty while it runs.",
     ),
+    "Parent": (
+        "",
+        'The session it was created from inside, "" for none or one removed since. From inside '
+        "a session whose preset has `rights: tree` (every agent's), only the sessions made from "
+        "inside it, and theirs, may be acted on.",
+    ),
     "Properties": (
         "",
         "Its systemd resource-control assignments beyond Limits and its sandboxing words, in "

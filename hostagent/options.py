@@ -48,6 +48,7 @@ class CreateRequest:
     env: dict[str, str] = field(default_factory=dict)
     agent_session: str = ""
     user: int | None = None
+    parent: str = ""  # set by the daemon: the session the create came from inside
     columns: int | None = None
     rows: int | None = None
     limits: Limits = field(default_factory=Limits)

@@ -15,9 +15,11 @@ fast layer (and dev/mutants) checks every one of them.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Collection
 
 from hostagent import sandbox
 from hostagent.errors import AccessDenied, InvalidArgs
+from hostagent.options import CreateRequest
 from hostagent.session import SessionRecord
 
 
@@ -74,6 +76,13 @@ def require_inside(
         )
 
 
+def made_from_inside(inside: SessionRecord, req: CreateRequest) -> None:
+    """What a create asked for from inside session `inside` takes from it: its sandbox words
+    first (sandbox_from_inside), and it as its parent."""
+    req.properties = sandbox_from_inside(inside, req.properties)
+    req.parent = inside.uuid
+
+
 def sandbox_from_inside(inside: SessionRecord, asked: list[str]) -> list[str]:
     """The properties of a session created from inside session `inside`: its sandbox words
     first (their %{cwd} and %{gitdir} pinned to its own tree, so a session made elsewhere is
@@ -101,10 +110,20 @@ def _within(own: list[str], asked: list[str], made: str) -> list[str]:
     return merged
 
 
-def act_from_inside(inside: SessionRecord, target: SessionRecord) -> None:
-    """From inside a sandboxed session, only itself and sessions confined at least as it is
-    may be acted on (resumed, typed into, read, stopped): else typing into an unconfined one
-    would undo the sandbox."""
+def act_from_inside(
+    inside: SessionRecord, target: SessionRecord, lineage: Collection[str], owner_rights: bool
+) -> None:
+    """What a call from inside session `inside` may act on (resume, type into, read, stop):
+    itself, and the sessions made from inside it and theirs (target's lineage, the uuids of its
+    parent, grandparent, ...), unless its preset gives it its owner's rights; and, from inside
+    a sandboxed session, only sessions confined at least as it is, else typing into an
+    unconfined one would undo the sandbox."""
+    if not owner_rights and inside.uuid != target.uuid and inside.uuid not in lineage:
+        raise AccessDenied(
+            f"Session '{target.name}' was not made from inside session '{inside.name}', from "
+            "inside which only the sessions it made may be acted on; act on it from outside "
+            "every session, or give the session's preset 'rights: owner'."
+        )
     own = sandbox.read(_words(inside))
     if inside.name == target.name or not own.confined:
         return

@@ -71,12 +71,15 @@ class Preset:
     # Where the CLI keeps its own state (path templates; a directory ends in "/"): writable in
     # a sandboxed session of the preset, unless a word says otherwise (docs/presets.md).
     state: list[str] = field(default_factory=list)
+    # What a session of it may act on from inside: "tree", the sessions made from inside it
+    # (and theirs), as an agent should; "owner", all of its owner's, as a person's shell may.
+    rights: str = "tree"
     source: str = "built-in"
 
 
 _KNOWN = {
     "name", "description", "command", "env", "agent_id", "resume", "hooks", "activity",
-    "worktree_setup", "prompt_args", "usage", "state",
+    "worktree_setup", "prompt_args", "usage", "state", "rights",
 }  # fmt: skip
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
 _DISCOVER_KNOWN = {"glob", "id", "cwd_field", "command", "id_field", "time_field"}
@@ -87,6 +90,7 @@ _ACTIVITY_KNOWN = {"rules", "fallback"}
 _RULE_KNOWN = {"activity", "screen", "lines", "title", "progress", "output", "command", "visible"}
 _RUNNING_ACTIVITIES = ("working", "blocked", "idle", "unknown")
 HOOK_FORMATS = ("claude", "gemini", "qwen")
+RIGHTS = ("tree", "owner")
 
 
 def parse_preset(doc: yamlfile.Document) -> Preset:
@@ -151,6 +155,9 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
     preset.state = yamlfile.expect_str_list(doc, data.get("state", []), "state")
     if not all(p.startswith(("/", "{home}/", "{$")) for p in preset.state):
         raise doc.error("state", "each must be an absolute path, or start with {home}/ or {$VAR")
+    preset.rights = data.get("rights", "tree")
+    if preset.rights not in RIGHTS:
+        raise doc.error("rights", "must be tree (the sessions it made) or owner (all its owner's)")
     _parse_usage(doc, data.get("usage", {}), preset)
     hook_map = yamlfile.expect_str_map(doc, hooks.get("activity", {}), "hooks.activity")
     preset.activity = _parse_activity(doc, data.get("activity"), hook_map, preset.name)

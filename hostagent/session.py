@@ -267,6 +267,7 @@ class SessionRecord:
     usage_today: dict[str, object] = field(default_factory=dict)  # what it used that day
     usage_logged: dict[str, object] = field(default_factory=dict)  # totals at the last end line
     usage_read_at: int = 0  # when the record was last read after a run's end (now_usec)
+    parent: str = ""  # the uuid of the session it was made from inside; "" for none
 
     def launch_env(self) -> dict[str, str]:
         """The caller's environment over the login PATH found at creation."""
@@ -325,6 +326,7 @@ class RecordChange(TypedDict, total=False):
     usage_today: dict[str, object]
     usage_logged: dict[str, object]
     usage_read_at: int
+    parent: str
 
 
 def news(record: SessionRecord, fields: RecordChange) -> RecordChange:

@@ -343,6 +343,7 @@ def status_lines(props: dict[str, Any], local: bool = True) -> list[str]:
         "Activity",
         "Preset",
         "Owner",
+        "Parent",
         "Cwd",
         "Worktree",
         "Branch",

@@ -5,9 +5,11 @@ open to every local user, as ps is) and is refused acting on each, as the daemon
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 from typing import Any
 
+from tests.integration.helpers import create, props, until
 from tests.sandbox import Sandbox
 
 
@@ -88,3 +90,80 @@ def test_an_agent_drives_a_session_through_the_mcp_server(sb: Sandbox) -> None:
         assert bob.close() == 0
         if made:
             sb.ctl("rm", made)
+
+
+# Run inside a session: each call to hostagentctl mcp, its answer read before the next; the
+# answers go to the file named first.
+CALLER = """
+import json, subprocess, sys
+server = subprocess.Popen(["hostagentctl", "--system", "mcp"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True)
+answers = []
+for i, call in enumerate(json.load(open(sys.argv[2]))):
+    server.stdin.write(json.dumps(dict(jsonrpc="2.0", id=i, **call)) + "\\n")
+    server.stdin.flush()
+    answers.append(json.loads(server.stdout.readline()))
+server.stdin.close()
+server.wait()
+with open(sys.argv[1] + ".tmp", "w") as f:
+    json.dump(answers, f)
+"""
+
+AGENT_SHELL = """\
+name: agent-shell
+description: a shell with an agent's rights, for the test
+command: []
+prompt_args: []
+"""
+
+
+def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: Sandbox) -> None:
+    """A session whose preset has an agent's rights (rights: tree, the default) makes a child
+    through the MCP server from inside, types into it and reads it; its owner's other session
+    is refused. The child names its parent, and outlives its removal."""
+    sb.sh("mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/agent-shell.yaml",
+          input=AGENT_SHELL).check()  # fmt: skip
+    sb.ctl("reload").check()
+    other = create(sb, "shell", user="alice")
+    parent = create(sb, "agent-shell", user="alice", cwd="/home/alice")
+    child = f"child-{secrets.token_hex(3)}"
+    out = f"/dev/shm/mcp-{secrets.token_hex(3)}"
+    calls = [
+        {"method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
+        {"method": "tools/call", "params": {"name": "create_session", "arguments": {
+            "preset": "demo-agent", "name": child, "env": {"DEMO_AGENT_THINK": "0"}}}},
+        {"method": "tools/call", "params": {"name": "wait_sessions", "arguments": {
+            "names": [child], "activities": ["idle"], "timeout_seconds": 30}}},
+        {"method": "tools/call", "params": {"name": "send_text", "arguments": {
+            "name": child, "text": "from my parent"}}},
+        {"method": "tools/call", "params": {"name": "wait_sessions", "arguments": {
+            "names": [child], "activities": ["idle"], "timeout_seconds": 30}}},
+        {"method": "tools/call", "params": {"name": "capture_screen", "arguments": {
+            "name": child}}},
+        {"method": "tools/call", "params": {"name": "send_text", "arguments": {
+            "name": other, "text": "not yours to type into"}}},
+    ]  # fmt: skip
+    sb.sh(f"cat > {out}.py", input=CALLER).check()
+    sb.sh(f"cat > {out}.json", input=json.dumps(calls)).check()
+    try:
+        # Typed into the parent's own shell: the server runs inside it, as its agent's would.
+        sb.ctl("send", parent, f"python3 {out}.py {out} {out}.json && mv {out}.tmp {out}",
+               user="alice", system=True).check()  # fmt: skip
+        until(lambda: sb.run("test", "-e", out).returncode == 0, "the calls were made", 90)
+        results = [a.get("result", {}) for a in json.loads(sb.run("cat", out).check().stdout)]
+        assert results[1]["isError"] is False, results[1]
+        assert "You said: from my parent" in results[5]["structuredContent"]["screen"]
+        assert results[6]["isError"] is True
+        assert "only the sessions it made" in results[6]["content"][0]["text"], results[6]
+        assert props(sb, child, user="alice")["Parent"] == parent
+        # Outside every session, alice acts on the child as on any session of hers; removing
+        # the parent keeps the child.
+        sb.ctl("rm", parent, user="alice", system=True).check()
+        assert props(sb, child, user="alice")["State"] == "running"
+        assert props(sb, child, user="alice")["Parent"] == ""
+    finally:
+        for name in (other, parent, child):
+            sb.ctl("rm", "--force", name)
+        sb.run("sh", "-c", f"rm -f {out} {out}.py {out}.json {out}.tmp")
+        sb.run("rm", "-f", "/etc/hostagent/presets.d/agent-shell.yaml")
+        sb.ctl("reload")

@@ -198,7 +198,9 @@ def test_tighter_compares_word_by_word(box: Sandbox, than: Sandbox, tighter: boo
 
 
 def _session(name: str, *words: str, cwd: str = "/home/alice/proj") -> SessionRecord:
-    return SessionRecord(name=name, owner=1000, cwd=cwd, properties=["CPUQuota=50%", *words])
+    return SessionRecord(
+        name=name, uuid=f"uuid-{name}", owner=1000, cwd=cwd, properties=["CPUQuota=50%", *words]
+    )
 
 
 TREE = ("ProtectSystem=strict", "ProtectHome=read-only", "ReadWritePaths=%{cwd}")
@@ -261,14 +263,36 @@ def test_from_inside_a_sandbox_only_sessions_as_confined_may_be_acted_on(
 ) -> None:
     inside = _session("self", *TREE)
     if allowed:
-        act_from_inside(inside, target)
+        act_from_inside(inside, target, (), owner_rights=True)
     else:
         with pytest.raises(AccessDenied, match="act on it from outside every session"):
-            act_from_inside(inside, target)
+            act_from_inside(inside, target, (), owner_rights=True)
 
 
 def test_from_inside_a_session_without_a_sandbox_every_session_may_be_acted_on() -> None:
-    act_from_inside(_session("plain"), _session("other"))
+    act_from_inside(_session("plain"), _session("other"), (), owner_rights=True)
+
+
+@pytest.mark.parametrize(
+    ("target", "lineage", "owner_rights", "allowed"),
+    [
+        ("parent", (), False, True),  # itself
+        ("child", ("uuid-parent",), False, True),
+        ("grandchild", ("uuid-child", "uuid-parent"), False, True),
+        ("sibling", (), False, False),  # its owner's, made elsewhere
+        ("cousin", ("uuid-uncle",), False, False),
+        ("sibling", (), True, True),  # a person's shell: all of its owner's
+    ],
+)
+def test_from_inside_an_agents_session_only_the_sessions_it_made_may_be_acted_on(
+    target: str, lineage: tuple[str, ...], owner_rights: bool, allowed: bool
+) -> None:
+    parent, made = _session("parent"), _session(target)
+    if allowed:
+        act_from_inside(parent, made, lineage, owner_rights)
+    else:
+        with pytest.raises(AccessDenied, match="only the sessions it made"):
+            act_from_inside(parent, made, lineage, owner_rights)
 
 
 @pytest.mark.parametrize(

@@ -35,8 +35,8 @@ from hostagent.options import MAX_ARGV_BYTES, MAX_ENV_BYTES, parse_options
 from hostagent.permissions import (
     create_owner,
     exempt_from_caps,
+    made_from_inside,
     require_reload,
-    sandbox_from_inside,
 )
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ async def _create(
         s.auth.caller_uid(call.sender), s.caller_session(call.sender)
     )
     if inside is not None:
-        req.properties = sandbox_from_inside(inside.record, req.properties)
+        made_from_inside(inside.record, req)
     owner = create_owner(caller, req.user, s.system, s.daemon_uid())
     # Bad names and presets are refused before polkit could ask anyone for a password.
     admission = s.lifecycle.admit(

@@ -62,7 +62,10 @@ class SessionObject:
         )
         inside = await self.f.caller_session(call.sender)
         if inside is not None:
-            act_from_inside(inside.record, self.session.record)
+            preset = self.f.settings.preset(inside.record.preset)
+            owner_rights = preset is not None and preset.rights == "owner"
+            lineage = self.f.registry.lineage(self.session)
+            act_from_inside(inside.record, self.session.record, lineage, owner_rights)
         return uid
 
     # ---- properties ---------------------------------------------------------------------
@@ -119,6 +122,7 @@ _CONST = [
     Property("BaseRef", "s", _r("base_ref"), "const"),
     Property("Limits", "a{st}", lambda o: _limits(o.session.record.limits), "const"),
     Property("Properties", "as", _r("properties"), "const"),
+    Property("Parent", "s", lambda o: o.f.registry.name_of(o.session.record.parent), "false"),
 ]
 _CHANGING = [
     Property("State", "s", _enum("state")),

@@ -123,6 +123,7 @@ async def first_record(
         created_at=now_usec(),
         state=State.STARTING,
         hook_token=secrets.token_hex(16),
+        parent=req.parent,
     )
     problem = size_problem(first.argv, {**preset.env, **record.launch_env()})
     if problem:

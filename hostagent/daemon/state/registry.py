@@ -87,6 +87,22 @@ class Registry:
             session.paths = SessionPaths.of(session.paths.runtime_dir, session.name)
         return session.paths
 
+    def lineage(self, session: Session) -> list[str]:
+        """The uuids of the sessions session was made from inside, its parent first; the chain
+        ends at one that is gone (its own parent is no longer known)."""
+        by_uuid = {s.record.uuid: s for s in self.sessions.values() if not s.removed}
+        chain: list[str] = []
+        parent = session.record.parent
+        while parent and parent not in chain:
+            chain.append(parent)
+            above = by_uuid.get(parent)
+            parent = above.record.parent if above is not None else ""
+        return chain
+
+    def name_of(self, uuid: str) -> str:
+        """The name of the session with uuid, "" when there is none (any more)."""
+        return next((s.name for s in self.sessions.values() if uuid and s.record.uuid == uuid), "")
+
     def taken(self) -> set[str]:
         return set(self.sessions) | set(self.reserved)
 
