@@ -41,8 +41,8 @@ class McpClient:
         assert "result" in answer, answer
         return answer["result"]
 
-    def tool(self, name: str, **arguments: Any) -> dict[str, Any]:
-        return self.call("tools/call", {"name": name, "arguments": arguments})
+    def tool(self, tool: str, /, **arguments: Any) -> dict[str, Any]:
+        return self.call("tools/call", {"name": tool, "arguments": arguments})
 
     def close(self) -> int:
         assert self.proc.stdin is not None
