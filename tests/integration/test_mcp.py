@@ -63,9 +63,10 @@ def test_an_agent_drives_a_session_through_the_mcp_server(sb: Sandbox) -> None:
         waited = alice.tool("wait_sessions", names=[made], activities=["idle"], timeout_seconds=30)
         assert waited["structuredContent"] == {"name": made, "activity": "idle"}
         assert alice.tool("send_text", name=made, text="hello from a parent")["isError"] is False
-        alice.tool("wait_sessions", names=[made], activities=["idle"], timeout_seconds=30)
-        screen = alice.tool("capture_screen", name=made)["structuredContent"]["screen"]
-        assert "You said: hello from a parent" in screen, screen
+        # Its answer, once the agent has read the line (idle before and after it).
+        until(lambda: "You said: hello from a parent"
+              in alice.tool("capture_screen", name=made)["structuredContent"]["screen"],
+              "the child's answer read through the server")  # fmt: skip
         status = alice.tool("session_status", name=made)["structuredContent"]
         assert (status["state"], status["preset"]) == ("running", "demo-agent")
     finally:
@@ -95,14 +96,22 @@ def test_an_agent_drives_a_session_through_the_mcp_server(sb: Sandbox) -> None:
 # Run inside a session: each call to hostagentctl mcp, its answer read before the next; the
 # answers go to the file named first.
 CALLER = """
-import json, subprocess, sys
+import json, subprocess, sys, time
 server = subprocess.Popen(["hostagentctl", "--system", "mcp"], stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, text=True)
 answers = []
+deadline = time.monotonic() + 60
 for i, call in enumerate(json.load(open(sys.argv[2]))):
-    server.stdin.write(json.dumps(dict(jsonrpc="2.0", id=i, **call)) + "\\n")
-    server.stdin.flush()
-    answers.append(json.loads(server.stdout.readline()))
+    until = call.pop("until", None)  # asked again until its text holds this, as a poll
+    while True:
+        server.stdin.write(json.dumps(dict(jsonrpc="2.0", id=i, **call)) + "\\n")
+        server.stdin.flush()
+        answer = json.loads(server.stdout.readline())
+        text = json.dumps(answer)
+        if until is None or until in text or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    answers.append(answer)
 server.stdin.close()
 server.wait()
 with open(sys.argv[1] + ".tmp", "w") as f:
@@ -139,7 +148,7 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: 
         {"method": "tools/call", "params": {"name": "wait_sessions", "arguments": {
             "names": [child], "activities": ["idle"], "timeout_seconds": 30}}},
         {"method": "tools/call", "params": {"name": "capture_screen", "arguments": {
-            "name": child}}},
+            "name": child}}, "until": "You said: from my parent"},
         {"method": "tools/call", "params": {"name": "send_text", "arguments": {
             "name": other, "text": "not yours to type into"}}},
     ]  # fmt: skip
