@@ -47,7 +47,7 @@ from hostagent.sandbox import Mode, Mount
 
 FAILED = 124  # the held child's exit status when its sandbox could not be made
 
-_CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
+_CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_SLAVE = 0x20, 0x1000, 0x4000, 0x80000
 _AT_FDCWD = -100
@@ -88,13 +88,14 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+# The C library, loaded once; sandboxing.py asks the kernel through it too.
+libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
 
 @functools.cache  # the kernel's, for the daemon's life; asked at every admission and start
 def landlock_abi() -> int:
     """The Landlock ABI this kernel offers, 0 when it has none (or it is not enabled)."""
-    version = _libc.syscall(_LANDLOCK["create_ruleset"], None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
+    version = libc.syscall(_LANDLOCK["create_ruleset"], None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
     return max(0, int(version))
 
 
@@ -147,7 +148,7 @@ def _call(result: int, what: str, path: str = "") -> int:
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
     _call(
-        _libc.mount(
+        libc.mount(
             source.encode() if source else None,
             target.encode(),
             fstype.encode() if fstype else None,
@@ -162,7 +163,7 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
 def _setattr(path: str, attr_set: int) -> None:
     attr = _MountAttr(attr_set, 0, 0, 0)
     _call(
-        _libc.syscall(
+        libc.syscall(
             _SYS["mount_setattr"],
             _AT_FDCWD,
             path.encode(),
@@ -181,7 +182,7 @@ def _clone(path: str, follow: bool = True) -> int:
     flags = (
         _OPEN_TREE_CLONE | _AT_RECURSIVE | os.O_CLOEXEC | (0 if follow else _AT_SYMLINK_NOFOLLOW)
     )
-    fd = _libc.syscall(_SYS["open_tree"], _AT_FDCWD, path.encode(), flags)
+    fd = libc.syscall(_SYS["open_tree"], _AT_FDCWD, path.encode(), flags)
     if fd < 0 and ctypes.get_errno() == errno.ENOENT:
         return -1
     return _call(fd, "open_tree", path)
@@ -202,7 +203,7 @@ def _node(root: str, path: str) -> str:
 def _enter(plan: Plan) -> None:
     if plan.mounts or plan.veils:
         if os.geteuid() == 0:
-            _call(_libc.unshare(_CLONE_NEWNS), "unshare")
+            _call(libc.unshare(_CLONE_NEWNS), "unshare")
         else:
             _own_user_namespace()
         _mount(None, "/", None, _MS_REC | _MS_SLAVE)
@@ -223,7 +224,7 @@ def _enter(plan: Plan) -> None:
         for v in plan.veils:
             _veil(v, kept)
     if plan.no_new_privileges:
-        _call(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+        _call(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     if plan.landlock_abi:
         _landlock(plan.landlock_abi)
 
@@ -234,7 +235,7 @@ def _own_user_namespace() -> None:
     capabilities to mount, until tmux's exec drops them. The mounts it copies are locked
     (mount_namespaces(7)): nothing in the session can take one away to see what it hides."""
     uid, gid = os.getuid(), os.getgid()
-    _call(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare(CLONE_NEWUSER)")
+    _call(libc.unshare(CLONE_NEWUSER | _CLONE_NEWNS), "unshare(CLONE_NEWUSER)")
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
                        ("gid_map", f"{gid} {gid} 1")):  # fmt: skip
         fd = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
@@ -250,7 +251,7 @@ def _make(plan: Plan, m: Mount, copies: dict[str, int]) -> None:
         if fd >= 0:
             flags = _MOVE_MOUNT_F_EMPTY_PATH
             _call(
-                _libc.syscall(_SYS["move_mount"], fd, b"", _AT_FDCWD, m.path.encode(), flags),
+                libc.syscall(_SYS["move_mount"], fd, b"", _AT_FDCWD, m.path.encode(), flags),
                 "move_mount",
                 m.path,
             )
@@ -283,7 +284,7 @@ def _veil(v: Veil, kept: dict[str, int]) -> None:
         else:
             raise OSError(errno.EINVAL, "is neither a directory, a FIFO nor a file", path)
         _call(
-            _libc.syscall(
+            libc.syscall(
                 _SYS["move_mount"], fd, b"", _AT_FDCWD, path.encode(), _MOVE_MOUNT_F_EMPTY_PATH
             ),
             "move_mount",
@@ -307,7 +308,7 @@ def _landlock(abi: int) -> None:
         attr = _RulesetAttr(_LANDLOCK_ACCESS_FS_EXECUTE, 0, 0)
         size = 8  # ABI 1 to 3 know only handled_access_fs
     ruleset = _call(
-        _libc.syscall(_LANDLOCK["create_ruleset"], ctypes.byref(attr), size, 0), "landlock"
+        libc.syscall(_LANDLOCK["create_ruleset"], ctypes.byref(attr), size, 0), "landlock"
     )
     try:
         if abi < 6:
@@ -315,7 +316,7 @@ def _landlock(abi: int) -> None:
             try:
                 rule = _PathBeneath(_LANDLOCK_ACCESS_FS_EXECUTE, root)
                 _call(
-                    _libc.syscall(
+                    libc.syscall(
                         _LANDLOCK["add_rule"],
                         ruleset,
                         _LANDLOCK_RULE_PATH_BENEATH,
@@ -326,6 +327,6 @@ def _landlock(abi: int) -> None:
                 )
             finally:
                 os.close(root)
-        _call(_libc.syscall(_LANDLOCK["restrict_self"], ruleset, 0), "landlock_restrict_self")
+        _call(libc.syscall(_LANDLOCK["restrict_self"], ruleset, 0), "landlock_restrict_self")
     finally:
         os.close(ruleset)

@@ -7,7 +7,6 @@ runtime files; and what this kernel and this mode can enforce, for ``doctor``.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import functools
 import os
@@ -16,7 +15,7 @@ import struct
 from collections.abc import Iterable
 
 from hostagent import sandbox
-from hostagent.daemon.host.namespace import Plan, Veil, landlock_abi
+from hostagent.daemon.host.namespace import CLONE_NEWUSER, Plan, Veil, landlock_abi, libc
 from hostagent.daemon.state.paths import (
     LINK_TARGET,
     ROOT_HOOKS_DIR,
@@ -169,14 +168,12 @@ def _user_namespaces() -> bool:
                     return False
         except OSError:
             continue
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     pid = os.fork()
     if pid == 0:  # nothing but the call and the exit in the child
-        os._exit(0 if libc.unshare(_CLONE_NEWUSER) == 0 else 1)
+        os._exit(0 if libc.unshare(CLONE_NEWUSER) == 0 else 1)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
-_CLONE_NEWUSER = 0x10000000
 _BPF_PROG_LOAD, _BPF_PROG_TYPE_CGROUP_SKB = 5, 8
 # r0 = 1 (let the packet pass); exit: the least program the kernel takes for a cgroup.
 _PASS_ALL = bytes.fromhex("b7000000010000009500000000000000")
@@ -191,7 +188,6 @@ def ip_firewall() -> str:
         "/sys/fs/cgroup/unified"
     ):
         return "systemd's IP firewall needs the unified cgroup hierarchy (cgroup v2)"
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     insns = ctypes.create_string_buffer(_PASS_ALL, len(_PASS_ALL))
     license_ = ctypes.create_string_buffer(b"GPL")
     attr = (ctypes.c_uint8 * 128)()
