@@ -41,7 +41,10 @@ DOCS: dict[str, tuple[str, str]] = {
         "at every start: a bad one is InvalidArgs naming what it takes, one that cannot be made "
         "here InvalidArgs before the session exists. The admin's defaults (hostagent.yaml's "
         "`sandbox`), and from inside a sandboxed session that session's words, come first; a "
-        "word that loosens them is AccessDenied. The program is looked up by the owner's login shell; "
+        "word that loosens them is AccessDenied. `mcp` (b) registers hostagent's MCP server in "
+        "the agent's CLI for this session (default: the preset's, else hostagent.yaml's `mcp`); "
+        "InvalidArgs where its CLI takes none. Created from inside a session, the new session "
+        "is its child (Parent). The program is looked up by the owner's login shell; "
         "AgentNotFound names the PATH searched.",
     ),
     "ResumeSession": (ACTS, "Start a stopped, dormant or failed session again; AlreadyRunning."),
@@ -177,6 +180,11 @@ DOCS: dict[str, tuple[str, str]] = {
         'The session it was created from inside, "" for none or one removed since. From inside '
         "a session whose preset has `rights: tree` (every agent's), only the sessions made from "
         "inside it, and theirs, may be acted on.",
+    ),
+    "Mcp": (
+        "",
+        "Whether its agent CLI is given hostagent's MCP server (`hostagentctl mcp`) at every "
+        "start: CreateSession's `mcp`, else its preset's default, else the host's.",
     ),
     "Properties": (
         "",

@@ -109,6 +109,7 @@ class Config:
     worktrees_setup: str = ""  # a command run as the owner in each new worktree
     budgets: Budgets = field(default_factory=Budgets)  # and the admin's prices (budgets.py)
     sandbox: SandboxDefaults = field(default_factory=SandboxDefaults)
+    mcp: bool = False  # sessions whose CLI takes hostagent's MCP server get it by default
     source: str = "built-in defaults"
 
 
@@ -171,6 +172,7 @@ def parse_config(doc: yamlfile.Document) -> Config:
             "budgets",
             "prices",
             "sandbox",
+            "mcp",
         },
         "",
     )
@@ -228,6 +230,10 @@ def parse_config(doc: yamlfile.Document) -> Config:
         raise doc.error("worktrees.setup", "must be a shell command")
     cfg.worktrees_dir, cfg.worktrees_setup = directory, setup
     cfg.sandbox = _sandbox(doc, data)
+    mcp = data.get("mcp", False)
+    if not isinstance(mcp, bool):
+        raise doc.error("mcp", "must be true or false")
+    cfg.mcp = mcp
     return cfg
 
 

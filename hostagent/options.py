@@ -34,6 +34,7 @@ OPTION_TYPES: dict[str, str] = {
     "rows": "q",
     "worktree": "s",  # a git worktree on this branch ("" for hostagent/NAME)
     "base": "s",  # what a new worktree branch starts from (default: HEAD)
+    "mcp": "b",  # hostagent's MCP server registered in its CLI (else the preset's default)
     "properties": "as",  # systemd resource-control assignments, NAME=VALUE (resources.py)
     **{k: "t" for k in LIMIT_BOUNDS},
 }
@@ -55,6 +56,8 @@ class CreateRequest:
     worktree: str | None = None  # None: no worktree; "": one on the default branch
     base: str = ""
     properties: list[str] = field(default_factory=list)
+    mcp: bool | None = None  # None: the preset's default, else the host's
+    mcp_server: list[str] = field(default_factory=list)  # set by the daemon from mcp
 
 
 def parse_options(options: dict[str, tuple[str, Any]]) -> CreateRequest:
@@ -104,6 +107,8 @@ def _apply(req: CreateRequest, key: str, value: Any) -> None:
         req.agent_session = value
     elif key == "user":
         req.user = int(value)
+    elif key == "mcp":
+        req.mcp = bool(value)
     elif key in ("worktree", "base"):
         if value and (
             not BRANCH_RE.fullmatch(value) or ".." in value or value.endswith((".", "/"))

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hostagent import yamlfile
+from hostagent import mcp_registration, yamlfile
 from hostagent.activity import GENERIC, Rule, Rules
 from hostagent.session import Activity, name_problem
 from hostagent.usage import READERS
@@ -74,12 +74,16 @@ class Preset:
     # What a session of it may act on from inside: "tree", the sessions made from inside it
     # (and theirs), as an agent should; "owner", all of its owner's, as a person's shell may.
     rights: str = "tree"
+    # How its CLI takes hostagent's MCP server for one run (mcp_registration.FORMATS; "" for
+    # not at all), and whether its sessions get it unless a create says otherwise.
+    mcp_format: str = ""
+    mcp_default: bool = False
     source: str = "built-in"
 
 
 _KNOWN = {
     "name", "description", "command", "env", "agent_id", "resume", "hooks", "activity",
-    "worktree_setup", "prompt_args", "usage", "state", "rights",
+    "worktree_setup", "prompt_args", "usage", "state", "rights", "mcp",
 }  # fmt: skip
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
 _DISCOVER_KNOWN = {"glob", "id", "cwd_field", "command", "id_field", "time_field"}
@@ -159,9 +163,30 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
     if preset.rights not in RIGHTS:
         raise doc.error("rights", "must be tree (the sessions it made) or owner (all its owner's)")
     _parse_usage(doc, data.get("usage", {}), preset)
+    _parse_mcp(doc, data.get("mcp", {}), preset)
     hook_map = yamlfile.expect_str_map(doc, hooks.get("activity", {}), "hooks.activity")
     preset.activity = _parse_activity(doc, data.get("activity"), hook_map, preset.name)
     return preset
+
+
+def _parse_mcp(doc: yamlfile.Document, value: object, preset: Preset) -> None:
+    mcp = yamlfile.expect_mapping(doc, value, "mcp")
+    yamlfile.reject_unknown(doc, mcp, {"format", "default"}, "mcp")
+    if not mcp:
+        return
+    if mcp.get("format") not in mcp_registration.FORMATS:
+        raise doc.error("mcp.format", f"must be one of: {', '.join(mcp_registration.FORMATS)}")
+    preset.mcp_format = mcp["format"]
+    if (
+        preset.mcp_format in mcp_registration.IN_SETTINGS
+        and preset.hooks_format != preset.mcp_format
+    ):
+        raise doc.error("mcp.format", f"{preset.mcp_format} takes the server in its hooks file: "
+                        f"give the preset hooks of format {preset.mcp_format}")  # fmt: skip
+    default = mcp.get("default", False)
+    if not isinstance(default, bool):
+        raise doc.error("mcp.default", "must be true or false")
+    preset.mcp_default = default
 
 
 def _parse_usage(doc: yamlfile.Document, value: object, preset: Preset) -> None:

@@ -268,6 +268,7 @@ class SessionRecord:
     usage_logged: dict[str, object] = field(default_factory=dict)  # totals at the last end line
     usage_read_at: int = 0  # when the record was last read after a run's end (now_usec)
     parent: str = ""  # the uuid of the session it was made from inside; "" for none
+    mcp: bool = False  # hostagent's MCP server is registered in its CLI at every start
 
     def launch_env(self) -> dict[str, str]:
         """The caller's environment over the login PATH found at creation."""
@@ -327,6 +328,7 @@ class RecordChange(TypedDict, total=False):
     usage_logged: dict[str, object]
     usage_read_at: int
     parent: str
+    mcp: bool
 
 
 def news(record: SessionRecord, fields: RecordChange) -> RecordChange:

@@ -138,6 +138,11 @@ def _new_options(sp: argparse.ArgumentParser) -> None:
     )
     sp.add_argument("--base", metavar="REF", help="where the worktree's branch starts (HEAD)")
     sp.add_argument(
+        "--mcp",
+        action=argparse.BooleanOptionalAction,
+        help="give the agent hostagent's session tools over MCP (default: the preset's)",
+    )
+    sp.add_argument(
         "--uid", dest="user_id", metavar="USER", help="owner, a name or uid (root only)"
     )
     sp.add_argument(

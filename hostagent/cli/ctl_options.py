@@ -113,6 +113,8 @@ def build_options(args: argparse.Namespace) -> dict[str, Variant]:
         options["worktree"] = Variant("s", args.worktree)
     if args.base:
         options["base"] = Variant("s", args.base)
+    if args.mcp is not None:
+        options["mcp"] = Variant("b", args.mcp)
     if args.user_id is not None:
         try:
             options["user"] = Variant("u", values.parse_user(args.user_id))

@@ -309,7 +309,7 @@ def human_age(started_usec: int | None, now: float | None = None) -> str:
 
 
 # status leaves these out at zero or empty too: a clean exit's status 0 is said in JSON only.
-_QUIET_AT_ZERO = ("Leader", "ExitStatus", "Limits", "Command", "Properties")
+_QUIET_AT_ZERO = ("Leader", "ExitStatus", "Limits", "Command", "Properties", "Mcp")
 _TIMES = ("StartedAt", "StoppedAt")
 
 
@@ -344,6 +344,7 @@ def status_lines(props: dict[str, Any], local: bool = True) -> list[str]:
         "Preset",
         "Owner",
         "Parent",
+        "Mcp",
         "Cwd",
         "Worktree",
         "Branch",

@@ -122,6 +122,7 @@ _CONST = [
     Property("BaseRef", "s", _r("base_ref"), "const"),
     Property("Limits", "a{st}", lambda o: _limits(o.session.record.limits), "const"),
     Property("Properties", "as", _r("properties"), "const"),
+    Property("Mcp", "b", _r("mcp"), "const"),
     Property("Parent", "s", lambda o: o.f.registry.name_of(o.session.record.parent), "false"),
 ]
 _CHANGING = [

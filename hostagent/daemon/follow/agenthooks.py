@@ -16,29 +16,51 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from hostagent import activity
+from hostagent import activity, mcp_registration, sandbox
 from hostagent.daemon.follow import hookpipe, hooks
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.hookflow import HookFlow
+from hostagent.daemon.host.runtimedir import write_file
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.live import Session
 from hostagent.daemon.state.paths import PANE_DIED, ROOT_HOOKS_DIR, SessionPaths
 from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
+from hostagent.options import CreateRequest
 from hostagent.permissions import TOKEN_ENV, token_matches
 from hostagent.presets import Preset
-from hostagent.session import State
+from hostagent.session import SessionRecord, State
 
 log = logging.getLogger(__name__)
+# hostagentctl, where the daemon finds it: the program of every session's MCP server.
+CTL = shutil.which("hostagentctl") or "hostagentctl"
 
 
-def command_with_hooks(preset: Preset, command: list[str], paths: SessionPaths) -> list[str]:
-    """The command with the preset's hook arguments, which name the session's hooks file."""
+def command_with_hooks(
+    preset: Preset, command: list[str], paths: SessionPaths, server: list[str]
+) -> list[str]:
+    """The command with the preset's hook arguments, which name the session's hooks file, and
+    those that register server (hostagent's MCP server; [] for none) in its CLI."""
     path = str(paths.hooks_file)
-    return list(command) + [a.replace("{hooks_file}", path) for a in preset.hooks_args]
+    hooked = list(command) + [a.replace("{hooks_file}", path) for a in preset.hooks_args]
+    return hooked + _registration(preset, server, paths).args
+
+
+def mcp_server(record: SessionRecord, system: bool) -> list[str]:
+    """The command line of the session's MCP server; [] when it has none."""
+    return mcp_registration.server_command(CTL, system) if record.mcp else []
+
+
+def _registration(
+    preset: Preset | None, server: list[str], paths: SessionPaths
+) -> mcp_registration.Registration:
+    if preset is None or not server or not preset.mcp_format:
+        return mcp_registration.Registration()
+    return mcp_registration.registration(preset.mcp_format, server, str(paths.mcp_file))
 
 
 class AgentHooks:
@@ -72,34 +94,64 @@ class AgentHooks:
             return None
         return hooks.root_hooks_file(self.registry.runtime_root, session.name)
 
+    def mcp_server_for(self, preset: Preset, req: CreateRequest) -> list[str]:
+        """The MCP server of a new session of preset's, as req asks or by default; [] for
+        none. Gemini CLI reads it from its hooks file, which only the system daemon can write
+        where Gemini takes it; a user's daemon closes its own bus to a sandboxed session."""
+        why_not = ""
+        if preset.mcp_format in hooks.ROOT_OWNED_FORMATS and (
+            not self.registry.system or os.geteuid() != 0
+        ):
+            why_not = f"{preset.name} reads it only from a file a user's daemon cannot write"
+        elif not self.registry.system and sandbox.read(req.properties).confined:
+            why_not = "a sandboxed session of a user's daemon cannot reach its bus"
+        default = preset.mcp_default or self.settings.config.mcp
+        if not mcp_registration.wanted(req.mcp, preset.mcp_format, default, preset.name, why_not):
+            return []
+        return mcp_registration.server_command(CTL, self.registry.system)
+
     def hook_env(self, preset: Preset | None, session: Session) -> dict[str, str]:
         """Environment that points the CLI at the session's hooks file (Gemini, Qwen), and
         the secret its hooks' reports carry (tmux's pane-died hook carries it too)."""
         path = preset and preset.hooks_format and self.hooks_path(preset, session)
         if preset is None or not path:
-            return {TOKEN_ENV: session.record.hook_token}
+            return {**self._tools(session, preset).env, TOKEN_ENV: session.record.hook_token}
         env = {k: v.replace("{hooks_file}", str(path)) for k, v in preset.hooks_env.items()}
-        return {**env, TOKEN_ENV: session.record.hook_token}
+        tools = self._tools(session, preset).env
+        return {**env, **tools, TOKEN_ENV: session.record.hook_token}
 
     def write_hooks(self, session: Session, preset: Preset | None) -> None:
         """(Re)write the session's hooks file before each start; /run does not survive a boot.
-        The owner's FIFO is read for every session: tmux reports a pane's end through it."""
+        The owner's FIFO is read for every session: tmux reports a pane's end through it.
+        The file naming hostagent's MCP server is written here too, for a session that has it."""
         self.open_pipe(session)
+        tools = self._tools(session, preset)
+        if tools.file_text:
+            write_file(session.paths.mcp_file, tools.file_text)
         path = preset and preset.hooks_format and self.hooks_path(preset, session)
         if preset is None or not path:
             return
         command = hookpipe.hook_command(
             session.paths.runtime_dir, session.name, self.registry.system
         )
-        hooks.write_settings(
-            path,
-            hooks.settings(preset.hooks_format, command, _admin_defaults(preset.hooks_defaults)),
+        settings = hooks.settings(
+            preset.hooks_format, command, _admin_defaults(preset.hooks_defaults)
         )
+        hooks.write_settings(path, mcp_registration.with_settings(settings, tools.settings))
+
+    def _tools(self, session: Session, preset: Preset | None) -> mcp_registration.Registration:
+        """How the session's CLI is given its MCP server, if it has one."""
+        server = mcp_server(session.record, self.registry.system)
+        return _registration(preset, server, session.paths)
 
     def remove_hooks(self, session: Session) -> None:
         self.flow.forget(session.name)
         root_owned = ROOT_HOOKS_DIR + "/" + session.name + ".json"
-        for path in (session.paths.hooks_file, self.registry.runtime_root / root_owned):
+        for path in (
+            session.paths.hooks_file,
+            session.paths.mcp_file,
+            self.registry.runtime_root / root_owned,
+        ):
             with contextlib.suppress(OSError):
                 os.unlink(path)
 

@@ -93,7 +93,7 @@ async def first_record(
     agent_id = req.agent_session or launch.new_agent_id(preset)
     first = launch.first_launch(
         preset,
-        command_with_hooks(preset, command, paths),
+        command_with_hooks(preset, command, paths, req.mcp_server),
         req.args,
         agent_id,
         req.prompt,
@@ -124,6 +124,7 @@ async def first_record(
         state=State.STARTING,
         hook_token=secrets.token_hex(16),
         parent=req.parent,
+        mcp=bool(req.mcp_server),
     )
     problem = size_problem(first.argv, {**preset.env, **record.launch_env()})
     if problem:

@@ -135,6 +135,7 @@ class Lifecycle:
         if admission.over_caps and not admission.exempt:
             raise LimitsExceeded(f"Session '{name}' was not created: {admission.over_caps}.")
         check_budget(self.over_budget(owner_uid, None), f"Session '{name}' was not created")
+        req.mcp_server = self.hooks.mcp_server_for(preset, req)
         with self.registry.operation(owner_uid):
             # Reserved from here until the session is registered. A polkit prompt since the
             # admission may have let another create take the name.

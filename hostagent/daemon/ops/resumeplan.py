@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from hostagent import launch
 from hostagent.daemon.follow import transcript
-from hostagent.daemon.follow.agenthooks import command_with_hooks
+from hostagent.daemon.follow.agenthooks import command_with_hooks, mcp_server
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.ports import OwnerPort
@@ -54,7 +54,9 @@ async def plan(
     )
     result = launch.resume_launch(
         preset,
-        command_with_hooks(preset, command, session.paths),
+        command_with_hooks(
+            preset, command, session.paths, mcp_server(record, conversations.registry.system)
+        ),
         record.args,
         record.agent_session,
         state,

@@ -56,6 +56,11 @@ def hooks_file(runtime_dir: Path, name: str) -> Path:
     return session_dir(runtime_dir, name) / "hooks.json"
 
 
+def mcp_file(runtime_dir: Path, name: str) -> Path:
+    """The CLI's file naming hostagent's MCP server, for the CLIs that read one."""
+    return session_dir(runtime_dir, name) / "mcp.json"
+
+
 def runtime_dirs(runtime_root: Path, system: bool) -> list[Path]:
     """Every owner's runtime directory there is: one per uid under the system daemon's root,
     the root itself for a user's daemon."""
@@ -76,6 +81,7 @@ class SessionPaths:
     socket: Path
     fifo: Path
     hooks_file: Path
+    mcp_file: Path
 
     @property
     def legacy(self) -> bool:
@@ -89,6 +95,7 @@ class SessionPaths:
             socket_path(runtime_dir, name),
             fifo_path(runtime_dir, name),
             hooks_file(runtime_dir, name),
+            mcp_file(runtime_dir, name),
         )
 
     @classmethod
@@ -108,4 +115,5 @@ class SessionPaths:
             owner_link(runtime_dir, name),
             runtime_dir / f"{name}.out",
             runtime_dir / f"{name}.hooks.json",
+            runtime_dir / f"{name}.mcp.json",
         )

@@ -1,0 +1,92 @@
+"""How each agent CLI is given hostagent's MCP server for one session only. Pure.
+
+A session that asks for the tools (``hostagentctl new --mcp``, a preset's or the host's
+default) gets ``hostagentctl mcp`` registered the way its CLI takes a server for one run, so
+that the user's own configuration is neither read nor written (docs/agent-clis.md, "MCP"):
+
+| format   | how                                                                       |
+|----------|---------------------------------------------------------------------------|
+| claude   | ``--mcp-config FILE`` (adds to the user's servers; FILE in the session's dir) |
+| copilot  | ``--additional-mcp-config @FILE``                                         |
+| codex    | ``-c mcp_servers.hostagent.command=…`` and ``….args=[…]`` (TOML values)   |
+| opencode | ``OPENCODE_CONFIG_CONTENT``, a config merged over the user's               |
+| gemini   | ``mcpServers`` in the session's system-defaults file (its hooks file)     |
+| qwen     | the same, in Qwen Code's                                                   |
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from hostagent.errors import InvalidArgs
+
+FORMATS = ("claude", "codex", "copilot", "gemini", "opencode", "qwen")
+# The formats whose server goes into the session's hooks settings file: the preset must have
+# hooks of the same CLI.
+IN_SETTINGS = ("gemini", "qwen")
+SERVER = "hostagent"  # the server's name in every CLI: its tools are mcp__hostagent__… in Claude
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What a start adds for the server: arguments, environment, the file named by the
+    arguments (its text; "" for none), and the entries merged into the hooks settings."""
+
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    file_text: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def wanted(asked: bool | None, fmt: str, default: bool, preset: str, why_not: str) -> bool:
+    """Whether a new session gets the server: as asked, else by default (the preset's or the
+    host's). fmt: how its preset's CLI takes one ("" for not at all); why_not: why it cannot
+    here ("" when it can). Asked for where it cannot be, InvalidArgs says why."""
+    if not (default if asked is None else asked):
+        return False
+    problem = why_not or ("" if fmt else f"preset '{preset}' names no way to give its CLI one")
+    if problem and asked:
+        raise InvalidArgs(f"This session cannot have hostagent's MCP server: {problem}; leave 'mcp' out.")  # fmt: skip
+    return not problem
+
+
+def server_command(ctl: str, system: bool) -> list[str]:
+    """The server's command line: hostagentctl on the daemon's own bus."""
+    return [ctl, "--system" if system else "--user", "mcp"]
+
+
+def registration(fmt: str, server: list[str], file: str) -> Registration:
+    """How a CLI of format fmt is given the server whose command line is server; file is
+    where the session's own server file goes, for the formats that read one."""
+    program, args = server[0], server[1:]
+    if fmt == "claude":
+        entry = {"type": "stdio", "command": program, "args": args}
+        return Registration(["--mcp-config", file], file_text=_servers(entry))
+    if fmt == "copilot":
+        entry = {"type": "local", "command": program, "args": args, "tools": ["*"]}
+        return Registration(["--additional-mcp-config", "@" + file], file_text=_servers(entry))
+    if fmt == "codex":
+        # Codex reads each -c value as TOML; a JSON string or list of strings is one.
+        key = f"mcp_servers.{SERVER}"
+        return Registration(
+            ["-c", f"{key}.command={json.dumps(program)}", "-c", f"{key}.args={json.dumps(args)}"]
+        )
+    if fmt == "opencode":
+        config = {"mcp": {SERVER: {"type": "local", "command": server, "enabled": True}}}
+        return Registration(env={"OPENCODE_CONFIG_CONTENT": json.dumps(config)})
+    if fmt in IN_SETTINGS:
+        return Registration(settings={"mcpServers": {SERVER: {"command": program, "args": args}}})
+    raise ValueError(f"unknown MCP format {fmt!r}")
+
+
+def with_settings(settings: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
+    """A settings file's content with our server added to the servers it names already."""
+    theirs = settings.get("mcpServers")
+    servers = {**(theirs if isinstance(theirs, dict) else {}), **ours.get("mcpServers", {})}
+    return {**settings, "mcpServers": servers} if servers else settings
+
+
+def _servers(entry: dict[str, Any]) -> str:
+    return json.dumps({"mcpServers": {SERVER: entry}}, indent=1)
