@@ -15,7 +15,7 @@ fast layer (and dev/mutants) checks every one of them.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from hostagent import sandbox
 from hostagent.errors import AccessDenied, InvalidArgs
@@ -131,6 +131,30 @@ def act_from_inside(
         raise AccessDenied(
             f"Session '{target.name}' is less confined than session '{inside.name}', from "
             "inside which it cannot be acted on; act on it from outside every session."
+        )
+
+
+def tree_of(root: str, parents: Mapping[str, str]) -> set[str]:
+    """The uuids a call from inside session root sees: root's, and those of the sessions made
+    from inside it and theirs (parents: each session's uuid -> its parent's)."""
+    children: dict[str, list[str]] = {}
+    for uuid, parent in parents.items():
+        children.setdefault(parent, []).append(uuid)
+    seen, todo = {root}, [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return seen
+
+
+def require_in_tree(inside: SessionRecord, target: SessionRecord, tree: Collection[str]) -> None:
+    if target.uuid not in tree:
+        raise AccessDenied(
+            f"Session '{target.name}' was not made from inside session '{inside.name}', from "
+            "inside which only the sessions it made are shown; look it up from outside every "
+            "session, or give the session's preset 'rights: owner'."
         )
 
 

@@ -24,6 +24,9 @@ drives it by what it types:
   prompt again;
 - ``write /abs/path``: a call to the CLI's file-writing tool, for its edit approval;
 - ``question``: an answer that asks a numbered question in prose (not a dialog);
+- ``delegate TASK`` (first word): hostagent's MCP tools, step by step: create a child session of
+  the stand-in agent with TASK as its prompt, wait for it, then quote its answer
+  (modelscript.delegation);
 - anything else: a one-line answer that quotes the prompt.
 
 Run it with ``python3 tests/modelapi.py PORT [LOG]``; each request is appended to LOG as a JSON
@@ -46,10 +49,10 @@ from modelscript import (
     SERVED,
     TOOL_COMMAND,
     calls_tool,
-    decide,
     fill,
     last_user_text,
     pick_tool,
+    script,
 )
 
 HOLD_LIMIT = 120.0
@@ -83,8 +86,8 @@ def anthropic(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     last = users[-1] if users else {}
     parts = last.get("content") if isinstance(last.get("content"), list) else []
     result = any(isinstance(p, dict) and p.get("type") == "tool_result" for p in parts)
-    kind, text = decide(last_user_text(body), result)
     tools = [(t["name"], t.get("input_schema", {})) for t in body.get("tools", []) if "name" in t]
+    kind, text, step = script(body, result, tools)
     usage = {**anthropic_usage(), "output_tokens": 1}
     message = {"id": f"msg_{time.time_ns()}", "type": "message", "role": "assistant",
                "model": body.get("model", "stand-in"), "content": [], "stop_reason": None,
@@ -101,7 +104,7 @@ def anthropic(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     yield "content_block_stop", {"type": "content_block_stop", "index": 0}
     stop = "end_turn"
     if calls_tool(kind, tools):
-        name, args = pick_tool(tools, kind, text)
+        name, args = step or pick_tool(tools, kind, text)
         block = {"type": "tool_use", "id": f"toolu_{time.time_ns()}", "name": name, "input": {}}
         yield "content_block_start", {"type": "content_block_start", "index": 1,
                                       "content_block": block}  # fmt: skip
@@ -139,12 +142,12 @@ def chat(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     msgs = body.get("messages", [])
     last = msgs[-1] if msgs else {}
     result = last.get("role") == "tool"
-    kind, text = decide(last_user_text(body), result)
     tools = [
         (t["function"]["name"], t["function"].get("parameters", {}))
         for t in body.get("tools", [])
         if isinstance(t, dict) and "function" in t
     ]
+    kind, text, step = script(body, result, tools)
     if kind in ("tool", "late-tool") and not tools:
         # A CLI without tools (Aider) runs the shell blocks of an answer, once the user agrees.
         text += f"\n\n```bash\n{TOOL_COMMAND}\n```\n"
@@ -173,7 +176,7 @@ def chat(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
                                     "finish_reason": None}]}  # fmt: skip
         finish = "tool_calls"
     elif calls_tool(kind, tools):
-        name, args = pick_tool(tools, kind, text)
+        name, args = step or pick_tool(tools, kind, text)
         call = {"index": 0, "id": f"call_{time.time_ns()}", "type": "function",
                 "function": {"name": name, "arguments": json.dumps(args)}}  # fmt: skip
         yield {**base, "choices": [{"index": 0, "delta": {"tool_calls": [call]},
@@ -206,12 +209,12 @@ def responses(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         "function_call_output",
         "custom_tool_call_output",
     )
-    kind, text = decide(last_user_text(body), result)
     tools = [
         (t["name"], t.get("parameters", {}))
         for t in body.get("tools", [])
         if isinstance(t, dict) and t.get("type") == "function" and "name" in t
     ]
+    kind, text, step = script(body, result, tools)
     rid = f"resp_{time.time_ns()}"
     response = {"id": rid, "object": "response", "status": "in_progress", "output": []}
     yield "response.created", {"type": "response.created", "response": response}
@@ -234,7 +237,7 @@ def responses(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
                                         "item": done}  # fmt: skip
     output = [done]
     if calls_tool(kind, tools):
-        name, args = pick_tool(tools, kind, text)
+        name, args = step or pick_tool(tools, kind, text)
         call = {"type": "function_call", "id": f"fc_{time.time_ns()}", "status": "completed",
                 "call_id": f"call_{time.time_ns()}", "name": name,
                 "arguments": json.dumps(args)}  # fmt: skip
@@ -276,12 +279,12 @@ def gemini(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     if schema:  # the CLI's own side questions (next speaker, routing) want JSON
         yield chunk([{"text": json.dumps(fill(schema))}], "STOP")
         return
-    kind, text = decide(last_user_text(body), result)
     tools = [
         (d["name"], d.get("parametersJsonSchema") or d.get("parameters") or {})
         for t in body.get("tools", [])
         for d in t.get("functionDeclarations", [])
     ]
+    kind, text, step = script(body, result, tools)
     words = text.split(" ")
     for i, word in enumerate(words):
         last_word = i == len(words) - 1
@@ -290,7 +293,7 @@ def gemini(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         if kind in HOLDING and i == 0:
             hold()
     if calls_tool(kind, tools):
-        name, args = pick_tool(tools, kind, text)
+        name, args = step or pick_tool(tools, kind, text)
         yield chunk([{"functionCall": {"name": name, "args": args}}], "STOP")
 
 

@@ -60,6 +60,81 @@ def decide(last_user: str, tool_result: bool) -> tuple[str, str]:
     return "text", f"Hello from the stand-in model. You said: {last_user.strip()[:60]}"
 
 
+# Delegation: "delegate TASK" makes the model hand TASK to a child session of the stand-in
+# agent through hostagent's MCP tools (whatever prefix the CLI gives their names), wait for it
+# and quote its answer: each step is read from the tool results the CLI sent back.
+CHILD_PRESET = "demo-agent"
+_CREATED = re.compile(r"created session ([a-z0-9][a-z0-9_.-]*)")
+_ANSWER = re.compile(r"You said: ([^\n\\\"]*)")
+Call = tuple[str, dict[str, Any]]
+
+
+def delegation(last_user: str, outputs: list[str], tools: list[str]) -> tuple[str, Call | None]:
+    """The next step of a delegation: (text, the tool call to make, or None to answer)."""
+    task = last_user.split("delegate", 1)[1].strip(" :")
+    said = "\n".join(outputs)
+    created = _CREATED.findall(said)
+
+    def call(tool: str, args: dict[str, Any]) -> Call | None:
+        name = next((t for t in tools if t.endswith(tool)), None)
+        return (name, args) if name else None
+
+    if not created:
+        step = call("create_session", {"preset": CHILD_PRESET, "prompt": task})
+        return ("I will hand this to a helper." if step else "I have no hostagent tools."), step
+    child = created[-1]
+    answer = _ANSWER.findall(said)
+    if not re.search(rf"\b{re.escape(child)} is (idle|blocked|exited)", said):
+        return "Waiting for my helper.", call("wait_sessions", {"names": [child]})
+    if answer:
+        return f"My helper {child} answered: {answer[-1].strip()}", None
+    return f"My helper {child} said nothing I could read.", None
+
+
+def tool_outputs(body: dict[str, Any]) -> list[str]:
+    """The text of every tool result in a request, in any of the four formats."""
+    found: list[str] = []
+
+    def walk(item: Any) -> None:
+        if isinstance(item, list):
+            for x in item:
+                walk(x)
+        elif isinstance(item, dict):
+            if item.get("type") in ("tool_result", "function_call_output"):
+                found.append(_text(item.get("content", item.get("output"))))
+            elif item.get("role") == "tool":
+                found.append(_text(item.get("content")))
+            elif isinstance(item.get("functionResponse"), dict):
+                found.append(_text(item["functionResponse"].get("response")))
+            else:
+                for x in item.values():
+                    walk(x)
+
+    walk([body.get(k) for k in ("messages", "input", "contents")])
+    return found
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(p, dict) and "text" in p for p in value):
+        return "\n".join(str(p["text"]) for p in value)
+    return json.dumps(value)
+
+
+def script(
+    body: dict[str, Any], tool_result: bool, tools: list[tuple[str, dict[str, Any]]]
+) -> tuple[str, str, Call | None]:
+    """(kind, text, call): decide's, or a delegation's step with the call it makes."""
+    last_user = last_user_text(body)
+    first = (_CONTEXT.sub("", last_user).strip().splitlines() or [""])[0]
+    if first.lower().startswith("delegate"):
+        text, step = delegation(first, tool_outputs(body), [n for n, _ in tools])
+        return ("tool" if step else "text"), text, step
+    kind, text = decide(last_user, tool_result)
+    return kind, text, None
+
+
 def fill(schema: dict[str, Any], name: str = "") -> Any:
     """A value that satisfies a tool's JSON schema, with a shell command where one is asked."""
     kind = schema.get("type")

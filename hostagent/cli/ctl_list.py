@@ -89,12 +89,45 @@ async def verb_list(c: Client, a: argparse.Namespace) -> int:
     return 0
 
 
+def as_tree(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+    """items in their order, each session made from inside another listed one moved under
+    it; and how deep each is (0: made from outside, or its parent is not listed)."""
+    names = {i["name"] for i in items}
+    children: dict[str, list[dict[str, Any]]] = {}
+    for i in items:
+        children.setdefault(i.get("parent") or "", []).append(i)
+    ordered: list[dict[str, Any]] = []
+    depths: list[int] = []
+    placed: set[str] = set()
+
+    def under(item: dict[str, Any], depth: int) -> None:
+        if item["name"] in placed:
+            return
+        placed.add(item["name"])
+        ordered.append(item)
+        depths.append(depth)
+        for child in children.pop(item["name"], []):
+            under(child, depth + 1)
+
+    for i in items:
+        if i.get("parent") not in names:
+            under(i, 0)
+    for rest in list(children.values()):  # a loop of parents, which no create makes
+        for i in rest:
+            under(i, 0)
+    return ordered, depths
+
+
 def show_list(a: argparse.Namespace, items: list[dict[str, Any]]) -> None:
     """The list's table, or its JSON."""
     if a.json:
         emit_json(a, items)
         return
+    items, depths = as_tree(items)
     header, rows = list(LIST_HEADER), [list_row(i) for i in items]
+    for row, depth in zip(rows, depths, strict=True):
+        if depth:  # a session made from inside another, under it
+            row[0] = "  " * (depth - 1) + "└ " + row[0]
     if any(i.get("branch") for i in items):
         header.append("Branch")
         rows = [[*row, i.get("branch", "")] for row, i in zip(rows, items, strict=True)]

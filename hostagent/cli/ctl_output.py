@@ -253,6 +253,8 @@ def listed(row: Any, props: dict[str, Any], branch: str, local: bool) -> dict[st
     }
     if branch:
         item["branch"] = branch
+    if props.get("Parent"):
+        item["parent"] = props["Parent"]
     return item
 
 

@@ -22,9 +22,10 @@ from dbus_fast import Variant
 from hostagent import __version__
 from hostagent.cli.ctl_output import as_json
 from hostagent.cli.mcp_protocol import MAX_LINE, PARSE_ERROR, Server, Tool, ToolError, error_line
-from hostagent.client.library import Client
+from hostagent.client.library import Client, SessionRow
 from hostagent.errors import HostAgentError
 
+TAIL_LINES = 30  # of a session's screen, with what wait_sessions answers
 EOF_GRACE = 2.0  # seconds the answers in flight get once stdin has ended
 ACTIVITIES = ["working", "blocked", "idle", "exited", "unknown"]
 NAME = {"type": "string", "description": "the session's name, as list_sessions shows it"}
@@ -36,19 +37,35 @@ INSTRUCTIONS = (
 )
 
 
-def tools(client: Client) -> list[Tool]:
-    """The session tools, each a call of client's."""
+def tools(client: Client, me: int | None = None) -> list[Tool]:
+    """The session tools, each a call of client's, for user me (default: this process's)."""
+
+    me = os.getuid() if me is None else me
+
+    async def visible() -> list[SessionRow]:
+        """The sessions an agent is shown: its user's own (root's: all), as far as the daemon
+        shows them to the caller (from inside a session, that session's tree)."""
+        return [r for r in await client.list_sessions() if me in (0, r.owner)]
+
+    async def mine(*names: str) -> None:
+        """A read of a session the agent is not shown is refused like one it may not act on:
+        reads are open to every local user on the bus, not through this server."""
+        shown = {r.name for r in await visible()}
+        for name in names:
+            if name not in shown:
+                raise ToolError(f"No session '{name}' is yours to see; list_sessions shows yours.")
 
     async def list_sessions(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         rows = [
             {"name": r.name, "preset": r.preset, "state": r.state, "activity": r.activity,
              "owner": r.owner}
-            for r in await client.list_sessions()
+            for r in await visible()
         ]  # fmt: skip
         text = "\n".join(f"{r['name']} {r['preset']} {r['state']} {r['activity']}" for r in rows)
         return text or "no sessions", {"sessions": rows}
 
     async def session_status(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        await mine(args["name"])
         shown = as_json(await client.properties(args["name"]))
         return "\n".join(f"{k}: {v}" for k, v in shown.items() if v is not None), shown
 
@@ -68,16 +85,25 @@ def tools(client: Client) -> list[Tool]:
         return f"typed into {args['name']}", {"name": args["name"]}
 
     async def wait_sessions(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        await mine(*args["names"])
         activities = args.get("activities") or ["idle", "blocked"]
         timeout = int(args.get("timeout_seconds", 600) * 1_000_000)
         name, activity = await client.wait_any(args["names"], activities, timeout)
-        return f"{name} is {activity}", {"name": name, "activity": activity}
+        # What it last said comes with it: a parent that waited on a child reads its answer
+        # (or its question) without another call. Left out where the caller may not read it.
+        try:
+            tail = _last_lines(await client.capture(name, 0), TAIL_LINES)
+        except HostAgentError:
+            tail = ""
+        shown = f"{name} is {activity}" + (f". The end of its screen:\n{tail}" if tail else "")
+        return shown, {"name": name, "activity": activity, "screen": tail}
 
     async def capture_screen(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         screen = await client.capture(args["name"], args.get("lines", 0))
         return screen, {"name": args["name"], "screen": screen}
 
     async def explain_activity(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        await mine(args["name"])
         info = await client.explain(args["name"])
         return "\n".join(f"{k}: {v}" for k, v in info.items() if v), dict(info)
 
@@ -124,7 +150,7 @@ def tools(client: Client) -> list[Tool]:
              _refusals(send_text)),
         Tool("wait_sessions", "Wait until the first of the named sessions reaches one of the "
              "activities (default idle or blocked; exited always ends a wait). Returns which "
-             "one and its activity.",
+             "one, its activity, and the end of its screen: what it answered or asks.",
              {"type": "object", "required": ["names"], "properties": {
                  "names": {**strings, "description": "the sessions to wait for"},
                  "activities": {"type": "array", "items": {"type": "string",
@@ -149,6 +175,12 @@ def tools(client: Client) -> list[Tool]:
                  "name": NAME, "force": {"type": "boolean"}}}, _refusals(remove_session)),
     ]
     # fmt: on
+
+
+def _last_lines(screen: str, count: int) -> str:
+    """The last count lines of a screen that hold anything."""
+    lines = screen.rstrip().splitlines()
+    return "\n".join(line.rstrip() for line in lines[-count:] if line.strip())
 
 
 def _refusals(run: Any) -> Any:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from hostagent.cli import mcp
+from hostagent.cli.ctl_list import as_tree
 from hostagent.cli.mcp_protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -22,6 +23,7 @@ from hostagent.cli.mcp_protocol import (
     ToolError,
     check,
 )
+from hostagent.client.library import SessionRow
 from hostagent.errors import AccessDenied
 
 
@@ -132,6 +134,9 @@ def test_arguments_are_checked_against_the_tools_schema(arguments: object, probl
     assert check(wait.schema, arguments) == problem
 
 
+ALICE = 1000
+
+
 class FakeClient:
     """The client library's calls the tools make, answered from memory; a wait parks until
     released, and alice's other session is refused as the daemon would refuse it."""
@@ -151,11 +156,20 @@ class FakeClient:
         await self.release.wait()
         return names[0], "idle"
 
+    async def list_sessions(self) -> list[SessionRow]:
+        """Hers, and bob's (which her server does not show her)."""
+        mine, bobs = ALICE, ALICE + 1
+        return [SessionRow(n, "shell", "running", "idle", uid, f"/s/{n}")
+                for n, uid in (("a", mine), ("other", mine), ("bobs", bobs))]  # fmt: skip
+
+    async def capture(self, name: str, lines: int) -> str:
+        return "Demo Agent\n\n● You said: hello\n> \n\n\n"
+
 
 def test_a_refusal_is_the_tools_error_and_a_wait_holds_up_no_ping() -> None:
     async def body() -> list[dict[str, Any]]:
         client = FakeClient()
-        server = Server(mcp.tools(client))  # type: ignore[arg-type]
+        server = Server(mcp.tools(client, ALICE))  # type: ignore[arg-type]
         reader = asyncio.StreamReader()
         written: list[dict[str, Any]] = []
         pinged = asyncio.Event()
@@ -185,7 +199,11 @@ def test_a_refusal_is_the_tools_error_and_a_wait_holds_up_no_ping() -> None:
         return written
 
     written = {str(w.get("id")): w for w in asyncio.run(body())}
-    assert written["wait"]["result"]["structuredContent"] == {"name": "a", "activity": "idle"}
+    # What it last said comes with the wait: the screen's last lines that hold anything.
+    screen = "Demo Agent\n● You said: hello\n>"
+    assert written["wait"]["result"]["structuredContent"] == {"name": "a", "activity": "idle",
+                                                              "screen": screen}  # fmt: skip
+    assert written["wait"]["result"]["content"][0]["text"].endswith(screen)
     assert written["other"]["result"]["isError"] is True
     assert "not yours" in written["other"]["result"]["content"][0]["text"]
     assert written["None"]["error"]["code"] == PARSE_ERROR
@@ -198,6 +216,43 @@ def test_a_closed_stdin_cancels_what_still_waits() -> None:
         call = request("tools/call", {"name": "wait_sessions", "arguments": {"names": ["a"]}})
         reader.feed_data(json.dumps(call).encode() + b"\n")
         reader.feed_eof()
-        await asyncio.wait_for(mcp.serve(Server(mcp.tools(client)), reader, lambda d: None), 5)  # type: ignore[arg-type]
+        tools = mcp.tools(client, ALICE)  # type: ignore[arg-type]
+        await asyncio.wait_for(mcp.serve(Server(tools), reader, lambda d: None), 5)
 
     asyncio.run(body())
+
+
+def test_an_agent_is_shown_its_own_users_sessions_only() -> None:
+    async def body() -> tuple[dict[str, Any], ...]:
+        server = Server(mcp.tools(FakeClient(), ALICE))  # type: ignore[arg-type]
+        asked = [
+            request("tools/call", {"name": "list_sessions", "arguments": {}}, 1),
+            request("tools/call", {"name": "session_status", "arguments": {"name": "bobs"}}, 2),
+            request("tools/call", {"name": "wait_sessions", "arguments": {"names": ["bobs"]}}, 3),
+        ]
+        answers = [await server.answer(json.dumps(m).encode()) for m in asked]
+        return tuple(json.loads(a or b"{}")["result"] for a in answers)
+
+    listed, status, waited = asyncio.run(body())
+    assert [r["name"] for r in listed["structuredContent"]["sessions"]] == ["a", "other"]
+    for refused in (status, waited):
+        assert refused["isError"] is True
+        assert "No session 'bobs' is yours to see" in refused["content"][0]["text"]
+
+
+@pytest.mark.parametrize(
+    ("parents", "shown"),
+    [
+        ({"a": "", "b": ""}, [("a", 0), ("b", 0)]),
+        # made from inside: under its maker, its own under it; the rest keep their order
+        ({"a": "", "b": "", "c": "a", "d": "c"}, [("a", 0), ("c", 1), ("d", 2), ("b", 0)]),
+        ({"c": "gone", "d": "c"}, [("c", 0), ("d", 1)]),  # its maker not listed (removed)
+        ({"x": "y", "y": "x"}, [("x", 0), ("y", 1)]),  # a loop no create makes: each once
+    ],
+)
+def test_list_shows_the_sessions_made_from_inside_another_under_it(
+    parents: dict[str, str], shown: list[tuple[str, int]]
+) -> None:
+    items = [{"name": n, **({"parent": p} if p else {})} for n, p in parents.items()]
+    ordered, depths = as_tree(items)
+    assert [(i["name"], d) for i, d in zip(ordered, depths, strict=True)] == shown

@@ -18,15 +18,20 @@ SERVER = """
 import asyncio
 from hostagent.cli import mcp
 from hostagent.cli.mcp_protocol import Server
+from hostagent.client.library import SessionRow
 from hostagent.errors import AccessDenied
 
 class Daemon:
+    async def list_sessions(self):
+        return [SessionRow("worker", "demo-agent", "running", "idle", 1000, "/w")]
     async def wait_any(self, names, activities, timeout):
         return names[0], "idle"
+    async def capture(self, name, lines):
+        return "You said: hi"
     async def send_text(self, name, text, enter):
         raise AccessDenied(f"Access denied: session {name!r} belongs to another user.")
 
-asyncio.run(mcp.serve_stdio(Server(mcp.tools(Daemon()), version="test")))
+asyncio.run(mcp.serve_stdio(Server(mcp.tools(Daemon(), 1000), version="test")))
 """
 
 
@@ -43,7 +48,11 @@ def test_the_official_client_speaks_with_the_server() -> None:
             assert {t.name for t in listed.tools} >= {"create_session", "wait_sessions"}
             waited = await session.call_tool("wait_sessions", {"names": ["worker"]})
             assert not waited.is_error
-            assert waited.structured_content == {"name": "worker", "activity": "idle"}
+            assert waited.structured_content == {
+                "name": "worker",
+                "activity": "idle",
+                "screen": "You said: hi",
+            }
             refused = await session.call_tool("send_text", {"name": "other", "text": "hi"})
             assert refused.is_error
             assert "belongs to another user" in refused.content[0].text  # type: ignore[union-attr]

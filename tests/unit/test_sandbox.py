@@ -9,7 +9,13 @@ import pytest
 
 from hostagent import sandbox
 from hostagent.errors import AccessDenied
-from hostagent.permissions import act_from_inside, sandbox_defaults, sandbox_from_inside
+from hostagent.permissions import (
+    act_from_inside,
+    require_in_tree,
+    sandbox_defaults,
+    sandbox_from_inside,
+    tree_of,
+)
 from hostagent.sandbox import Context, Mode, Mount, Sandbox, SandboxProblem
 from hostagent.session import SessionRecord
 
@@ -293,6 +299,31 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_may_be_acted_on
     else:
         with pytest.raises(AccessDenied, match="only the sessions it made"):
             act_from_inside(parent, made, lineage, owner_rights)
+
+
+# Who was made from inside whom: p made c1 and c2, c1 made g; x was made elsewhere, y by x; a
+# loop (a record edited by hand) ends.
+PARENTS = {"p": "", "c1": "p", "c2": "p", "g": "c1", "x": "", "y": "x", "l1": "l2", "l2": "l1"}
+
+
+@pytest.mark.parametrize(
+    ("root", "seen"),
+    [
+        ("p", {"p", "c1", "c2", "g"}),
+        ("c1", {"c1", "g"}),  # not its parent or its sibling
+        ("g", {"g"}),
+        ("x", {"x", "y"}),
+        ("l1", {"l1", "l2"}),
+    ],
+)
+def test_from_inside_a_session_its_own_tree_is_what_it_sees(root: str, seen: set[str]) -> None:
+    assert tree_of(root, PARENTS) == seen
+
+
+def test_a_session_outside_the_tree_is_refused_naming_the_rule() -> None:
+    with pytest.raises(AccessDenied, match="only the sessions it made are shown"):
+        require_in_tree(_session("parent"), _session("other"), {"uuid-parent"})
+    require_in_tree(_session("parent"), _session("parent"), {"uuid-parent"})
 
 
 @pytest.mark.parametrize(

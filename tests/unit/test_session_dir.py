@@ -88,5 +88,7 @@ def test_a_sandboxed_session_is_shown_its_own_entries_and_nothing_else(tmp_path:
     # older hostagent started has no directory of its own to be shown.
     assert sandboxing.apart(SessionPaths.of(run, "b"), who)[1].keep == ()
     (run / "c.sock").touch()
-    legacy = SessionPaths(run, run, run / "c.sock", run / "c.out", run / "c.hooks.json", run / "c.mcp.json")
+    legacy = SessionPaths(
+        run, run, run / "c.sock", run / "c.out", run / "c.hooks.json", run / "c.mcp.json"
+    )
     assert sandboxing.apart(legacy, who) == []

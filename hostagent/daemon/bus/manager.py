@@ -36,6 +36,7 @@ from hostagent.permissions import (
     create_owner,
     exempt_from_caps,
     made_from_inside,
+    require_in_tree,
     require_reload,
 )
 
@@ -134,12 +135,21 @@ class BusFrontend:
         return self._rows
 
 
-def _list(f: BusFrontend, call: Call) -> Prepared:
-    return f.rows()
+async def _list(f: BusFrontend, call: Call) -> Prepared | list[tuple[Any, ...]]:
+    """Every session; from inside one (without its owner's rights), it and those made from
+    inside it."""
+    seen = await f.services.caller_tree(call.sender)
+    if seen is None:
+        return f.rows()
+    return [o.row() for o in f.objects.values() if o.session.record.uuid in seen[1]]
 
 
-def _get(f: BusFrontend, call: Call, name: str) -> str:
-    return f.object_of(name).path
+async def _get(f: BusFrontend, call: Call, name: str) -> str:
+    obj = f.object_of(name)
+    seen = await f.services.caller_tree(call.sender)
+    if seen is not None:
+        require_in_tree(seen[0].record, obj.session.record, seen[1])
+    return obj.path
 
 
 def _by_pid(f: BusFrontend, call: Call, pid: int) -> str:
@@ -231,6 +241,11 @@ async def _wait_any(
     f: BusFrontend, call: Call, names: list[str], activities: list[str], timeout: int
 ) -> tuple[str, str]:
     wanted = check_activities(activities)
+    seen = await f.services.caller_tree(call.sender)
+    if seen is not None:
+        inside, tree = seen
+        for name in names:
+            require_in_tree(inside.record, f.object_of(name).session.record, tree)
     return await f.services.terminal.wait_for_activity(names, wanted, timeout)
 
 

@@ -20,6 +20,7 @@ from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.state.live import Session
 from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
+from hostagent.permissions import tree_of
 
 
 @dataclass(frozen=True)
@@ -67,3 +68,18 @@ class Services:
         pid = await self.auth.connection_pid(sender)
         unit = self.scopes.unit_of_pid(pid) if pid > 0 else None
         return self.registry.by_unit(unit) if unit else None
+
+    def owner_rights(self, inside: Session) -> bool:
+        """Whether a call from inside session inside has its owner's rights (its preset's
+        `rights: owner`), not only those over the sessions made from inside it."""
+        preset = self.settings.preset(inside.record.preset)
+        return preset is not None and preset.rights == "owner"
+
+    async def caller_tree(self, sender: str) -> tuple[Session, set[str]] | None:
+        """For a call from inside a session without its owner's rights: that session, and the
+        uuids of the sessions it sees (permissions.tree_of); None when the caller sees all."""
+        inside = await self.caller_session(sender)
+        if inside is None or self.owner_rights(inside):
+            return None
+        parents = {s.record.uuid: s.record.parent for s in self.registry.sessions.values()}
+        return inside, tree_of(inside.record.uuid, parents)

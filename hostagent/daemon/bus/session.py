@@ -62,10 +62,10 @@ class SessionObject:
         )
         inside = await self.f.caller_session(call.sender)
         if inside is not None:
-            preset = self.f.settings.preset(inside.record.preset)
-            owner_rights = preset is not None and preset.rights == "owner"
             lineage = self.f.registry.lineage(self.session)
-            act_from_inside(inside.record, self.session.record, lineage, owner_rights)
+            act_from_inside(
+                inside.record, self.session.record, lineage, self.f.owner_rights(inside)
+            )
         return uid
 
     # ---- properties ---------------------------------------------------------------------
