@@ -322,6 +322,8 @@ def _shown(key: str, value: Any) -> str:
         return f"{when}; {human_age(value)} ago"
     if key == "MemoryCurrent":
         return human_bytes(value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if key == "Limits":
         from hostagent.values import format_limit
 

@@ -1,6 +1,7 @@
 """hostagentctl mcp on a real system bus: alice's agent-side client creates a session through
-it, types into it, waits for it and reads its answer; bob's server may list hers (reading is
-open to every local user, as ps is) and is refused acting on each, as the daemon refuses bob."""
+it, types into it, waits for it and reads its answer; bob's server shows him none of hers and
+is refused each of them (acting, by the daemon; reading, which the bus leaves open to every
+local user as ps is, by the server, which shows an agent its own user's sessions only)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def test_an_agent_drives_a_session_through_the_mcp_server(sb: Sandbox) -> None:
         assert created["isError"] is False, created
         made = created["structuredContent"]["name"]
         waited = alice.tool("wait_sessions", names=[made], activities=["idle"], timeout_seconds=30)
-        assert waited["structuredContent"] == {"name": made, "activity": "idle"}
+        assert waited["structuredContent"]["activity"] == "idle", waited
+        assert "Demo Agent" in waited["structuredContent"]["screen"]  # what it shows, with it
         assert alice.tool("send_text", name=made, text="hello from a parent")["isError"] is False
         # Its answer, once the agent has read the line (idle before and after it).
         until(lambda: "You said: hello from a parent"
@@ -74,13 +76,14 @@ def test_an_agent_drives_a_session_through_the_mcp_server(sb: Sandbox) -> None:
     bob = McpClient(sb, "bob")
     try:
         listed = bob.tool("list_sessions")["structuredContent"]["sessions"]
-        # Reading is open to every local user, as ps is; acting is not.
-        assert made in [s["name"] for s in listed]
+        assert made not in [s["name"] for s in listed]
         refused = bob.tool("send_text", name=made, text="typed by bob")
         assert refused["isError"] is True
         assert "belongs to another user" in refused["content"][0]["text"], refused
-        assert bob.tool("stop_session", name=made)["isError"] is True
-        assert bob.tool("remove_session", name=made)["isError"] is True
+        for tool in ("session_status", "explain_activity", "capture_screen", "stop_session",
+                     "resume_session", "remove_session"):  # fmt: skip
+            assert bob.tool(tool, name=made)["isError"] is True, tool
+        assert bob.tool("wait_sessions", names=[made], timeout_seconds=1)["isError"] is True
         # A broken line is answered with an error, and the server serves on.
         assert bob.proc.stdin is not None and bob.proc.stdout is not None
         bob.proc.stdin.write("{not json\n")
@@ -126,17 +129,22 @@ prompt_args: []
 """
 
 
+SANDBOX = ("ProtectSystem=strict", "ProtectHome=read-only", "ReadWritePaths=%{cwd}")
+
+
 def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: Sandbox) -> None:
-    """A session whose preset has an agent's rights (rights: tree, the default) makes a child
-    through the MCP server from inside, types into it and reads it; its owner's other session
-    is refused. The child names its parent, and outlives its removal."""
+    """A sandboxed session whose preset has an agent's rights (rights: tree, the default)
+    makes a child through the MCP server from inside, types into it and reads it; it sees only
+    itself and the child, and its owner's other session is refused. The child is confined as
+    its parent, names it, shows under it in list, and outlives its removal."""
     sb.sh("mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/agent-shell.yaml",
           input=AGENT_SHELL).check()  # fmt: skip
     sb.ctl("reload").check()
     other = create(sb, "shell", user="alice")
-    parent = create(sb, "agent-shell", user="alice", cwd="/home/alice")
+    words = [x for w in SANDBOX for x in ("-p", w)]
+    parent = create(sb, "agent-shell", *words, user="alice", cwd="/home/alice")
     child = f"child-{secrets.token_hex(3)}"
-    out = f"/dev/shm/mcp-{secrets.token_hex(3)}"
+    out = f"/home/alice/mcp-{secrets.token_hex(3)}"  # where the parent may write
     calls = [
         {"method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
         {"method": "tools/call", "params": {"name": "create_session", "arguments": {
@@ -151,9 +159,12 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: 
             "name": child}}, "until": "You said: from my parent"},
         {"method": "tools/call", "params": {"name": "send_text", "arguments": {
             "name": other, "text": "not yours to type into"}}},
+        {"method": "tools/call", "params": {"name": "list_sessions", "arguments": {}}},
+        {"method": "tools/call", "params": {"name": "session_status", "arguments": {
+            "name": other}}},
     ]  # fmt: skip
-    sb.sh(f"cat > {out}.py", input=CALLER).check()
-    sb.sh(f"cat > {out}.json", input=json.dumps(calls)).check()
+    sb.sh(f"cat > {out}.py", input=CALLER, user="alice").check()
+    sb.sh(f"cat > {out}.json", input=json.dumps(calls), user="alice").check()
     try:
         # Typed into the parent's own shell: the server runs inside it, as its agent's would.
         sb.ctl("send", parent, f"python3 {out}.py {out} {out}.json && mv {out}.tmp {out}",
@@ -164,7 +175,21 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: 
         assert "You said: from my parent" in results[5]["structuredContent"]["screen"]
         assert results[6]["isError"] is True
         assert "only the sessions it made" in results[6]["content"][0]["text"], results[6]
-        assert props(sb, child, user="alice")["Parent"] == parent
+        # It sees itself and what it made: its owner's other session is not shown.
+        shown = {r["name"] for r in results[7]["structuredContent"]["sessions"]}
+        assert shown == {parent, child}, results[7]
+        assert results[8]["isError"] is True, results[8]
+        made = props(sb, child, user="alice")
+        assert made["Parent"] == parent
+        pinned = [w.replace("%{cwd}", "/home/alice") for w in SANDBOX]
+        assert all(w in made["Properties"] for w in pinned), made["Properties"]
+        # Outside, alice's list shows the child under its parent, and its JSON names it.
+        table = sb.ctl("list", user="alice", system=True).check().stdout.splitlines()
+        rows = [line.split()[0] + (line.split()[1] if line.startswith("└") else "")
+                for line in table]  # fmt: skip
+        assert rows.index(f"└{child}") == rows.index(parent) + 1, table
+        listed = json.loads(sb.ctl("list", "-o", "json", user="alice", system=True).stdout)
+        assert next(i for i in listed if i["name"] == child)["parent"] == parent
         # Outside every session, alice acts on the child as on any session of hers; removing
         # the parent keeps the child.
         sb.ctl("rm", parent, user="alice", system=True).check()
@@ -175,4 +200,49 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: 
             sb.ctl("rm", "--force", name)
         sb.run("sh", "-c", f"rm -f {out} {out}.py {out}.json {out}.tmp")
         sb.run("rm", "-f", "/etc/hostagent/presets.d/agent-shell.yaml")
+        sb.ctl("reload")
+
+
+# A CLI that shows how it was started: its arguments, the file the first one after
+# --mcp-config names, and OpenCode's variable.
+SHOWS_ITS_SERVER = """\
+name: shows-server
+description: prints how hostagent's MCP server was given to it
+command: ["/bin/sh", "-c", "echo ARGS $*; cat \\"$2\\"; echo; echo ENV $OPENCODE_CONFIG_CONTENT; exec sleep infinity", "sh"]
+prompt_args: []
+mcp: {format: claude}
+"""
+
+
+def test_a_session_that_asks_for_the_tools_gets_the_server_in_its_cli_and_keeps_it(
+    sb: Sandbox,
+) -> None:
+    """--mcp registers `hostagentctl --system mcp` the way the preset's CLI takes a server for
+    one run (here Claude's --mcp-config, a file of the session's own), at every start; a
+    preset whose CLI takes none is refused saying so; without --mcp nothing is added."""
+    sb.sh("mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/shows-server.yaml",
+          input=SHOWS_ITS_SERVER).check()  # fmt: skip
+    sb.ctl("reload").check()
+    names: list[str] = []
+    try:
+        given = create(sb, "shows-server", "--mcp", user="alice", cwd="/home/alice")
+        plain = create(sb, "shows-server", user="alice", cwd="/home/alice")
+        names += [given, plain]
+        assert props(sb, given, user="alice")["Mcp"] is True
+        screen = sb.screen_showing(given, '"hostagent"', user="alice", timeout=30)
+        assert screen and "ARGS --mcp-config /run/hostagent/" in screen, screen
+        assert '"args": [' in screen and '"--system",' in screen and '"mcp"' in screen, screen
+        assert "Mcp: yes" in sb.ctl("status", given, user="alice", system=True).stdout
+        sb.ctl("stop", given, user="alice", system=True).check()
+        sb.ctl("resume", given, user="alice", system=True).check()
+        assert sb.screen_showing(given, "ARGS --mcp-config", user="alice", timeout=30)
+        shown = sb.screen_showing(plain, "ENV", user="alice", timeout=30)
+        assert shown and "--mcp-config" not in shown, shown
+        refused = sb.ctl("new", "--preset", "demo-agent", "--mcp", user="alice", system=True)
+        assert refused.returncode != 0
+        assert "names no way to give its CLI one" in refused.stderr, refused.stderr
+    finally:
+        for name in names:
+            sb.ctl("rm", "--force", name)
+        sb.run("rm", "-f", "/etc/hostagent/presets.d/shows-server.yaml")
         sb.ctl("reload")
