@@ -46,9 +46,11 @@ class McpClient:
         return self.call("tools/call", {"name": tool, "arguments": arguments})
 
     def close(self) -> int:
-        assert self.proc.stdin is not None
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.close()  # how a client ends a stdio server
-        return self.proc.wait(timeout=30)
+        code = self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+        return code
 
 
 def test_an_agent_drives_a_session_through_the_mcp_server(sb: Sandbox) -> None:
@@ -186,7 +188,7 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: 
         # Outside, alice's list shows the child under its parent, and its JSON names it.
         table = sb.ctl("list", user="alice", system=True).check().stdout.splitlines()
         rows = [line.split()[0] + (line.split()[1] if line.startswith("└") else "")
-                for line in table]  # fmt: skip
+                for line in table if line.strip()]  # fmt: skip
         assert rows.index(f"└{child}") == rows.index(parent) + 1, table
         listed = json.loads(sb.ctl("list", "-o", "json", user="alice", system=True).stdout)
         assert next(i for i in listed if i["name"] == child)["parent"] == parent
