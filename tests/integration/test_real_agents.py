@@ -89,13 +89,13 @@ class Homes:
         self.set_up: dict[str, str] = {}  # key -> the project directory of its user
         self.conversed: dict[str, tuple[RealAgent, str]] = {}  # key -> (agent, session)
 
-    def create(self, agent: RealAgent, project: str) -> str:
+    def create(self, agent: RealAgent, project: str, *options: str) -> str:
         """A session of agent's, confined to its working tree as a user would confine an agent
         with its approvals off: its CLI's own state is all else it may write."""
         env = [x for k, v in agent.env.items() for x in ("-e", f"{k}={v}")]
         confined = () if agent.preset in NOT_YET_CONFINED else CONFINED
         words = [x for w in confined for x in ("-p", w)]
-        extra = [*env, *words, *(("--", *agent.args) if agent.args else ())]
+        extra = [*env, *words, *options, *(("--", *agent.args) if agent.args else ())]
         return create(self.sb, agent.preset, *extra, user=agent.user, cwd=project)
 
     def ensure_set_up(self, agent: RealAgent) -> str:
@@ -563,3 +563,48 @@ def test_a_real_cli_without_a_key_asks_to_sign_in_and_reads_blocked(
     finally:
         sb.ctl("rm", name, system=True)
         sb.sh("rm -rf /home/carol/.local/bin /home/carol/.codex /home/carol/.qwen")
+
+
+# The CLIs that take an MCP server, each driven to hand work to a child session: the stand-in
+# model, told "delegate TASK", calls hostagent's tools as the CLI names them
+# (tests/modelscript.py, delegation).
+DELEGATING = [a for a in AGENTS if a.key in ("claude", "codex", "gemini", "opencode")]
+
+
+@pytest.mark.parametrize("agent", DELEGATING, ids=[a.key for a in DELEGATING])
+def test_a_real_cli_hands_work_to_a_child_session_and_quotes_its_answer(
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes, agent: RealAgent
+) -> None:
+    """Given hostagent's tools (--mcp), the CLI creates a child session of the stand-in agent
+    with the task as its prompt, waits for it, and its own screen quotes the child's answer;
+    each tool call its CLI asks about is approved, as its user would. The child is the
+    parent's, and confined as it is."""
+    sb = sandbox
+    program_of(agents, agent)
+    name = homes.create(agent, homes.ensure_set_up(agent), "--mcp")
+    word = secrets.token_hex(3)
+    try:
+        screen(sb, agent, name, agent.ready)
+        assert wait(sb, agent, name, "idle") == "idle"
+        type_line(sb, agent, name, f"delegate say the word {word}")
+        answered = f"answered: You said: say the word {word}"
+        deadline = time.monotonic() + SCREEN_WAIT
+        while not sb.screen_showing(name, answered, user=agent.user, timeout=3):
+            assert time.monotonic() < deadline, (
+                f"{agent.key} never quoted its child:\n"
+                + sb.ctl("capture", name, user=agent.user, system=True).stdout
+            )
+            if explain(sb, agent, name)["activity"] == "blocked":
+                keys(sb, agent, name, agent.approve)
+        rows = json.loads(sb.ctl("list", "-o", "json", user=agent.user, system=True).stdout)
+        children = [r for r in rows if r.get("parent") == name]
+        assert [c["preset"] for c in children] == ["demo-agent"], rows
+        child = props(sb, children[0]["name"], agent.user)
+        own = props(sb, name, agent.user)["Properties"]
+        words = [w for w in own if w.partition("=")[0] in ("ProtectSystem", "ProtectHome")]
+        assert all(w in child["Properties"] for w in words), (own, child["Properties"])
+    finally:
+        for row in json.loads(sb.ctl("list", "-o", "json", user=agent.user, system=True).stdout):
+            if row.get("parent") == name:
+                sb.ctl("rm", "--force", row["name"], user=agent.user, system=True)
+        sb.ctl("rm", name, user=agent.user, system=True)
