@@ -6,7 +6,7 @@ that the user's own configuration is neither read nor written (docs/agent-clis.m
 
 | format   | how                                                                       |
 |----------|---------------------------------------------------------------------------|
-| claude   | ``--mcp-config FILE`` (adds to the user's servers; FILE in the session's dir) |
+| claude   | ``--mcp-config=FILE`` (adds to the user's servers; FILE in the session's dir) |
 | copilot  | ``--additional-mcp-config @FILE``                                         |
 | codex    | ``-c mcp_servers.hostagent.command=…`` and ``….args=[…]`` (TOML values)   |
 | opencode | ``OPENCODE_CONFIG_CONTENT``, a config merged over the user's               |
@@ -63,7 +63,8 @@ def registration(fmt: str, server: list[str], file: str) -> Registration:
     program, args = server[0], server[1:]
     if fmt == "claude":
         entry = {"type": "stdio", "command": program, "args": args}
-        return Registration(["--mcp-config", file], file_text=_servers(entry))
+        # One word: --mcp-config takes any number of values, and would take a prompt after it.
+        return Registration([f"--mcp-config={file}"], file_text=_servers(entry))
     if fmt == "copilot":
         entry = {"type": "local", "command": program, "args": args, "tools": ["*"]}
         return Registration(["--additional-mcp-config", "@" + file], file_text=_servers(entry))

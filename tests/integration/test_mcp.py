@@ -205,12 +205,12 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: 
         sb.ctl("reload")
 
 
-# A CLI that shows how it was started: its arguments, the file the first one after
-# --mcp-config names, and OpenCode's variable.
+# A CLI that shows how it was started: its arguments, the file its first one names
+# (--mcp-config=FILE), and OpenCode's variable.
 SHOWS_ITS_SERVER = """\
 name: shows-server
 description: prints how hostagent's MCP server was given to it
-command: ["/bin/sh", "-c", "echo ARGS $*; cat \\"$2\\"; echo; echo ENV $OPENCODE_CONFIG_CONTENT; exec sleep infinity", "sh"]
+command: ["/bin/sh", "-c", "echo ARGS $*; cat \\"${1#*=}\\"; echo; echo ENV $OPENCODE_CONFIG_CONTENT; exec sleep infinity", "sh"]
 prompt_args: []
 mcp: {format: claude}
 """
@@ -232,12 +232,12 @@ def test_a_session_that_asks_for_the_tools_gets_the_server_in_its_cli_and_keeps_
         names += [given, plain]
         assert props(sb, given, user="alice")["Mcp"] is True
         screen = sb.screen_showing(given, '"hostagent"', user="alice", timeout=30)
-        assert screen and "ARGS --mcp-config /run/hostagent/" in screen, screen
+        assert screen and "ARGS --mcp-config=/run/hostagent/" in screen, screen
         assert '"args": [' in screen and '"--system",' in screen and '"mcp"' in screen, screen
         assert "Mcp: yes" in sb.ctl("status", given, user="alice", system=True).stdout
         sb.ctl("stop", given, user="alice", system=True).check()
         sb.ctl("resume", given, user="alice", system=True).check()
-        assert sb.screen_showing(given, "ARGS --mcp-config", user="alice", timeout=30)
+        assert sb.screen_showing(given, "ARGS --mcp-config=", user="alice", timeout=30)
         shown = sb.screen_showing(plain, "ENV", user="alice", timeout=30)
         assert shown and "--mcp-config" not in shown, shown
         refused = sb.ctl("new", "--preset", "demo-agent", "--mcp", user="alice", system=True)

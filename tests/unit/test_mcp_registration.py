@@ -19,7 +19,7 @@ FILE = "/run/hostagent/1000/a.d/mcp.json"
 
 def test_claude_and_copilot_read_a_file_of_the_sessions_own() -> None:
     claude = reg.registration("claude", SERVER, FILE)
-    assert claude.args == ["--mcp-config", FILE] and not claude.env
+    assert claude.args == [f"--mcp-config={FILE}"] and not claude.env
     assert json.loads(claude.file_text) == {
         "mcpServers": {
             "hostagent": {"type": "stdio", "command": SERVER[0], "args": ["--system", "mcp"]}
