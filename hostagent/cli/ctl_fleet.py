@@ -111,6 +111,10 @@ async def run_fleet(args: argparse.Namespace, hosts: list[Host]) -> int:
     try:
         if args.machine or args.address or args.verb == "logs":
             raise UsageError("works on one host: name it with -H HOST alone.")
+        if args.verb == "mcp":
+            from hostagent.cli.mcp_fleet import serve_fleet
+
+            return await serve_fleet(hosts, args.system_bus)
         if args.verb == "watch":
             from hostagent.cli.watch import watch_fleet
 

@@ -38,13 +38,16 @@ INSTRUCTIONS = (
 
 
 def tools(client: Client, me: int | None = None) -> list[Tool]:
-    """The session tools, each a call of client's, for user me (default: this process's)."""
-
-    me = os.getuid() if me is None else me
+    """The session tools, each a call of client's, for user me (default: whom the bus knows
+    the connection by)."""
 
     async def visible() -> list[SessionRow]:
         """The sessions an agent is shown: its user's own (root's: all), as far as the daemon
-        shows them to the caller (from inside a session, that session's tree)."""
+        shows them to the caller (from inside a session, that session's tree). Its user is the
+        one the daemon's bus knows it by (with -H, the ssh user there)."""
+        nonlocal me
+        if me is None:
+            me = await client.own_uid()
         return [r for r in await client.list_sessions() if me in (0, r.owner)]
 
     async def mine(*names: str) -> None:
