@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.helpers import create, displayed, headless_desktop, summaries, until
+from tests.integration.mcpclient import McpClient
 from tests.integration.network import address, fleet_machines
 from tests.sandbox import Result, Sandbox
 
@@ -123,6 +124,38 @@ def test_wait_returns_the_first_session_on_any_host(
         done = ctl(client, "--fleet", "wait", "one:job-5", name, "--for", "idle", "--timeout", "60")
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() in (["three:agent-on-three", "idle"], ["one:job-5", "idle"])
+
+
+def test_an_agent_drives_sessions_on_every_host_through_the_mcp_server(
+    fleet: tuple[Sandbox, dict[str, Sandbox]],
+) -> None:
+    """hostagentctl --fleet mcp: every host's sessions of alice's as HOST:NAME; a session made
+    on the host its name says, typed into and waited on there, its answer read back."""
+    client, servers = fleet
+    server = McpClient(client, "alice", "--fleet")
+    made_name = ""
+    try:
+        listed = server.tool("list_sessions")["structuredContent"]["sessions"]
+        assert {"one:job-1", "two:job-1", "three:job-1"} <= {r["name"] for r in listed}
+        created = server.tool("create_session", preset="demo-agent", name="two:from-mcp",
+                              env={"DEMO_AGENT_THINK": "0"})  # fmt: skip
+        assert created["isError"] is False, created
+        made_name = created["structuredContent"]["name"]
+        assert made_name == "two:from-mcp"
+        assert servers["two"].ctl("status", "from-mcp").returncode == 0  # it runs on two
+        waited = server.tool("wait_sessions", names=[made_name], timeout_seconds=60)
+        assert waited["structuredContent"]["name"] == made_name, waited
+        assert server.tool("send_text", name=made_name, text="hello fleet")["isError"] is False
+        until(lambda: "You said: hello fleet"
+              in server.tool("capture_screen", name=made_name)["structuredContent"]["screen"],
+              "the answer read back from host two")  # fmt: skip
+        ambiguous = server.tool("stop_session", name="job-2")
+        assert ambiguous["isError"] is True
+        assert "use one of one:job-2" in ambiguous["content"][0]["text"], ambiguous
+    finally:
+        assert server.close() == 0
+        if made_name:
+            servers["two"].ctl("rm", "--force", "from-mcp")
 
 
 def test_notifications_from_two_hosts_name_their_host(

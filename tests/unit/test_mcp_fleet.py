@@ -64,7 +64,11 @@ class FakeHost(Host):
 def fleet() -> tuple[FleetSessions, FakeDaemon, FakeDaemon]:
     a = FakeDaemon(1000, {"planner": 1000, "bobs": 1001})
     b = FakeDaemon(2000, {"worker": 2000, "never": 2000})  # the same user, another uid there
-    hosts = [FakeHost("a", "a", a), FakeHost("b", "b", b), FakeHost("down", "down", None)]
+    hosts: list[Host] = [
+        FakeHost("a", "a", a),
+        FakeHost("b", "b", b),
+        FakeHost("down", "down", None),
+    ]
     return FleetSessions(hosts, system=True), a, b
 
 
