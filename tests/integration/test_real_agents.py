@@ -40,7 +40,7 @@ from tests.integration.real_agents import (
     set_up_user,
     start_model_api,
 )
-from tests.modelscript import SERVED
+from tests.modelscript import SERVED, tool_outputs
 from tests.sandbox import Sandbox
 
 WAIT = "120"  # seconds, a bound for each wait on an event: a Node CLI starts in a few
@@ -565,6 +565,17 @@ def test_a_real_cli_without_a_key_asks_to_sign_in_and_reads_blocked(
         sb.sh("rm -rf /home/carol/.local/bin /home/carol/.codex /home/carol/.qwen")
 
 
+def delegation_requests(sb: Sandbox, offset: int) -> list[str]:
+    """What the model was given in each request since offset: its tools, and the tool results."""
+    shown = []
+    for r in requests_since(sb, offset):
+        body = r["body"]
+        tools = [t.get("name") or t.get("function", {}).get("name") for t in body.get("tools", [])]
+        tools += [d["name"] for t in body.get("tools", []) for d in t.get("functionDeclarations", [])]  # fmt: skip
+        shown.append(f"{r['path']} tools={tools} results={tool_outputs(body)}")
+    return shown
+
+
 # The CLIs that take an MCP server, each driven to hand work to a child session: the stand-in
 # model, told "delegate TASK", calls hostagent's tools as the CLI names them
 # (tests/modelscript.py, delegation).
@@ -586,13 +597,15 @@ def test_a_real_cli_hands_work_to_a_child_session_and_quotes_its_answer(
     try:
         screen(sb, agent, name, agent.ready)
         assert wait(sb, agent, name, "idle") == "idle"
+        offset = log_size(sb)
         type_line(sb, agent, name, f"delegate say the word {word}")
-        answered = f"answered: You said: say the word {word}"
+        answered = f"answered: say the word {word}"
         deadline = time.monotonic() + SCREEN_WAIT
         while not sb.screen_showing(name, answered, user=agent.user, timeout=3):
             assert time.monotonic() < deadline, (
                 f"{agent.key} never quoted its child:\n"
                 + sb.ctl("capture", name, user=agent.user, system=True).stdout
+                + "\n".join(delegation_requests(sb, offset))
             )
             if explain(sb, agent, name)["activity"] == "blocked":
                 keys(sb, agent, name, agent.approve)
