@@ -19,9 +19,12 @@ from hostagent.errors import HostAgentError
 TYPE_CHECKING = False  # typing's own import costs more than a quick list's call
 if TYPE_CHECKING:
     import argparse
-    from typing import Any
+    from collections.abc import Callable
+    from typing import Any, TypeVar
 
     from hostagent.client.library import Client, SessionRow
+
+    T = TypeVar("T")
 
 
 def wanted(row: SessionRow, a: argparse.Namespace, owner: int | None) -> bool:
@@ -89,28 +92,30 @@ async def verb_list(c: Client, a: argparse.Namespace) -> int:
     return 0
 
 
-def as_tree(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+def as_tree(
+    items: list[T], name: Callable[[T], str], parent: Callable[[T], str]
+) -> tuple[list[T], list[int]]:
     """items in their order, each session made from inside another listed one moved under
     it; and how deep each is (0: made from outside, or its parent is not listed)."""
-    names = {i["name"] for i in items}
-    children: dict[str, list[dict[str, Any]]] = {}
+    names = {name(i) for i in items}
+    children: dict[str, list[T]] = {}
     for i in items:
-        children.setdefault(i.get("parent") or "", []).append(i)
-    ordered: list[dict[str, Any]] = []
+        children.setdefault(parent(i), []).append(i)
+    ordered: list[T] = []
     depths: list[int] = []
     placed: set[str] = set()
 
-    def under(item: dict[str, Any], depth: int) -> None:
-        if item["name"] in placed:
+    def under(item: T, depth: int) -> None:
+        if name(item) in placed:
             return
-        placed.add(item["name"])
+        placed.add(name(item))
         ordered.append(item)
         depths.append(depth)
-        for child in children.pop(item["name"], []):
+        for child in children.pop(name(item), []):
             under(child, depth + 1)
 
     for i in items:
-        if i.get("parent") not in names:
+        if parent(i) not in names:
             under(i, 0)
     for rest in list(children.values()):  # a loop of parents, which no create makes
         for i in rest:
@@ -118,16 +123,20 @@ def as_tree(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int
     return ordered, depths
 
 
+def indented(name: str, depth: int) -> str:
+    """A session's name in a table, under the one it was made from inside."""
+    return "  " * (depth - 1) + "└ " + name if depth else name
+
+
 def show_list(a: argparse.Namespace, items: list[dict[str, Any]]) -> None:
     """The list's table, or its JSON."""
     if a.json:
         emit_json(a, items)
         return
-    items, depths = as_tree(items)
+    items, depths = as_tree(items, lambda i: i["name"], lambda i: i.get("parent") or "")
     header, rows = list(LIST_HEADER), [list_row(i) for i in items]
     for row, depth in zip(rows, depths, strict=True):
-        if depth:  # a session made from inside another, under it
-            row[0] = "  " * (depth - 1) + "└ " + row[0]
+        row[0] = indented(row[0], depth)
     if any(i.get("branch") for i in items):
         header.append("Branch")
         rows = [[*row, i.get("branch", "")] for row, i in zip(rows, items, strict=True)]

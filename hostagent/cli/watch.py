@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from hostagent.cli.ctl_list import as_tree
 from hostagent.cli.polkitagent import wanted
 from hostagent.cli.watch_actions import Actions
 from hostagent.cli.watch_keys import (
@@ -51,6 +52,10 @@ def status_line(f: Follower | FleetFollower) -> str:
     return f"connected · hostagent {f.version}"
 
 
+def _parent_key(s: SessionView) -> str:
+    return f"{s.host}:{s.parent}" if s.host and s.parent else s.parent
+
+
 def wants_colour(environ: Mapping[str, str] = os.environ) -> bool:
     """Colour unless NO_COLOR is set to anything (no-color.org); the terminal must have it too."""
     return not environ.get("NO_COLOR")
@@ -74,10 +79,15 @@ class Screen:
                     curses.init_pair(i, colour_number, -1)
                     self.colours[activity] = curses.color_pair(i) | curses.A_BOLD
         self.preview: tuple[str, str] = ("", "")  # (session, its screen)
+        self.depths: dict[str, int] = {}  # how far under another session each is shown
 
     def shown(self) -> list[SessionView]:
+        """The sessions the table shows, each made from inside another under it."""
         ordered = sorted(self.f.sessions.values(), key=lambda s: (s.host, s.name))
-        return [s for s in ordered if matches(s, self.keys.filter)]
+        ordered = [s for s in ordered if matches(s, self.keys.filter)]
+        ordered, depths = as_tree(ordered, lambda s: s.key, _parent_key)
+        self.depths = {s.key: d for s, d in zip(ordered, depths, strict=True)}
+        return ordered
 
     def owns(self, name: str) -> bool:
         """Whether this user owns session name ("" for a new one, hers): no password then."""
@@ -96,7 +106,7 @@ class Screen:
         sessions = self.shown()
         self.keys.clamp(len(sessions))
         header = FLEET_HEADER if self.fleet else HEADER
-        table = [header, *rows(sessions, time.time(), self.fleet)]
+        table = [header, *rows(sessions, time.time(), self.fleet, self.depths)]
         widths = [max(len(r[i]) for r in table) for i in range(len(header))]
         activity_column = ACTIVITY_COLUMN + self.fleet
         activity_at = sum(w + 2 for w in widths[:activity_column])

@@ -14,6 +14,7 @@ import enum
 import shlex
 from dataclasses import dataclass
 
+from hostagent.cli.ctl_list import indented
 from hostagent.cli.ctl_output import human_bytes, human_nsec, human_span, usage_cells, user_name
 from hostagent.client.follow import SessionView
 
@@ -41,12 +42,18 @@ CONFIRMED = {
 }
 
 
-def rows(sessions: list[SessionView], now: float, fleet: bool = False) -> list[tuple[str, ...]]:
-    """The table's rows; in a fleet, each begins with its host (FLEET_HEADER)."""
+def rows(
+    sessions: list[SessionView],
+    now: float,
+    fleet: bool = False,
+    depths: dict[str, int] | None = None,
+) -> list[tuple[str, ...]]:
+    """The table's rows; in a fleet, each begins with its host (FLEET_HEADER). depths: how far
+    under another session each one is (its key's), as list shows it."""
     return [
         (
             *((s.host,) if fleet else ()),
-            s.name,
+            indented(s.name, (depths or {}).get(s.key, 0)),
             user_name(s.owner) if not fleet else str(s.owner),
             s.preset,
             s.state,

@@ -53,6 +53,7 @@ class SessionView:
     last_error: str = ""
     usage: dict[str, Any] = field(default_factory=dict)  # the Usage property, plain
     host: str = ""  # in a fleet, the name of the host it runs on
+    parent: str = ""  # the session it was made from inside, on the same host
 
     @property
     def key(self) -> str:
@@ -72,6 +73,7 @@ class SessionView:
 
 _FIELDS = {
     "Owner": "owner",
+    "Parent": "parent",
     "Preset": "preset",
     "State": "state",
     "Activity": "activity",

@@ -254,5 +254,5 @@ def test_list_shows_the_sessions_made_from_inside_another_under_it(
     parents: dict[str, str], shown: list[tuple[str, int]]
 ) -> None:
     items = [{"name": n, **({"parent": p} if p else {})} for n, p in parents.items()]
-    ordered, depths = as_tree(items)
+    ordered, depths = as_tree(items, lambda i: i["name"], lambda i: i.get("parent", ""))
     assert [(i["name"], d) for i, d in zip(ordered, depths, strict=True)] == shown
