@@ -214,6 +214,22 @@ def responses(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         for t in body.get("tools", [])
         if isinstance(t, dict) and t.get("type") == "function" and "name" in t
     ]
+    # A namespace groups tools (Codex's MCP servers, mcp__SERVER): each is called by its own
+    # name with the namespace beside it.
+    spaces = {
+        f"{t['name']}__{f['name']}": (t["name"], f["name"])
+        for t in body.get("tools", [])
+        if isinstance(t, dict) and t.get("type") == "namespace"
+        for f in t.get("tools", [])
+        if f.get("type") == "function"
+    }
+    tools += [
+        (full, f.get("parameters", {}))
+        for t in body.get("tools", [])
+        if isinstance(t, dict) and t.get("type") == "namespace"
+        for f in t.get("tools", [])
+        if (full := f"{t['name']}__{f.get('name')}") in spaces
+    ]
     kind, text, step = script(body, result, tools)
     rid = f"resp_{time.time_ns()}"
     response = {"id": rid, "object": "response", "status": "in_progress", "output": []}
@@ -241,6 +257,8 @@ def responses(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
         call = {"type": "function_call", "id": f"fc_{time.time_ns()}", "status": "completed",
                 "call_id": f"call_{time.time_ns()}", "name": name,
                 "arguments": json.dumps(args)}  # fmt: skip
+        if name in spaces:
+            call["namespace"], call["name"] = spaces[name]
         yield "response.output_item.added", {"type": "response.output_item.added",
                                              "output_index": 1, "item": call}  # fmt: skip
         yield "response.output_item.done", {"type": "response.output_item.done",

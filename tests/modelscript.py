@@ -62,29 +62,46 @@ def decide(last_user: str, tool_result: bool) -> tuple[str, str]:
 
 # Delegation: "delegate TASK" makes the model hand TASK to a child session of the stand-in
 # agent through hostagent's MCP tools (whatever prefix the CLI gives their names), wait for it
-# and quote its answer: each step is read from the tool results the CLI sent back.
+# and quote its answer: each step is read from the tool results the CLI sent back, as their
+# text ("created session NAME") or their structured content (Codex gives the model that).
+# Where the CLI defers its MCP tools (Claude Code: known by name only, until its ToolSearch
+# fetches them), they are fetched first.
 CHILD_PRESET = "demo-agent"
-_CREATED = re.compile(r"created session ([a-z0-9][a-z0-9_.-]*)")
-_ANSWER = re.compile(r"You said: ([^\n\\\"]*)")
+_CREATED = re.compile(
+    r"created session ([a-z0-9][a-z0-9_.-]*)|^name: ([a-z0-9][a-z0-9_.-]*)$", re.M
+)
+_ANSWER = re.compile(r"You said: ([^\n]*)")
+_WAITED = r"\b{child} is (idle|blocked|exited)|^activity: (idle|blocked|exited)$"
 Call = tuple[str, dict[str, Any]]
 
 
-def delegation(last_user: str, outputs: list[str], tools: list[str]) -> tuple[str, Call | None]:
-    """The next step of a delegation: (text, the tool call to make, or None to answer)."""
+def delegation(
+    last_user: str, outputs: list[str], tools: list[str], said: str = ""
+) -> tuple[str, Call | None]:
+    """The next step of a delegation: (text, the tool call to make, or None to answer).
+    said: the whole request, where a CLI names the tools it defers."""
     task = last_user.split("delegate", 1)[1].strip(" :")
-    said = "\n".join(outputs)
-    created = _CREATED.findall(said)
+    results = "\n".join(outputs)
+    created = [a or b for a, b in _CREATED.findall(results)]
 
     def call(tool: str, args: dict[str, Any]) -> Call | None:
         name = next((t for t in tools if t.endswith(tool)), None)
-        return (name, args) if name else None
+        if name:
+            return name, args
+        deferred = sorted(set(re.findall(rf"(mcp__\w+?__{tool})\b", said)))
+        if not deferred or "ToolSearch" not in tools:
+            return None
+        if not any(deferred[0] in o for o in outputs):  # not fetched yet
+            wanted = re.findall(r"(mcp__\w+?__(?:create_session|wait_sessions))\b", said)
+            return "ToolSearch", {"query": "select:" + ",".join(sorted(set(wanted)))}
+        return deferred[0], args
 
     if not created:
         step = call("create_session", {"preset": CHILD_PRESET, "prompt": task})
         return ("I will hand this to a helper." if step else "I have no hostagent tools."), step
     child = created[-1]
-    answer = _ANSWER.findall(said)
-    if not re.search(rf"\b{re.escape(child)} is (idle|blocked|exited)", said):
+    answer = _ANSWER.findall(results)
+    if not re.search(_WAITED.format(child=re.escape(child)), results, re.M):
         return "Waiting for my helper.", call("wait_sessions", {"names": [child]})
     if answer:
         return f"My helper {child} answered: {answer[-1].strip()}", None
@@ -115,11 +132,21 @@ def tool_outputs(body: dict[str, Any]) -> list[str]:
 
 
 def _text(value: Any) -> str:
+    """A tool result's text, and each field of JSON in it a line "key: value" (a CLI may
+    give the model the structured content, or wrap the text in JSON of its own)."""
     if isinstance(value, str):
+        found = re.search(r"\{.*\}\s*$", value, re.S)
+        if found:
+            try:
+                return value + "\n" + _text(json.loads(found.group(0)))
+            except ValueError:
+                pass
         return value
-    if isinstance(value, list) and all(isinstance(p, dict) and "text" in p for p in value):
-        return "\n".join(str(p["text"]) for p in value)
-    return json.dumps(value)
+    if isinstance(value, list):
+        return "\n".join(_text(v) for v in value)
+    if isinstance(value, dict):
+        return "\n".join(f"{k}: {_text(v)}" for k, v in value.items())
+    return str(value)
 
 
 def script(
@@ -129,7 +156,8 @@ def script(
     last_user = last_user_text(body)
     first = (_CONTEXT.sub("", last_user).strip().splitlines() or [""])[0]
     if first.lower().startswith("delegate"):
-        text, step = delegation(first, tool_outputs(body), [n for n, _ in tools])
+        said = json.dumps(body)
+        text, step = delegation(first, tool_outputs(body), [n for n, _ in tools], said)
         return ("tool" if step else "text"), text, step
     kind, text = decide(last_user, tool_result)
     return kind, text, None
@@ -262,6 +290,11 @@ def last_user_text(body: dict[str, Any]) -> str:
             content = item.get("content", item.get("parts", []))
             if isinstance(content, str):
                 return content
+            if any(
+                isinstance(p, dict) and (p.get("type") == "tool_result" or "functionResponse" in p)
+                for p in content
+            ):
+                continue  # tool results, and what the CLI says beside them ("Tool loaded.")
             texts = [p.get("text", "") for p in content if isinstance(p, dict)]
             texts = [t for t in texts if t and not t.lstrip().startswith("<")]
             if texts:
