@@ -100,8 +100,11 @@ class Registry:
         return chain
 
     def name_of(self, uuid: str) -> str:
-        """The name of the session with uuid, "" when there is none (any more)."""
-        return next((s.name for s in self.sessions.values() if uuid and s.record.uuid == uuid), "")
+        """The name of the session with uuid, "" when there is none (any more). Asked for every
+        session's Parent in a list: one without a parent costs nothing."""
+        if not uuid:
+            return ""
+        return next((s.name for s in self.sessions.values() if s.record.uuid == uuid), "")
 
     def taken(self) -> set[str]:
         return set(self.sessions) | set(self.reserved)
