@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import sys
+import time
 from typing import Any
 
 from dbus_fast import Variant
@@ -23,7 +24,7 @@ from hostagent import __version__
 from hostagent.cli.ctl_output import as_json
 from hostagent.cli.mcp_protocol import MAX_LINE, PARSE_ERROR, Server, Tool, ToolError, error_line
 from hostagent.client.library import Client, SessionRow
-from hostagent.errors import HostAgentError
+from hostagent.errors import HostAgentError, Timeout
 
 TAIL_LINES = 30  # of a session's screen, with what wait_sessions answers
 EOF_GRACE = 2.0  # seconds the answers in flight get once stdin has ended
@@ -87,19 +88,45 @@ def tools(client: Client, me: int | None = None) -> list[Tool]:
         await client.send_text(args["name"], args["text"], args.get("enter", True))
         return f"typed into {args['name']}", {"name": args["name"]}
 
-    async def wait_sessions(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        await mine(*args["names"])
-        activities = args.get("activities") or ["idle", "blocked"]
-        timeout = int(args.get("timeout_seconds", 600) * 1_000_000)
-        name, activity = await client.wait_any(args["names"], activities, timeout)
-        # What it last said comes with it: a parent that waited on a child reads its answer
-        # (or its question) without another call. Left out where the caller may not read it.
+    async def arrived(name: str, activity: str) -> dict[str, str]:
+        """A session a wait returned, with what it last said: a parent that waited on a child
+        reads its answer (or its question) without another call. Left out where the caller
+        may not read it."""
         try:
             tail = _last_lines(await client.capture(name, 0), TAIL_LINES)
         except HostAgentError:
             tail = ""
-        shown = f"{name} is {activity}" + (f". The end of its screen:\n{tail}" if tail else "")
-        return shown, {"name": name, "activity": activity, "screen": tail}
+        return {"name": name, "activity": activity, "screen": tail}
+
+    async def wait_sessions(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        waiting = list(dict.fromkeys(args["names"]))
+        await mine(*waiting)
+        activities = args.get("activities") or ["idle", "blocked"]
+        deadline = time.monotonic() + args.get("timeout_seconds", 600)
+        done: list[dict[str, str]] = []
+        while waiting:
+            # The daemon takes 0 for no limit: a deadline reached is the least it takes.
+            left = max(1, int((deadline - time.monotonic()) * 1_000_000))
+            try:
+                name, activity = await client.wait_any(waiting, activities, left)
+            except Timeout:
+                if not done:
+                    raise
+                break
+            done.append(await arrived(name, activity))
+            if not args.get("all"):
+                break
+            waiting.remove(name)
+        shown = "\n".join(
+            f"{d['name']} is {d['activity']}"
+            + (f". The end of its screen:\n{d['screen']}" if d["screen"] else "")
+            for d in done
+        )
+        if not args.get("all"):
+            return shown, done[0]
+        if waiting:
+            shown += f"\nStill waiting for: {', '.join(waiting)} (the timeout came first)."
+        return shown, {"sessions": done, "waiting": waiting}
 
     async def capture_screen(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         screen = await client.capture(args["name"], args.get("lines", 0))
@@ -151,14 +178,16 @@ def tools(client: Client, me: int | None = None) -> list[Tool]:
              {"type": "object", "required": ["name", "text"], "properties": {
                  "name": NAME, "text": {"type": "string"}, "enter": {"type": "boolean"}}},
              _refusals(send_text)),
-        Tool("wait_sessions", "Wait until the first of the named sessions reaches one of the "
-             "activities (default idle or blocked; exited always ends a wait). Returns which "
-             "one, its activity, and the end of its screen: what it answered or asks.",
+        Tool("wait_sessions", "Wait until the first of the named sessions (or, with all, every "
+             "one) reaches one of the activities (default idle or blocked; exited always ends "
+             "a wait). Returns which, its activity, and the end of its screen: what it "
+             "answered or asks.",
              {"type": "object", "required": ["names"], "properties": {
                  "names": {**strings, "description": "the sessions to wait for"},
                  "activities": {"type": "array", "items": {"type": "string",
                                                            "enum": ACTIVITIES}},
                  "timeout_seconds": {"type": "number", "minimum": 0},
+                 "all": {"type": "boolean", "description": "wait for every one, not the first"},
              }}, _refusals(wait_sessions)),
         Tool("capture_screen", "What a session's terminal shows now (its last screen once it "
              "ended): read what its agent answered or asks.",

@@ -24,7 +24,7 @@ from hostagent.cli.mcp_protocol import (
     check,
 )
 from hostagent.client.library import SessionRow
-from hostagent.errors import AccessDenied
+from hostagent.errors import AccessDenied, Timeout
 
 
 async def _echo(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -256,3 +256,49 @@ def test_list_shows_the_sessions_made_from_inside_another_under_it(
     items = [{"name": n, **({"parent": p} if p else {})} for n, p in parents.items()]
     ordered, depths = as_tree(items, lambda i: i["name"], lambda i: i.get("parent", ""))
     assert [(i["name"], d) for i, d in zip(ordered, depths, strict=True)] == shown
+
+
+class Arrivals(FakeClient):
+    """Sessions that reach an activity in a given order; "late" never does (the daemon's
+    Timeout once the time asked for is up)."""
+
+    async def wait_any(
+        self, names: list[str], activities: list[str], timeout: int
+    ) -> tuple[str, str]:
+        ready = [n for n in ("b", "a") if n in names]
+        if not ready:
+            raise Timeout("No session reached the activities in time.")
+        return ready[0], "blocked" if ready[0] == "b" else "idle"
+
+    async def list_sessions(self) -> list[SessionRow]:
+        return [SessionRow(n, "shell", "running", "idle", ALICE, f"/s/{n}") for n in "ab"] + [
+            SessionRow("late", "shell", "running", "working", ALICE, "/s/late")
+        ]
+
+
+@pytest.mark.parametrize(
+    ("names", "waits_for_all", "shown", "waiting"),
+    [
+        (["a", "b"], False, ["b"], None),  # the first to arrive
+        (["a", "b"], True, ["b", "a"], []),  # every one, in the order they arrived
+        (["a", "late"], True, ["a"], ["late"]),  # the timeout came first: what did arrive
+    ],
+)
+def test_a_wait_returns_the_first_or_every_one(
+    names: list[str], waits_for_all: bool, shown: list[str], waiting: list[str] | None
+) -> None:
+    async def body() -> dict[str, Any]:
+        server = Server(mcp.tools(Arrivals(), ALICE))  # type: ignore[arg-type]
+        args = {"names": names, "all": waits_for_all, "timeout_seconds": 1}
+        call = request("tools/call", {"name": "wait_sessions", "arguments": args})
+        answer = await server.answer(json.dumps(call).encode())
+        return json.loads(answer or b"{}")["result"]  # type: ignore[no-any-return]
+
+    result = asyncio.run(body())
+    assert result["isError"] is False, result
+    structured = result["structuredContent"]
+    if waiting is None:
+        assert structured["name"] == shown[0]
+    else:
+        assert [s["name"] for s in structured["sessions"]] == shown
+        assert structured["waiting"] == waiting
