@@ -125,7 +125,7 @@ def test_notifications_and_responses_get_no_answer() -> None:
         ({"names": ["a"], "activities": ["asleep"]}, "'activities' holds an item that must be "
          "one of working, blocked, idle, exited, unknown"),
         ({"names": ["a"], "colour": "red"}, "no argument 'colour'; it takes names, activities, "
-         "timeout_seconds"),
+         "timeout_seconds, all"),
         ([], "arguments are an object"),
     ],
 )  # fmt: skip
