@@ -26,6 +26,8 @@ def test_an_agent_drives_a_session_through_the_mcp_server(sb: Sandbox) -> None:
         waited = alice.tool("wait_sessions", names=[made], activities=["idle"], timeout_seconds=30)
         assert waited["structuredContent"]["activity"] == "idle", waited
         assert "Demo Agent" in waited["structuredContent"]["screen"]  # what it shows, with it
+        every = alice.tool("wait_sessions", names=[made], all=True, timeout_seconds=30)
+        assert [w["name"] for w in every["structuredContent"]["sessions"]] == [made], every
         assert alice.tool("send_text", name=made, text="hello from a parent")["isError"] is False
         # Its answer, once the agent has read the line (idle before and after it).
         until(lambda: "You said: hello from a parent"
