@@ -387,6 +387,8 @@ def screen_only(sb: Sandbox, agent: RealAgent) -> RealAgent:
     builtin = Path(__file__).parents[2] / "hostagent" / "builtin-presets" / f"{agent.preset}.yaml"
     preset = yaml.safe_load(builtin.read_text())
     preset.pop("hooks", None)
+    if preset.get("mcp", {}).get("format") in ("gemini", "qwen"):
+        preset.pop("mcp")  # given in the hooks file, which this copy has not
     rules = preset["activity"]["rules"]
     preset["activity"]["rules"] = [r for r in rules if "screen" in r or "title" not in r]
     preset["name"] = f"{agent.preset}-screen-only"
