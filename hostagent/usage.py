@@ -287,7 +287,8 @@ def from_opencode(text: str) -> Usage:
     with its ``id``, one JSON object a line): an assistant message's ``tokens`` and ``cost``
     per call. Its input leaves out what the cache read and wrote, its output the reasoning.
     The cost is in USD, from the model's price; OpenCode says $0 for a model it has no price
-    for, so a total of 0 is taken as unknown."""
+    for, so a total of 0 is taken as unknown. A reply still streaming (no tokens, not completed)
+    is no call yet: counted, it would say a call used nothing until the next reading."""
     calls: dict[str, Usage] = {}
     cost = 0.0
     for entry in _records(text):
@@ -296,6 +297,12 @@ def from_opencode(text: str) -> Usage:
             continue
         read = _count(_dig(tokens, "cache", "read"))
         write = _count(_dig(tokens, "cache", "write"))
+        if (
+            not _dig(entry, "time", "completed")
+            and not any(_count(tokens.get(k)) for k in ("input", "output", "reasoning"))
+            and not (read or write)
+        ):
+            continue  # a reply still streaming: its row is written with its tokens at its end
         stated = entry.get("cost")
         cost += float(stated) if isinstance(stated, int | float) and stated > 0 else 0.0
         calls[str(entry.get("id") or len(calls))] = one_call(

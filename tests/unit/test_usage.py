@@ -3,6 +3,7 @@ wrote it (tests/data/usage/, real records of the real CLIs against the stand-in 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,14 @@ def test_every_reader_has_a_real_record() -> None:
 def test_a_record_with_nothing_in_it_reads_as_nothing(cli: str) -> None:
     for text in ("", "\n", "not json\n", '{"type": "assistant"}\n', "[1, 2]\n"):
         assert READERS[cli](text) == Usage()
+
+
+def test_an_opencode_reply_still_streaming_is_not_a_call_yet() -> None:
+    """OpenCode writes an assistant row when a reply starts, and its tokens when it ends: read
+    in between, the row is no call (a reading then would count a call that used nothing)."""
+    text = (DATA / "opencode" / "1.18.33-two-turns-then-stopped.jsonl").read_text(encoding="utf-8")
+    streaming = {"id": "msg_new", "role": "assistant", "modelID": "stand-in", "cost": 0,
+                 "tokens": {"total": 0, "input": 0, "output": 0, "reasoning": 0,
+                            "cache": {"write": 0, "read": 0}},
+                 "time": {"created": 1796267240000}}  # fmt: skip
+    assert READERS["opencode"](text + json.dumps(streaming) + "\n") == times(PER_CALL, 3, None, "stand-in")  # fmt: skip
