@@ -110,11 +110,7 @@ DOCS: dict[str, tuple[str, str]] = {
         "with `follow`, new lines keep coming until the caller closes it. For owners, who may "
         "not read a system service's journal; at most 4 open per user (LimitsExceeded).",
     ),
-    "SendText": (
-        ACTS,
-        "Type text (at most 64 KiB, no NUL), then Enter if `enter`: a key of its own, once the "
-        "agent has drawn the text (at most a second later), so every CLI submits it.",
-    ),
+    "SendText": (ACTS, "Type text (at most 64 KiB, no NUL), then Enter if `enter`."),
     "WaitForActivity": (OPEN, "Wait until one of the activities, or `exited`; Timeout."),
     "ExplainActivity": (
         OPEN,
