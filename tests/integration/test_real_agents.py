@@ -623,22 +623,3 @@ def test_a_real_cli_hands_work_to_a_child_session_and_quotes_its_answer(
             if row.get("parent") == name:
                 sb.ctl("rm", "--force", row["name"], user=agent.user, system=True)
         sb.ctl("rm", name, user=agent.user, system=True)
-
-
-@pytest.mark.parametrize("agent", AGENTS, ids=[a.key for a in AGENTS])
-def test_one_send_submits_a_line_in_every_real_cli(
-    sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes, agent: RealAgent
-) -> None:
-    """`hostagentctl send NAME TEXT`, one call as a user or an agent makes it: the CLI takes the
-    line and answers it. Text and Enter in one burst would be a pasted newline to Codex."""
-    sb = sandbox
-    program_of(agents, agent)
-    name = homes.create(agent, homes.ensure_set_up(agent))
-    try:
-        screen(sb, agent, name, agent.ready)
-        assert wait(sb, agent, name, "idle") == "idle"
-        hello = f"hello by send {secrets.token_hex(3)}"
-        sb.ctl("send", name, hello, user=agent.user, system=True).check()
-        screen(sb, agent, name, f"You said: {hello}")
-    finally:
-        sb.ctl("rm", name, user=agent.user, system=True)

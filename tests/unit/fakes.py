@@ -458,9 +458,5 @@ class ShownWatch:
     async def look_now(self) -> None:
         pass
 
-    async def output(self, timeout: float) -> bool:
-        """The agent draws what it is sent at once."""
-        return True
-
     def close(self) -> None:
         pass

@@ -23,7 +23,7 @@ from hostagent.errors import InvalidArgs, InvalidCwd
 from hostagent.identity import Owner
 from hostagent.options import CreateRequest
 from hostagent.session import State
-from tests.unit.fakes import Host, ShownWatch, me, run
+from tests.unit.fakes import Host, me, run
 
 
 def test_make_room_moves_a_planted_directory_aside_and_keeps_a_fifo(tmp_path: Path) -> None:
@@ -312,34 +312,3 @@ def test_a_helper_is_switched_to_its_owner_after_exec_where_setpriv_is(
         pytest.skip("this test's other owner is the user running it")
     who = Owner(uid, uid, "someone", "/home/someone", "/bin/sh", groups)
     assert owner_module.as_owner(who, ["tmux", "ls"], setpriv) == (argv, keywords)
-
-
-class Silent(ShownWatch):
-    """A pane that draws nothing it is sent: the Enter goes after ECHO_WAIT all the same."""
-
-    async def output(self, timeout: float) -> bool:
-        return False
-
-
-@pytest.mark.parametrize("watch", [ShownWatch, Silent])
-def test_a_line_sent_is_typed_then_entered_as_a_key_of_its_own(
-    tmp_path: Path, watch: type[ShownWatch]
-) -> None:
-    """One burst of text and Enter reads as a paste with a newline in it (Codex, Cline): the
-    Enter goes once the agent has drawn the text, or after the wait if it draws nothing."""
-
-    typed: list[tuple[str, str, bool]] = []
-
-    async def body() -> None:
-        host = await Host.started(tmp_path)
-        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
-        session = host.registry.get("a")
-        session.watch = watch()
-        await host.core.terminal.send_text(session, "hello", True)
-        await host.core.terminal.send_text(session, "no enter", False)
-        await host.core.terminal.send_text(session, "", True)
-        typed.extend(host.scopes.tmux.typed)
-
-    run(body())
-    assert typed == [("a", "hello", False), ("a", "", True), ("a", "no enter", False),
-                           ("a", "", True)]  # fmt: skip

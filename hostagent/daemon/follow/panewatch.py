@@ -97,7 +97,6 @@ class PaneWatch:
         self._task: asyncio.Task[None] | None = None
         self._again = False
         self._retries = 0
-        self._output_waiters: list[asyncio.Future[None]] = []
         self.closed = False
 
     def open(self) -> None:
@@ -149,10 +148,6 @@ class PaneWatch:
         now = self._loop.time()
         self._last_output = now
         self._burst_bytes += len(chunk)
-        for waiter in self._output_waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self._output_waiters.clear()
         if self._settle is None:
             self._settle = self._loop.call_at(now + SETTLE, self._on_settle)
         if self.verdict is None:
@@ -269,19 +264,6 @@ class PaneWatch:
             )
             if tmux.agent_screen(screen):
                 self.last_screen = screen
-
-    async def output(self, timeout: float) -> bool:
-        """Whether the pane prints anything within timeout seconds from now."""
-        waiter = self._loop.create_future()
-        self._output_waiters.append(waiter)
-        try:
-            await asyncio.wait_for(waiter, timeout)
-        except TimeoutError:
-            return False
-        finally:
-            with contextlib.suppress(ValueError):
-                self._output_waiters.remove(waiter)
-        return True
 
     def report_hook(self, verdict: Verdict) -> None:
         self.hook = verdict

@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 
 MAX_SCROLLBACK = 100000
 MAX_TEXT = 64 * 1024
-ECHO_WAIT = 1.0  # seconds send waits for the agent to draw typed text before its Enter
 MAX_WAIT_NAMES = 4096  # sessions one wait may name
 MAX_CAPTURE_BYTES = 16 * 1024 * 1024  # a reply must stay well under the bus's 32 MiB message
 # Captures one user may have under way at once. Each holds a tmux client and up to
@@ -243,21 +242,8 @@ class Terminal:
     async def send_text(self, session: Session, text: str, enter: bool) -> None:
         """Type text (checked by the caller, check_text) into the session's pane."""
         name = self._running(session).name
-        sock, watch = session.paths.socket, session.watch
         try:
-            if text and enter and watch is not None:
-                # Text and its Enter in one burst read as a paste with a newline in it (Codex,
-                # Cline): the Enter is a key of its own, sent once the agent has drawn what it
-                # read (or ECHO_WAIT on, if it draws nothing), as a person types.
-                echoed = asyncio.ensure_future(watch.output(ECHO_WAIT))
-                try:
-                    await self.tmux.send_text(session.owner, sock, text, False)
-                    await echoed
-                finally:
-                    echoed.cancel()
-                await self.tmux.send_text(session.owner, sock, "", True)
-            else:
-                await self.tmux.send_text(session.owner, sock, text, enter)
+            await self.tmux.send_text(session.owner, session.paths.socket, text, enter)
         except tmux.TmuxError as e:
             raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
         if enter or "\r" in text or "\n" in text:
