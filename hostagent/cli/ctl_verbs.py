@@ -52,7 +52,7 @@ async def verb_new(c: Client, a: argparse.Namespace) -> int:
     # For another user, no --cwd means their home (the daemon's default), never ours.
     cwd = os.path.abspath(a.cwd) if a.cwd else ("" if a.user_id is not None else os.getcwd())
     path = await c.create(a.name or "", a.preset, cwd, build_options(a))
-    name = next((r.name for r in await c.list_sessions() if r.path == path), path)
+    name = c.session_name(path)
     if a.json:
         emit_json(a, {"name": name, "path": path})
     elif not a.quiet:

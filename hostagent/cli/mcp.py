@@ -81,7 +81,7 @@ def tools(client: Client, me: int | None = None) -> list[Tool]:
                 options[key] = Variant(signature, args[key])
         cwd = os.path.abspath(args.get("cwd") or os.getcwd())
         path = await client.create(args.get("name", ""), args["preset"], cwd, options)
-        name = next((r.name for r in await client.list_sessions() if r.path == path), path)
+        name = client.session_name(path)
         return f"created session {name}", {"name": name}
 
     async def send_text(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:

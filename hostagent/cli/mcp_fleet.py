@@ -47,28 +47,25 @@ class FleetSessions:
         rows = await asyncio.wait_for(client.list_sessions(), HOST_TIMEOUT)
         return [r._replace(name=f"{host.name}:{r.name}") for r in rows if uid in (0, r.owner)]
 
+    async def _listings(self) -> dict[Host, list[SessionRow]]:
+        """Every host's rows (_rows), asked at once; a host down is left out."""
+        answers = await asyncio.gather(*(self._rows(h) for h in self.hosts), return_exceptions=True)
+        return {h: rows for h, rows in zip(self.hosts, answers, strict=True) if isinstance(rows, list)}  # fmt: skip
+
     async def list_sessions(self) -> list[SessionRow]:
         """Every host's sessions of this user's, HOST:NAME; a host down is left out."""
-        answers = await asyncio.gather(*(self._rows(h) for h in self.hosts), return_exceptions=True)
-        return [row for rows in answers if isinstance(rows, list) for row in rows]
+        return [row for rows in (await self._listings()).values() for row in rows]
 
-    async def _on(self, name: str) -> tuple[Client, str]:
-        """The connection to the host a session is on, and its name there."""
+    async def _on(self, name: str) -> tuple[Host, Client, str]:
+        """The host a session is on, its connection, and the session's name there."""
         host, bare = split_name(name, self.hosts)
         if host is None:
             listings = {
                 h: [r.name.partition(":")[2] for r in rows]
-                for h, rows in zip(
-                    self.hosts,
-                    await asyncio.gather(
-                        *(self._rows(h) for h in self.hosts), return_exceptions=True
-                    ),
-                    strict=True,
-                )
-                if isinstance(rows, list)
+                for h, rows in (await self._listings()).items()
             }
             host, bare = locate(name, listings, self.hosts)
-        return await self._client(host), bare
+        return host, await self._client(host), bare
 
     async def create(self, name: str, preset: str, cwd: str, options: dict[str, Variant]) -> str:
         host, bare = split_name(name, self.hosts)
@@ -78,35 +75,39 @@ class FleetSessions:
         host = host or self.hosts[0]
         client = await self._client(host)
         path = await client.create(bare, preset, cwd, options)
-        made = next((r.name for r in await client.list_sessions() if r.path == path), bare)
-        return f"{host.name}:{made}"
+        return f"{host.name}:{client.session_name(path)}"
+
+    @staticmethod
+    def session_name(made: str) -> str:
+        """create's answer is the HOST:NAME already."""
+        return made
 
     async def properties(self, name: str) -> dict[str, Any]:
-        client, bare = await self._on(name)
+        _, client, bare = await self._on(name)
         return await client.properties(bare)
 
     async def send_text(self, name: str, text: str, enter: bool) -> None:
-        client, bare = await self._on(name)
+        _, client, bare = await self._on(name)
         await client.send_text(bare, text, enter)
 
     async def capture(self, name: str, lines: int) -> str:
-        client, bare = await self._on(name)
+        _, client, bare = await self._on(name)
         return await client.capture(bare, lines)
 
     async def explain(self, name: str) -> dict[str, str]:
-        client, bare = await self._on(name)
+        _, client, bare = await self._on(name)
         return await client.explain(bare)
 
     async def stop(self, name: str) -> None:
-        client, bare = await self._on(name)
+        _, client, bare = await self._on(name)
         await client.stop(bare)
 
     async def resume(self, name: str) -> str:
-        client, bare = await self._on(name)
+        _, client, bare = await self._on(name)
         return await client.resume(bare)
 
     async def remove_with_flags(self, name: str, force: bool) -> str:
-        client, bare = await self._on(name)
+        _, client, bare = await self._on(name)
         return await client.remove_with_flags(bare, force)
 
     async def wait_any(
@@ -116,9 +117,7 @@ class FleetSessions:
         placed: dict[Host, list[str]] = {}
         clients: dict[Host, Client] = {}
         for name in names:
-            client, bare = await self._on(name)
-            host = next(h for h, c in self._clients.items() if c is client)
-            clients[host] = client
+            host, clients[host], bare = await self._on(name)
             placed.setdefault(host, []).append(bare)
 
         async def on(host: Host) -> tuple[str, str]:

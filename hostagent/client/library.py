@@ -17,7 +17,7 @@ from dbus_fast.aio import MessageBus
 
 from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE
 from hostagent.bus.call import DBUS, PROPERTIES, CallError, call, call_for_fd
-from hostagent.bus.paths import path_encode
+from hostagent.bus.paths import path_decode, path_encode
 from hostagent.errors import InvalidArgs, from_dbus
 from hostagent.usage import Usage
 
@@ -178,6 +178,14 @@ class Client:
         from hostagent import SESSION_PATH_PREFIX
 
         return path_encode(SESSION_PATH_PREFIX, name)
+
+    @staticmethod
+    def session_name(path: str) -> str:
+        """The name of the session at object path (CreateSession's reply); the path itself
+        when it is not a session's."""
+        from hostagent import SESSION_PATH_PREFIX
+
+        return path_decode(SESSION_PATH_PREFIX, path) or path
 
     async def get_session(self, name: str) -> str:
         """The object path of the session, as the daemon says (GetSession); NoSuchSession."""

@@ -90,18 +90,20 @@ class AgentHooks:
         sessions there are read from the screen alone."""
         if preset.hooks_format not in hooks.ROOT_OWNED_FORMATS:
             return session.paths.hooks_file
-        if not self.registry.system or os.geteuid() != 0:
+        if not self._writes_root_owned():
             return None
         return hooks.root_hooks_file(self.registry.runtime_root, session.name)
+
+    def _writes_root_owned(self) -> bool:
+        """Whether this daemon can write a file only root may (the system daemon, as root)."""
+        return self.registry.system and os.geteuid() == 0
 
     def mcp_server_for(self, preset: Preset, req: CreateRequest) -> list[str]:
         """The MCP server of a new session of preset's, as req asks or by default; [] for
         none. Gemini CLI reads it from its hooks file, which only the system daemon can write
         where Gemini takes it; a user's daemon closes its own bus to a sandboxed session."""
         why_not = ""
-        if preset.mcp_format in hooks.ROOT_OWNED_FORMATS and (
-            not self.registry.system or os.geteuid() != 0
-        ):
+        if preset.mcp_format in hooks.ROOT_OWNED_FORMATS and not self._writes_root_owned():
             why_not = f"{preset.name} reads it only from a file a user's daemon cannot write"
         elif not self.registry.system and sandbox.read(req.properties).confined:
             why_not = "a sandboxed session of a user's daemon cannot reach its bus"
