@@ -11,7 +11,7 @@ from dbus_fast import Variant
 
 from hostagent.cli.mcp_fleet import FleetSessions
 from hostagent.client.fleet import Host
-from hostagent.client.library import SessionRow
+from hostagent.client.library import Client, SessionRow
 
 
 @dataclass
@@ -37,7 +37,9 @@ class FakeDaemon:
     async def create(self, name: str, preset: str, cwd: str, options: dict[str, Variant]) -> str:
         name = name or "made-up"
         self.sessions[name] = self.uid
-        return f"/s/{name}"
+        return Client.session_path(name)  # the daemon's object path, as CreateSession answers
+
+    session_name = staticmethod(Client.session_name)
 
     async def send_text(self, name: str, text: str, enter: bool) -> None:
         self.typed.append((name, text))
