@@ -69,8 +69,8 @@ def agents(sandbox: Sandbox) -> dict[str, tuple[str, str]]:
 # state (its preset's), /tmp its own, the project writable.
 # Not yet confined here, as measured: Claude Code's first run goes another way (its onboarding
 # is not kept: ~/.claude.json, which it makes in the home itself, cannot be made under a
-# read-only home); Copilot extracts its bundled package into ~/.cache at every start.
-NOT_YET_CONFINED = {"claude", "copilot"}
+# read-only home).
+NOT_YET_CONFINED = {"claude"}
 CONFINED = (
     "ProtectSystem=strict",
     "ProtectHome=read-only",
