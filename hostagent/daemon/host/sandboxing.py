@@ -54,13 +54,14 @@ def session_plan(
     paths: SessionPaths,
     state: Iterable[str] = (),
 ) -> Plan | None:
-    """The plan for a session with these properties, None when no word confines it. state:
-    the paths its CLI keeps its state in (its preset's, made concrete), writable as its
-    runtime directory is, unless a word says otherwise. SandboxProblem or SandboxError when it
-    cannot be made here, said before anything starts."""
+    """The plan for a session with these properties; with no word that confines it, the plan
+    that keeps it apart from its siblings (None when this host can make none). state: the
+    paths its CLI keeps its state in (its preset's, made concrete), writable as its runtime
+    directory is, unless a word says otherwise. SandboxProblem or SandboxError when it cannot
+    be made here, said before anything starts."""
     box = sandbox.read(properties)
     if not box.confined:
-        return None
+        return apart_plan(paths, owner)
     system = os.geteuid() == 0
     if not system and not _user_namespaces():
         raise SandboxError(
@@ -91,6 +92,16 @@ def session_plan(
     plan = Plan(tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi(), veils)
     check(plan)
     return plan
+
+
+def apart_plan(paths: SessionPaths, owner: Owner) -> Plan | None:
+    """What keeps a session with no sandbox apart from its siblings: their runtime files veiled
+    (on the system daemon, whose root makes the mount namespace; the user daemon's would need a
+    user namespace, in which sudo and every setuid program stop working) and a Landlock domain
+    of its own (no trace of, and from ABI 6 no signal to, a process outside the session)."""
+    veils = tuple(apart(paths, owner)) if os.geteuid() == 0 else ()
+    abi = landlock_abi()
+    return Plan((), INACCESSIBLE_ROOT, False, abi, veils) if veils or abi else None
 
 
 def apart(paths: SessionPaths, owner: Owner) -> list[Veil]:
