@@ -124,15 +124,25 @@ def test_a_private_tmp_leaves_nothing_in_the_hosts_tmp(alices_home: Sandbox) -> 
         sb.run("rm", "-f", f"{left}-plain")
 
 
-def test_a_sandboxed_session_cannot_signal_or_trace_its_owners_other_processes(
-    alices_home: Sandbox,
+# Kept apart, confined or not: a session with a sandbox, and one with no word at all.
+APART = pytest.mark.parametrize(
+    "words", [("InaccessiblePaths=%h/.ssh",), ()], ids=["sandboxed", "no-sandbox"]
+)
+# PTRACE_SEIZE of a pid: the least a debugger does, and all an attacker needs.
+SEIZE = "python3 -c 'import ctypes; l = ctypes.CDLL(None); exit(l.ptrace(0x4206, {pid}, 0, 0))'"
+
+
+@APART
+def test_a_session_cannot_signal_or_trace_its_owners_other_processes(
+    alices_home: Sandbox, words: tuple[str, ...]
 ) -> None:
     sb = alices_home
-    confined, sibling = session(sb, "InaccessiblePaths=%h/.ssh"), session(sb)
+    confined, sibling = session(sb, *words), session(sb)
     try:
         pid = agent_process(sb, sibling).pid
         for attack in (
             f"kill -0 {pid}",
+            SEIZE.format(pid=pid),
             f"cat /proc/{pid}/environ > /dev/null",  # what a trace may read
             f"cat /proc/{pid}/root{SECRET}",  # the sibling's view of the files, unhidden
         ):
@@ -144,14 +154,15 @@ def test_a_sandboxed_session_cannot_signal_or_trace_its_owners_other_processes(
 
 
 # What each path is (r: readable, w: writable, -: neither) to a shell as alice.
-def test_a_sandboxed_session_reaches_no_other_sessions_terminal_or_files(
-    alices_home: Sandbox,
+@APART
+def test_a_session_reaches_no_other_sessions_terminal_or_files(
+    alices_home: Sandbox, words: tuple[str, ...]
 ) -> None:
     """Its owner's runtime directory shows it its own directory, its link and the owner's
     hooks FIFO: another session's socket, output FIFO and hooks file cannot even be named.
     Its own terminal, and the same attacks from its owner's shell outside, work."""
     sb = alices_home
-    confined, sibling = session(sb, "InaccessiblePaths=%h/.ssh"), session(sb)
+    confined, sibling = session(sb, *words), session(sb)
     run = f"/run/hostagent/{sb.uid('alice')}"
     typed_in = f"/tmp/typed-{secrets.token_hex(3)}"
     try:

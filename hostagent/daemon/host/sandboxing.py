@@ -95,12 +95,15 @@ def session_plan(
 
 
 def apart_plan(paths: SessionPaths, owner: Owner) -> Plan | None:
-    """What keeps a session with no sandbox apart from its siblings: their runtime files veiled
-    (on the system daemon, whose root makes the mount namespace; the user daemon's would need a
-    user namespace, in which sudo and every setuid program stop working) and a Landlock domain
-    of its own (no trace of, and from ABI 6 no signal to, a process outside the session)."""
-    veils = tuple(apart(paths, owner)) if os.geteuid() == 0 else ()
-    abi = landlock_abi()
+    """What keeps a session with no sandbox apart from its siblings, on the system daemon: their
+    runtime files veiled (root makes the mount namespace) and a Landlock domain of its own (no
+    trace of, and from ABI 6 no signal to, a process outside the session). None on the user
+    daemon: without root, the namespace needs a user namespace and the domain needs
+    no-new-privileges, and with either sudo and every setuid program stop working in the
+    session; a word that confines it (NoNewPrivileges=yes, say) keeps it apart there."""
+    if os.geteuid() != 0:
+        return None
+    veils, abi = tuple(apart(paths, owner)), landlock_abi()
     return Plan((), INACCESSIBLE_ROOT, False, abi, veils) if veils or abi else None
 
 
