@@ -220,8 +220,9 @@ def declined_offers(sb: Sandbox, agent: RealAgent, name: str, awaited: str) -> N
             keys(sb, agent, name, offer[1])
             screen(sb, agent, name, offer[2])
             keys(sb, agent, name, ENTER)
-            until(lambda: offer[0] not in sb.ctl("capture", name, user=agent.user,
-                                                 system=True).stdout, f"{offer[0]!r} answered")  # fmt: skip
+            text = offer[0]
+            until(lambda: text not in sb.ctl("capture", name, user=agent.user,  # noqa: B023
+                                             system=True).stdout, f"{text!r} answered")  # fmt: skip
         time.sleep(0.1)
 
 
