@@ -35,10 +35,6 @@ class RealAgent:
     # cursor move and its Enter are two steps: sent together, some CLIs drop the move.
     first_run: tuple[tuple[str, str], ...] = ()
     ready: str = ""  # text of the idle screen once the dialogs are answered
-    # Offers it may make at a first run, each declined as a user would if it comes: (text on
-    # the screen, the key that moves to the option that declines it, that option as drawn
-    # once chosen); Enter then answers.
-    offers: tuple[tuple[str, str, str], ...] = ()
     approval: str = ""  # text of its approval dialog, waited for before it is answered
     approve: str = ENTER
     answers_after_tool: bool = True  # Aider runs the command and is done: no second answer
@@ -60,8 +56,6 @@ AGENTS = (
                    ("Do you want to use this API key?", UP), ("❯ Yes", ENTER),
                    ("Make auto mode your default permission mode?", DOWN),
                    ("❯ No, keep manual mode", ENTER)),
-        # Confined (its home read-only but for its state), it offers its new renderer first.
-        offers=(("Try the new fullscreen renderer?", DOWN, "❯ 2. Not now"),),
         ready="? for shortcuts", hooks=True,
     ),
     RealAgent(
