@@ -49,7 +49,7 @@ def test_a_forked_child_is_held_until_released_and_its_output_read(tmp_path: Pat
 
 def test_a_forked_child_gets_its_own_process_group_and_default_signals(tmp_path: Path) -> None:
     async def body() -> None:
-        script = "grep -E '^Sig(Ign|Blk)' /proc/$$/status"
+        script = "exec grep -E '^Sig(Ign|Blk)' /proc/self/status"
         child = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/sh", "-c", script], NOTHING)
         pgid = os.getpgid(child.pid)
         code, out, _ = await child.release(5)
