@@ -92,3 +92,27 @@ def test_a_sandboxed_session_is_shown_its_own_entries_and_nothing_else(tmp_path:
         run, run, run / "c.sock", run / "c.out", run / "c.hooks.json", run / "c.mcp.json"
     )
     assert sandboxing.apart(legacy, who) == []
+
+
+@pytest.mark.parametrize("system", [True, False], ids=["system", "user"])
+def test_a_session_with_no_word_is_kept_apart_by_the_system_daemon_alone(
+    tmp_path: Path, system: bool
+) -> None:
+    """No word: on the system daemon, the same veils as a sandboxed session and a Landlock
+    domain, no mounts and no-new-privileges left off (sudo works there); on the user daemon,
+    nothing (it would take a user namespace or no-new-privileges)."""
+    run = tmp_path / "hostagent" / "1001"
+    run.mkdir(parents=True)
+    who = Owner(1001, 1001, "alice", "/home/alice", "/bin/sh", ())
+    paths = SessionPaths.of(run, "a")
+    plan = sandboxing.apart_plan(paths, who, system)
+    if system == (os.geteuid() == 0):  # what a create with no word gets from this daemon
+        assert sandboxing.session_plan([], who, "/home/alice", "", paths) == plan
+    if not system:
+        assert plan is None
+        return
+    assert plan == namespace.Plan(
+        (), sandboxing.INACCESSIBLE_ROOT, False, namespace.landlock_abi(),
+        tuple(sandboxing.apart(paths, who)),
+    )  # fmt: skip
+    assert plan.veils[0].keep == ("a.d", "hooks.fifo")

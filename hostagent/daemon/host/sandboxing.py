@@ -60,9 +60,9 @@ def session_plan(
     directory is, unless a word says otherwise. SandboxProblem or SandboxError when it cannot
     be made here, said before anything starts."""
     box = sandbox.read(properties)
-    if not box.confined:
-        return apart_plan(paths, owner)
     system = os.geteuid() == 0
+    if not box.confined:
+        return apart_plan(paths, owner, system)
     if not system and not _user_namespaces():
         raise SandboxError(
             errno.EPERM,
@@ -94,14 +94,14 @@ def session_plan(
     return plan
 
 
-def apart_plan(paths: SessionPaths, owner: Owner) -> Plan | None:
+def apart_plan(paths: SessionPaths, owner: Owner, system: bool) -> Plan | None:
     """What keeps a session with no sandbox apart from its siblings, on the system daemon: their
     runtime files veiled (root makes the mount namespace) and a Landlock domain of its own (no
     trace of, and from ABI 6 no signal to, a process outside the session). None on the user
     daemon: without root, the namespace needs a user namespace and the domain needs
     no-new-privileges, and with either sudo and every setuid program stop working in the
     session; a word that confines it (NoNewPrivileges=yes, say) keeps it apart there."""
-    if os.geteuid() != 0:
+    if not system:
         return None
     veils, abi = tuple(apart(paths, owner)), landlock_abi()
     return Plan((), INACCESSIBLE_ROOT, False, abi, veils) if veils or abi else None
