@@ -133,3 +133,21 @@ def test_a_forker_that_dies_is_started_again_and_its_held_child_still_ends(
         assert heldchild.forker()._process is not process
 
     run(body)
+
+
+def test_a_start_asked_of_a_forker_just_gone_fails_and_the_next_one_starts_anew(
+    tmp_path: Path,
+) -> None:
+    async def body() -> None:
+        child = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/true"], NOTHING)
+        await child.release(5)
+        process = heldchild.forker()._process
+        assert process is not None
+        process.kill()
+        process.wait()  # gone, and the loop has not yet read its end of file
+        with pytest.raises(OSError):
+            await HeldChild.start(me(), str(tmp_path), {}, ["/bin/true"], NOTHING)
+        again = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/sh", "-c", "exit 5"], NOTHING)
+        assert (await again.release(5))[0] == 5
+
+    run(body)

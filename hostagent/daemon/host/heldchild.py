@@ -278,7 +278,11 @@ class Forker:
                 data = pickle.dumps(request)
                 if len(data) > MESSAGE_MAX:
                     raise OSError(f"a request of {len(data)} bytes is over the forker's limit")
-                await _send(sock, data, rights)
+                try:
+                    await _send(sock, data, rights)
+                except OSError:  # the forker is gone, and its end of file not yet read
+                    self._ended()
+                    raise
                 answer, fds = await self._answer
         except BaseException:
             os.close(out_read)

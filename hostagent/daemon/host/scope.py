@@ -215,7 +215,10 @@ class Scopes:
         )  # fmt: skip
         tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
         plan = sandbox_plan(record, owner, paths, state or [])
-        child = await HeldChild.start(owner, record.cwd, server_env, argv, plan)
+        try:
+            child = await HeldChild.start(owner, record.cwd, server_env, argv, plan)
+        except OSError as e:  # no fork to be had, or the forker ended under the request
+            raise SpawnFailed(f"Session '{record.name}': its first process: {e}.") from None
         try:
             try:
                 job = await self.systemd.start_scope(
