@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hostagent.daemon.host import heldchild
+from hostagent.daemon.host import forking
 from hostagent.daemon.host.heldchild import HeldChild
 from hostagent.daemon.host.namespace import FAILED, Plan, landlock_abi
 from hostagent.identity import Owner
@@ -30,7 +30,7 @@ def run(body: Callable[[], Awaitable[None]]) -> None:
         try:
             await body()
         finally:
-            heldchild.forker().close()
+            forking.forker().close()
 
     asyncio.run(then_end_the_forker())
 
@@ -121,16 +121,16 @@ def test_a_forker_that_dies_is_started_again_and_its_held_child_still_ends(
 ) -> None:
     async def body() -> None:
         child = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/true"], NOTHING)
-        process = heldchild.forker()._process
+        process = forking.forker()._process
         assert process is not None
         process.kill()
         process.wait()
         # Its child is init's now: a release still ends, its status unknown to the daemon.
         code, _, _ = await child.release(5)
-        assert code in (0, heldchild.UNKNOWN_EXIT)
+        assert code in (0, forking.UNKNOWN_EXIT)
         again = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/sh", "-c", "exit 4"], NOTHING)
         assert (await again.release(5))[0] == 4
-        assert heldchild.forker()._process is not process
+        assert forking.forker()._process is not process
 
     run(body)
 
@@ -141,7 +141,7 @@ def test_a_start_asked_of_a_forker_just_gone_fails_and_the_next_one_starts_anew(
     async def body() -> None:
         child = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/true"], NOTHING)
         await child.release(5)
-        process = heldchild.forker()._process
+        process = forking.forker()._process
         assert process is not None
         process.kill()
         process.wait()  # gone, and the loop has not yet read its end of file
