@@ -113,7 +113,9 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         + table(["run", "raw ms", "hostagent ms", "ratio (goals above)", "rounds' ratios"], rows)
         + "\n\nThe same create in a sandbox (`properties`: "
         + SANDBOX.replace("'", "")
-        + "), made by the held child before it drops to the owner, beside it without one:\n\n"
+        + "), made by the held child (forked by the forker) before it drops to the owner, beside"
+        " the same create without words (kept apart from its siblings, as every session on the"
+        " system daemon is):\n\n"
         + table(["run", "without ms", "sandboxed ms", "ratio", "rounds' ratios"], boxed)
         + "\n"
     )
