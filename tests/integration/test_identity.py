@@ -144,8 +144,9 @@ def test_a_restart_with_both_record_and_copy_gone_adopts_the_scope_as_before(
 
 def test_a_removed_hooks_fifo_is_made_again_and_no_hook_is_lost(sb: Sandbox) -> None:
     """The owner's hooks FIFO removed under a running session (a cleanup of /run): the
-    agent's next hooks go over the bus, the daemon makes the FIFO again, and the hook's
-    conversation id and activity still arrive."""
+    session, kept apart from its siblings, still sees the FIFO its start found, and the daemon
+    still reads it; her next start makes the FIFO again, and the first session's hooks, which
+    still go to the one it sees, arrive all the same."""
     name = new_name()
     alice(sb, "new", "--preset", "demo-agent", "--name", name)
     wait_screen(sb, name, "> ")
@@ -153,8 +154,15 @@ def test_a_removed_hooks_fifo_is_made_again_and_no_hook_is_lost(sb: Sandbox) -> 
     sb.run("rm", fifo).check()
     alice(sb, "send", name, "are you there")
     wait_screen(sb, name, "You said: are you there")
+    assert "hook" in alice(sb, "explain", name)
+    other = new_name()
+    alice(sb, "new", "--preset", "demo-agent", "--name", other)
     until(lambda: sb.run("test", "-p", fifo).returncode == 0, "the hooks FIFO made again")
     assert "removed or replaced; making it again" in sb.journal(lines=40)
+    alice(sb, "send", name, "still there")
+    wait_screen(sb, name, "You said: still there")
+    until(lambda: "idle" in alice(sb, "status", name), f"{name} idle after its turn")
     explained = alice(sb, "explain", name)
     assert "hook" in explained, explained
+    alice(sb, "rm", other)
     alice(sb, "rm", name)

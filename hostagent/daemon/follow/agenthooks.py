@@ -63,6 +63,9 @@ def _registration(
     return mcp_registration.registration(preset.mcp_format, server, str(paths.mcp_file))
 
 
+RETIRED_MAX = 4  # replaced FIFOs of one owner still read
+
+
 class AgentHooks:
     def __init__(
         self,
@@ -75,6 +78,9 @@ class AgentHooks:
         self.settings = settings
         self.conversations = conversations
         self.pipes: dict[int, hookpipe.HookPipe] = {}
+        # FIFOs removed or replaced under running sessions, still read: a session keeps the one
+        # its start found in its veil, and its hooks and tmux's pane-died line go there.
+        self.retired: dict[int, list[hookpipe.HookPipe]] = {}
         self.flow = HookFlow(self.report_hook, background)
         # Told when a line says a session's pane died (tmux's hook; ending.py verifies it).
         self.on_pane_died: Callable[[Session], None] = lambda session: None
@@ -167,7 +173,10 @@ class AgentHooks:
             if self.pipes[uid].intact():
                 return
             log.warning("The hooks FIFO of user %d was removed or replaced; making it again", uid)
-            self.pipes.pop(uid).close()
+            retired = self.retired.setdefault(uid, [])
+            retired.append(self.pipes.pop(uid))
+            if len(retired) > RETIRED_MAX:  # replaced again and again: the oldest goes
+                retired.pop(0).close()
         pipe = hookpipe.HookPipe(session.owner, session.paths.runtime_dir, self._on_line)
         pipe.open()
         self.pipes[uid] = pipe
