@@ -30,7 +30,6 @@ import pickle
 import selectors
 import signal
 import socket
-import sys
 from dataclasses import dataclass
 
 from hostagent.daemon.host import namespace
@@ -141,7 +140,3 @@ def _reap(sock: socket.socket) -> None:
         if pid == 0:
             return
         sock.sendmsg([pickle.dumps(("exited", pid, os.waitstatus_to_exitcode(status)))])
-
-
-if __name__ == "__main__":
-    serve(int(sys.argv[1]))

@@ -5,6 +5,7 @@ forked followed as the held child needs it (``Forked``: pid, pipes, a pidfd, an 
 
 from __future__ import annotations
 
+import array
 import asyncio
 import contextlib
 import os
@@ -50,8 +51,8 @@ class Forked:
         if not self._exited.done() and self._pidfd >= 0:
             loop = asyncio.get_running_loop()
             settled: asyncio.Future[None] = loop.create_future()  # told, or the pidfd says gone
-            self._exited.add_done_callback(lambda _: _settle(settled))
-            loop.add_reader(self._pidfd, _settle, settled)
+            self._exited.add_done_callback(lambda _: settle(settled))
+            loop.add_reader(self._pidfd, settle, settled)
             try:
                 await settled
             finally:
@@ -85,7 +86,8 @@ class Forker:
             async with self._lock:
                 sock = self._sock or self._start()
                 self._answer = asyncio.get_running_loop().create_future()
-                rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _ints(stdin, out_write, err_write))]  # fmt: skip
+                pipes = array.array("i", [stdin, out_write, err_write])
+                rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, pipes)]
                 data = pickle.dumps(request)
                 if len(data) > MESSAGE_MAX:
                     raise OSError(f"a request of {len(data)} bytes is over the forker's limit")
@@ -185,11 +187,9 @@ def forker() -> Forker:
     return found
 
 
-def _ints(*fds: int) -> bytes:
-    return b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
-
-
-async def _send(sock: socket.socket, data: bytes, rights: list[tuple[int, int, bytes]]) -> None:
+async def _send(
+    sock: socket.socket, data: bytes, rights: list[tuple[int, int, array.array[int]]]
+) -> None:
     """One datagram, with descriptors, on a non-blocking socket: waits while it is full."""
     loop = asyncio.get_running_loop()
     while True:
@@ -198,13 +198,14 @@ async def _send(sock: socket.socket, data: bytes, rights: list[tuple[int, int, b
             return
         except BlockingIOError:
             writable: asyncio.Future[None] = loop.create_future()
-            loop.add_writer(sock.fileno(), _settle, writable)
+            loop.add_writer(sock.fileno(), settle, writable)
             try:
                 await writable
             finally:
                 loop.remove_writer(sock.fileno())
 
 
-def _settle(future: asyncio.Future[None]) -> None:
+def settle(future: asyncio.Future[None]) -> None:
+    """Resolve future, unless it already is (a reader or callback may fire twice)."""
     if not future.done():
         future.set_result(None)

@@ -23,7 +23,7 @@ import subprocess
 
 from hostagent.daemon.host import namespace
 from hostagent.daemon.host.forker import EXEC_FAILED, Request
-from hostagent.daemon.host.forking import Forked, forker
+from hostagent.daemon.host.forking import Forked, forker, settle
 from hostagent.daemon.host.owner import HELD_EXEC, SHIM_CANCELLED, as_owner
 from hostagent.identity import Owner
 
@@ -95,7 +95,7 @@ class HeldChild:
             loop = asyncio.get_running_loop()
             exited: asyncio.Future[None] = loop.create_future()
             pidfd = os.pidfd_open(self._proc.pid)  # an unreaped child keeps its pid
-            loop.add_reader(pidfd, _settle, exited)
+            loop.add_reader(pidfd, settle, exited)
             try:
                 await exited
             finally:
@@ -179,7 +179,7 @@ async def _read_to_end(proc: subprocess.Popen[bytes] | Forked) -> tuple[bytes, b
         loop.remove_reader(fd)
         still_open.discard(fd)
         if not still_open:
-            _settle(done)
+            settle(done)
 
     for fd in output:
         os.set_blocking(fd, False)
@@ -192,11 +192,6 @@ async def _read_to_end(proc: subprocess.Popen[bytes] | Forked) -> tuple[bytes, b
         _close_pipes(proc)
     out, err = output.values()
     return bytes(out), bytes(err)
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def _close_pipes(proc: subprocess.Popen[bytes] | Forked) -> None:
