@@ -265,6 +265,7 @@ class Server:
         self.core.usage.close()  # a follow-up reading due later is the next daemon's to make
         for t in self.tasks:
             t.cancel()
+        self.core.registry.write_unsaved()  # a change written soon, or not yet written
         self.core.registry.store.check()  # a record lost under the daemon: written from memory
         if not self.core.registry.store.flush(timeout=STOP_FLUSH_TIMEOUT):
             log.warning("Stopping before the disk confirmed the last records; the kernel has them")

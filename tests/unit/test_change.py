@@ -5,13 +5,14 @@ be written still runs the whole end."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 from pathlib import Path
 from typing import get_type_hints
 
 import pytest
 
-from hostagent.daemon.state.registry import Registry
+from hostagent.daemon.state.registry import SOON_SEC, Registry
 from hostagent.daemon.state.store import SidecarStore
 from hostagent.errors import StorageFull
 from hostagent.options import CreateRequest
@@ -78,7 +79,7 @@ def test_on_a_full_disk_an_asked_change_is_put_back_and_a_fact_stands(
             )
             assert registry._unsaved == {"a"}
             store.full = False
-            registry._write_unsaved()
+            registry.write_unsaved()
             assert store.load_all()[0].state is transition(state, event)
         else:
             with pytest.raises(StorageFull, match="free space in"):
@@ -144,7 +145,92 @@ def test_a_stop_whose_end_cannot_be_written_still_ends_the_run(
         assert host.on_disk("a") == "stopping"
         assert not session.paths.socket.exists()
         full = False
-        host.registry._write_unsaved()
+        host.registry.write_unsaved()
         assert host.on_disk("a") == "stopped"
+
+    run(body())
+
+
+class CountingDisk(FullDisk):
+    saves = 0
+
+    def save(self, record: SessionRecord) -> None:
+        super().save(record)
+        self.saves += 1
+
+
+def test_a_change_made_soon_is_shown_at_once_and_written_once_within_a_second(
+    tmp_path: Path,
+) -> None:
+    """A flood's ids: each shown when learned, the newest of the second written, once."""
+
+    async def body() -> None:
+        store = CountingDisk(tmp_path / "state")
+        store.prepare()
+        registry = Registry(store, tmp_path / "run", system=False)
+        registry.add(SessionRecord(name="a", state=State.RUNNING, unit="hostagent-a.scope"))
+        session = registry.get("a")
+        store.save(session.record)
+        store.saves = 0
+        for i in range(50):
+            registry.change_soon(session, agent_session=f"id-{i}")
+        assert session.record.agent_session == "id-49"
+        assert (store.saves, store.load_all()[0].agent_session) == (0, "")
+        timer = registry._retry
+        assert timer is not None
+        assert timer.when() - asyncio.get_running_loop().time() <= SOON_SEC
+        registry.write_unsaved()  # the timer's work
+        assert (store.saves, store.load_all()[0].agent_session) == (1, "id-49")
+        assert registry._retry is None
+        registry.write_unsaved()  # nothing newer: nothing written
+        assert store.saves == 1
+
+    run(body())
+
+
+def test_a_change_made_soon_is_written_by_the_next_change_or_at_the_stop(
+    tmp_path: Path,
+) -> None:
+    async def body() -> None:
+        registry, store = registry_with(tmp_path, State.RUNNING)
+        session = registry.get("a")
+        registry.change_soon(session, agent_session="id-1")
+        registry.change(session, Event.STOP)
+        assert store.load_all()[0].agent_session == "id-1"
+        assert registry._unsaved == set()
+        registry.change_soon(session, agent_session="id-2")
+        store.full = True
+        registry.write_unsaved()  # the stop's, on a full disk: tried again later
+        assert registry._unsaved == {"a"}
+        assert registry._retry is not None
+        store.full = False
+        registry.write_unsaved()
+        assert store.load_all()[0].agent_session == "id-2"
+
+    run(body())
+
+
+def test_a_hook_flood_shows_each_id_and_writes_the_newest_soon(tmp_path: Path) -> None:
+    """A hook taken in a flood (hookflow.py) costs no write of its own: the bus shows its id
+    at once, the disk the newest one once the registry writes what it holds."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.create(me(), "a", "shell", str(host.tmp), CreateRequest())
+        session = host.registry.get("a")
+        await host.core.hooks.report_hook(session, "SessionStart", {"session_id": "id-1"})
+        assert disk_id(host) == "id-1"  # a hook outside a flood is written at once
+        for i in range(2, 40):
+            data: dict[str, object] = {"session_id": f"id-{i}"}
+            await host.core.hooks.report_hook(session, "SessionStart", data, flood=True)
+        assert session.record.agent_session == "id-39"
+        assert disk_id(host) == "id-1"
+        host.registry.write_unsaved()
+        assert disk_id(host) == "id-39"
+        assert session.record.agent_session_history[-1] == "id-38"
+
+    def disk_id(host: Host) -> str:
+        host.store.flush()
+        return SidecarStore(host.store.directory).load_all()[0].agent_session
 
     run(body())

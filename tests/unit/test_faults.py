@@ -77,7 +77,7 @@ def test_a_start_whose_outcome_cannot_be_written_leaves_nothing_running(
         assert host.registry.get("a").record.state is State.FAILED
         assert host.on_disk("a") == "starting"  # recovery makes it dormant: nothing runs
         disk.full = False
-        host.registry._write_unsaved()  # the retry timer's work
+        host.registry.write_unsaved()  # the retry timer's work
         assert host.on_disk("a") == "failed"
 
     run(body())
@@ -96,7 +96,7 @@ def test_a_reconcile_on_a_full_disk_follows_systemd_and_writes_later(
         assert host.registry.get("a").record.state is State.STOPPED
         assert host.on_disk("a") == "running"
         disk.full = False
-        host.registry._write_unsaved()
+        host.registry.write_unsaved()
         assert host.on_disk("a") == "stopped"
         assert host.registry._unsaved == set()  # and the retries stop
 

@@ -217,7 +217,8 @@ class AgentHooks:
         self, session: Session, event: str, data: dict[str, object], flood: bool = False
     ) -> None:
         """A hook of the agent reports event (from inside the session: auth checked that).
-        In a flood (hookflow.py) a new conversation id is not logged: the flood was, once."""
+        In a flood (hookflow.py) a new conversation id is neither logged (the flood was, once)
+        nor written at once (the newest of each second is)."""
         report = hooks.read_report(event, data)
         async with session.lock:
             if session.removed:
@@ -225,7 +226,7 @@ class AgentHooks:
             self.registry.heard(session, report)
             if report.agent_session:
                 self.conversations.set_id(
-                    session, report.agent_session, "hook", report.source, quiet=flood
+                    session, report.agent_session, "hook", report.source, flood=flood
                 )
             preset = self.settings.preset(session.record.preset)
             verdict = preset and activity.hook_verdict(preset.activity, event, report.subtype)

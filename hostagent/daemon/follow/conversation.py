@@ -82,11 +82,15 @@ class Conversations:
             self._looking.discard(session.name)
 
     def set_id(
-        self, session: Session, agent_id: str, how: str, why: str, quiet: bool = False
+        self, session: Session, agent_id: str, how: str, why: str, flood: bool = False
     ) -> None:
-        """Make agent_id the session's conversation; the caller holds the session lock."""
-        fields = self.id_fields(session, agent_id, how, why, quiet)
-        if fields:
+        """Make agent_id the session's conversation; the caller holds the session lock. In a
+        flood of hooks (hookflow.py) it is neither logged nor written at once: the newest id
+        of each second is (Registry.change_soon)."""
+        fields = self.id_fields(session, agent_id, how, why, quiet=flood)
+        if fields and flood:
+            self.registry.change_soon(session, **fields)
+        elif fields:
             self.registry.change(session, **fields)
 
     def id_fields(

@@ -5,7 +5,9 @@ An agent sends a few a second at most; a session that writes lines without end i
 FIFO (each naming a new id) would otherwise have every one acted on, and every other caller
 would wait behind the writes. So each session's lines are taken at most ``RATE`` a second, after
 a burst of ``BURST``; while it sends faster, only the newest ``QUEUE`` wait (the newest id and
-activity are what count), the rest are dropped, and the journal says so once per flood.
+activity are what count), the rest are dropped, and the journal says so once per flood. The
+lines taken in a flood are flagged: their ids are shown at once but written at most once a
+second (a write is a millisecond of the loop, and ten a second showed in everyone's p99).
 
 The pane-died line is not a hook of the agent's and never waits here.
 """

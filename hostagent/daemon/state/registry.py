@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 MAX_OPERATIONS_PER_USER = 64  # one user's calls waiting for a systemd job at once
 MAX_OPERATIONS = 1024  # everyone's; past either, LimitsExceeded
 RETRY_SEC = 5.0  # a record that could not be written is tried again this often
+SOON_SEC = 1.0  # a change made with change_soon reaches the disk within this
 
 
 class Listener(Protocol):
@@ -56,7 +57,8 @@ class Registry:
         self.listeners: list[Listener] = []
         self.reserved: dict[str, int] = {}  # names a create is validating -> their owner
         self._operations: dict[int, int] = {}  # owner uid -> operations in flight
-        self._unsaved: set[str] = set()  # sessions whose last commit did not reach the disk
+        self._unsaved: set[str] = set()  # sessions whose record in memory is newer than on disk
+        self._failed: set[str] = set()  # of those, the ones whose last write failed
         self._retry: asyncio.TimerHandle | None = None
 
     # ---- lookup -------------------------------------------------------------------------
@@ -253,10 +255,7 @@ class Registry:
         """
         record = session.record
         before = dataclasses.replace(record)
-        for key, value in fields.items():
-            if not hasattr(record, key):
-                raise AttributeError(f"a session record has no field '{key}'")
-            setattr(record, key, value)
+        _set(record, fields)
         if event is not None:
             record.state = transition(before.state, event)  # InvalidTransition: nothing set
             if record.state not in LIVE_STATES and before.state in LIVE_STATES:
@@ -273,33 +272,59 @@ class Registry:
                     f"Session '{session.name}': its record cannot be written ({e.strerror}); "
                     f"{self.store.remedy(e.errno)}, then try again."
                 ) from None
-            if session.name not in self._unsaved:
-                log.error("session '%s': Failed to write its record: %s", session.name, e)
-            self._unsaved.add(session.name)
-            self._retry_later()
+            self._unwritten(session.name, e)
             self.announce(session)
             return False
         self._unsaved.discard(session.name)
+        self._failed.discard(session.name)
         self.announce(session)
         return True
 
-    def _retry_later(self) -> None:
-        if self._retry is None:
-            self._retry = asyncio.get_running_loop().call_later(RETRY_SEC, self._write_unsaved)
+    def change_soon(self, session: Session, **fields: Unpack[RecordChange]) -> None:
+        """Fields set and shown at once, and written within SOON_SEC together with whatever
+        else changes meanwhile. For facts that may come many times a second, where only the
+        newest counts: the conversation ids of a session whose hooks flood (hookflow.py). Each
+        write costs everyone's calls a millisecond of the daemon's one thread; a crash before
+        it loses that second's ids, which the next hook or discovery teaches again."""
+        _set(session.record, fields)
+        self._unsaved.add(session.name)
+        self._write_within(SOON_SEC)
+        self.announce(session)
 
-    def _write_unsaved(self) -> None:
-        self._retry = None
+    def _unwritten(self, name: str, e: OSError) -> None:
+        if name not in self._failed:
+            log.error("session '%s': Failed to write its record: %s", name, e)
+        self._unsaved.add(name)
+        self._failed.add(name)
+        self._write_within(RETRY_SEC)
+
+    def _write_within(self, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        when = loop.time() + delay
+        if self._retry is not None:
+            if self._retry.when() <= when:
+                return
+            self._retry.cancel()
+        self._retry = loop.call_at(when, self.write_unsaved)
+
+    def write_unsaved(self) -> None:
+        """Write every record newer in memory than on disk: the timer's work, and the stop's."""
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
         for name in sorted(self._unsaved):
-            session = self.sessions.get(name)
-            try:
-                if session is not None:
-                    self.store.save(session.record)
-            except OSError:
-                continue
             self._unsaved.discard(name)
-            log.info("session '%s': its record is written again", name)
-        if self._unsaved:
-            self._retry_later()
+            session = self.sessions.get(name)
+            if session is None:
+                continue
+            try:
+                self.store.save(session.record)
+            except OSError as e:
+                self._unwritten(name, e)
+                continue
+            if name in self._failed:
+                self._failed.discard(name)
+                log.info("session '%s': its record is written again", name)
 
     def announce(self, session: Session) -> None:
         """Tell every listener that what the session shows changed (its activity), without
@@ -311,6 +336,7 @@ class Registry:
         session.removed = True
         self.sessions.pop(session.name, None)
         self._unsaved.discard(session.name)
+        self._failed.discard(session.name)
         self.store.delete(session.name)
         self._tell("session_removed", session)
         log.info("session '%s': removed", session.name)
@@ -338,3 +364,10 @@ class Registry:
                 self._operations[owner] = left
             else:
                 del self._operations[owner]
+
+
+def _set(record: SessionRecord, fields: RecordChange) -> None:
+    for key, value in fields.items():
+        if not hasattr(record, key):
+            raise AttributeError(f"a session record has no field '{key}'")
+        setattr(record, key, value)
