@@ -36,14 +36,15 @@ class IdSource(enum.StrEnum):
 @dataclass(frozen=True)
 class Discovery:
     """Where a CLI keeps its conversations, for finding the id of a session's: files on disk
-    (glob), or the CLI's own listing (command) printing a JSON list of objects."""
+    (glob), or the CLI's own listing (command) printing JSON objects (finder.py reads them)."""
 
-    glob: str = ""  # with {home} and {cwd_dashed}; ** matches any depth
+    glob: str = ""  # with {$VAR:-…}, {home} and {cwd_dashed}; ** matches any depth
     id_pattern: str = ""  # a regular expression over the path; group 1 is the id
-    cwd_field: str = ""  # dotted JSON field (of a file's first line, or a listed object)
+    cwd_field: str = ""  # a dotted path into a file's JSON (or a listed object's)
     command: tuple[str, ...] = ()  # run as the owner in the session's cwd
-    id_field: str = ""  # a listed object's id
-    time_field: str = ""  # a listed object's creation time, in seconds or milliseconds
+    id_field: str = ""  # a listed object's id (a dotted path, as the others)
+    time_field: str = ""  # a listed object's creation time: seconds, milliseconds or ISO 8601
+    list_field: str = ""  # where the list is in a listing that prints an object
 
 
 @dataclass
@@ -86,7 +87,7 @@ _KNOWN = {
     "worktree_setup", "prompt_args", "usage", "state", "rights", "mcp",
 }  # fmt: skip
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
-_DISCOVER_KNOWN = {"glob", "id", "cwd_field", "command", "id_field", "time_field"}
+_DISCOVER_KNOWN = {"glob", "id", "cwd_field", "command", "id_field", "time_field", "list_field"}
 _RESUME_KNOWN = {"args", "conversation", "turn", "list"}
 _USAGE_KNOWN = {"format", "file"}
 _HOOKS_KNOWN = {"format", "args", "env", "defaults", "activity"}
@@ -273,8 +274,10 @@ def _parse_discovery(doc: yamlfile.Document, value: object) -> Discovery:
     if "command" in rule:
         return _parse_listing(doc, rule)
     glob, pattern, cwd_field = (rule.get(k, "") for k in ("glob", "id", "cwd_field"))
-    if not isinstance(glob, str) or not glob.startswith("{home}/"):
-        raise doc.error("agent_id.discover.glob", "must be a glob that starts with {home}/")
+    if not isinstance(glob, str) or not glob.startswith(("{home}/", "{$")):
+        raise doc.error(
+            "agent_id.discover.glob", "must be a glob that starts with {home}/ or {$VAR:-…}"
+        )
     try:
         if not isinstance(pattern, str) or re.compile(pattern).groups < 1:
             raise re.error("no group")
@@ -283,7 +286,7 @@ def _parse_discovery(doc: yamlfile.Document, value: object) -> Discovery:
             "agent_id.discover.id", "must be a regular expression whose group 1 is the id"
         ) from None
     if not isinstance(cwd_field, str):
-        raise doc.error("agent_id.discover.cwd_field", "must be a dotted field name")
+        raise doc.error("agent_id.discover.cwd_field", "must be a dotted field path")
     return Discovery(glob, pattern, cwd_field)
 
 
@@ -298,9 +301,12 @@ def _parse_listing(doc: yamlfile.Document, rule: dict[str, object]) -> Discovery
         if not isinstance(value, str) or not value:
             raise doc.error(f"{fld}.{key}", "must name a field of the listed objects")
         fields[key] = value
+    list_field = rule.get("list_field", "")
+    if not isinstance(list_field, str):
+        raise doc.error(f"{fld}.list_field", "must be the dotted path of the listed objects")
     if "glob" in rule or "id" in rule:
         raise doc.error(fld, "takes either a command or a glob, not both")
-    return Discovery(command=tuple(command), **fields)
+    return Discovery(command=tuple(command), list_field=list_field, **fields)
 
 
 def preset_dirs(system: bool) -> list[Path]:

@@ -13,7 +13,7 @@ import pytest
 
 from hostagent.activity import Verdict
 from hostagent.daemon.follow import hooks
-from hostagent.daemon.follow.discovery import discover, pick_listed, run_began
+from hostagent.daemon.follow.discovery import discover, listed, pick_listed, run_began
 from hostagent.daemon.follow.transcript import conversation_state
 from hostagent.daemon.host.owners import Owners
 from hostagent.identity import Owner
@@ -101,24 +101,51 @@ def test_codex_rollouts_are_found_by_cwd_newest_first(tmp_path: Path) -> None:
     _rollout(tmp_path, "2026/11/30", "2026-11-30T10-00-00", ID_B, "/srv/app", 10)
     _rollout(tmp_path, "2026/11/30", "2026-11-30T11-00-00", "1" * 8 + ID_A[8:], "/srv/other", 1)
     owner = _me(tmp_path)
-    assert asyncio.run(discover(OWNERS, rule, owner, "/srv/app", since, set())) == ID_B
+    assert asyncio.run(discover(OWNERS, rule, owner, "/srv/app", since, set(), {})) == ID_B
     # Claimed by another session: the next newest one that is free.
-    assert asyncio.run(discover(OWNERS, rule, owner, "/srv/app", since, {ID_B})) == ID_A
+    assert asyncio.run(discover(OWNERS, rule, owner, "/srv/app", since, {ID_B}, {})) == ID_A
     # Written before this run started: not this run's conversation.
     late = int((time.time() + 2) * 1e6)
-    assert asyncio.run(discover(OWNERS, rule, owner, "/srv/app", late, set())) == ""
+    assert asyncio.run(discover(OWNERS, rule, owner, "/srv/app", late, set(), {})) == ""
     # A run that a reboot ended: what was written after the boot (30 s ago) is not its.
     booted = int((time.time() - 30) * 1e6)
-    assert asyncio.run(discover(OWNERS, rule, owner, "/srv/app", since, set(), booted)) == ID_A
+    assert asyncio.run(discover(OWNERS, rule, owner, "/srv/app", since, set(), {}, booted)) == ID_A
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ('{"cwd": "/srv/app", "n": 1}\n{"n": 2}\n', True),  # JSON lines: the first record
+        ('{\n  "task": {\n    "cwd": "/srv/app"\n  }\n}\n', True),  # pretty-printed
+        ('[\n  {"cwd": "/srv/app"}\n]\n', True),  # a document that is a list
+        ('{\n  "task": {\n    "cwd": "/srv/other"\n  }\n}\n', False),
+        ("not json at all\n", False),
+    ],
+)
+def test_a_files_cwd_is_found_in_any_json_layout(tmp_path: Path, text: str, found: bool) -> None:
+    """Codex's JSON lines, and the pretty-printed documents of Cline and Vibe; under a
+    directory the CLI's own variable names ({$VAR:-…}), as the session's environment has it."""
+    field = "0.cwd" if text.startswith("[") else "task.cwd" if "task" in text else "cwd"
+    rule = Discovery("{$TOOL_HOME:-{home}/.tool}/tasks/*/task.json", r"tasks/([^/]+)/",
+                     cwd_field=field)  # fmt: skip
+    where = tmp_path / "elsewhere"
+    (where / "tasks" / "t-1").mkdir(parents=True)
+    (where / "tasks" / "t-1" / "task.json").write_text(text)
+    owner = _me(tmp_path)
+    env = {"TOOL_HOME": str(where)}
+    got = asyncio.run(discover(OWNERS, rule, owner, "/srv/app", 0, set(), env))
+    assert got == ("t-1" if found else "")
+    # Without the variable, the default under the home: nothing there.
+    assert asyncio.run(discover(OWNERS, rule, owner, "/srv/app", 0, set(), {})) == ""
 
 
 def test_discovery_without_cwd_field_and_nothing_there(tmp_path: Path) -> None:
     rule = Discovery("{home}/.demo-agent/sessions/*.jsonl", r"([0-9a-f-]{36})\.jsonl$")
     owner = _me(tmp_path)
-    assert asyncio.run(discover(OWNERS, rule, owner, "/x", 0, set())) == ""
+    assert asyncio.run(discover(OWNERS, rule, owner, "/x", 0, set(), {})) == ""
     (tmp_path / ".demo-agent/sessions").mkdir(parents=True)
     (tmp_path / f".demo-agent/sessions/{ID_A}.jsonl").write_text("{}\n")
-    assert asyncio.run(discover(OWNERS, rule, owner, "/x", 0, set())) == ID_A
+    assert asyncio.run(discover(OWNERS, rule, owner, "/x", 0, set(), {})) == ID_A
 
 
 def test_gemini_settings_keep_the_admin_defaults_and_their_hooks() -> None:
@@ -177,13 +204,51 @@ FOUR = [
         (FOUR, set(), 1_999_999_999.5, ""),
         ([{"id": "ses_a", "directory": "/p", "created": 2_000_000_000_000}], {"ses_a"}, 0, ""),
         ([{"id": 7, "directory": "/p", "created": True}, "junk"], set(), 0, ""),
-        ({"not": "a list"}, set(), 0, ""),
     ],
 )
 def test_a_listed_conversation_is_the_newest_of_the_cwd(
-    listing: object, claimed: set[str], until: float, found: str
+    listing: list[object], claimed: set[str], until: float, found: str
 ) -> None:
     assert pick_listed(listing, LISTED, "/p", 1_999_999_999.0, claimed, until) == found
+
+
+@pytest.mark.parametrize(
+    ("out", "list_field", "items"),
+    [
+        ('[{"id": "a"}, {"id": "b"}]', "", [{"id": "a"}, {"id": "b"}]),
+        ('{"id": "a"}\n\n{"id": "b"}\n', "", [{"id": "a"}, {"id": "b"}]),  # JSON lines
+        ('{"sessions": {"recent": [{"id": "a"}]}}', "sessions.recent", [{"id": "a"}]),
+        ('{"id": "a"}', "", []),  # one object, and no list_field: nothing listed
+        ('[{"id": "a"}]', "sessions", []),
+        ("ID  TITLE\nses_a  hello\n", "", []),  # a table
+        ("", "", []),
+    ],
+)
+def test_a_listing_prints_a_list_json_lines_or_an_object_holding_the_list(
+    out: str, list_field: str, items: list[object]
+) -> None:
+    assert listed(out, list_field) == items
+
+
+# Cline's and Continue's ways: nested fields, ISO times (with and without a zone).
+NESTED = Discovery(command=("x",), id_field="meta.id", cwd_field="meta.workspace.0",
+                   time_field="meta.created_at")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("created", "found"),
+    [
+        ("2033-05-18T03:33:21Z", "t_1"),  # 2 000 000 001 s
+        ("2033-05-18T03:33:21.500+00:00", "t_1"),
+        ("2033-05-18T05:33:21+02:00", "t_1"),
+        ("2033-05-18T03:33:19Z", ""),  # before the run began
+        ("yesterday", ""),
+        (None, ""),
+    ],
+)
+def test_listed_fields_are_paths_and_times_may_be_iso(created: object, found: str) -> None:
+    item = {"meta": {"id": "t_1", "workspace": ["/p", "/q"], "created_at": created}}
+    assert pick_listed([item], NESTED, "/p", 2_000_000_000.0, set()) == found
 
 
 def _transcript(home: Path, rel: str, text: str) -> None:
@@ -254,7 +319,8 @@ def test_a_conversation_whose_time_was_set_back_is_still_this_runs(tmp_path: Pat
     started_at = int((time.time() - 30) * 1e6)
     path = _rollout(tmp_path, "2026/11/30", "2026-11-30T10-00-00", ID_B, "/srv/app", 3600)
     assert path.stat().st_mtime < started_at / 1e6 - 3000
-    assert asyncio.run(discover(OWNERS, rule, _me(tmp_path), "/srv/app", started_at, set())) == ID_B
+    found = discover(OWNERS, rule, _me(tmp_path), "/srv/app", started_at, set(), {})
+    assert asyncio.run(found) == ID_B
 
 
 FOUND = Preset(name="found", command=["agent"], id_source=IdSource.DISCOVERED,

@@ -114,6 +114,11 @@ def test_assigned_id_needs_a_placeholder(tmp_path: Path) -> None:
         ("agent_id:\n  discover:\n    glob: '{home}/*'\n    id: 'x'\n", "agent_id.discover.id"),
         ("agent_id:\n  discover:\n    glob: '{home}/*'\n    id: '(x'\n", "agent_id.discover.id"),
         ("agent_id:\n  discover:\n    command: []\n", "agent_id.discover.command"),
+        (
+            "agent_id:\n  discover:\n    command: [x]\n    id_field: i\n    cwd_field: c\n"
+            "    time_field: t\n    list_field: [a]\n",
+            "discover.list_field",
+        ),
         ("agent_id:\n  discover:\n    command: [x]\n    id_field: id\n", "discover.cwd_field"),
         (
             "agent_id:\n  discover:\n    command: [x]\n    id_field: i\n    cwd_field: c\n"
@@ -133,6 +138,21 @@ def test_hook_and_discovery_rules_are_checked(tmp_path: Path, text: str, field: 
     write(tmp_path, "x.yaml", text)
     with pytest.raises(SettingsError, match=field):
         load_presets([tmp_path], strict=True)
+
+
+def test_discovery_follows_the_clis_own_variables_and_listed_objects_anywhere(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "pi.yaml", "agent_id:\n  discover:\n"
+          "    glob: '{$PI_CODING_AGENT_DIR:-{home}/.pi/agent}/sessions/**/*.jsonl'\n"
+          "    id: '_([0-9a-f-]{36})[.]jsonl$'\n    cwd_field: cwd\n")  # fmt: skip
+    write(tmp_path, "cn.yaml", "agent_id:\n  discover:\n    command: [cn, ls, --json]\n"
+          "    list_field: sessions\n    id_field: sessionId\n"
+          "    cwd_field: workspaceDirectory\n    time_field: dateCreated\n")  # fmt: skip
+    presets = load_presets([tmp_path], strict=True)
+    pi, cn = presets["pi"].discover, presets["cn"].discover
+    assert pi is not None and pi.glob.startswith("{$PI_CODING_AGENT_DIR:-")
+    assert cn is not None and cn.list_field == "sessions"
 
 
 def test_builtin_presets_all_load() -> None:

@@ -157,8 +157,8 @@ class Conversations:
             for s in self.registry.sessions.values()
             if s is not session and s.record.agent_session
         }
+        env = self.owners.environment(session.owner, preset.env, record.launch_env())
         if preset.discover.command:
-            env = self.owners.environment(session.owner, preset.env, record.launch_env())
             command = transcript.with_program(
                 list(preset.discover.command), preset, record.command[0]
             )
@@ -169,8 +169,9 @@ class Conversations:
             )  # fmt: skip
         else:
             found = await discovery.discover(
-                self.owners, preset.discover, session.owner, record.cwd, since, claimed, until_usec
-            )
+                self.owners,
+                preset.discover, session.owner, record.cwd, since, claimed, env, until_usec,
+            )  # fmt: skip
         return found or ""
 
 

@@ -1,17 +1,18 @@
 """Finding an agent's conversation id on disk, for CLIs that cannot be told one (Codex's
 rollout files, for example).
 
-The look is done by a small program run as the session's owner, so nothing under a user's home
-is ever opened as root. It picks the newest file that matches the preset's glob, was written
-(by its modification or inode change time, whichever is later) since the session's last start
-(``run_began``: on a clock stepped back since, that start moves back with it; for a run that a
-reboot ended, before this boot), is not claimed by another session, and (where the preset says
-which JSON field of its first line holds the working directory) belongs to the session's cwd.
-Newest wins, so a rotation that starts a new file is followed too.
+The look is done by a small program run as the session's owner (finder.py), so nothing under a
+user's home is ever opened as root. It picks the newest file that matches the preset's glob
+(which may start from the CLI's own variable, ``{$HERMES_HOME:-{home}/.hermes}``), was written
+since the session's last start (``run_began``: on a clock stepped back since, that start moves
+back with it; for a run that a reboot ended, before this boot), is not claimed by another
+session, and (where the preset names the JSON field that holds the working directory) belongs
+to the session's cwd. Newest wins, so a rotation that starts a new file is followed too.
 
 A CLI that keeps its conversations in a database (OpenCode's SQLite) is asked instead: its own
-listing (``discover.command``), run as the owner in the session's cwd, prints a JSON list, and
-the same choice is made among the objects it lists.
+listing (``discover.command``), run as the owner in the session's cwd, prints JSON (a list, JSON
+lines, or an object holding the list at ``list_field``), and the same choice is made among the
+objects it lists.
 """
 
 from __future__ import annotations
@@ -19,50 +20,17 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from pathlib import Path
 
+from hostagent.daemon.follow import finder
+from hostagent.daemon.follow.finder import field_at, seconds
 from hostagent.daemon.host.owner import OutputTooLarge
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.identity import Owner
-from hostagent.launch import cwd_dashed
+from hostagent.launch import conversation_glob
 from hostagent.presets import Discovery
 
 log = logging.getLogger(__name__)
-
-_FIND = r"""
-import glob, json, os, re, sys
-pattern, id_re, field, cwd, since, until = sys.argv[1:7]
-claimed = set(sys.argv[7:])
-rx = re.compile(id_re)
-best = None
-for path in glob.glob(pattern, recursive=True):
-    m = rx.search(path)
-    if not m or m.group(1) in claimed:
-        continue
-    try:
-        st = os.stat(path)
-    except OSError:
-        continue
-    # Written since the start by its inode's change time too, which only the kernel's clock
-    # sets: a file whose modification time was set back (a tool that keeps times) is still
-    # this run's. Before the boot and newest by its modification time, the agent's own word.
-    mtime = st.st_mtime
-    if max(mtime, st.st_ctime) < float(since) or (float(until) and mtime > float(until)):
-        continue
-    if field:
-        try:
-            with open(path, encoding="utf-8") as f:
-                value = json.loads(f.readline())
-            for key in field.split("."):
-                value = value[key]
-        except (OSError, ValueError, KeyError, TypeError, IndexError):
-            continue
-        if value != cwd:
-            continue
-    if best is None or (mtime, st.st_ctime) > best[0]:
-        best = ((mtime, st.st_ctime), m.group(1))
-if best:
-    print(best[1])
-"""
 
 
 def run_began(started_at: int, started_boottime: int, now: int, boot_now: int) -> int:
@@ -75,8 +43,7 @@ def run_began(started_at: int, started_boottime: int, now: int, boot_now: int) -
     return min(started_at, now - (boot_now - started_boottime))
 
 
-def render_glob(template: str, home: str, cwd: str) -> str:
-    return template.replace("{home}", home).replace("{cwd_dashed}", cwd_dashed(cwd))
+_FINDER = Path(finder.__file__).read_text(encoding="utf-8")  # run as the owner: its text
 
 
 LIST_TIMEOUT = 30.0  # a CLI's own listing starts a Node program: seconds, not milliseconds
@@ -100,27 +67,40 @@ async def run_listing(
     return result[1].decode(errors="replace")
 
 
+def listed(out: str, list_field: str = "") -> list[object]:
+    """The objects a listing printed: a JSON list, JSON lines, or the list at list_field of a
+    JSON object; [] when it printed none of those."""
+    try:
+        document: object = json.loads(out)
+    except ValueError:
+        try:
+            document = [json.loads(line) for line in out.splitlines() if line.strip()]
+        except ValueError:
+            return []
+    items = field_at(document, list_field)
+    return items if isinstance(items, list) else []
+
+
 def pick_listed(
-    listing: object, rule: Discovery, cwd: str, since: float, claimed: set[str], until: float = 0
+    items: list[object],
+    rule: Discovery,
+    cwd: str,
+    since: float,
+    claimed: set[str],
+    until: float = 0,
 ) -> str:
     """The newest listed conversation of cwd created since `since` (seconds), and not after
     `until` when that is set, and unclaimed."""
     best: tuple[float, str] | None = None
-    for item in listing if isinstance(listing, list) else []:
-        if not isinstance(item, dict):
-            continue
-        agent_id, where, when = (
-            item.get(f) for f in (rule.id_field, rule.cwd_field, rule.time_field)
-        )
+    for item in items:
+        agent_id, where = (field_at(item, f) for f in (rule.id_field, rule.cwd_field))
+        when = seconds(field_at(item, rule.time_field))
         if not isinstance(agent_id, str) or not agent_id or agent_id in claimed or where != cwd:
             continue
-        if not isinstance(when, (int, float)) or isinstance(when, bool):
+        if when is None or when < since or (until and when > until):
             continue
-        seconds = when / 1000 if when > 1e11 else float(when)  # milliseconds, by magnitude
-        if seconds < since or (until and seconds > until):
-            continue
-        if best is None or seconds > best[0]:
-            best = (seconds, agent_id)
+        if best is None or when > best[0]:
+            best = (when, agent_id)
     return best[1] if best else ""
 
 
@@ -140,12 +120,11 @@ async def discover_listed(
     if out is None:
         log.warning("Failed to list conversations with '%s'", " ".join(rule.command))
         return ""
-    try:
-        listing = json.loads(out)
-    except ValueError:
-        log.warning("'%s' did not print a JSON list", " ".join(rule.command))
+    items = listed(out, rule.list_field)
+    if not items:
+        log.debug("'%s' listed no conversations", " ".join(rule.command))
         return ""
-    return pick_listed(listing, rule, cwd, since_usec / 1e6 - 1, claimed, until_usec / 1e6)
+    return pick_listed(items, rule, cwd, since_usec / 1e6 - 1, claimed, until_usec / 1e6)
 
 
 async def discover(
@@ -155,16 +134,22 @@ async def discover(
     cwd: str,
     since_usec: int,
     claimed: set[str],
+    env: dict[str, str],
     until_usec: int = 0,
 ) -> str:
-    """The conversation id found on disk, or "". An until_usec of 0 sets no upper bound."""
+    """The conversation id found on disk, or "". env is the session's environment, which the
+    glob may start from; an until_usec of 0 sets no upper bound."""
+    pattern = conversation_glob(rule.glob, "", owner.home, cwd, env)
+    if not pattern.startswith("/"):
+        log.warning("Not looking for a conversation under %r: not an absolute path", pattern)
+        return ""
     argv = [
         sys.executable,
         "-I",
         "-S",
         "-c",
-        _FIND,
-        render_glob(rule.glob, owner.home, cwd),
+        _FINDER,
+        pattern,
         rule.id_pattern,
         rule.cwd_field,
         cwd,
