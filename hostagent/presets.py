@@ -140,7 +140,9 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
             raise doc.error("prompt_args", "must pass the prompt as {prompt}")
     hooks = yamlfile.expect_mapping(doc, data.get("hooks", {}), "hooks")
     yamlfile.reject_unknown(doc, hooks, _HOOKS_KNOWN, "hooks")
-    if hooks:
+    # A section with only an activity table is a CLI's own hooks (a user's config, an
+    # extension) running `hostagentctl hook EVENT`: hostagent writes no settings file for it.
+    if set(hooks) - {"activity"}:
         if hooks.get("format") not in HOOK_FORMATS:
             raise doc.error("hooks.format", f"must be one of: {', '.join(HOOK_FORMATS)}")
         preset.hooks_format = hooks["format"]

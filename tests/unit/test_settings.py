@@ -6,6 +6,7 @@ import pytest
 
 from hostagent.config import RecoveryPolicy, load_config
 from hostagent.presets import BUILTIN_DIR, load_presets
+from hostagent.session import Activity
 from hostagent.yamlfile import SettingsError
 
 
@@ -153,6 +154,20 @@ def test_discovery_follows_the_clis_own_variables_and_listed_objects_anywhere(
     pi, cn = presets["pi"].discover, presets["cn"].discover
     assert pi is not None and pi.glob.startswith("{$PI_CODING_AGENT_DIR:-")
     assert cn is not None and cn.list_field == "sessions"
+
+
+def test_a_clis_own_hooks_need_only_an_activity_table(tmp_path: Path) -> None:
+    """Hermes's hooks live in its user's config, Pi's in an extension: each runs
+    `hostagentctl hook EVENT`, and the preset says what the events mean, with no hooks file."""
+    write(tmp_path, "own.yaml", "command: [own]\nagent_id: {source: hook}\nhooks:\n"
+          "  activity: {agent_start: working, agent_end: idle, 'ask:approval': blocked}\n")  # fmt: skip
+    preset = load_presets([tmp_path], strict=True)["own"]
+    assert preset.hooks_format == ""
+    assert preset.activity.hooks["agent_end"] is Activity.IDLE
+    assert preset.activity.hooks["ask:approval"] is Activity.BLOCKED
+    write(tmp_path, "half.yaml", "hooks:\n  args: [--x]\n  activity: {a: idle}\n")
+    with pytest.raises(SettingsError, match="hooks.format"):
+        load_presets([tmp_path], strict=True)
 
 
 def test_builtin_presets_all_load() -> None:
