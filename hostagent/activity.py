@@ -2,8 +2,8 @@
 
 The rules come from the preset (hostagent-presets(5)), so an agent can be added or fixed
 without code. A rule looks at one thing: the last non-empty lines of the screen, the window
-title, the last OSC 9;4 progress state, the pane's foreground process (a shell's running
-command), or whether output is still flowing. The first rule
+title, the last OSC 9;4 progress state, the pane's foreground job (a command the shell
+started), or whether output is still flowing. The first rule
 that matches wins; when none does, a quiet screen is the preset's fallback (``idle``), never
 ``blocked``: blocked needs a matched question or approval screen. A screen with nothing on it
 is ``unknown``, whatever the fallback and the hooks say: an agent that has drawn nothing yet is
@@ -39,7 +39,7 @@ class Rule:
     title: re.Pattern[str] | None = None
     progress: frozenset[int] = frozenset()
     output: bool = False  # matches while output is flowing
-    command: re.Pattern[str] | None = None  # the pane's foreground process (a shell's job)
+    command: re.Pattern[str] | None = None  # the pane's foreground job (View.command)
     visible: bool = False  # plain on screen: beats a hook report
 
     @property
@@ -70,7 +70,9 @@ class View:
     title: str = ""
     progress: int | None = None  # the last OSC 9;4 state, None if never seen
     output_flowing: bool = False
-    command: str = ""  # the name of the pane's foreground process, as tmux reports it
+    # The foreground job's name, as tmux reports it: "" while the pane's first program (the
+    # shell, or a program started in its place) has the terminal itself.
+    command: str = ""
 
 
 @dataclass(frozen=True)

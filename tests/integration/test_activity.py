@@ -199,3 +199,34 @@ def test_an_agent_that_has_drawn_nothing_is_not_idle(sb: Sandbox, screen_preset:
     finally:
         sb.ctl("rm", name)
         sb.run("rm", "-f", gate)
+
+
+def test_a_cli_without_a_preset_is_read_by_its_screen_and_never_working_at_its_prompt(
+    sb: Sandbox,
+) -> None:
+    """The stand-in agent started in the shell's place, as a CLI with no preset of its own
+    is: it has the terminal itself (no job in front), so its prompt reads idle, its turn
+    working while it draws, its question blocked, and a command the shell runs stays
+    working while it runs."""
+    name = create(sb, "shell", "-e", "DEMO_AGENT_THINK=0", "--replace-command", "--",
+                  "hostagent-demo-agent")  # fmt: skip
+    shell = create(sb, "shell")
+    try:
+        assert wait(sb, name, "idle") == "idle"
+        explained = with_client(sb, lambda c: c.explain(name))
+        assert (explained["source"], explained["rule"]) == ("fallback", "no rule matched")
+        send(sb, name, "/work 2")
+        assert wait(sb, name, "working") == "working"
+        assert wait(sb, name, "idle") == "idle"
+        assert "You said: /work 2" in wait_screen(sb, name, "You said")
+        send(sb, name, "/ask")
+        assert wait(sb, name, "blocked") == "blocked"
+        send(sb, name, "y")
+        assert wait(sb, name, "idle") == "idle"
+        # The shell itself: a command in the foreground is a job, working until it ends.
+        send(sb, shell, "sleep 600")
+        assert wait(sb, shell, "working") == "working"
+        explained = with_client(sb, lambda c: c.explain(shell))
+        assert explained["matched"] == "foreground: sleep"
+    finally:
+        sb.ctl("rm", name, shell)

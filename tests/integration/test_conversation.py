@@ -212,3 +212,46 @@ def test_a_rotation_in_a_run_a_reboot_ended_is_found_at_resume(fresh_sandbox: Sa
     assert p["Command"][-2:] == ["--resume", rotated.group(1)]
     screen = wait_screen(sb, name, "[user] after the clear")
     assert "before the clear" not in screen
+
+
+OWN_HOOKS_PRESET = """\
+name: own-hooks
+description: a CLI whose own hooks run hostagentctl hook (the owner's shell stands in)
+command: []
+agent_id: {source: hook}
+hooks:
+  activity: {agent_start: working, agent_end: idle, "ask:approval": blocked}
+"""
+
+
+def test_a_clis_own_hooks_report_through_a_preset_with_only_an_activity_table(
+    sb: Sandbox,
+) -> None:
+    """No hooks file, no format: what the CLI's own hooks run (hostagentctl hook EVENT)
+    teaches the id and the activity, as the preset's table says."""
+    sb.sh(
+        "mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/own-hooks.yaml",
+        input=OWN_HOOKS_PRESET,
+    ).check()
+    sb.ctl("reload").check()
+    name = create(sb, "own-hooks", user="alice")
+    hook = "echo '{json}' | hostagentctl --system hook {event}; echo {mark}"
+    try:
+        steps = [
+            ('{"session_id": "own-1"}', "agent_start", "working"),
+            ('{"notification_type": "approval"}', "ask", "blocked"),
+            ("{}", "agent_end", "idle"),
+        ]
+        for n, (json_text, event, activity) in enumerate(steps):
+            mark = f"hooked-{n + 40}"
+            sent = hook.format(json=json_text, event=event, mark=mark.replace("4", "$((2+2))"))
+            sb.ctl("send", name, sent, system=True).check()
+            wait_screen(sb, name, mark)
+            until(lambda a=activity: props(sb, name)["Activity"] == a, f"{name} {activity}")
+            assert props(sb, name)["AgentSessionId"] == "own-1"
+        explained = sb.ctl("explain", name, system=True).check().stdout
+        assert "last_hook: agent_end" in explained
+    finally:
+        sb.ctl("rm", name)
+        sb.run("rm", "-f", "/etc/hostagent/presets.d/own-hooks.yaml")
+        sb.ctl("reload").check()

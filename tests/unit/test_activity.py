@@ -134,3 +134,24 @@ def test_a_shell_is_working_while_a_command_runs_in_its_foreground(
 
     shell = load_presets([BUILTIN_DIR], strict=True)["shell"]
     assert classify(shell.activity, View("$ ", command=command)).activity.value == activity
+
+
+@pytest.mark.parametrize(
+    ("screen", "command", "activity"),
+    [
+        ("$ sudo apt install jq\nDo you want to continue? [Y/n] ", "apt", "blocked"),
+        ("Do you want to continue? [Y/n] n\nAbort.\n$ ", "", "idle"),  # answered, prompt back
+        ("Pick one\n❯ 1. Yes\n  2. No\n", "", "blocked"),
+        ("$ cat notes\n> 1. first point\n$ ", "", "idle"),  # a quoted list is no choice
+        ("Approach:\n❯ Refactor it\n  Leave it\n↑/↓ select · Enter to confirm", "", "blocked"),
+        ("hermes ❯ ", "", "idle"),  # an agent started in the shell's place, at its prompt
+    ],
+)
+def test_the_shell_preset_reads_the_shapes_agent_clis_share(
+    screen: str, command: str, activity: str
+) -> None:
+    from hostagent.activity import View, classify
+    from hostagent.presets import BUILTIN_DIR, load_presets
+
+    shell = load_presets([BUILTIN_DIR], strict=True)["shell"]
+    assert classify(shell.activity, View(screen, command=command)).activity.value == activity

@@ -143,3 +143,17 @@ def test_prose_and_typed_text_never_read_blocked() -> None:
     prose = [s for s in SCREENS if any(k in s.path.name for k in NOT_A_DIALOG)]
     assert len(prose) >= 14
     assert [f"{s.preset}/{s.path.name}" for s in prose if verdict_of(s) == "blocked"] == []
+
+
+def test_a_cli_without_a_preset_is_read_by_the_shapes_these_clis_share() -> None:
+    """Every CLI's screens read with the shell preset, the way in for a CLI without a preset of
+    its own (started in the shell's place, so no job has the terminal): a quiet screen is never
+    `working`, an idle one never `blocked`, and most of the dialogs read `blocked`."""
+    rules = PRESETS["shell"].activity
+    screens = SCREENS + HELD
+    read = {s.path: classify(rules, View(s.text, "")).activity.value for s in screens}
+    assert [s.path.name for s in screens if read[s.path] == "working"] == []
+    assert [s.path.name for s in screens if s.label == "idle" and read[s.path] != "idle"] == []
+    dialogs = [s for s in screens if s.label == "blocked"]
+    found = sum(read[s.path] == "blocked" for s in dialogs)
+    assert found / len(dialogs) >= 0.8, f"{found} of {len(dialogs)} dialogs read blocked"

@@ -56,6 +56,16 @@ def _stat_fields(stat: str) -> tuple[str, list[str]]:
     return stat[stat.find("(") + 1 : stat.rfind(")")], stat[stat.rfind(")") + 2 :].split()
 
 
+def leads_its_terminal(pid: int) -> bool:
+    """Whether pid's process group is its terminal's foreground group: no job it started has
+    been given the terminal. False when it is gone or has no terminal."""
+    stat = read_small(f"/proc/{pid}/stat")
+    if stat is None:
+        return False
+    fields = _stat_fields(stat)[1]  # state ppid pgrp session tty_nr tpgid ...
+    return len(fields) > 5 and fields[5] != "-1" and fields[2] == fields[5]
+
+
 def read(pid: int, details: bool = False) -> Process | None:
     """pid as /proc shows it now, or None when it is gone."""
     stat = read_small(f"/proc/{pid}/stat")

@@ -16,6 +16,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Protocol
 
+from hostagent.daemon.host import procfs
 from hostagent.daemon.host.owner import exec_as_owner
 from hostagent.identity import Owner
 
@@ -195,8 +196,10 @@ class Tmux:
         )
 
     async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str, str]:
-        """The visible screen, the pane's title and its foreground command, in one tmux
-        call."""
+        """The visible screen, the pane's title and its foreground job, in one tmux call.
+        The job is the name of the program in the terminal's foreground when the pane's own
+        first program (a shell, or an agent started in its place) has given the terminal to
+        one it started; "" while that first program has it itself."""
         out = await self.run(
             owner,
             sock,
@@ -204,7 +207,7 @@ class Tmux:
             "-p",
             "-t",
             SESSION,
-            "#{pane_current_command}\t#{pane_title}",
+            "#{pane_pid}\t#{pane_current_command}\t#{pane_title}",
             ";",
             "capture-pane",
             "-p",
@@ -212,7 +215,10 @@ class Tmux:
             SESSION,
         )
         head, _, screen = out.partition("\n")
+        pane_pid, _, head = head.partition("\t")
         command, _, title = head.partition("\t")
+        if pane_pid.isdigit() and procfs.leads_its_terminal(int(pane_pid)):
+            command = ""
         return screen, title, command
 
     async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> None:
