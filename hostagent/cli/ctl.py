@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from hostagent.cli.verbs import BY_NAME, JOURNAL, OWN, listing, load
+from hostagent.cli.verbs import BY_NAME, JOURNAL, LOCAL, OWN, listing, load
 
 TYPE_CHECKING = False  # typing's own import costs more than a quick verb's call
 if TYPE_CHECKING:
@@ -30,6 +30,12 @@ async def run(args: argparse.Namespace) -> int:
     from hostagent.escape import printable
 
     verb = BY_NAME[args.verb]
+    if verb.connection == LOCAL:
+        if args.host or args.machine or args.address or getattr(args, "fleet", False):
+            print(f"hostagentctl {verb.name} reads this host's files; run it there.",
+                  file=sys.stderr)  # fmt: skip
+            return EXIT_USAGE
+        return load(verb)(args)  # type: ignore[operator,no-any-return]
     try:
         hosts = hosts_of(args)
     except HostAgentError as e:

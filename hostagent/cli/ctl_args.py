@@ -110,6 +110,15 @@ def _options(verb: str, sp: argparse.ArgumentParser) -> None:
         sp.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     elif verb == "hook":
         sp.add_argument("event")
+    elif verb == "check-preset":
+        sp.add_argument("file", metavar="FILE", help="the preset file (YAML)")
+        sp.add_argument(
+            "screens",
+            nargs="*",
+            metavar="SCREEN",
+            help="captured screens: hostagentctl capture's output, or labelled",
+        )
+        sp.add_argument("--title", help="the window title to read plain captures with")  # fmt: skip
     elif verb == "usage":
         sp.add_argument("--since", default="today", help="today, -7d, 2026-12-01 or @EPOCH")
         sp.add_argument("--until", help="as --since; default now")

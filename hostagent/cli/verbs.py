@@ -12,8 +12,9 @@ from __future__ import annotations
 # What a verb's positional arguments name.
 NOTHING, ONE, MANY = "", "NAME", "NAME..."
 # The connection a verb needs: one bus client (the usual), its own that follows the daemon
-# (watch), or the journal of this host, read directly when the caller may (logs).
-BUS, OWN, JOURNAL = "bus", "own", "journal"
+# (watch), the journal of this host, read directly when the caller may (logs), or none: it
+# reads files of this host (check-preset).
+BUS, OWN, JOURNAL, LOCAL = "bus", "own", "journal", "local"
 
 
 class Verb:
@@ -68,6 +69,9 @@ VERBS = (
     Verb("watch", NOTHING, "hostagent.cli.watch:watch",
          "a live table of sessions; keys attach, stop and resume", connection=OWN),
     Verb("presets", NOTHING, _CTL + "verb_presets", "list the presets"),
+    Verb("check-preset", NOTHING, "hostagent.cli.presetcheck:verb_check_preset",
+         "check a preset file, and read captured screens with it", connection=LOCAL,
+         remote=False),
     Verb("info", NOTHING, _CTL + "verb_info", "the daemon's version, mode and boot id"),
     Verb("doctor", NOTHING, "hostagent.cli.doctor:verb_doctor", "check this host's setup"),
     Verb("reload", NOTHING, _CTL + "verb_reload", "reread the configuration and presets"),

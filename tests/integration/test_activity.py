@@ -201,6 +201,15 @@ def test_an_agent_that_has_drawn_nothing_is_not_idle(sb: Sandbox, screen_preset:
         sb.run("rm", "-f", gate)
 
 
+ASKING_PRESET = """\
+name: mine
+command: [hostagent-demo-agent]
+activity:
+  rules:
+    - {activity: blocked, screen: ['proceed\\? \\(y/n\\)']}
+"""
+
+
 def test_a_cli_without_a_preset_is_read_by_its_screen_and_never_working_at_its_prompt(
     sb: Sandbox,
 ) -> None:
@@ -221,6 +230,11 @@ def test_a_cli_without_a_preset_is_read_by_its_screen_and_never_working_at_its_p
         assert "You said: /work 2" in wait_screen(sb, name, "You said")
         send(sb, name, "/ask")
         assert wait(sb, name, "blocked") == "blocked"
+        # docs/presets.md, "Writing a preset": the screen captured, read with a preset file.
+        sb.sh(f"hostagentctl capture {name} > /tmp/asked.txt").check()
+        sb.sh("cat > /tmp/mine.yaml", input=ASKING_PRESET).check()
+        checked = sb.run("hostagentctl", "check-preset", "/tmp/mine.yaml", "/tmp/asked.txt")
+        assert "/tmp/asked.txt: blocked (mine rule 1: 'proceed? (y/n)')" in checked.check().stdout
         send(sb, name, "y")
         assert wait(sb, name, "idle") == "idle"
         # The shell itself: a command in the foreground is a job, working until it ends.

@@ -12,15 +12,15 @@ were written and is never used to write them: it must read right at 95 % per lab
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from hostagent import screenfile
 from hostagent.activity import View, classify
 from hostagent.presets import BUILTIN_DIR, load_presets
+from hostagent.screenfile import ScreenFile
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "screens"
 # Captured after the rules were written and never used to write them: how the rules read
@@ -29,23 +29,8 @@ HELD_OUT = CORPUS.parent / "screens-held-out"
 LABELS = ("working", "blocked", "idle")
 
 
-@dataclass(frozen=True)
-class Screen:
-    path: Path
-    label: str
-    preset: str
-    title: str
-    text: str
-
-
-def load_corpus(directory: Path = CORPUS) -> list[Screen]:
-    screens = []
-    for path in sorted(directory.glob("*/*.screen")):
-        head, _, text = path.read_text(encoding="utf-8").partition("\n---\n")
-        meta = dict(line.partition(": ")[::2] for line in head.splitlines())
-        meta["title"] = json.loads(meta.get("title") or '""')
-        screens.append(Screen(path, meta["label"], meta["preset"], meta.get("title", ""), text))
-    return screens
+def load_corpus(directory: Path = CORPUS) -> list[ScreenFile]:
+    return [screenfile.read(path) for path in sorted(directory.glob("*/*.screen"))]
 
 
 SCREENS = load_corpus()
@@ -53,7 +38,7 @@ HELD = load_corpus(HELD_OUT)
 PRESETS = load_presets([BUILTIN_DIR], strict=True)
 
 
-def verdict_of(screen: Screen) -> str:
+def verdict_of(screen: ScreenFile) -> str:
     view = View(screen.text, screen.title.strip())
     return classify(PRESETS[screen.preset].activity, view).activity.value
 
@@ -63,7 +48,7 @@ INSTALLABLE = {"claude", "codex", "gemini", "qwen", "opencode", "copilot", "aide
 NOT_A_DIALOG = ("typing", "question-in-answer", "prose")
 
 
-def version_of(screen: Screen) -> str:
+def version_of(screen: ScreenFile) -> str:
     return screen.path.name.split("-", 1)[0]
 
 
