@@ -36,7 +36,8 @@ class IdSource(enum.StrEnum):
 @dataclass(frozen=True)
 class Discovery:
     """Where a CLI keeps its conversations, for finding the id of a session's: files on disk
-    (glob), or the CLI's own listing (command) printing JSON objects (finder.py reads them)."""
+    (glob), or the CLI's own listing (command) printing JSON objects. Fields are dotted paths
+    and times are read as daemon/follow/finder.py says."""
 
     glob: str = ""  # with {$VAR:-…}, {home} and {cwd_dashed}; ** matches any depth
     id_pattern: str = ""  # a regular expression over the path; group 1 is the id

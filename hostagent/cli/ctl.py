@@ -31,7 +31,7 @@ async def run(args: argparse.Namespace) -> int:
 
     verb = BY_NAME[args.verb]
     if verb.connection == LOCAL:
-        if args.host or args.machine or args.address or getattr(args, "fleet", False):
+        if args.host or args.machine or args.address or args.fleet:
             print(f"hostagentctl {verb.name} reads this host's files; run it there.",
                   file=sys.stderr)  # fmt: skip
             return EXIT_USAGE

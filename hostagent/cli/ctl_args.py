@@ -118,7 +118,7 @@ def _options(verb: str, sp: argparse.ArgumentParser) -> None:
             metavar="SCREEN",
             help="captured screens: hostagentctl capture's output, or labelled",
         )
-        sp.add_argument("--title", help="the window title to read plain captures with")  # fmt: skip
+        sp.add_argument("--title", help="the window title to read plain captures with")
     elif verb == "usage":
         sp.add_argument("--since", default="today", help="today, -7d, 2026-12-01 or @EPOCH")
         sp.add_argument("--until", help="as --since; default now")
