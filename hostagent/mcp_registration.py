@@ -10,6 +10,7 @@ that the user's own configuration is neither read nor written (docs/agent-clis.m
 | copilot  | ``--additional-mcp-config @FILE``                                         |
 | codex    | ``-c mcp_servers.hostagent.command=…`` and ``….args=[…]`` (TOML values)   |
 | opencode | ``OPENCODE_CONFIG_CONTENT``, a config merged over the user's               |
+| kilo     | ``KILO_CONFIG_CONTENT``, the same for OpenCode's fork                      |
 | gemini   | ``mcpServers`` in the session's system-defaults file (its hooks file)     |
 | qwen     | the same, in Qwen Code's                                                   |
 """
@@ -22,7 +23,7 @@ from typing import Any
 
 from hostagent.errors import InvalidArgs
 
-FORMATS = ("claude", "codex", "copilot", "gemini", "opencode", "qwen")
+FORMATS = ("claude", "codex", "copilot", "gemini", "kilo", "opencode", "qwen")
 # The formats whose server goes into the session's hooks settings file: the preset must have
 # hooks of the same CLI.
 IN_SETTINGS = ("gemini", "qwen")
@@ -74,9 +75,9 @@ def registration(fmt: str, server: list[str], file: str) -> Registration:
         return Registration(
             ["-c", f"{key}.command={json.dumps(program)}", "-c", f"{key}.args={json.dumps(args)}"]
         )
-    if fmt == "opencode":
+    if fmt in ("opencode", "kilo"):
         config = {"mcp": {SERVER: {"type": "local", "command": server, "enabled": True}}}
-        return Registration(env={"OPENCODE_CONFIG_CONTENT": json.dumps(config)})
+        return Registration(env={f"{fmt.upper()}_CONFIG_CONTENT": json.dumps(config)})
     if fmt in IN_SETTINGS:
         return Registration(settings={"mcpServers": {SERVER: {"command": program, "args": args}}})
     raise ValueError(f"unknown MCP format {fmt!r}")

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hostagent import mcp_registration, yamlfile
+from hostagent import mcp_registration, presetfiles, yamlfile
 from hostagent.activity import GENERIC, Rule, Rules
 from hostagent.session import Activity, name_problem
 from hostagent.usage import READERS
@@ -85,7 +85,7 @@ class Preset:
 
 _KNOWN = {
     "name", "description", "command", "env", "agent_id", "resume", "hooks", "activity",
-    "worktree_setup", "prompt_args", "usage", "state", "rights", "mcp",
+    "worktree_setup", "prompt_args", "usage", "state", "rights", "mcp", "extends",
 }  # fmt: skip
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
 _DISCOVER_KNOWN = {"glob", "id", "cwd_field", "command", "id_field", "time_field", "list_field"}
@@ -321,22 +321,35 @@ def preset_dirs(system: bool) -> list[Path]:
 
 
 def load_presets(dirs: list[Path], strict: bool) -> dict[str, Preset]:
-    """Presets by name, later dirs overriding earlier ones.
+    """Presets by name, later dirs overriding earlier ones, ``extends`` resolved
+    (presetfiles.py).
 
     strict: raise SettingsError on the first broken file (Reload keeps the last good set);
-    otherwise log it and skip that file (start-up serves everything that is good).
+    otherwise log it and keep the name's last earlier file that is good (start-up serves
+    everything that is good).
     """
-    presets: dict[str, Preset] = {}
-    for d in dirs:
-        if not d.is_dir():
-            continue
-        for path in sorted(d.glob("*.yaml")):
-            try:
-                preset = parse_preset(yamlfile.load(path))
-            except yamlfile.SettingsError as e:
-                if strict:
-                    raise
-                log.error("Failed to load preset: %s, ignoring", e)
-                continue
-            presets[preset.name] = preset
-    return presets
+    loader = presetfiles.Loader(parse_preset, _raise if strict else _log_refused)
+    loader.read(dirs)
+    return loader.presets()
+
+
+def load_preset_file(path: Path, dirs: list[Path]) -> Preset:
+    """The preset of one file as the daemon would load it beside the presets of dirs (what it
+    extends among them); SettingsError says what is wrong with it."""
+    doc = yamlfile.load(path)
+    errors: list[yamlfile.SettingsError] = []  # the others' too: only its own is raised
+    loader = presetfiles.Loader(parse_preset, errors.append)
+    loader.read(dirs, but=path)
+    loader.add(doc)
+    preset = loader.preset(presetfiles.name_of(doc))
+    if preset is None:
+        raise errors[-1]  # its own, told last: after any of the bases it reached for
+    return preset
+
+
+def _raise(e: yamlfile.SettingsError) -> None:
+    raise e
+
+
+def _log_refused(e: yamlfile.SettingsError) -> None:
+    log.error("Failed to load preset: %s, ignoring", e)

@@ -33,6 +33,10 @@ class Document:
         self.data = data
         self._lines = lines
 
+    @property
+    def lines(self) -> dict[str, int]:
+        return self._lines
+
     def error(self, field: str | None, msg: str) -> SettingsError:
         line = None
         key = field or ""

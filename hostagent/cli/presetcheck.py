@@ -16,8 +16,8 @@ from pathlib import Path
 from hostagent import screenfile
 from hostagent.activity import View, classify
 from hostagent.escape import printable
-from hostagent.presets import parse_preset
-from hostagent.yamlfile import SettingsError, load
+from hostagent.presets import load_preset_file, preset_dirs
+from hostagent.yamlfile import SettingsError
 
 EXIT_MISREAD = 1
 
@@ -25,7 +25,7 @@ EXIT_MISREAD = 1
 def verb_check_preset(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
-        preset = parse_preset(load(path))
+        preset = load_preset_file(path, preset_dirs(system=False))
     except SettingsError as e:
         print(printable(str(e)), file=sys.stderr)
         return EXIT_MISREAD

@@ -84,7 +84,9 @@ def test_asked_for_where_it_cannot_be_is_refused_saying_why(fmt: str, why_not: s
 def test_every_builtin_preset_of_a_cli_that_takes_servers_names_its_format() -> None:
     presets = load_presets(preset_dirs(True)[:1], strict=True)
     named = {name: p.mcp_format for name, p in presets.items() if p.mcp_format}
-    assert named == {n: n for n in ("claude", "codex", "copilot", "gemini", "opencode", "qwen")}
+    assert named == {
+        n: n for n in ("claude", "codex", "copilot", "gemini", "kilo", "opencode", "qwen")
+    }
     assert not any(p.mcp_default for p in presets.values())  # never given unasked
 
 
