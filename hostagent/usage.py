@@ -316,6 +316,31 @@ def from_opencode(text: str) -> Usage:
     return replace(found, cost_usd=cost) if cost > 0 else found
 
 
+def from_pi(text: str) -> Usage:
+    """Pi's session file: each assistant ``message`` entry's ``usage``, whose input leaves out
+    what the cache read and wrote, and whose output holds the reasoning it also names apart.
+    The cost is in USD from the model's price; 0 (a model it has no price for) is unknown."""
+    calls: dict[str, Usage] = {}
+    cost = 0.0
+    for entry in _records(text):
+        message = entry.get("message")
+        usage = _dig(message, "usage")
+        if entry.get("type") != "message" or not isinstance(usage, dict):
+            continue
+        read, write = _count(usage.get("cacheRead")), _count(usage.get("cacheWrite"))
+        stated = _dig(usage, "cost", "total")
+        cost += float(stated) if isinstance(stated, int | float) and stated > 0 else 0.0
+        calls[str(entry.get("id") or len(calls))] = one_call(
+            _count(usage.get("input")) + read + write,
+            _count(usage.get("output")),
+            read,
+            write,
+            _dig(message, "model"),
+        )
+    found = total(calls.values())
+    return replace(found, cost_usd=cost) if cost > 0 else found
+
+
 _AIDER = re.compile(
     r"^> Tokens: (?P<sent>[\d.]+)(?P<sent_unit>[kM]?) sent"
     r"(?:, (?P<write>[\d.]+)(?P<write_unit>[kM]?) cache write)?"
@@ -358,5 +383,6 @@ READERS: dict[str, Callable[[str], Usage]] = {
     "qwen": from_qwen,
     "copilot": from_copilot,
     "opencode": from_opencode,
+    "pi": from_pi,
     "aider": from_aider,
 }

@@ -14,6 +14,8 @@ drives it by what it types:
 
 - a tool result in the request: the turn ends with "Done: the command ran." (held as below
   when the user's text said ``slow``);
+- ``run`` and ``dangerous``: the same call, with a command a permission gate asks about
+  (``rm -rf ./scratch && touch …``);
 - ``run`` anywhere: a call to the CLI's shell tool, whose arguments are filled from the tool's
   own JSON schema (every CLI names and shapes its shell tool differently);
 - ``slow``: the reply holds after its first words until ``POST /control/release`` (or 120 s), so

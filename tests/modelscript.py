@@ -12,6 +12,9 @@ import re
 from typing import Any
 
 TOOL_COMMAND = "touch approved-by-user.txt"
+# The same, in the shape a permission gate asks about (Pi's example gate, Hermes): asked for by
+# a prompt that says "dangerous".
+DANGEROUS_COMMAND = "rm -rf ./scratch && touch approved-by-user.txt"
 SHELL_TOOLS = ("Bash", "bash", "run_shell_command", "shell", "exec_command", "shell_command")
 EDIT_TOOLS = ("Write", "write_file", "write", "create", "str_replace_based_edit_tool", "edit")
 # The tools with which each CLI lets the model ask the user a question with choices: Claude's,
@@ -48,6 +51,8 @@ def decide(last_user: str, tool_result: bool) -> tuple[str, str]:
         return "error", "The stand-in model is overloaded; try again later."
     if "after a wait" in lowered:  # an approval drawn after a slow request
         return "late-tool", "I will run a command."
+    if ("run" in lowered.split() or "run " in lowered) and "dangerous" in lowered:
+        return "tool", "I will run a dangerous command."
     if "run" in lowered.split() or "run " in lowered:
         return "tool", "I will run a command."
     if "slow" in lowered:
@@ -210,6 +215,8 @@ def question_args(schema: dict[str, Any]) -> dict[str, Any]:
         "options": [{"label": label, "description": why} for label, why in CHOICES],
         "multiSelect": False, "multiple": False,
     }  # fmt: skip
+    if "questions" not in props:  # one question, not a list of them (Pi's example tool)
+        return {k: v for k, v in question.items() if k in props}
     item = props.get("questions", {}).get("items", {}).get("properties", {})
     return {"questions": [{k: v for k, v in question.items() if k in item}]}
 
@@ -256,6 +263,8 @@ def pick_tool(
     for name in SHELL_TOOLS:
         if name in by_name:
             args = fill(by_name[name])
+            if "dangerous" in text:
+                args = json.loads(json.dumps(args).replace(TOOL_COMMAND, DANGEROUS_COMMAND))
             if "sandbox_permissions" in by_name[name].get("properties", {}):
                 # Codex asks the user only for a command that asks to leave its sandbox.
                 args["sandbox_permissions"] = "require_escalated"

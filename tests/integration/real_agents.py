@@ -36,6 +36,9 @@ class RealAgent:
     first_run: tuple[tuple[str, str], ...] = ()
     ready: str = ""  # text of the idle screen once the dialogs are answered
     approval: str = ""  # text of its approval dialog, waited for before it is answered
+    # What the approval turn types: a CLI that asks only before a dangerous command (Pi's
+    # permission gate) is asked for one (tests/modelscript.py).
+    approval_prompt: str = "please run it slowly"
     approve: str = ENTER
     answers_after_tool: bool = True  # Aider runs the command and is done: no second answer
     git_project: bool = False  # Codex asks its trust question only in a repository
@@ -103,6 +106,13 @@ AGENTS = (
                    ("❯ 2. Yes, and remember", ENTER)),
         ready="/ commands", approval="Do you want to run this command?",
     ),
+    RealAgent("kilo", "kilo", "alice", ready="ctrl+p commands", approval="Permission required"),
+    # Pi asks nothing before a tool runs: its user has added the permission gate and the
+    # question tool of Pi's own examples as extensions (set_up_user).
+    RealAgent(
+        "pi", "pi", "alice", {"PI_OFFLINE": "1"}, ready="(auto)",
+        approval="Dangerous command:", approval_prompt="please run it slowly, a dangerous one",
+    ),
     RealAgent(
         "aider", "aider", "alice", {"OPENAI_API_KEY": "sk-standin"},
         args=("--model", "openai/stand-in", "--openai-api-base", f"{API}/v1",
@@ -151,6 +161,16 @@ _OPENCODE_CONFIG = {
 }
 
 
+_PI_MODELS = {
+    "providers": {
+        "standin": {"baseUrl": f"{API}/v1", "api": "openai-completions", "apiKey": "sk-standin",
+                    "models": [{"id": "stand-in"}]}
+    }
+}  # fmt: skip
+# The extensions of Pi's examples its user adds (Pi's package ships them).
+PI_EXTENSIONS = ("permission-gate.ts", "question.ts")
+
+
 def home_files(agent: RealAgent) -> dict[str, str]:
     if agent.preset == "claude":
         # Onboarding checks that api.anthropic.com answers before it asks anything; a user
@@ -165,6 +185,10 @@ def home_files(agent: RealAgent) -> dict[str, str]:
         return {".codex/config.toml": _CODEX_CONFIG}
     if agent.preset == "opencode":
         return {".config/opencode/opencode.json": json.dumps(_OPENCODE_CONFIG)}
+    if agent.preset == "kilo":  # OpenCode's settings, in Kilo's place
+        return {".config/kilo/kilo.json": json.dumps(_OPENCODE_CONFIG)}
+    if agent.preset == "pi":
+        return {".pi/agent/models.json": json.dumps(_PI_MODELS)}
     return {}
 
 
@@ -191,6 +215,10 @@ def set_up_user(sb: Sandbox, agent: RealAgent, program: str, node: str) -> str:
     for rel, text in (home_files(agent) if agent.configured else {}).items():
         path = f"{home}/{rel}"
         script.append(f"mkdir -p $(dirname {path}) && cat > {path} <<'EOF'\n{text}\nEOF")
+    if agent.preset == "pi" and agent.configured:
+        examples = f"{Path(program).parents[1]}/@earendil-works/pi-coding-agent/examples/extensions"
+        script.append(f"mkdir -p {home}/.pi/agent/extensions && cd {examples} && "
+                      f"cp {' '.join(PI_EXTENSIONS)} {home}/.pi/agent/extensions/")  # fmt: skip
     project = f"{home}/proj-{agent.key}"
     script.append(f"rm -rf {project} && mkdir -p {project}")
     if agent.git_project:

@@ -253,7 +253,7 @@ def approval_turn(sb: Sandbox, agent: RealAgent, name: str, project: str) -> Non
     """The CLI's own approval dialog reads blocked; approving runs the command, then the held
     answer reads working, then idle."""
     control(sb, "hold")
-    type_line(sb, agent, name, "please run it slowly")
+    type_line(sb, agent, name, agent.approval_prompt)
     screen(sb, agent, name, agent.approval)
     blocked_by_rule(sb, agent, name)
     keys(sb, agent, name, agent.approve)
@@ -320,7 +320,7 @@ def test_a_real_cli_from_first_run_to_resume(
     sb.ctl("resume", name, user=agent.user, system=True).check()
     screen(sb, agent, name, agent.ready)
     assert wait(sb, agent, name, "idle") == "idle"
-    conversation_continues(sb, agent, name, "please run it slowly")
+    conversation_continues(sb, agent, name, agent.approval_prompt)
     used(sb, agent, name, second.calls + 1)  # the resumed run counts on
     homes.conversed[agent.key] = (agent, name)
 
@@ -368,7 +368,7 @@ def test_after_a_reboot_every_real_cli_is_dormant_and_resumes_its_conversation(
     for agent, name in sessions:
         screen(sb, agent, name, agent.ready)
         assert wait(sb, agent, name, "idle") == "idle"
-        conversation_continues(sb, agent, name, "please run it slowly")
+        conversation_continues(sb, agent, name, agent.approval_prompt)
         used(sb, agent, name, before[name].calls + 1)
 
 
@@ -376,7 +376,9 @@ def test_after_a_reboot_every_real_cli_is_dormant_and_resumes_its_conversation(
 # These tests and the slow Codex one run after the reboot: a session of theirs in the project
 # of a session the reboot ended would be a newer conversation of that cwd, and discovery
 # (Codex, OpenCode) takes the newest one the ended run could have written.
-QUESTIONING = [a for a in AGENTS if a.key in ("claude", "gemini", "opencode", "copilot", "codex")]
+QUESTIONING = [
+    a for a in AGENTS if a.key in ("claude", "gemini", "opencode", "copilot", "codex", "kilo", "pi")
+]
 # Codex offers request_user_input in Plan mode only (its default mode answers the model that
 # the tool is unavailable): the test switches to it first, as a user does.
 PLAN_MODE = {"codex": "/plan"}
@@ -391,8 +393,9 @@ def screen_only(sb: Sandbox, agent: RealAgent) -> RealAgent:
     preset.pop("hooks", None)
     if preset.get("mcp", {}).get("format") in ("gemini", "qwen"):
         preset.pop("mcp")  # given in the hooks file, which this copy has not
-    rules = preset["activity"]["rules"]
-    preset["activity"]["rules"] = [r for r in rules if "screen" in r or "title" not in r]
+    if "activity" in preset:  # else the rules of the preset it extends, which has no hooks
+        rules = preset["activity"]["rules"]
+        preset["activity"]["rules"] = [r for r in rules if "screen" in r or "title" not in r]
     preset["name"] = f"{agent.preset}-screen-only"
     path = f"/etc/hostagent/presets.d/{preset['name']}.yaml"
     sb.sh(
@@ -541,6 +544,7 @@ SIGN_IN = [
     ("codex", {}, (), "Sign in with ChatGPT"),
     ("qwen", {}, (), "Connect a Provider"),
     ("qwen-old", {}, (), "Select Authentication Method"),
+    ("pi", {}, (), "No models available"),
 ]
 
 
@@ -566,7 +570,7 @@ def test_a_real_cli_without_a_key_asks_to_sign_in_and_reads_blocked(
         blocked_by_rule(sb, fresh, name)
     finally:
         sb.ctl("rm", name, system=True)
-        sb.sh("rm -rf /home/carol/.local/bin /home/carol/.codex /home/carol/.qwen")
+        sb.sh("rm -rf /home/carol/.local/bin /home/carol/.codex /home/carol/.qwen /home/carol/.pi")
 
 
 def delegation_requests(sb: Sandbox, offset: int) -> list[str]:

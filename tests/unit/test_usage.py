@@ -71,6 +71,7 @@ RECORDS = [
     ("qwen", "0.24.4-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
     ("opencode", "1.18.33-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
     ("copilot", "1.0.102-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "gpt-4o")),
+    ("pi", "1.6.0-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
     ("aider", "0.86.2-two-turns-then-stopped.md", Usage(4700, 29, 0, 0, None, 2)),
 ]  # fmt: skip
 
