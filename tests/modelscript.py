@@ -15,11 +15,13 @@ TOOL_COMMAND = "touch approved-by-user.txt"
 # The same, in the shape a permission gate asks about (Pi's example gate, Hermes): asked for by
 # a prompt that says "dangerous".
 DANGEROUS_COMMAND = "rm -rf ./scratch && touch approved-by-user.txt"
-SHELL_TOOLS = ("Bash", "bash", "run_shell_command", "shell", "exec_command", "shell_command")
+SHELL_TOOLS = ("Bash", "bash", "run_shell_command", "shell", "exec_command", "shell_command",
+               "terminal")  # fmt: skip
 EDIT_TOOLS = ("Write", "write_file", "write", "create", "str_replace_based_edit_tool", "edit")
 # The tools with which each CLI lets the model ask the user a question with choices: Claude's,
-# Codex's, Gemini's and Qwen's, OpenCode's, and Copilot's form (ask_user with a schema).
-QUESTION_TOOLS = ("AskUserQuestion", "request_user_input", "ask_user", "question")
+# Codex's, Gemini's and Qwen's, OpenCode's and Pi's, Copilot's form (ask_user with a schema),
+# and Hermes's.
+QUESTION_TOOLS = ("AskUserQuestion", "request_user_input", "ask_user", "question", "clarify")
 # The kinds answered with a call of one of the CLI's tools; "late-tool" holds its reply first.
 TOOL_KINDS = ("tool", "late-tool", "edit", "ask")
 HOLDING = ("slow", "late-tool")  # the kinds whose reply waits for POST /control/release
@@ -213,7 +215,7 @@ def question_args(schema: dict[str, Any]) -> dict[str, Any]:
     question: dict[str, Any] = {
         "question": QUESTION, "header": "Approach", "id": "approach", "type": "choice",
         "options": [{"label": label, "description": why} for label, why in CHOICES],
-        "multiSelect": False, "multiple": False,
+        "multiSelect": False, "multiple": False, "choices": [label for label, _ in CHOICES],
     }  # fmt: skip
     if "questions" not in props:  # one question, not a list of them (Pi's example tool)
         return {k: v for k, v in question.items() if k in props}
