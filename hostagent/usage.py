@@ -111,29 +111,6 @@ def since(before: Usage, after: Usage) -> Usage:
     )
 
 
-def format_tokens(count: int) -> str:
-    """Tokens as people read them: 950, 12.3k, 4.1M; cut, never rounded up (1250 is 1.2k, as
-    the Cockpit page writes it too)."""
-    if count < 1000:
-        return str(count)
-    for unit, size in (("M", 1_000_000), ("k", 1000)):
-        if count >= size:
-            tenths = count * 10 // size
-            return (
-                f"{tenths // 10}.{tenths % 10}{unit}" if tenths < 1000 else f"{tenths // 10}{unit}"
-            )
-    return str(count)  # not reached
-
-
-def format_cost(cost: float | None) -> str:
-    """Dollars with cents ($0.42), more places below a cent; "-" when unknown."""
-    if cost is None:
-        return "-"
-    if 0 < cost < 0.01:
-        return f"${cost:.4f}"
-    return f"${cost:.2f}"
-
-
 def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
@@ -341,6 +318,30 @@ def from_pi(text: str) -> Usage:
     return replace(found, cost_usd=cost) if cost > 0 else found
 
 
+def from_hermes(text: str) -> Usage:
+    """Hermes's session rows (its database's ``sessions`` row of one id, one JSON object a
+    line): the session's running totals, whose input leaves out what the cache read and
+    wrote, with its count of API calls. The cost is in USD, as billed or else as estimated;
+    0 (a model it has no price for) is unknown."""
+    found = Usage()
+    for row in _records(text):
+        if "api_call_count" not in row:
+            continue
+        read, write = _count(row.get("cache_read_tokens")), _count(row.get("cache_write_tokens"))
+        stated = row.get("actual_cost_usd") or row.get("estimated_cost_usd")
+        cost = float(stated) if isinstance(stated, int | float) and stated > 0 else None
+        found = found + Usage(
+            _count(row.get("input_tokens")) + read + write,
+            _count(row.get("output_tokens")),
+            read,
+            write,
+            cost,
+            _count(row.get("api_call_count")),
+            str(row.get("model") or ""),
+        )
+    return found
+
+
 _AIDER = re.compile(
     r"^> Tokens: (?P<sent>[\d.]+)(?P<sent_unit>[kM]?) sent"
     r"(?:, (?P<write>[\d.]+)(?P<write_unit>[kM]?) cache write)?"
@@ -384,5 +385,6 @@ READERS: dict[str, Callable[[str], Usage]] = {
     "copilot": from_copilot,
     "opencode": from_opencode,
     "pi": from_pi,
+    "hermes": from_hermes,
     "aider": from_aider,
 }

@@ -201,7 +201,8 @@ def usage_cells(value: Any) -> tuple[str, str]:
     """list's Tokens and Cost: 12.3k and $0.42; "-" for what is not known."""
     if not isinstance(value, dict) or nothing_used(value):
         return "-", "-"
-    from hostagent.usage import Usage, format_cost, format_tokens
+    from hostagent.usage import Usage
+    from hostagent.usagetext import format_cost, format_tokens
 
     used = Usage.from_dict(value)
     if used is None or not (used.calls or used.tokens):
@@ -211,7 +212,7 @@ def usage_cells(value: Any) -> tuple[str, str]:
 
 def usage_line(used: Usage) -> str:
     """status's Usage line: 12.3k in (1.1k cache read, 2.2k cache write), 876 out, ..."""
-    from hostagent.usage import format_cost, format_tokens
+    from hostagent.usagetext import format_cost, format_tokens
 
     cached = [
         f"{format_tokens(n)} cache {kind}"

@@ -16,7 +16,8 @@ from hostagent import values
 from hostagent.cli.ctl_options import UsageError
 from hostagent.cli.ctl_output import daemon_named, emit_json, show_table, user_name
 from hostagent.client.library import Client
-from hostagent.usage import Usage, format_cost, format_tokens, total
+from hostagent.usage import Usage, total
+from hostagent.usagetext import format_cost, format_tokens
 
 _DAYS_AGO = re.compile(r"^-(\d+)d$")
 

@@ -113,6 +113,11 @@ AGENTS = (
         "pi", "pi", "alice", {"PI_OFFLINE": "1"}, ready="(auto)",
         approval="Dangerous command:", approval_prompt="please run it slowly, a dangerous one",
     ),
+    # Hermes asks only before a dangerous command, as Pi's gate does.
+    RealAgent(
+        "hermes", "hermes", "alice", ready="/help for commands", approval="Dangerous Command",
+        approval_prompt="please run it slowly, a dangerous one",
+    ),
     RealAgent(
         "aider", "aider", "alice", {"OPENAI_API_KEY": "sk-standin"},
         args=("--model", "openai/stand-in", "--openai-api-base", f"{API}/v1",
@@ -167,6 +172,11 @@ _PI_MODELS = {
                     "models": [{"id": "stand-in"}]}
     }
 }  # fmt: skip
+_HERMES_CONFIG = f"""model:
+  provider: custom
+  base_url: {API}/v1
+  default: stand-in
+"""
 # The extensions of Pi's examples its user adds (Pi's package ships them).
 PI_EXTENSIONS = ("permission-gate.ts", "question.ts")
 
@@ -189,6 +199,8 @@ def home_files(agent: RealAgent) -> dict[str, str]:
         return {".config/kilo/kilo.json": json.dumps(_OPENCODE_CONFIG)}
     if agent.preset == "pi":
         return {".pi/agent/models.json": json.dumps(_PI_MODELS)}
+    if agent.preset == "hermes":
+        return {".hermes/config.yaml": _HERMES_CONFIG, ".hermes/.env": "OPENAI_API_KEY=sk-standin"}
     return {}
 
 

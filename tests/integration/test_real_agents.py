@@ -377,7 +377,9 @@ def test_after_a_reboot_every_real_cli_is_dormant_and_resumes_its_conversation(
 # of a session the reboot ended would be a newer conversation of that cwd, and discovery
 # (Codex, OpenCode) takes the newest one the ended run could have written.
 QUESTIONING = [
-    a for a in AGENTS if a.key in ("claude", "gemini", "opencode", "copilot", "codex", "kilo", "pi")
+    a
+    for a in AGENTS
+    if a.key in ("claude", "gemini", "opencode", "copilot", "codex", "kilo", "pi", "hermes")
 ]
 # Codex offers request_user_input in Plan mode only (its default mode answers the model that
 # the tool is unavailable): the test switches to it first, as a user does.

@@ -12,8 +12,15 @@ from typing import Any
 import pytest
 
 from hostagent.activity import Verdict
-from hostagent.daemon.follow import hooks
-from hostagent.daemon.follow.discovery import discover, listed, pick_listed, run_began
+from hostagent.daemon.follow import dblisting, hooks
+from hostagent.daemon.follow.discovery import (
+    database_listing,
+    discover,
+    discover_listed,
+    listed,
+    pick_listed,
+    run_began,
+)
 from hostagent.daemon.follow.transcript import conversation_state
 from hostagent.daemon.host.owners import Owners
 from hostagent.identity import Owner
@@ -374,3 +381,44 @@ def test_a_discovered_id_is_looked_for_each_time_the_session_goes_idle(
             assert session.record.agent_session_source == "discovered"
 
     run(body())
+
+
+def _hermes_db(path: Path, rows: list[tuple[str, str, float]]) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    db.execute("create table sessions (id text primary key, cwd text, started_at real, x text)")
+    db.executemany("insert into sessions (id, cwd, started_at) values (?, ?, ?)", rows)
+    db.commit()
+    db.close()
+
+
+def test_a_clis_database_table_is_read_as_its_listing(tmp_path: Path) -> None:
+    """Hermes prints no JSON listing: its sessions table is read, as the owner, under the
+    directory its own variable names (HERMES_HOME)."""
+    rule = load_presets([BUILTIN_DIR], strict=True)["hermes"].discover
+    assert rule is not None and rule.database
+    home = tmp_path / "hermes-home"
+    home.mkdir()
+    now, cwd = time.time(), str(tmp_path)  # the listing runs in the session's cwd
+    _hermes_db(home / "state.db", [("20261206_000131_d3837f", cwd, now - 50),
+                                   ("20261206_000334_17fb02", cwd, now - 10),
+                                   ("20261206_000400_aaaaaa", "/other", now - 5)])  # fmt: skip
+    owner, env = _me(tmp_path), {"HERMES_HOME": str(home)}
+    since = int((now - 60) * 1e6)
+
+    def found(since: int, claimed: set[str], env: dict[str, str]) -> str:
+        command = database_listing(rule, owner.home, cwd, env)
+        return asyncio.run(discover_listed(OWNERS, rule, owner, cwd, since, claimed, env, command))  # fmt: skip
+
+    assert found(since, set(), env) == "20261206_000334_17fb02"  # the newest of the cwd
+    assert found(since, {"20261206_000334_17fb02"}, env) == "20261206_000131_d3837f"
+    assert found(int((now - 20) * 1e6), {"20261206_000334_17fb02"}, env) == ""
+    assert found(since, set(), {}) == ""  # no database under the home's default
+
+
+@pytest.mark.parametrize("argv", [["sessions; drop table x", "id", "cwd", "t"], ["s", "id", "c-1", "t"]])  # fmt: skip
+def test_a_database_listing_puts_no_odd_name_into_sql(tmp_path: Path, argv: list[str]) -> None:
+    _hermes_db(tmp_path / "state.db", [("a", "/p", 1.0)])
+    assert dblisting.rows([str(tmp_path / "state.db"), *argv]) == []
+    assert dblisting.rows([str(tmp_path / "absent.db"), "sessions", "id", "cwd", "x"]) == []

@@ -128,4 +128,4 @@ def test_kilo_is_opencode_under_its_own_names() -> None:
     assert kilo.discover is not None and kilo.discover.command[0] == "kilo"
     assert kilo.resume_args == opencode.resume_args and kilo.resume_list[0] == "kilo"
     assert kilo.usage_format == "opencode" and kilo.usage_file.endswith("/kilo/kilo.db")
-    assert kilo.mcp_format == "kilo" and all("/kilo/" in s for s in kilo.state)
+    assert kilo.mcp_format == "kilo" and all("/kilo" in s for s in kilo.state)

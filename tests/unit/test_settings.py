@@ -124,7 +124,23 @@ def test_assigned_id_needs_a_placeholder(tmp_path: Path) -> None:
         (
             "agent_id:\n  discover:\n    command: [x]\n    id_field: i\n    cwd_field: c\n"
             "    time_field: t\n    glob: '{home}/*'\n",
-            "not both",
+            "only one",
+        ),
+        ("agent_id:\n  discover:\n    database: /var/x.db\n", "discover.database"),
+        (
+            "agent_id:\n  discover:\n    database: '{home}/x.db'\n    table: 's; drop'\n"
+            "    id_field: id\n    cwd_field: cwd\n    time_field: t\n",
+            "discover.table",
+        ),
+        (
+            "agent_id:\n  discover:\n    database: '{home}/x.db'\n    table: s\n"
+            "    id_field: id\n    cwd_field: cwd\n",
+            "discover.time_field",
+        ),
+        (
+            "agent_id:\n  discover:\n    database: '{home}/x.db'\n    table: s\n"
+            "    id_field: id\n    cwd_field: cwd\n    time_field: t\n    command: [x]\n",
+            "only one",
         ),
         ("prompt_args: [-i]\n", "prompt_args"),
         ("resume:\n  turn: '(x'\n", "resume.turn"),

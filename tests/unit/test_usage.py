@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hostagent.usage import READERS, Usage, format_cost, format_tokens, total
+from hostagent.usage import READERS, Usage, total
+from hostagent.usagetext import format_cost, format_tokens
 from tests.modelscript import SERVED
 
 
@@ -72,6 +73,8 @@ RECORDS = [
     ("opencode", "1.18.33-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
     ("copilot", "1.0.102-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "gpt-4o")),
     ("pi", "1.6.0-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
+    # Hermes's database row of the session (its running totals), as the reader is given it.
+    ("hermes", "0.19.0-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
     ("aider", "0.86.2-two-turns-then-stopped.md", Usage(4700, 29, 0, 0, None, 2)),
 ]  # fmt: skip
 

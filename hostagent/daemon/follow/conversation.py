@@ -158,9 +158,13 @@ class Conversations:
             if s is not session and s.record.agent_session
         }
         env = self.owners.environment(session.owner, preset.env, record.launch_env())
-        if preset.discover.command:
-            command = transcript.with_program(
-                list(preset.discover.command), preset, record.command[0]
+        if preset.discover.command or preset.discover.database:
+            command = (
+                transcript.with_program(list(preset.discover.command), preset, record.command[0])
+                if preset.discover.command
+                else discovery.database_listing(
+                    preset.discover, session.owner.home, record.cwd, env
+                )
             )
             found = await discovery.discover_listed(
                 self.owners,

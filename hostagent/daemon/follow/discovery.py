@@ -12,7 +12,8 @@ to the session's cwd. Newest wins, so a rotation that starts a new file is follo
 A CLI that keeps its conversations in a database (OpenCode's SQLite) is asked instead: its own
 listing (``discover.command``), run as the owner in the session's cwd, prints JSON (a list, JSON
 lines, or an object holding the list at ``list_field``), and the same choice is made among the
-objects it lists.
+objects it lists. Where the CLI prints no such listing, its SQLite table is read as one
+(``discover.database``, by dblisting.py run as the owner).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import logging
 import sys
 from pathlib import Path
 
-from hostagent.daemon.follow import finder
+from hostagent.daemon.follow import dblisting, finder
 from hostagent.daemon.follow.finder import field_at, seconds
 from hostagent.daemon.host.owner import OutputTooLarge
 from hostagent.daemon.host.ports import OwnerPort
@@ -44,6 +45,14 @@ def run_began(started_at: int, started_boottime: int, now: int, boot_now: int) -
 
 
 _FINDER = Path(finder.__file__).read_text(encoding="utf-8")  # run as the owner: its text
+_DB_LISTING = Path(dblisting.__file__).read_text(encoding="utf-8")  # so is this
+
+
+def database_listing(rule: Discovery, home: str, cwd: str, env: dict[str, str]) -> list[str]:
+    """The command that lists the rows of a preset's conversation table as JSON objects."""
+    path = conversation_glob(rule.database, "", home, cwd, env)
+    columns = (rule.table, rule.id_field, rule.cwd_field, rule.time_field)
+    return [sys.executable, "-I", "-S", "-c", _DB_LISTING, path, *columns]
 
 
 LIST_TIMEOUT = 30.0  # a CLI's own listing starts a Node program: seconds, not milliseconds
@@ -117,12 +126,13 @@ async def discover_listed(
 ) -> str:
     """The conversation id the CLI's own listing names, or ""."""
     out = await run_listing(owners, owner, cwd, command, env)
+    what = rule.database or " ".join(rule.command)
     if out is None:
-        log.warning("Failed to list conversations with '%s'", " ".join(rule.command))
+        log.warning("Failed to list conversations with '%s'", what)
         return ""
     items = listed(out, rule.list_field)
     if not items:
-        log.debug("'%s' listed no conversations", " ".join(rule.command))
+        log.debug("'%s' listed no conversations", what)
         return ""
     return pick_listed(items, rule, cwd, since_usec / 1e6 - 1, claimed, until_usec / 1e6)
 

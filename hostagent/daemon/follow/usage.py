@@ -2,16 +2,16 @@
 
 When the session goes idle (a turn's end), when an id is learned while it runs, and once a run
 has ended (``after_end``: with the conversation that end found, in one change), the daemon
-reads the CLI's record of every conversation the session has had (its preset's ``usage``). It
-runs as the owner, as every look under a home does, in a helper scope of its own under her
-slice: a ``python -I -S`` program made of ``hostagent/usage.py`` (pure, standard library only)
-and the few lines below that find and open the files (OpenCode keeps its messages in SQLite). One reading per session at a time.
+reads the CLI's record of every conversation the session has had (its preset's ``usage``), as
+the owner, in a helper scope under her slice: a ``python -I -S`` program made of
+``hostagent/usage.py`` (standard library only) and the lines below that open the records
+(OpenCode's and Hermes's are SQLite rows). One reading per session at a time.
 
-What a reading finds replaces the session's per-conversation figures, so reading again counts
-nothing twice, and a total survives restarts, reboots, resumes and a new conversation id. The
-increase since the last reading goes into the owner's books (``state/ledger.py``) and the
-session's count for the day, and is checked against the admin's budgets: a session over one is
-stopped at its turn's end, dormant with reason ``budget`` (``Lifecycle.stop_for_budget``).
+A reading replaces the session's per-conversation figures, so reading again counts nothing
+twice, and a total survives restarts, reboots, resumes and a new conversation id. What rose
+since the last reading goes into the owner's books (``state/ledger.py``) and the session's
+count for the day, checked against the admin's budgets: a session over one stops at its turn's
+end, dormant with reason ``budget`` (``Lifecycle.stop_for_budget``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from hostagent.daemon.state.settings import Settings
 from hostagent.errors import HostAgentError
 from hostagent.presets import IdSource, Preset
 from hostagent.session import LIVE_STATES, Activity, RecordChange, State, now_usec
-from hostagent.usage import Usage, format_cost, format_tokens, since, total
+from hostagent.usage import Usage, since, total
+from hostagent.usagetext import format_cost, format_tokens
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,10 @@ READ_LIMIT = 64 << 20  # bytes of one record read; a longer one is counted from 
 FOLLOW_UPS = (3.0, 15.0)
 _MAIN = f"""
 import glob as _glob, os as _os, sys as _sys
+_TABLES = {{  # OpenCode's messages (each a JSON document), Hermes's session row (its totals)
+    "opencode": "select id, data from message where session_id = ?",
+    "hermes": "select * from sessions where id = ?",
+}}
 _fmt, _spec = _sys.argv[1], json.loads(_sys.argv[2])
 _out = {{}}
 for _cid, _pattern in _spec.items():
@@ -57,12 +62,13 @@ for _cid, _pattern in _spec.items():
         continue
     _path = max(_paths, key=_os.path.getmtime)  # the one the CLI writes now
     try:
-        if _fmt == "opencode":
+        if _fmt in _TABLES:  # a database: the rows of this conversation
             import sqlite3 as _sqlite3  # only here: its import is a good part of a start
             _db = _sqlite3.connect("file:" + _path + "?mode=ro", uri=True, timeout=2)
-            _rows = _db.execute(
-                "select id, data from message where session_id = ?", (_cid,)).fetchall()
-            _text = "\\n".join(json.dumps({{"id": i, **json.loads(d)}}) for i, d in _rows)
+            _db.row_factory = _sqlite3.Row
+            _rows = [dict(r) for r in _db.execute(_TABLES[_fmt], (_cid,)).fetchall()]
+            _text = "\\n".join(json.dumps(
+                {{"id": r["id"], **json.loads(r["data"])}} if _fmt == "opencode" else r) for r in _rows)
         else:
             with open(_path, encoding="utf-8", errors="replace") as _f:
                 _text = _f.read({READ_LIMIT})
@@ -79,8 +85,7 @@ def session_usage(record_usage: dict[str, dict[str, Any]]) -> Usage:
 
 
 def keyed(preset: Preset) -> bool:
-    """Whether the preset's CLI has conversation ids (its record is read per id: a file each,
-    or OpenCode's rows of one database); else the record is one per directory (Aider's)."""
+    """Whether the CLI has conversation ids (its record read per id), else one per directory."""
     return preset.id_source is not IdSource.NONE
 
 
