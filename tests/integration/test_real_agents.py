@@ -631,3 +631,24 @@ def test_a_real_cli_hands_work_to_a_child_session_and_quotes_its_answer(
             if row.get("parent") == name:
                 sb.ctl("rm", "--force", row["name"], user=agent.user, system=True)
         sb.ctl("rm", name, user=agent.user, system=True)
+
+
+@pytest.mark.parametrize("agent", AGENTS, ids=[a.key for a in AGENTS])
+def test_send_submits_in_every_real_cli(
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes, agent: RealAgent
+) -> None:
+    """`hostagentctl send NAME TEXT` as a person or an agent types it: the text, then its Enter
+    as a key of its own once the CLI has drawn the text, so that a CLI that reads a burst as a
+    paste (Codex) submits it too."""
+    sb = sandbox
+    program_of(agents, agent)
+    name = homes.create(agent, homes.ensure_set_up(agent))
+    try:
+        screen(sb, agent, name, agent.ready)
+        assert wait(sb, agent, name, "idle") == "idle"
+        said = f"sent {secrets.token_hex(3)}"
+        sb.ctl("send", name, said, user=agent.user, system=True).check()
+        screen(sb, agent, name, f"You said: {said}")
+        assert wait(sb, agent, name, "idle") == "idle"
+    finally:
+        sb.ctl("rm", name, user=agent.user, system=True)

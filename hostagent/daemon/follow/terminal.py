@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from hostagent.daemon.state.live import Session, Waiter
 from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.errors import Busy, InvalidArgs, LimitsExceeded, NoSuchSession, NotRunning, Timeout
+from hostagent.identity import Owner
 from hostagent.session import Activity, State
 
 log = logging.getLogger(__name__)
@@ -34,6 +37,9 @@ MAX_CAPTURE_BYTES = 16 * 1024 * 1024  # a reply must stay well under the bus's 3
 # MAX_CAPTURE_BYTES of its output in the daemon; past this a capture is refused at once, so
 # that whatever one user asks for, the daemon's memory and its one thread stay everyone's.
 MAX_CAPTURES_PER_CALLER = 4
+# How long a send waits for the CLI to draw the text before its Enter, and how often it looks.
+ENTER_WAIT = 2.0
+ENTER_POLL = 0.03
 
 
 def check_capture(lines: int) -> None:
@@ -240,14 +246,34 @@ class Terminal:
         return None
 
     async def send_text(self, session: Session, text: str, enter: bool) -> None:
-        """Type text (checked by the caller, check_text) into the session's pane."""
+        """Type text (checked by the caller, check_text) into the session's pane, then its
+        Enter as a key of its own once the CLI has drawn the text: sent in the same burst, a
+        CLI that reads a burst as a paste (Codex, Cline) takes the Enter for a new line of
+        the prompt and never submits it. A text the CLI does not draw (a hidden answer) gets
+        its Enter after ENTER_WAIT."""
         name = self._running(session).name
+        owner, sock = session.owner, session.paths.socket
         try:
-            await self.tmux.send_text(session.owner, session.paths.socket, text, enter)
+            await self.tmux.send_text(owner, sock, text, enter and not text)
+            if text and enter:
+                await self._drawn(owner, sock, text)
+                await self.tmux.send_text(owner, sock, "", True)
         except tmux.TmuxError as e:
             raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
         if enter or "\r" in text or "\n" in text:
             self.on_prompt(session)
+
+    async def _drawn(self, owner: Owner, sock: Path, text: str) -> None:
+        """Wait until the pane shows the end of text (its last words, spaces as any run of
+        spaces: a CLI wraps and pads), or ENTER_WAIT has passed."""
+        words = text.split()[-3:]
+        tail = re.compile(r"\s+".join(re.escape(w) for w in words)) if words else None
+        deadline = time.monotonic() + ENTER_WAIT
+        while tail is not None and time.monotonic() < deadline:
+            screen, _, _ = await self.tmux.screen_and_title(owner, sock)
+            if tail.search(screen):
+                return
+            await asyncio.sleep(ENTER_POLL)
 
     def attach_argv(self, session: Session) -> list[str]:
         return tmux.attach_argv(self._running(session).paths.socket)
