@@ -383,6 +383,45 @@ def test_a_discovered_id_is_looked_for_each_time_the_session_goes_idle(
     run(body())
 
 
+def test_a_turn_too_quick_to_be_seen_working_still_teaches_its_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle before the line and idle after it (the answer came between two looks at the
+    screen): the line sent through the daemon is what says a turn happened, and the id is
+    looked for a moment after it, as the usage is read."""
+    from hostagent.daemon.follow import usage as following
+
+    monkeypatch.setattr(following, "FOLLOW_UPS", (0.02, 30.0))
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        host.core.settings.presets["found"] = FOUND
+        await host.create(me(), "a", "found", str(tmp_path), CreateRequest())
+        session = host.registry.get("a")
+        shown = ShownWatch()
+        session.watch = shown
+        answers = [b"", ID_A.encode() + b"\n"]  # nothing at the first prompt; then the id
+
+        def discovery(argv: list[str]) -> tuple[int, bytes, bytes]:
+            return 0, answers.pop(0) if answers else b"", b""
+
+        host.owners.answers["*.jsonl"] = discovery
+        shown.verdict = Verdict(Activity.IDLE, "screen", "test", "")
+        host.registry.announce(session)
+        await host.core.background.settle()
+        assert not session.record.agent_session and len(answers) == 1
+        await host.core.terminal.send_text(session, "quick one", True)
+        deadline = time.monotonic() + 5
+        while not session.record.agent_session and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # the follow-up timer fires, then its look settles
+            await host.core.background.settle()
+        assert session.record.agent_session == ID_A
+        host.core.usage.close()
+        await host.settle()
+
+    run(body())
+
+
 def _hermes_db(path: Path, rows: list[tuple[str, str, float]]) -> None:
     import sqlite3
 

@@ -3,8 +3,8 @@
 An id is assigned up front where the CLI takes one (``launch``). Otherwise it is learned from
 the CLI's lifecycle hooks (agenthooks.py hands their ids here), which also report rotations
 such as Claude's ``/clear``, or found on disk (``discovery``): while the session runs, each
-time it goes idle without an id (a turn ended, or the agent's first prompt), after each run's
-end (off the lock), and before a resume. Whatever the source,
+time it goes idle without an id (a turn ended, or the agent's first prompt) and a few seconds
+after a line is sent into it, after each run's end (off the lock), and before a resume. Whatever the source,
 the newest id wins and the ones it replaced are kept in the record's history, so a resume
 continues the conversation the user last saw.
 """
@@ -48,20 +48,27 @@ class Conversations:
     def session_changed(self, session: Session) -> None:
         now, before = session.activity, self._activity.get(session.name)
         self._activity[session.name] = now
+        if now is Activity.IDLE and before is not Activity.IDLE:
+            self.look_soon(session)
+
+    def look_soon(self, session: Session) -> None:
+        """Look for the conversation of a running session that has none yet, off the lock:
+        at each change into idle, and a few seconds after a line was sent into it (a turn too
+        quick to be seen working never changes into idle; usage.py's timer calls this)."""
         record = session.record
         if (
-            now is Activity.IDLE
-            and before is not Activity.IDLE
-            and record.state is State.RUNNING
-            and not record.agent_session
-            and session.name not in self._looking
+            session.removed
+            or record.state is not State.RUNNING
+            or record.agent_session
+            or session.name in self._looking
         ):
-            preset = self.settings.preset(record.preset)
-            if preset is not None and preset.discover is not None:
-                self._looking.add(session.name)
-                self.background.start(
-                    self._learn(session), f"look for session '{session.name}''s conversation"
-                )
+            return
+        preset = self.settings.preset(record.preset)
+        if preset is not None and preset.discover is not None:
+            self._looking.add(session.name)
+            self.background.start(
+                self._learn(session), f"look for session '{session.name}''s conversation"
+            )
 
     async def _learn(self, session: Session) -> None:
         """Look on disk, without the session's lock (a CLI's own listing can take a while),

@@ -169,8 +169,7 @@ class UsageWatch:
         return verdict is not None and verdict.activity is Activity.IDLE
 
     def read_later(self, session: Session, turn_end: bool = False) -> None:
-        """Read again FOLLOW_UPS after the session went idle (at a turn's end, turn_end) or
-        was sent a line, unless that happens again first; timers: nothing waits on them."""
+        """Read again FOLLOW_UPS after a turn's end (turn_end) or a line sent; timers only."""
         for handle in self._later.pop(session.name, []):
             handle.cancel()
         loop = asyncio.get_running_loop()
@@ -187,6 +186,7 @@ class UsageWatch:
 
     def _read_if_running(self, session: Session, turn_end: bool) -> None:
         if not session.removed and session.record.state is State.RUNNING:
+            self.conversations.look_soon(session)  # a turn too quick to be seen: its id, too
             self.read_soon(session, turn_end=turn_end)
 
     def read_soon(self, session: Session, baseline: bool = False, turn_end: bool = False) -> None:
