@@ -110,7 +110,12 @@ DOCS: dict[str, tuple[str, str]] = {
         "with `follow`, new lines keep coming until the caller closes it. For owners, who may "
         "not read a system service's journal; at most 4 open per user (LimitsExceeded).",
     ),
-    "SendText": (ACTS, "Type text (at most 64 KiB, no NUL), then Enter if `enter`."),
+    "SendText": (
+        ACTS,
+        "Type text (at most 64 KiB, no NUL), then Enter if `enter`: a key of "
+        "its own, once the pane shows the text's last words (at most 2 s), so that a "
+        "CLI that reads a burst as a paste submits it.",
+    ),
     "WaitForActivity": (OPEN, "Wait until one of the activities, or `exited`; Timeout."),
     "ExplainActivity": (
         OPEN,
