@@ -27,8 +27,13 @@ class TestTimeout(Exception):
 
 @pytest.fixture(autouse=True)
 def _timeout(request: pytest.FixtureRequest) -> Iterator[None]:
+    own = request.node.get_closest_marker("bound")
     seconds = (
-        INTEGRATION_TIMEOUT if request.node.get_closest_marker("integration") else UNIT_TIMEOUT
+        int(own.args[0])
+        if own
+        else INTEGRATION_TIMEOUT
+        if request.node.get_closest_marker("integration")
+        else UNIT_TIMEOUT
     )
 
     def expired(signum: int, frame: object) -> None:

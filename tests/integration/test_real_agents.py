@@ -345,6 +345,9 @@ def test_a_real_cli_stopped_before_its_first_prompt_resumes(
         sb.ctl("rm", name, user=agent.user, system=True)
 
 
+# Every CLI at once: after the reboot each resumes and answers in turn (12 CLIs), and a CLI
+# whose first-run test did not run (-k) is set up and conversed here first.
+@pytest.mark.bound(900)
 def test_after_a_reboot_every_real_cli_is_dormant_and_resumes_its_conversation(
     sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes
 ) -> None:
