@@ -40,6 +40,7 @@ MAX_CAPTURES_PER_CALLER = 4
 # How long a send waits for the CLI to draw the text before its Enter, and how often it looks.
 ENTER_WAIT = 2.0
 ENTER_POLL = 0.03
+ENTER_GAP = 0.3  # at the least, between the paste and its Enter
 
 
 def check_capture(lines: int) -> None:
@@ -268,12 +269,16 @@ class Terminal:
         spaces: a CLI wraps and pads), or ENTER_WAIT has passed."""
         words = text.split()[-3:]
         tail = re.compile(r"\s+".join(re.escape(w) for w in words)) if words else None
-        deadline = time.monotonic() + ENTER_WAIT
+        pasted = time.monotonic()
+        deadline = pasted + ENTER_WAIT
         while tail is not None and time.monotonic() < deadline:
             screen, _, _ = await self.tmux.screen_and_title(owner, sock)
             if tail.search(screen):
-                return
+                break
             await asyncio.sleep(ENTER_POLL)
+        # A CLI that tells a paste from typing by time takes a key soon after a paste as part
+        # of it (Gemini CLI once lost an Enter sent as soon as the text was drawn).
+        await asyncio.sleep(max(0.0, pasted + ENTER_GAP - time.monotonic()))
 
     def attach_argv(self, session: Session) -> list[str]:
         return tmux.attach_argv(self._running(session).paths.socket)
