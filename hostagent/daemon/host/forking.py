@@ -109,7 +109,7 @@ class Forker:
                 os.close(fd)
             raise OSError(f"the forker could not start the session: {answer[-1]}")
         pid = int(answer[1])  # type: ignore[call-overload]
-        return Forked(pid, fds[0], self._exits[pid], out_read, err_read)
+        return Forked(pid, fds[0], answer[2], out_read, err_read)  # type: ignore[arg-type]
 
     def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -146,7 +146,10 @@ class Forker:
                     exited.set_result(answer[2])
                 continue
             if answer[0] == "started":  # its exit follows on this socket, never before
-                self._exits[answer[1]] = asyncio.get_running_loop().create_future()
+                # The future goes with the answer: a child that ends at once is told exited in
+                # this same read, before fork() has resumed to look its future up.
+                exited = self._exits[answer[1]] = asyncio.get_running_loop().create_future()
+                answer = (*answer, exited)
             if self._answer is not None and not self._answer.done():
                 self._answer.set_result((answer, fds))
             else:
