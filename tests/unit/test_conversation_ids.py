@@ -334,6 +334,17 @@ FOUND = Preset(name="found", command=["agent"], id_source=IdSource.DISCOVERED,
                discover=Discovery(glob="{home}/*.jsonl", id_pattern="(.*)"))  # fmt: skip
 
 
+async def _found_session(tmp_path: Path) -> tuple[Host, Any, ShownWatch]:
+    """A running session of FOUND (an id discovered on disk) whose screen the test says."""
+    host = await Host.started(tmp_path)
+    host.core.settings.presets["found"] = FOUND
+    await host.create(me(), "a", "found", str(tmp_path), CreateRequest())
+    session = host.registry.get("a")
+    shown = ShownWatch()
+    session.watch = shown
+    return host, session, shown
+
+
 @pytest.mark.parametrize(
     ("activities", "looks"),
     [
@@ -351,12 +362,7 @@ def test_a_discovered_id_is_looked_for_each_time_the_session_goes_idle(
     runs, once each time it goes idle without an id, and never once it has one."""
 
     async def body() -> None:
-        host = await Host.started(tmp_path)
-        host.core.settings.presets["found"] = FOUND
-        await host.create(me(), "a", "found", str(tmp_path), CreateRequest())
-        session = host.registry.get("a")
-        shown = ShownWatch()
-        session.watch = shown
+        host, session, shown = await _found_session(tmp_path)
         asked: list[int] = []
         found = [b""]  # what the discovery helper prints: nothing, then an id
 
@@ -394,12 +400,7 @@ def test_a_turn_too_quick_to_be_seen_working_still_teaches_its_id(
     monkeypatch.setattr(following, "FOLLOW_UPS", (0.02, 30.0))
 
     async def body() -> None:
-        host = await Host.started(tmp_path)
-        host.core.settings.presets["found"] = FOUND
-        await host.create(me(), "a", "found", str(tmp_path), CreateRequest())
-        session = host.registry.get("a")
-        shown = ShownWatch()
-        session.watch = shown
+        host, session, shown = await _found_session(tmp_path)
         answers = [b"", ID_A.encode() + b"\n"]  # nothing at the first prompt; then the id
 
         def discovery(argv: list[str]) -> tuple[int, bytes, bytes]:
