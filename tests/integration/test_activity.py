@@ -240,7 +240,8 @@ def test_a_cli_without_a_preset_is_read_by_its_screen_and_never_working_at_its_p
         # The shell itself: a command in the foreground is a job, working until it ends.
         send(sb, shell, "sleep 600")
         assert wait(sb, shell, "working") == "working"
-        explained = with_client(sb, lambda c: c.explain(shell))
-        assert explained["matched"] == "foreground: sleep"
+        # The echo of the line typed reads working first (output flowing); then the job does.
+        until(lambda: with_client(sb, lambda c: c.explain(shell))["matched"] == "foreground: sleep",
+              "the shell's job read working by its foreground rule")  # fmt: skip
     finally:
         sb.ctl("rm", name, shell)

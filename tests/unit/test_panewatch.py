@@ -21,13 +21,22 @@ from tests.unit.fakes import FakeSystemd, FakeTmux, FakeUnit, Host, me, run
 
 
 def watching(
-    tmp_path: Path, tmux_client: FakeTmux, seen: list[Activity] | None = None
+    tmp_path: Path,
+    tmux_client: FakeTmux,
+    seen: list[Activity] | None = None,
+    idle: asyncio.Event | None = None,
 ) -> panewatch.PaneWatch:
-    """A watch of pane "a" through tmux_client, each verdict's activity added to seen."""
+    """A watch of pane "a" through tmux_client, each verdict's activity added to seen; idle
+    is set by an idle one."""
     verdicts = seen if seen is not None else []
+
+    def verdict(activity: Activity) -> None:
+        verdicts.append(activity)
+        if idle is not None and activity is Activity.IDLE:
+            idle.set()
+
     return panewatch.PaneWatch("a", Owner.from_uid(os.geteuid()), tmp_path / "a.sock",
-                               tmp_path / "a.out", GENERIC,
-                               lambda verdict: verdicts.append(verdict.activity),
+                               tmp_path / "a.out", GENERIC, lambda v: verdict(v.activity),
                                tmux_client)  # fmt: skip
 
 
@@ -194,6 +203,36 @@ def test_a_pane_whose_first_output_never_pauses_is_read_all_the_same(
             assert fake.read.is_set(), "the busy pane was never read"
             await asyncio.sleep(0)  # the verdict is published in the same task
             assert seen and seen[-1] is Activity.WORKING
+        finally:
+            os.close(writer)
+            watch.close()
+
+    run(body())
+
+
+def test_a_first_read_forced_while_output_flows_is_followed_by_one_once_it_settles(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A shell typed into within its first second (its prompt, the echo, then a command's
+    output) is read at FIRST_READ_MAX while output still flows: working. Once the output
+    stops, the pane is read again and the quiet prompt reads idle; it once stayed working
+    until the session next printed something (a CI run under load)."""
+    monkeypatch.setattr(panewatch, "FIRST_READ_MAX", 0.05)
+
+    async def body() -> None:
+        fake = CountingTmux()
+        idle = asyncio.Event()
+        seen: list[Activity] = []
+        watch = watching(tmp_path, fake, seen, idle)
+        watch.open()
+        writer = os.open(tmp_path / "a.out", os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            while not fake.read.is_set():
+                os.write(writer, b"1\r\n")
+                await asyncio.sleep(0.01)  # the pace of a command's output
+            fake.screen = "$ "  # the output ended at the prompt, and nothing more comes
+            await asyncio.wait_for(idle.wait(), 10 * panewatch.SETTLE)
+            assert seen[0] is Activity.WORKING and seen[-1] is Activity.IDLE
         finally:
             os.close(writer)
             watch.close()

@@ -199,12 +199,17 @@ class PaneWatch:
 
     def _on_settle(self) -> None:
         self._settle = None
-        due = self._last_output + SETTLE
+        settled = self._last_output + SETTLE
+        due = settled
         if not self._last_classified:
             due = min(due, self._opened_at + FIRST_READ_MAX)
         if self._loop.time() < due:
             self._settle = self._loop.call_at(due, self._on_settle)
             return
+        if self._loop.time() < settled:
+            # A first read forced while output still flows sees it flowing: look again once
+            # it settles, or the session keeps that verdict until it next prints something.
+            self._settle = self._loop.call_at(settled, self._on_settle)
         self._request()
 
     # ---- classifying --------------------------------------------------------------------
