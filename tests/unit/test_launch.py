@@ -113,6 +113,10 @@ def test_builtin_presets_cover_the_agents() -> None:
         "cursor-agent",
         "copilot",
         "grok",
+        "agy",
+        "kilo",
+        "pi",
+        "hermes",
     }
     assert all(Path(p.source).parent == BUILTIN_DIR for p in presets.values())
     assert launch.new_agent_id(presets["claude"])

@@ -194,7 +194,8 @@ def test_builtin_presets_all_load() -> None:
 
 
 def test_presets_the_project_cannot_test_say_so() -> None:
-    """Grok and Cursor ship no official npm or PyPI package, so no test runs them."""
+    """Grok, Cursor and Antigravity ship no official npm or PyPI package, so no test runs
+    them."""
     presets = load_presets([BUILTIN_DIR], strict=True)
-    for name in ("grok", "cursor-agent"):
+    for name in ("grok", "cursor-agent", "agy"):
         assert "not tested by hostagent" in presets[name].description
