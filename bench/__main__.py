@@ -74,6 +74,7 @@ def figures(
         "latency_p95": act["latency_p95"],
         "sandbox_turn_ratio": act["sandbox_turn_ratio"],
         "restart_s": top.restart_s,
+        "known_s": top.known_s,
         "reboot_s": top.reboot_s,
         "hostile_excess": host["hostile_excess"],
         **parts,
@@ -88,6 +89,7 @@ SCALE_HEADER = [
     "RSS MB",
     "idle CPU %",
     "restart s",
+    "activity known s",
     "reboot s",
     "create all s",
     "containment check ms",
@@ -97,7 +99,8 @@ SCALE_HEADER = [
 def scale_section(sc: scale.Scale, pngs: list[Path], out: Path) -> str:
     rows = [
         [str(p.n), f"{p.list_p50:.1f}", f"{p.list_p99:.1f}", f"{p.get_p99:.1f}",
-         f"{p.rss_mb:.0f}", f"{p.idle_cpu:.2f}", f"{p.restart_s:.2f}", f"{p.reboot_s:.2f}",
+         f"{p.rss_mb:.0f}", f"{p.idle_cpu:.2f}", f"{p.restart_s:.2f}", f"{p.known_s:.2f}",
+         f"{p.reboot_s:.2f}",
          f"{sc.create_s[p.n]:.0f}", f"{p.containment_ms:.1f} ({p.containment_procs} procs)"]
         for p in sc.points
     ]  # fmt: skip
@@ -111,10 +114,9 @@ def scale_section(sc: scale.Scale, pngs: list[Path], out: Path) -> str:
         "session sits at its prompt. The containment check is the CPU time of one pass of the "
         "guard's walk over every running session's processes, run as the guard runs it. READY "
         "is systemd's own record, from the daemon's exec to READY=1: after `systemctl restart` "
-        "with N live sessions, and after a reboot with N records.\n\n"
-        + table(SCALE_HEADER, rows)
-        + "\n\n"
-        + images
+        "with N live sessions, and after a reboot with N records. Activity known is from that "
+        "restart's READY (when `systemctl restart` returned) until ListSessions reads none of "
+        "the N sessions unknown.\n\n" + table(SCALE_HEADER, rows) + "\n\n" + images
     )
 
 

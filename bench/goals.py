@@ -84,6 +84,9 @@ GOALS = [
     Goal("hook cost to the agent, p95", "hook_p95", 20.0, _ms),
     Goal("screen → PropertiesChanged, p95", "latency_p95", 100.0, _ms),
     Goal("READY after a restart, largest size live", "restart_s", 2.0, _s),
+    Goal(
+        "every session's activity known after a restart's READY, largest size", "known_s", 1.0, _s
+    ),
     Goal("READY after a reboot, largest size of records", "reboot_s", 2.0, _s),
     Goal(
         "a bystander's p99 under attack ÷ quiet, over what the attack allows"

@@ -578,6 +578,54 @@ def test_a_real_cli_without_a_key_asks_to_sign_in_and_reads_blocked(
         sb.sh("rm -rf /home/carol/.local/bin /home/carol/.codex /home/carol/.qwen /home/carol/.pi")
 
 
+# A CLI that starts without a key and asks for a sign-in under its prompt (Copilot), or says so
+# when a message is sent (Claude): blocked until the user acts; what she types there is hers.
+NOT_SIGNED_IN = [
+    ("claude", {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"},
+     "hello", "Please run /login"),
+    ("copilot", {"COPILOT_AUTO_UPDATE": "false"}, "", "Please use /login to sign in"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("key", "env", "message", "text"), NOT_SIGNED_IN, ids=[c[0] for c in NOT_SIGNED_IN]
+)
+def test_a_real_cli_not_signed_in_reads_blocked_until_its_user_types(
+    sandbox: Sandbox,
+    agents: dict[str, tuple[str, str]],
+    key: str,
+    env: dict[str, str],
+    message: str,
+    text: str,
+    homes: Homes,
+) -> None:
+    sb = sandbox
+    agent = next(a for a in AGENTS if a.key == key)
+    homes.ensure_set_up(agent)
+    # Another user with the CLI's settings but no key, so not asked about one (Claude's
+    # question and the step that answers it).
+    asked = [i for i, (step, _) in enumerate(agent.first_run) if "API key" in step]
+    steps = tuple(s for i, s in enumerate(agent.first_run) if not {i, i - 1} & set(asked))
+    fresh = dataclasses.replace(agent, user="carol", env=env, first_run=steps)
+    project = set_up_user(sb, fresh, agents[key][1], agents["node22"][1])
+    name = create(sb, fresh.preset, user="carol", cwd=project)
+    try:
+        for step, answer in fresh.first_run:
+            screen(sb, fresh, name, step)
+            keys(sb, fresh, name, answer)
+        if message:
+            screen(sb, fresh, name, fresh.ready)
+            type_line(sb, fresh, name, message)
+        screen(sb, fresh, name, text)
+        assert blocked_by_rule(sb, fresh, name)["source"] == "screen"
+        keys(sb, fresh, name, "again")  # the user's own text at the prompt
+        assert wait(sb, fresh, name, "idle") == "idle"
+    finally:
+        sb.ctl("rm", name, system=True)
+        sb.sh("rm -rf /home/carol/.local/bin /home/carol/.claude /home/carol/.claude.json "
+              "/home/carol/.copilot")  # fmt: skip
+
+
 def delegation_requests(sb: Sandbox, offset: int) -> list[str]:
     """What the model was given in each request since offset: its tools, and the tool results."""
     shown = []
