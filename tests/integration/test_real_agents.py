@@ -703,3 +703,27 @@ def test_send_submits_in_every_real_cli(
         assert wait(sb, agent, name, "idle") == "idle"
     finally:
         sb.ctl("rm", name, user=agent.user, system=True)
+
+
+@pytest.mark.parametrize("agent", AGENTS, ids=[a.key for a in AGENTS])
+def test_a_question_in_prose_and_the_numbered_reply_typed_under_it_read_idle(
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes, agent: RealAgent
+) -> None:
+    """A numbered question the model asks in its answer is prose: the CLI waits at its prompt,
+    idle; the number the user then types there ("2. the second") is the user's, not a choice
+    the CLI drew, so it reads idle too (a selection cursor on a numbered option would read
+    blocked)."""
+    sb = sandbox
+    program_of(agents, agent)
+    name = homes.create(agent, homes.ensure_set_up(agent))
+    try:
+        screen(sb, agent, name, agent.ready)
+        assert wait(sb, agent, name, "idle") == "idle"
+        type_line(sb, agent, name, "ask me a question")
+        screen(sb, agent, name, "2. No, the second")
+        until(lambda: explain(sb, agent, name)["activity"] == "idle", "the question read idle")
+        keys(sb, agent, name, "2. the second")
+        screen(sb, agent, name, "2. the second")
+        until(lambda: explain(sb, agent, name)["activity"] == "idle", "the reply read idle")
+    finally:
+        sb.ctl("rm", name, user=agent.user, system=True)
