@@ -17,7 +17,7 @@ from pathlib import Path
 from hostagent import mcp_registration, presetfiles, yamlfile
 from hostagent.activity import GENERIC, Rule, Rules
 from hostagent.session import Activity, name_problem
-from hostagent.usage import READERS
+from hostagent.usagereaders import READERS
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class Preset:
     hooks_defaults: str = ""  # an admin's settings file the hooks file takes the place of
     activity: Rules = GENERIC
     worktree_setup: str = ""  # run as the owner in a new worktree before the agent starts
-    usage_format: str = ""  # "" (not read) or a reader of usage.READERS
+    usage_format: str = ""  # "" (not read) or a reader of usagereaders.READERS
     usage_file: str = ""  # the record it reads: a path template (launch.conversation_glob)
     # Where the CLI keeps its own state (path templates; a directory ends in "/"): writable in
     # a sandboxed session of the preset, unless a word says otherwise (docs/presets.md).

@@ -16,12 +16,13 @@ TOOL_COMMAND = "touch approved-by-user.txt"
 # a prompt that says "dangerous".
 DANGEROUS_COMMAND = "rm -rf ./scratch && touch approved-by-user.txt"
 SHELL_TOOLS = ("Bash", "bash", "run_shell_command", "shell", "exec_command", "shell_command",
-               "terminal")  # fmt: skip
+               "terminal", "run_commands")  # fmt: skip
 EDIT_TOOLS = ("Write", "write_file", "write", "create", "str_replace_based_edit_tool", "edit")
 # The tools with which each CLI lets the model ask the user a question with choices: Claude's,
 # Codex's, Gemini's and Qwen's, OpenCode's and Pi's, Copilot's form (ask_user with a schema),
-# and Hermes's.
-QUESTION_TOOLS = ("AskUserQuestion", "request_user_input", "ask_user", "question", "clarify")
+# Hermes's and Cline's.
+QUESTION_TOOLS = ("AskUserQuestion", "request_user_input", "ask_user", "question", "clarify",
+                  "ask_question")  # fmt: skip
 # The kinds answered with a call of one of the CLI's tools; "late-tool" holds its reply first.
 TOOL_KINDS = ("tool", "late-tool", "edit", "ask")
 HOLDING = ("slow", "late-tool")  # the kinds whose reply waits for POST /control/release
@@ -185,6 +186,8 @@ def fill(schema: dict[str, Any], name: str = "") -> Any:
     if kind == "array":
         if name in ("command", "cmd", "argv"):
             return ["bash", "-lc", TOOL_COMMAND]
+        if name == "commands":  # a list of command lines (Cline's run_commands)
+            return [TOOL_COMMAND]
         return []
     if kind == "boolean":
         return False
@@ -217,6 +220,8 @@ def question_args(schema: dict[str, Any]) -> dict[str, Any]:
         "options": [{"label": label, "description": why} for label, why in CHOICES],
         "multiSelect": False, "multiple": False, "choices": [label for label, _ in CHOICES],
     }  # fmt: skip
+    if props.get("options", {}).get("items", {}).get("type") == "string":  # Cline's: labels
+        question["options"] = question["choices"]
     if "questions" not in props:  # one question, not a list of them (Pi's example tool)
         return {k: v for k, v in question.items() if k in props}
     item = props.get("questions", {}).get("items", {}).get("properties", {})

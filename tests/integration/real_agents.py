@@ -107,6 +107,11 @@ AGENTS = (
         ready="/ commands", approval="Do you want to run this command?",
     ),
     RealAgent("kilo", "kilo", "alice", ready="ctrl+p commands", approval="Permission required"),
+    # Cline approves every tool itself unless told not to, as its user does here.
+    RealAgent(
+        "cline", "cline", "alice", args=("--auto-approve", "false"), ready="● Act (Tab)",
+        approval="Cline needs permission", approve="y",
+    ),
     # Pi asks nothing before a tool runs: its user has added the permission gate and the
     # question tool of Pi's own examples as extensions (set_up_user).
     RealAgent(
@@ -177,6 +182,13 @@ _HERMES_CONFIG = f"""model:
   base_url: {API}/v1
   default: stand-in
 """
+_CLINE_PROVIDERS = {
+    "version": 1, "lastUsedProvider": "openai-compatible", "modes": {},
+    "providers": {"openai-compatible": {
+        "settings": {"provider": "openai-compatible", "apiKey": "sk-standin", "model": "stand-in",
+                     "baseUrl": f"{API}/v1"},
+        "tokenSource": "manual"}},
+}  # fmt: skip
 # The extensions of Pi's examples its user adds (Pi's package ships them).
 PI_EXTENSIONS = ("permission-gate.ts", "question.ts")
 
@@ -199,6 +211,8 @@ def home_files(agent: RealAgent) -> dict[str, str]:
         return {".config/kilo/kilo.json": json.dumps(_OPENCODE_CONFIG)}
     if agent.preset == "pi":
         return {".pi/agent/models.json": json.dumps(_PI_MODELS)}
+    if agent.preset == "cline":  # what `cline auth -p openai -b URL -k KEY -m MODEL` writes
+        return {".cline/data/settings/providers.json": json.dumps(_CLINE_PROVIDERS)}
     if agent.preset == "hermes":
         return {".hermes/config.yaml": _HERMES_CONFIG, ".hermes/.env": "OPENAI_API_KEY=sk-standin"}
     return {}

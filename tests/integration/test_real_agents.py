@@ -382,7 +382,8 @@ def test_after_a_reboot_every_real_cli_is_dormant_and_resumes_its_conversation(
 QUESTIONING = [
     a
     for a in AGENTS
-    if a.key in ("claude", "gemini", "opencode", "copilot", "codex", "kilo", "pi", "hermes")
+    if a.key
+    in ("claude", "gemini", "opencode", "copilot", "codex", "kilo", "pi", "hermes", "cline")
 ]
 # Codex offers request_user_input in Plan mode only (its default mode answers the model that
 # the tool is unavailable): the test switches to it first, as a user does.

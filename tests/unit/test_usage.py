@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hostagent.usage import READERS, Usage, total
+from hostagent.usage import Usage, total
+from hostagent.usagereaders import READERS
 from hostagent.usagetext import format_cost, format_tokens
 from tests.modelscript import SERVED
 
@@ -75,6 +76,9 @@ RECORDS = [
     ("pi", "1.6.0-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
     # Hermes's database row of the session (its running totals), as the reader is given it.
     ("hermes", "0.19.0-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
+    # Cline's messages file of a session whose one turn was a command approved and its answer.
+    ("cline", "3.0.65-a-command-approved-then-stopped.messages.json",
+     times(PER_CALL, 2, None, "stand-in")),
     ("aider", "0.86.2-two-turns-then-stopped.md", Usage(4700, 29, 0, 0, None, 2)),
 ]  # fmt: skip
 

@@ -22,7 +22,8 @@ from hostagent.errors import BudgetExceeded
 from hostagent.options import CreateRequest
 from hostagent.presets import IdSource, Preset
 from hostagent.session import Activity, DormantReason, Event, State, now_usec
-from hostagent.usage import READERS, Usage, since
+from hostagent.usage import Usage, since
+from hostagent.usagereaders import READERS
 from tests.unit.fakes import Host, ShownWatch, me, run
 
 DATA = Path(__file__).parents[1] / "data" / "usage"

@@ -3,9 +3,9 @@
 When the session goes idle (a turn's end), when an id is learned while it runs, and once a run
 has ended (``after_end``: with the conversation that end found, in one change), the daemon
 reads the CLI's record of every conversation the session has had (its preset's ``usage``), as
-the owner, in a helper scope under her slice: a ``python -I -S`` program made of
-``hostagent/usage.py`` (standard library only) and the lines below that open the records
-(OpenCode's and Hermes's are SQLite rows). One reading per session at a time.
+the owner, in a helper scope under her slice: a ``python -I -S`` program
+(``usagehelper.py``) that opens the records and reads them with ``hostagent/usagereaders.py``.
+One reading per session at a time.
 
 A reading replaces the session's per-conversation figures, so reading again counts nothing
 twice, and a total survives restarts, reboots, resumes and a new conversation id. What rose
@@ -22,12 +22,11 @@ import logging
 import pwd
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 from hostagent import activity, budgets, launch
-from hostagent import usage as usage_module
 from hostagent.daemon.follow.conversation import Conversations, ended_run
+from hostagent.daemon.follow.usagehelper import PROGRAM
 from hostagent.daemon.host import checkpoint
 from hostagent.daemon.host.owner import OutputTooLarge
 from hostagent.daemon.host.ports import OwnerPort
@@ -44,40 +43,9 @@ from hostagent.usagetext import format_cost, format_tokens
 
 log = logging.getLogger(__name__)
 
-READ_LIMIT = 64 << 20  # bytes of one record read; a longer one is counted from its start
 # Seconds after a turn's end to read again: a CLI may write its record after it has drawn its
 # prompt (Qwen Code's memory sub-agent runs then), and nothing else wakes an idle session.
 FOLLOW_UPS = (3.0, 15.0)
-_MAIN = f"""
-import glob as _glob, os as _os, sys as _sys
-_TABLES = {{  # OpenCode's messages (each a JSON document), Hermes's session row (its totals)
-    "opencode": "select id, data from message where session_id = ?",
-    "hermes": "select * from sessions where id = ?",
-}}
-_fmt, _spec = _sys.argv[1], json.loads(_sys.argv[2])
-_out = {{}}
-for _cid, _pattern in _spec.items():
-    _paths = [p for p in _glob.glob(_pattern, recursive=True) if _os.path.isfile(p)]
-    if not _paths:
-        continue
-    _path = max(_paths, key=_os.path.getmtime)  # the one the CLI writes now
-    try:
-        if _fmt in _TABLES:  # a database: the rows of this conversation
-            import sqlite3 as _sqlite3  # only here: its import is a good part of a start
-            _db = _sqlite3.connect("file:" + _path + "?mode=ro", uri=True, timeout=2)
-            _db.row_factory = _sqlite3.Row
-            _rows = [dict(r) for r in _db.execute(_TABLES[_fmt], (_cid,)).fetchall()]
-            _text = "\\n".join(json.dumps(
-                {{"id": r["id"], **json.loads(r["data"])}} if _fmt == "opencode" else r) for r in _rows)
-        else:
-            with open(_path, encoding="utf-8", errors="replace") as _f:
-                _text = _f.read({READ_LIMIT})
-    except Exception:  # OSError, ValueError, sqlite3.Error: this record is not read now
-        continue
-    _out[_cid] = READERS[_fmt](_text).to_dict()
-print(json.dumps(_out))
-"""
-_PROGRAM = Path(usage_module.__file__).read_text(encoding="utf-8") + _MAIN
 
 
 def session_usage(record_usage: dict[str, dict[str, Any]]) -> Usage:
@@ -263,7 +231,7 @@ class UsageWatch:
         patterns = self._patterns(session, preset, agent_id)
         if not patterns:
             return {}
-        argv = [sys.executable, "-I", "-S", "-c", _PROGRAM, preset.usage_format, json.dumps(patterns)]  # fmt: skip
+        argv = [sys.executable, "-I", "-S", "-c", PROGRAM, preset.usage_format, json.dumps(patterns)]  # fmt: skip
         # In a scope of its own under the owner's slice, as her own code runs: it parses what
         # she and her agent wrote (SQLite among it), and what that costs is hers.
         result = await self.owners.run(
