@@ -187,7 +187,7 @@ _CLINE_PROVIDERS = {
     "providers": {"openai-compatible": {
         "settings": {"provider": "openai-compatible", "apiKey": "sk-standin", "model": "stand-in",
                      "baseUrl": f"{API}/v1"},
-        "tokenSource": "manual"}},
+        "updatedAt": "2026-12-06T00:00:00.000Z", "tokenSource": "manual"}},
 }  # fmt: skip
 # The extensions of Pi's examples its user adds (Pi's package ships them).
 PI_EXTENSIONS = ("permission-gate.ts", "question.ts")
