@@ -1,5 +1,5 @@
 """What following usage costs the daemon, at 200 stand-in agent sessions: the whole service's
-CPU while every session sits mid-turn (a ten-minute `/work`, its spinner redrawing), beside the
+CPU while every session sits mid-turn (a `/work` that outlasts the window, its spinner redrawing), beside the
 same 200 on a copy of the preset that reads no usage; the CPU of the 200 readings when all
 their turns end at once; and idle CPU afterwards, every session at its prompt with its usage
 read."""
@@ -79,8 +79,10 @@ async def _phases(sb: Sandbox, preset: str, prefix: str, window: float) -> tuple
         await _all(client, names, "idle")
         # The first turn's follow-up readings are over before the window starts.
         await asyncio.sleep(max(FOLLOW_UPS) + 2)
-        # Long enough to outlast the window: the turns end on their own after it.
-        await _send_all(client, names, f"/work {window + 20:.0f}")
+        # Long enough to outlast the sending and the window: the turns end on their own after
+        # it. A send waits for its text to be drawn, and at least ENTER_GAP, before its Enter:
+        # 200 of them, 16 at a time, take seconds, and tens of seconds on a loaded machine.
+        await _send_all(client, names, f"/work {window + 60:.0f}")
         await _all(client, names, "working")
         cpu = await probe.cpu_percent(sb, window)
         before = probe.service_cpu_usec(sb)
