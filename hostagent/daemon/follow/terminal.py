@@ -39,7 +39,7 @@ MAX_CAPTURE_BYTES = 16 * 1024 * 1024  # a reply must stay well under the bus's 3
 MAX_CAPTURES_PER_CALLER = 4
 # How long a send waits for the CLI to draw the text before its Enter, and how often it looks.
 ENTER_WAIT = 2.0
-ENTER_POLL = 0.03
+ENTER_POLL = 0.05
 ENTER_GAP = 0.3  # at the least, between the paste and its Enter
 
 
@@ -265,20 +265,25 @@ class Terminal:
             self.on_prompt(session)
 
     async def _drawn(self, owner: Owner, sock: Path, text: str) -> None:
-        """Wait until the pane shows the end of text (its last words, spaces as any run of
-        spaces: a CLI wraps and pads), or ENTER_WAIT has passed."""
+        """Wait ENTER_GAP, then until the pane shows the end of text (its last words, spaces as
+        any run of spaces: a CLI wraps and pads), or ENTER_WAIT has passed since the paste. A
+        CLI that tells a paste from typing by time takes a key soon after a paste as part of it
+        (Gemini CLI once lost an Enter sent as soon as the text was drawn): nothing is looked at
+        before the gap, so a send costs one screen read where the CLI keeps up."""
+        deadline = time.monotonic() + ENTER_WAIT
+        await asyncio.sleep(ENTER_GAP)
         words = text.split()[-3:]
-        tail = re.compile(r"\s+".join(re.escape(w) for w in words)) if words else None
-        pasted = time.monotonic()
-        deadline = pasted + ENTER_WAIT
-        while tail is not None and time.monotonic() < deadline:
-            screen, _, _ = await self.tmux.screen_and_title(owner, sock)
-            if tail.search(screen):
-                break
+        if not words:
+            return
+        tail = re.compile(r"\s+".join(re.escape(w) for w in words))
+        while True:
+            try:
+                screen, _, _ = await self.tmux.screen_and_title(owner, sock)
+            except tmux.TmuxError:  # not to be read now: the Enter says if the pane is there
+                return
+            if tail.search(screen) or time.monotonic() >= deadline:
+                return
             await asyncio.sleep(ENTER_POLL)
-        # A CLI that tells a paste from typing by time takes a key soon after a paste as part
-        # of it (Gemini CLI once lost an Enter sent as soon as the text was drawn).
-        await asyncio.sleep(max(0.0, pasted + ENTER_GAP - time.monotonic()))
 
     def attach_argv(self, session: Session) -> list[str]:
         return tmux.attach_argv(self._running(session).paths.socket)
