@@ -721,7 +721,7 @@ def test_a_question_in_prose_and_the_numbered_reply_typed_under_it_read_idle(
         screen(sb, agent, name, agent.ready)
         assert wait(sb, agent, name, "idle") == "idle"
         type_line(sb, agent, name, "ask me a question")
-        screen(sb, agent, name, "2. No, the second")
+        screen(sb, agent, name, "No, the second")  # Aider draws the list as "2 No, …"
         until(lambda: explain(sb, agent, name)["activity"] == "idle", "the question read idle")
         keys(sb, agent, name, "2. the second")
         screen(sb, agent, name, "2. the second")
