@@ -113,8 +113,8 @@ DOCS: dict[str, tuple[str, str]] = {
     "SendText": (
         ACTS,
         "Type text (at most 64 KiB, no NUL), then Enter if `enter`: a key of "
-        "its own, once the pane shows the text's last words (at most 2 s), so that a "
-        "CLI that reads a burst as a paste submits it.",
+        "its own, at least 0.3 s after the text and once the pane shows its last words "
+        "(at most 2 s after it), so that a CLI that reads a burst as a paste submits it.",
     ),
     "WaitForActivity": (OPEN, "Wait until one of the activities, or `exited`; Timeout."),
     "ExplainActivity": (
