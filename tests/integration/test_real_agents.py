@@ -13,6 +13,7 @@ with the reason, never passed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -545,6 +546,29 @@ def test_presets_say_which_agents_each_user_has_installed(
     assert table.count("/usr/local/bin:") == 1 and "Searched your login PATH: " in table
 
 
+# What carol's CLIs leave in her home: gone before the next test makes her a fresh user again.
+CAROLS_LEFTOVERS = " ".join(
+    f"/home/carol/{p}" for p in (".local/bin", ".codex", ".qwen", ".pi", ".claude",
+                                 ".claude.json", ".copilot")
+)  # fmt: skip
+
+
+@contextlib.contextmanager
+def carols_session(
+    sb: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes, fresh: RealAgent
+) -> Iterator[str]:
+    """A session of fresh as carol: another user than the suite's, so nothing its first-run
+    test saved (a key, a trusted folder) applies. Removed afterwards, with what she kept."""
+    homes.ensure_set_up(next(a for a in AGENTS if a.key == fresh.key))
+    project = set_up_user(sb, fresh, agents[fresh.key][1], agents["node22"][1])
+    name = create(sb, fresh.preset, user="carol", cwd=project)
+    try:
+        yield name
+    finally:
+        sb.ctl("rm", name, system=True)
+        sb.sh(f"rm -rf {CAROLS_LEFTOVERS}")
+
+
 # A CLI met without a key or provider: its sign-in or provider screen reads blocked.
 SIGN_IN = [
     ("codex", {}, (), "Sign in with ChatGPT"),
@@ -564,19 +588,11 @@ def test_a_real_cli_without_a_key_asks_to_sign_in_and_reads_blocked(
     text: str,
     homes: Homes,
 ) -> None:
-    sb = sandbox
     agent = next(a for a in AGENTS if a.key == key)
-    homes.ensure_set_up(agent)
-    # Another user, so nothing the first-run test saved (a key, a trusted folder) applies.
     fresh = RealAgent(key, agent.preset, "carol", env, args, configured=False)
-    project = set_up_user(sb, fresh, agents[key][1], agents["node22"][1])
-    name = create(sb, fresh.preset, user="carol", cwd=project)
-    try:
-        screen(sb, fresh, name, text)
-        blocked_by_rule(sb, fresh, name)
-    finally:
-        sb.ctl("rm", name, system=True)
-        sb.sh("rm -rf /home/carol/.local/bin /home/carol/.codex /home/carol/.qwen /home/carol/.pi")
+    with carols_session(sandbox, agents, homes, fresh) as name:
+        screen(sandbox, fresh, name, text)
+        blocked_by_rule(sandbox, fresh, name)
 
 
 # A CLI that starts without a key and asks for a sign-in under its prompt (Copilot), or says so
@@ -602,15 +618,12 @@ def test_a_real_cli_not_signed_in_reads_blocked_until_its_user_types(
 ) -> None:
     sb = sandbox
     agent = next(a for a in AGENTS if a.key == key)
-    homes.ensure_set_up(agent)
-    # Another user with the CLI's settings but no key, so not asked about one (Claude's
-    # question and the step that answers it).
+    # The CLI's settings but no key, so not asked about one (Claude's question and the step
+    # that answers it).
     asked = [i for i, (step, _) in enumerate(agent.first_run) if "API key" in step]
     steps = tuple(s for i, s in enumerate(agent.first_run) if not {i, i - 1} & set(asked))
     fresh = dataclasses.replace(agent, user="carol", env=env, first_run=steps)
-    project = set_up_user(sb, fresh, agents[key][1], agents["node22"][1])
-    name = create(sb, fresh.preset, user="carol", cwd=project)
-    try:
+    with carols_session(sb, agents, homes, fresh) as name:
         for step, answer in fresh.first_run:
             screen(sb, fresh, name, step)
             keys(sb, fresh, name, answer)
@@ -621,10 +634,6 @@ def test_a_real_cli_not_signed_in_reads_blocked_until_its_user_types(
         assert blocked_by_rule(sb, fresh, name)["source"] == "screen"
         keys(sb, fresh, name, "again")  # the user's own text at the prompt
         assert wait(sb, fresh, name, "idle") == "idle"
-    finally:
-        sb.ctl("rm", name, system=True)
-        sb.sh("rm -rf /home/carol/.local/bin /home/carol/.claude /home/carol/.claude.json "
-              "/home/carol/.copilot")  # fmt: skip
 
 
 def delegation_requests(sb: Sandbox, offset: int) -> list[str]:

@@ -12,7 +12,8 @@ loop and never parses the bytes beyond OSC 9;4 progress and their count; output 
   (a dialog or a prompt drawn, not a spinner's tick) where one comes, else on the interval;
 - once output has been quiet for SETTLE, to see where the agent stopped; a pane never read
   yet waits for that at most FIRST_READ_MAX, so an agent whose first turn redraws without
-  pause (Codex's "Working (12s • esc to interrupt)") is read within a second all the same;
+  pause (Codex's "Working (12s • esc to interrupt)") is read within a second all the same,
+  and read again once that output settles;
 - within a budget: BUDGET classifications may follow each other at once (a line typed, then the
   agent's answer), refilled at RATE a second, so a session that streams output costs a few tmux
   calls a second at most.
@@ -199,14 +200,14 @@ class PaneWatch:
 
     def _on_settle(self) -> None:
         self._settle = None
-        settled = self._last_output + SETTLE
+        now, settled = self._loop.time(), self._last_output + SETTLE
         due = settled
         if not self._last_classified:
             due = min(due, self._opened_at + FIRST_READ_MAX)
-        if self._loop.time() < due:
+        if now < due:
             self._settle = self._loop.call_at(due, self._on_settle)
             return
-        if self._loop.time() < settled:
+        if now < settled:
             # A first read forced while output still flows sees it flowing: look again once
             # it settles, or the session keeps that verdict until it next prints something.
             self._settle = self._loop.call_at(settled, self._on_settle)
