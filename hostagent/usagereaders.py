@@ -277,6 +277,79 @@ def from_cline(text: str) -> Usage:
     return found
 
 
+def from_continue(text: str) -> Usage:
+    """Continue's session file (``<id>.json``, one JSON document, rewritten whole): each
+    assistant message's ``usage`` in OpenAI's names (the prompt holds the cached part, the
+    completion the reasoning). A session forked from another (``cn --fork``, its resume) starts
+    with a copy of that one's messages, their usage included, while its own running sum
+    (``usage``) starts at nothing: the calls counted are the newest messages whose figures make
+    up that sum, so a copy is not counted twice. Its ``totalCost`` is in USD, as Continue
+    prices the model (a guess of its own for a model it does not know)."""
+    try:
+        document, _ = json.JSONDecoder().raw_decode(text.lstrip())
+    except ValueError:  # being rewritten: read again at the next look
+        return Usage()
+    history = _dig(document, "history")
+    calls = [
+        one_call(
+            count(usage.get("prompt_tokens")),
+            count(usage.get("completion_tokens")),
+            count(_dig(usage, "prompt_tokens_details", "cached_tokens")),
+            0,
+            usage.get("model"),
+        )
+        for item in (history if isinstance(history, list) else [])
+        if _dig(item, "message", "role") == "assistant"
+        and isinstance(usage := _dig(item, "message", "usage"), dict)
+    ]
+    stated = _dig(document, "usage")
+    own = calls
+    if isinstance(stated, dict):
+        sum_ = (count(stated.get("promptTokens")), count(stated.get("completionTokens")))
+        for k in range(len(calls) + 1):  # the shortest run of newest calls that makes the sum
+            newest = total(calls[len(calls) - k :])
+            if (newest.input, newest.output) == sum_:
+                own = calls[len(calls) - k :]
+                break
+    found = total(own)
+    cost = _dig(stated, "totalCost")
+    if own and isinstance(cost, int | float) and cost > 0:
+        return replace(found, cost_usd=float(cost))
+    return found
+
+
+def from_vibe(text: str) -> Usage:
+    """Vibe's newest snapshot of a conversation's store: its projection state (the running sum
+    in ``snapshot.session.tokenUsage``, whose input holds what the cache read), followed by the
+    runtime state beside it, whose succeeded ``completion`` actions are the model calls. No
+    cost is recorded."""
+    documents: list[object] = []
+    decoder, at, text = json.JSONDecoder(), 0, text.strip()
+    while at < len(text):
+        try:
+            document, at = decoder.raw_decode(text, at)
+        except ValueError:  # being rewritten: read again at the next look
+            break
+        documents.append(document)
+        while at < len(text) and text[at].isspace():
+            at += 1
+    found = Usage()
+    for document in documents:
+        tokens = _dig(document, "snapshot", "session", "tokenUsage")
+        if isinstance(tokens, dict):
+            found = replace(
+                found,
+                input=count(tokens.get("inputTokens")),
+                output=count(tokens.get("outputTokens")),
+                cache_read=count(tokens.get("cachedInputTokens")),
+            )
+        actions = _dig(document, "actions")
+        if isinstance(actions, list):
+            calls = [a for a in actions if _dig(a, "kind") == "completion"]
+            found = replace(found, calls=sum(_dig(a, "state") == "succeeded" for a in calls))
+    return found
+
+
 _AIDER = re.compile(
     r"^> Tokens: (?P<sent>[\d.]+)(?P<sent_unit>[kM]?) sent"
     r"(?:, (?P<write>[\d.]+)(?P<write_unit>[kM]?) cache write)?"
@@ -322,5 +395,7 @@ READERS: dict[str, Callable[[str], Usage]] = {
     "pi": from_pi,
     "hermes": from_hermes,
     "cline": from_cline,
+    "vibe": from_vibe,
+    "continue": from_continue,
     "aider": from_aider,
 }

@@ -20,9 +20,9 @@ SHELL_TOOLS = ("Bash", "bash", "run_shell_command", "shell", "exec_command", "sh
 EDIT_TOOLS = ("Write", "write_file", "write", "create", "str_replace_based_edit_tool", "edit")
 # The tools with which each CLI lets the model ask the user a question with choices: Claude's,
 # Codex's, Gemini's and Qwen's, OpenCode's and Pi's, Copilot's form (ask_user with a schema),
-# Hermes's and Cline's.
+# Hermes's, Cline's, Vibe's and Continue's.
 QUESTION_TOOLS = ("AskUserQuestion", "request_user_input", "ask_user", "question", "clarify",
-                  "ask_question")  # fmt: skip
+                  "ask_question", "ask_user_question", "AskQuestion")  # fmt: skip
 # The kinds answered with a call of one of the CLI's tools; "late-tool" holds its reply first.
 TOOL_KINDS = ("tool", "late-tool", "edit", "ask")
 HOLDING = ("slow", "late-tool")  # the kinds whose reply waits for POST /control/release
@@ -224,7 +224,10 @@ def question_args(schema: dict[str, Any]) -> dict[str, Any]:
         question["options"] = question["choices"]
     if "questions" not in props:  # one question, not a list of them (Pi's example tool)
         return {k: v for k, v in question.items() if k in props}
-    item = props.get("questions", {}).get("items", {}).get("properties", {})
+    items = props.get("questions", {}).get("items", {})
+    if "$ref" in items:  # "#/$defs/UserQuestion" (Vibe's schema names its parts)
+        items = schema.get("$defs", {}).get(items["$ref"].rsplit("/", 1)[-1], {})
+    item = items.get("properties", {})
     return {"questions": [{k: v for k, v in question.items() if k in item}]}
 
 

@@ -36,6 +36,8 @@ from tests.sandbox_host import (
 from tests.sandbox_provision import GUEST_REPO, REPO, provision
 from tests.sandbox_roots import DEFAULT_SYSTEM, SYSTEMS, lower_dir
 
+AGENTS_CACHE = Path("/var/cache/hostagent-agents")  # dev/agents' HOSTAGENT_AGENTS
+
 GUEST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 USERS = ("alice", "bob", "carol")  # carol is the admin polkit trusts in tests
 BOOT_TIMEOUT = 90.0
@@ -136,6 +138,13 @@ class Sandbox(DaemonControl):
                     else ["--private-network"]
                 ),
                 f"--bind-ro={REPO}:{GUEST_REPO}",
+                # The agent CLIs dev/agents installed: this machine's own tree has them, another
+                # system's sees them at the same path (Vibe's venv there is of its Python).
+                *(
+                    [f"--bind-ro={AGENTS_CACHE}"]
+                    if lower != Path("/") and AGENTS_CACHE.is_dir()
+                    else []
+                ),
                 # nspawn 252's system-call filter predates Landlock and refuses it, where a host
                 # lets it through: a session's sandbox enters a Landlock domain (namespace.py).
                 "--system-call-filter=landlock_create_ruleset landlock_add_rule "

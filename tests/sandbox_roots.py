@@ -34,6 +34,8 @@ PACKAGES = (
     "util-linux", "bsdutils", "procps", "passwd", "login", "iproute2", "man-db",
     "bash-completion", "git", "build-essential", "debhelper", "dh-python", "pybuild-plugin-pyproject",
     "python3-all", "python3-setuptools", "sudo", "pipx",
+    # Mistral Vibe wants Python 3.12 or newer: dev/agents makes its venv with this tree's python3.
+    "python3-venv",
 )  # fmt: skip
 
 

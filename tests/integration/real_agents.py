@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.sandbox import Sandbox
+from tests.sandbox import AGENTS_CACHE, Sandbox
+from tests.sandbox_roots import DEFAULT_SYSTEM
 
-AGENTS_CACHE = Path("/var/cache/hostagent-agents")
 API_PORT = 8400
 API = f"http://127.0.0.1:{API_PORT}"
 API_LOG = "/var/log/hostagent-modelapi.jsonl"
@@ -44,6 +44,11 @@ class RealAgent:
     git_project: bool = False  # Codex asks its trust question only in a repository
     hooks: bool = False  # reports through hooks (shown by ExplainActivity at idle)
     configured: bool = True  # its settings written to the user's home (home_files)
+    system: str = "debian12"  # the machine it runs on (tests/sandbox_roots.py)
+
+    def runs_here(self) -> bool:
+        """Whether this run's machines are the one it runs on (HOSTAGENT_SANDBOX_OS)."""
+        return self.system == DEFAULT_SYSTEM
 
 
 ANTHROPIC = {
@@ -123,6 +128,17 @@ AGENTS = (
         "hermes", "hermes", "alice", ready="/help for commands", approval="Dangerous Command",
         approval_prompt="please run it slowly, a dangerous one",
     ),
+    # Continue's model is in its user's config.yaml; its approval's first choice is "Continue".
+    RealAgent(
+        "continue", "continue", "alice", ready="Ask anything, @ for context",
+        approval="Would you like to continue?",
+    ),
+    # Vibe wants Python 3.12 or newer, which Debian 12 has not: it runs on the Debian 13
+    # machine, in a venv of that machine's Python (dev/agents).
+    RealAgent(
+        "vibe", "vibe", "alice", ready="accept edits", approval="Permission for the",
+        system="debian13",
+    ),
     RealAgent(
         "aider", "aider", "alice", {"OPENAI_API_KEY": "sk-standin"},
         args=("--model", "openai/stand-in", "--openai-api-base", f"{API}/v1",
@@ -189,6 +205,37 @@ _CLINE_PROVIDERS = {
                      "baseUrl": f"{API}/v1"},
         "updatedAt": "2026-12-06T00:00:00.000Z", "tokenSource": "manual"}},
 }  # fmt: skip
+_CONTINUE_CONFIG = f"""name: Local
+version: 1.0.0
+schema: v1
+models:
+  - name: Stand-in
+    provider: openai
+    model: stand-in
+    apiBase: {API}/v1
+    apiKey: sk-standin
+    roles: [chat, edit, apply]
+"""
+_VIBE_CONFIG = f"""active_model = "stand-in"
+enable_telemetry = false
+enable_update_checks = false
+enable_auto_update = false
+
+[experiments]
+enable = false
+
+[[providers]]
+name = "standin"
+api_base = "{API}/v1"
+api_key_env_var = "STANDIN_API_KEY"
+api_style = "openai"
+backend = "generic"
+
+[[models]]
+name = "stand-in"
+provider = "standin"
+alias = "stand-in"
+"""
 # The extensions of Pi's examples its user adds (Pi's package ships them).
 PI_EXTENSIONS = ("permission-gate.ts", "question.ts")
 
@@ -213,13 +260,17 @@ def home_files(agent: RealAgent) -> dict[str, str]:
         return {".pi/agent/models.json": json.dumps(_PI_MODELS)}
     if agent.preset == "cline":  # what `cline auth -p openai -b URL -k KEY -m MODEL` writes
         return {".cline/data/settings/providers.json": json.dumps(_CLINE_PROVIDERS)}
+    if agent.preset == "continue":  # a user who has been through its first start's key prompt
+        return {".continue/config.yaml": _CONTINUE_CONFIG, ".continue/.onboarding_complete": ""}
+    if agent.preset == "vibe":
+        return {".vibe/config.toml": _VIBE_CONFIG, ".vibe/.env": "STANDIN_API_KEY=sk-standin"}
     if agent.preset == "hermes":
         return {".hermes/config.yaml": _HERMES_CONFIG, ".hermes/.env": "OPENAI_API_KEY=sk-standin"}
     return {}
 
 
 def program_name(agent: RealAgent) -> str:
-    return {"claude-old": "claude", "qwen-old": "qwen"}.get(agent.key, agent.key)
+    return {"claude-old": "claude", "qwen-old": "qwen", "continue": "cn"}.get(agent.key, agent.key)
 
 
 def hide_machine_installs(sb: Sandbox) -> None:

@@ -37,6 +37,7 @@ from tests.integration.real_agents import (
     installed,
     log_size,
     outside_scopes,
+    program_name,
     requests_since,
     set_up_user,
     start_model_api,
@@ -191,6 +192,8 @@ def blocked_by_rule(sb: Sandbox, agent: RealAgent, name: str) -> dict:
 
 
 def program_of(agents: dict[str, tuple[str, str]], agent: RealAgent) -> str:
+    if not agent.runs_here():
+        pytest.skip(f"{agent.key} runs on the {agent.system} machine (HOSTAGENT_SANDBOX_OS)")
     if agent.key not in agents:
         pytest.skip(f"{agent.key} did not install (dev/agents keeps its log in the cache)")
     if "node22" not in agents:
@@ -280,7 +283,8 @@ def test_a_real_cli_from_first_run_to_resume(
     name = homes.create(agent, project)
     # Found as the user's own terminal finds it: in ~/.local/bin, through the login PATH.
     assert (
-        props(sb, name, agent.user)["Command"][0] == f"/home/{agent.user}/.local/bin/{agent.preset}"
+        props(sb, name, agent.user)["Command"][0]
+        == f"/home/{agent.user}/.local/bin/{program_name(agent)}"
     )
 
     answer_first_run(sb, agent, name)
@@ -354,7 +358,7 @@ def test_after_a_reboot_every_real_cli_is_dormant_and_resumes_its_conversation(
 ) -> None:
     sb = sandbox
     for agent in AGENTS:
-        if agent.key in agents and "node22" in agents:
+        if agent.key in agents and "node22" in agents and agent.runs_here():
             homes.ensure_conversed(agent)
     if not homes.conversed:
         pytest.skip("no real CLI is installed")
@@ -384,7 +388,19 @@ QUESTIONING = [
     a
     for a in AGENTS
     if a.key
-    in ("claude", "gemini", "opencode", "copilot", "codex", "kilo", "pi", "hermes", "cline")
+    in (
+        "claude",
+        "gemini",
+        "opencode",
+        "copilot",
+        "codex",
+        "kilo",
+        "pi",
+        "hermes",
+        "cline",
+        "continue",
+        "vibe",
+    )
 ]
 # Codex offers request_user_input in Plan mode only (its default mode answers the model that
 # the tool is unavailable): the test switches to it first, as a user does.

@@ -79,6 +79,11 @@ RECORDS = [
     # Cline's messages file of a session whose one turn was a command approved and its answer.
     ("cline", "3.0.65-a-command-approved-then-stopped.messages.json",
      times(PER_CALL, 2, None, "stand-in")),
+    # Vibe's newest snapshot: its projection state, then the runtime state beside it.
+    ("vibe", "3.0.2-two-turns-then-stopped.json", times(PER_CALL, 3, None, "")),
+    # Continue's session file, and a fork of it whose one call is its own.
+    ("continue", "1.5.47-six-calls-then-stopped.json", times(PER_CALL, 6, 0.036438000000000005, "stand-in")),
+    ("continue", "1.5.47-forked-then-one-call.json", times(PER_CALL, 1, 0.006073, "stand-in")),
     ("aider", "0.86.2-two-turns-then-stopped.md", Usage(4700, 29, 0, 0, None, 2)),
 ]  # fmt: skip
 

@@ -3,8 +3,8 @@
 It is ``python -I -S -c PROGRAM FORMAT SPEC``: no site directories, no environment, nothing of
 the owner's; SPEC maps each conversation id to the glob of its record. The program is
 ``hostagent/usage.py`` and ``hostagent/usagereaders.py`` (standard library only) joined into one
-text, then the lines below, which open each record (OpenCode's and Hermes's are SQLite rows)
-and print every conversation's ``Usage`` as JSON. It runs from its text, not from an import of
+text, then the lines below, which open each record (OpenCode's and Hermes's are SQLite rows;
+Vibe's is two files of one snapshot) and print every conversation's ``Usage`` as JSON. It runs from its text, not from an import of
 hostagent, so the owner needs no access to the daemon's installation.
 """
 
@@ -21,6 +21,7 @@ _TABLES = {{  # OpenCode's messages (each a JSON document), Hermes's session row
     "opencode": "select id, data from message where session_id = ?",
     "hermes": "select * from sessions where id = ?",
 }}
+_BESIDE = {{"vibe": "runtime-state.json"}}  # a file read after the record, from its directory
 _fmt, _spec = _sys.argv[1], json.loads(_sys.argv[2])
 _out = {{}}
 for _cid, _pattern in _spec.items():
@@ -37,8 +38,11 @@ for _cid, _pattern in _spec.items():
             _text = "\\n".join(json.dumps(
                 {{"id": r["id"], **json.loads(r["data"])}} if _fmt == "opencode" else r) for r in _rows)
         else:
-            with open(_path, encoding="utf-8", errors="replace") as _f:
-                _text = _f.read({READ_LIMIT})
+            _text = ""
+            for _one in [_path] + ([_os.path.join(_os.path.dirname(_path), _BESIDE[_fmt])]
+                                   if _fmt in _BESIDE else []):
+                with open(_one, encoding="utf-8", errors="replace") as _f:
+                    _text += _f.read({READ_LIMIT}) + "\\n"
     except Exception:  # OSError, ValueError, sqlite3.Error: this record is not read now
         continue
     _out[_cid] = READERS[_fmt](_text).to_dict()
