@@ -63,6 +63,7 @@ class Preset:
     conversation: str = ""  # a path or glob of the conversation's file (launch.conversation_glob)
     resume_turn: str = ""  # a regex the file holds once a turn was taken (else not resumable)
     resume_list: list[str] = field(default_factory=list)  # prints every resumable id
+    resume_forks: bool = False  # the resume opens a copy under a new id (Continue's --fork)
     prompt_args: list[str] = field(default_factory=lambda: ["{prompt}"])  # first launch only
     discover: Discovery | None = None
     hooks_format: str = ""  # "" (no hooks) or a format of hooks.FORMATS
@@ -96,7 +97,7 @@ _DISCOVER_KNOWN = {
     "table",
 }  # fmt: skip
 _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_RESUME_KNOWN = {"args", "conversation", "turn", "list"}
+_RESUME_KNOWN = {"args", "conversation", "turn", "list", "forks"}
 _USAGE_KNOWN = {"format", "file"}
 _HOOKS_KNOWN = {"format", "args", "env", "defaults", "activity"}
 _ACTIVITY_KNOWN = {"rules", "fallback"}
@@ -142,6 +143,9 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
     turn = resume.get("turn", "")
     preset.resume_turn = _regex(doc, turn, "resume.turn").pattern if turn else ""
     preset.resume_list = yamlfile.expect_str_list(doc, resume.get("list", []), "resume.list")
+    if not isinstance(resume.get("forks", False), bool):
+        raise doc.error("resume.forks", "must be true or false")
+    preset.resume_forks = resume.get("forks") is True
     if "prompt_args" in data:
         preset.prompt_args = yamlfile.expect_str_list(doc, data["prompt_args"], "prompt_args")
         if preset.prompt_args and not any("{prompt}" in a for a in preset.prompt_args):

@@ -13,6 +13,7 @@ import pytest
 
 from hostagent.activity import Verdict
 from hostagent.daemon.follow import dblisting, hooks
+from hostagent.daemon.follow.conversation import looking
 from hostagent.daemon.follow.discovery import (
     database_listing,
     discover,
@@ -27,7 +28,7 @@ from hostagent.identity import Owner
 from hostagent.launch import Conversation
 from hostagent.options import CreateRequest
 from hostagent.presets import BUILTIN_DIR, Discovery, IdSource, Preset, load_presets
-from hostagent.session import Activity
+from hostagent.session import Activity, SessionRecord
 from tests.unit.fakes import Host, ShownWatch, me, run
 
 ID_A = "0b9c2a3e-1111-4222-8333-444455556666"
@@ -462,3 +463,20 @@ def test_a_database_listing_puts_no_odd_name_into_sql(tmp_path: Path, argv: list
     _hermes_db(tmp_path / "state.db", [("a", "/p", 1.0)])
     assert dblisting.rows([str(tmp_path / "state.db"), *argv]) == []
     assert dblisting.rows([str(tmp_path / "absent.db"), "sessions", "id", "cwd", "x"]) == []
+
+
+@pytest.mark.parametrize(
+    ("agent_session", "source", "looked_for"),
+    [
+        ("", "", True),  # none yet
+        (ID_A, "discovered", False),
+        (ID_A, "assigned", False),
+        (ID_A, "forked", True),  # the copy a resume went on in has an id of its own
+        ("", "forked", True),
+    ],
+)
+def test_a_conversation_is_looked_for_while_none_or_only_the_one_forked_from_is_known(
+    agent_session: str, source: str, looked_for: bool
+) -> None:
+    record = SessionRecord(name="s", agent_session=agent_session, agent_session_source=source)
+    assert looking(record) is looked_for

@@ -129,3 +129,11 @@ def test_kilo_is_opencode_under_its_own_names() -> None:
     assert kilo.resume_args == opencode.resume_args and kilo.resume_list[0] == "kilo"
     assert kilo.usage_format == "opencode" and kilo.usage_file.endswith("/kilo/kilo.db")
     assert kilo.mcp_format == "kilo" and all("/kilo" in s for s in kilo.state)
+
+
+def test_only_continue_resumes_into_a_copy_under_a_new_id(tmp_path: Path) -> None:
+    presets = load_presets([BUILTIN_DIR], strict=True)
+    assert [name for name, p in presets.items() if p.resume_forks] == ["continue"]
+    (tmp_path / "mine.yaml").write_text("name: mine\ncommand: [mine]\nresume: {forks: yes-ish}\n")
+    with pytest.raises(SettingsError, match="field 'resume.forks': must be true or false"):
+        load_presets([tmp_path], strict=True)

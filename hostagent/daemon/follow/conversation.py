@@ -6,7 +6,8 @@ such as Claude's ``/clear``, or found on disk (``discovery``): while the session
 time it goes idle without an id (a turn ended, or the agent's first prompt) and a few seconds
 after a line is sent into it, after each run's end (off the lock), and before a resume. Whatever the source,
 the newest id wins and the ones it replaced are kept in the record's history, so a resume
-continues the conversation the user last saw.
+continues the conversation the user last saw. A CLI whose resume goes on in a copy under a new
+id (Continue's ``--fork``, ``resume.forks``) is looked for the same way until the copy is found.
 """
 
 from __future__ import annotations
@@ -19,11 +20,27 @@ from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.live import Session
 from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
-from hostagent.session import LIVE_STATES, Activity, RecordChange, State, boot_usec, now_usec
+from hostagent.session import (
+    LIVE_STATES,
+    Activity,
+    RecordChange,
+    SessionRecord,
+    State,
+    boot_usec,
+    now_usec,
+)
 
 log = logging.getLogger(__name__)
 
 HISTORY = 16  # earlier conversation ids kept per session
+# The source of an id a run was resumed from where the CLI goes on in a copy of it under a new
+# id (``resume.forks``): until discovery finds the copy, it is looked for as if there were none.
+FORKED = "forked"
+
+
+def looking(record: SessionRecord) -> bool:
+    """Whether a running session's conversation is still to be found on disk."""
+    return not record.agent_session or record.agent_session_source == FORKED
 
 
 class Conversations:
@@ -59,7 +76,7 @@ class Conversations:
         if (
             session.removed
             or record.state is not State.RUNNING
-            or record.agent_session
+            or not looking(record)
             or session.name in self._looking
         ):
             return
@@ -79,11 +96,7 @@ class Conversations:
                 return
             async with session.lock:
                 record = session.record
-                if (
-                    not session.removed
-                    and record.state is State.RUNNING
-                    and not record.agent_session
-                ):
+                if not session.removed and record.state is State.RUNNING and looking(record):
                     self.set_id(session, found, "discovered", "")
         finally:
             self._looking.discard(session.name)

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Unpack
 
 from hostagent.daemon.follow.agenthooks import AgentHooks
-from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.follow.conversation import FORKED, Conversations
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.host import checkpoint
 from hostagent.daemon.host.ports import OwnerPort, ScopeRunner, WorktreePort
@@ -315,6 +315,10 @@ class Lifecycle:
             boot_id=self.boot_id,
             auto_resume=False,
             hook_token=secrets.token_hex(16),
+            # A CLI that resumes into a copy under a new id: the id is looked for again.
+            agent_session_source=(
+                FORKED if preset.resume_forks and not plan.fresh else record.agent_session_source
+            ),
         )
         await checkpoint.reached(checkpoint.RESUME_RECORDED, session.name)
         problem = await self.owners.check_cwd(owner, record.cwd)
