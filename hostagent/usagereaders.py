@@ -43,6 +43,20 @@ def _records(text: str) -> Iterator[dict[str, Any]]:
             yield entry
 
 
+def _documents(text: str) -> list[Any]:
+    """The JSON documents of a text, one after another (a file rewritten whole, or two files
+    read one after the other); what follows one cut short (being rewritten) is left out."""
+    found: list[Any] = []
+    decoder, at = json.JSONDecoder(), 0
+    while (at := len(text) - len(text[at:].lstrip())) < len(text):
+        try:
+            document, at = decoder.raw_decode(text, at)
+        except ValueError:
+            break
+        found.append(document)
+    return found
+
+
 # --- one reader per CLI's record ------------------------------------------------------------
 
 
@@ -254,11 +268,7 @@ def from_cline(text: str) -> Usage:
     """Cline's messages file (``<id>.messages.json``, one JSON document, rewritten whole): each
     assistant message's ``metrics``, one per model call, whose input is the prompt as the
     provider counted it. A ``cost`` is in USD where Cline priced the model."""
-    try:  # the document, and nothing said of what may follow it
-        document, _ = json.JSONDecoder().raw_decode(text.lstrip())
-    except ValueError:  # being rewritten: read again at the next look
-        return Usage()
-    messages = document.get("messages") if isinstance(document, dict) else None
+    messages = _dig((_documents(text) or [None])[0], "messages")
     found = Usage()
     for message in messages if isinstance(messages, list) else []:
         metrics = _dig(message, "metrics")
@@ -285,10 +295,7 @@ def from_continue(text: str) -> Usage:
     (``usage``) starts at nothing: the calls counted are the newest messages whose figures make
     up that sum, so a copy is not counted twice. Its ``totalCost`` is in USD, as Continue
     prices the model (a guess of its own for a model it does not know)."""
-    try:
-        document, _ = json.JSONDecoder().raw_decode(text.lstrip())
-    except ValueError:  # being rewritten: read again at the next look
-        return Usage()
+    document = (_documents(text) or [None])[0]
     history = _dig(document, "history")
     calls = [
         one_call(
@@ -323,18 +330,8 @@ def from_vibe(text: str) -> Usage:
     in ``snapshot.session.tokenUsage``, whose input holds what the cache read), followed by the
     runtime state beside it, whose succeeded ``completion`` actions are the model calls. No
     cost is recorded."""
-    documents: list[object] = []
-    decoder, at, text = json.JSONDecoder(), 0, text.strip()
-    while at < len(text):
-        try:
-            document, at = decoder.raw_decode(text, at)
-        except ValueError:  # being rewritten: read again at the next look
-            break
-        documents.append(document)
-        while at < len(text) and text[at].isspace():
-            at += 1
     found = Usage()
-    for document in documents:
+    for document in _documents(text):
         tokens = _dig(document, "snapshot", "session", "tokenUsage")
         if isinstance(tokens, dict):
             found = replace(

@@ -27,7 +27,8 @@ from hostagent.daemon.host.owners import Owners
 from hostagent.identity import Owner
 from hostagent.launch import Conversation
 from hostagent.options import CreateRequest
-from hostagent.presets import BUILTIN_DIR, Discovery, IdSource, Preset, load_presets
+from hostagent.presetdiscovery import Discovery
+from hostagent.presets import BUILTIN_DIR, IdSource, Preset, load_presets
 from hostagent.session import Activity, SessionRecord
 from tests.unit.fakes import Host, ShownWatch, me, run
 

@@ -29,7 +29,7 @@ from hostagent.daemon.host.owner import OutputTooLarge
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.identity import Owner
 from hostagent.launch import conversation_glob
-from hostagent.presets import Discovery
+from hostagent.presetdiscovery import Discovery
 
 log = logging.getLogger(__name__)
 
