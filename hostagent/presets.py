@@ -23,6 +23,8 @@ from hostagent.usagereaders import READERS
 log = logging.getLogger(__name__)
 
 BUILTIN_DIR = Path(__file__).parent / "builtin-presets"
+# Extensions hostagent ships for CLIs that take one (Pi's), named by a preset's hooks.extension.
+EXTENSIONS_DIR = Path(__file__).parent / "agent-extensions"
 
 
 class IdSource(enum.StrEnum):
@@ -53,6 +55,7 @@ class Preset:
     hooks_args: list[str] = field(default_factory=list)  # with {hooks_file}
     hooks_env: dict[str, str] = field(default_factory=dict)  # with {hooks_file}
     hooks_defaults: str = ""  # an admin's settings file the hooks file takes the place of
+    hooks_extension: str = ""  # a file of EXTENSIONS_DIR, passed by hooks_args' {extension}
     activity: Rules = GENERIC
     worktree_setup: str = ""  # run as the owner in a new worktree before the agent starts
     usage_format: str = ""  # "" (not read) or a reader of usagereaders.READERS
@@ -77,7 +80,7 @@ _KNOWN = {
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
 _RESUME_KNOWN = {"args", "conversation", "turn", "list", "forks"}
 _USAGE_KNOWN = {"format", "file"}
-_HOOKS_KNOWN = {"format", "args", "env", "defaults", "activity"}
+_HOOKS_KNOWN = {"format", "args", "env", "defaults", "activity", "extension"}
 _ACTIVITY_KNOWN = {"rules", "fallback"}
 _RULE_KNOWN = {"activity", "screen", "lines", "title", "progress", "output", "command", "visible"}
 _RUNNING_ACTIVITIES = ("working", "blocked", "idle", "unknown")
@@ -132,7 +135,10 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
     yamlfile.reject_unknown(doc, hooks, _HOOKS_KNOWN, "hooks")
     # A section with only an activity table is a CLI's own hooks (a user's config, an
     # extension) running `hostagentctl hook EVENT`: hostagent writes no settings file for it.
-    if set(hooks) - {"activity"}:
+    # One of hostagent's own extensions runs that command too, passed in args as {extension}.
+    if "extension" in hooks:
+        _parse_extension(doc, hooks, preset)
+    elif set(hooks) - {"activity"}:
         if hooks.get("format") not in HOOK_FORMATS:
             raise doc.error("hooks.format", f"must be one of: {', '.join(HOOK_FORMATS)}")
         preset.hooks_format = hooks["format"]
@@ -160,6 +166,19 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
     hook_map = yamlfile.expect_str_map(doc, hooks.get("activity", {}), "hooks.activity")
     preset.activity = _parse_activity(doc, data.get("activity"), hook_map, preset.name)
     return preset
+
+
+def _parse_extension(doc: yamlfile.Document, hooks: dict[str, object], preset: Preset) -> None:
+    name = hooks["extension"]
+    if not isinstance(name, str) or "/" in name or not (EXTENSIONS_DIR / name).is_file():
+        shipped = ", ".join(sorted(p.name for p in EXTENSIONS_DIR.iterdir()))
+        raise doc.error("hooks.extension", f"must name one of hostagent's extensions: {shipped}")
+    if set(hooks) - {"extension", "args", "activity"}:
+        raise doc.error("hooks", "an extension takes only args and activity beside it")
+    preset.hooks_extension = name
+    preset.hooks_args = yamlfile.expect_str_list(doc, hooks.get("args", []), "hooks.args")
+    if not any("{extension}" in a for a in preset.hooks_args):
+        raise doc.error("hooks.args", "must pass {extension} to the CLI")
 
 
 def _parse_mcp(doc: yamlfile.Document, value: object, preset: Preset) -> None:

@@ -122,6 +122,7 @@ AGENTS = (
     RealAgent(
         "pi", "pi", "alice", {"PI_OFFLINE": "1"}, ready="(auto)",
         approval="Dangerous command:", approval_prompt="please run it slowly, a dangerous one",
+        hooks=True,  # through hostagent's own extension for Pi
     ),
     # Hermes asks only before a dangerous command, as Pi's gate does.
     RealAgent(

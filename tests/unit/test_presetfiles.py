@@ -3,13 +3,16 @@ a preset written as the changes to another (hostagent/presetfiles.py)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hostagent.daemon.follow.agenthooks import command_with_hooks
+from hostagent.daemon.state.paths import SessionPaths
 from hostagent.presetfiles import merged
-from hostagent.presets import BUILTIN_DIR, load_preset_file, load_presets
+from hostagent.presets import BUILTIN_DIR, EXTENSIONS_DIR, load_preset_file, load_presets
 from hostagent.yamlfile import SettingsError
 
 
@@ -137,3 +140,28 @@ def test_only_continue_resumes_into_a_copy_under_a_new_id(tmp_path: Path) -> Non
     (tmp_path / "mine.yaml").write_text("name: mine\ncommand: [mine]\nresume: {forks: yes-ish}\n")
     with pytest.raises(SettingsError, match="field 'resume.forks': must be true or false"):
         load_presets([tmp_path], strict=True)
+
+
+@pytest.mark.parametrize(
+    ("hooks", "message"),
+    [
+        ("{extension: nothing.ts, args: ['-e', '{extension}']}", "must name one of hostagent's extensions: pi-hostagent.ts"),
+        ("{extension: ../presets.py, args: ['-e', '{extension}']}", "must name one of hostagent's extensions"),
+        ("{extension: pi-hostagent.ts, args: ['-e', 'x.ts']}", "field 'hooks.args': must pass {extension}"),
+        ("{extension: pi-hostagent.ts, args: ['-e', '{extension}'], format: claude}", "takes only args and activity"),
+    ],
+)  # fmt: skip
+def test_an_extension_of_hostagents_is_named_and_passed(
+    tmp_path: Path, hooks: str, message: str
+) -> None:
+    (tmp_path / "mine.yaml").write_text(f"name: mine\ncommand: [mine]\nhooks: {hooks}\n")
+    with pytest.raises(SettingsError, match=re.escape(message)):
+        load_presets([tmp_path], strict=True)
+
+
+def test_pi_is_started_with_hostagents_extension_for_it() -> None:
+    pi = load_presets([BUILTIN_DIR], strict=True)["pi"]
+    paths = SessionPaths.of(Path("/run/hostagent"), "s")
+    command = command_with_hooks(pi, ["/usr/bin/pi"], paths, [])
+    assert command == ["/usr/bin/pi", "-e", str(EXTENSIONS_DIR / "pi-hostagent.ts")]
+    assert (EXTENSIONS_DIR / "pi-hostagent.ts").is_file() and not pi.hooks_format

@@ -32,7 +32,7 @@ from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.options import CreateRequest
 from hostagent.permissions import TOKEN_ENV, token_matches
-from hostagent.presets import Preset
+from hostagent.presets import EXTENSIONS_DIR, Preset
 from hostagent.session import SessionRecord, State
 
 log = logging.getLogger(__name__)
@@ -43,10 +43,13 @@ CTL = shutil.which("hostagentctl") or "hostagentctl"
 def command_with_hooks(
     preset: Preset, command: list[str], paths: SessionPaths, server: list[str]
 ) -> list[str]:
-    """The command with the preset's hook arguments, which name the session's hooks file, and
-    those that register server (hostagent's MCP server; [] for none) in its CLI."""
-    path = str(paths.hooks_file)
-    hooked = list(command) + [a.replace("{hooks_file}", path) for a in preset.hooks_args]
+    """The command with the preset's hook arguments, which name the session's hooks file (or
+    the extension of hostagent's that reports for it), and those that register server
+    (hostagent's MCP server; [] for none) in its CLI."""
+    path, extension = str(paths.hooks_file), str(EXTENSIONS_DIR / preset.hooks_extension)
+    hooked = list(command) + [
+        a.replace("{hooks_file}", path).replace("{extension}", extension) for a in preset.hooks_args
+    ]
     return hooked + _registration(preset, server, paths).args
 
 
