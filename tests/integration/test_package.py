@@ -69,6 +69,7 @@ def test_the_deb_depends_on_debians_own_packages(deb: Path) -> None:
         "usr/share/man/man8/hostagent.8.gz",
         "usr/share/bash-completion/completions/hostagentctl",
         "hostagent/builtin-presets/claude.yaml",
+        "hostagent/agent-extensions/pi-hostagent.ts",
         "etc/hostagent/hostagent.yaml",
         "usr/lib/hostagent/hostagent-demo-agent",
     ):
