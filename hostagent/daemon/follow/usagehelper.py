@@ -4,8 +4,9 @@ It is ``python -I -S -c PROGRAM FORMAT SPEC``: no site directories, no environme
 the owner's; SPEC maps each conversation id to the glob of its record. The program is
 ``hostagent/usage.py`` and ``hostagent/usagereaders.py`` (standard library only) joined into one
 text, then the lines below, which open each record (OpenCode's and Hermes's are SQLite rows;
-Vibe's is two files of one snapshot) and print every conversation's ``Usage`` as JSON. It runs from its text, not from an import of
-hostagent, so the owner needs no access to the daemon's installation.
+Vibe's is two files of one snapshot) and print every conversation's ``Usage`` as JSON. It runs
+from its text, not from an import of hostagent, so the owner needs no access to the daemon's
+installation.
 """
 
 from __future__ import annotations
