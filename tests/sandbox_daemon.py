@@ -113,10 +113,21 @@ class DaemonControl:
         return ""
 
     def journal(
-        self, unit: str = "hostagent.service", lines: int = 200, user: str | None = None
+        self,
+        unit: str = "hostagent.service",
+        lines: int = 200,
+        user: str | None = None,
+        this_run: bool = False,
     ) -> str:
-        """The unit's last lines: the system unit's, or user's own unit's."""
+        """The unit's last lines: the system unit's, or user's own unit's. With this_run, only
+        the lines its running main process wrote: what a start logged is then there however
+        much systemd logs beside it (a start that adopts many sessions runs a helper scope for
+        each, and their lines pushed a recovery's own out of the last forty)."""
         scope = ["--user-unit", unit] if user else ["-u", unit]
+        if this_run:
+            pid = self._systemctl("show", "-P", "MainPID", unit, user=user).stdout.strip()
+            field = "_SYSTEMD_USER_UNIT" if user else "_SYSTEMD_UNIT"
+            scope = [f"_PID={pid}", f"{field}={unit}"]  # two fields: both must match
         return self.run(
             "journalctl", *scope, "-n", str(lines), "--no-pager", "-o", "cat", user=user
         ).stdout

@@ -51,7 +51,7 @@ def test_a_torn_record_costs_no_live_session(sb: Sandbox, orphans: str) -> None:
         sb.sh(f"head -c 400 {path} > {path}.cut && mv {path}.cut {path}").check()
         sb.run("rm", f"{COPIES_DIR}/{name}.yaml").check()
         sb.daemon_start()
-        journal = sb.journal(lines=40)
+        journal = sb.journal(this_run=True)
         assert f"Record {path} is unusable (" in journal
         assert f"adopted it as session '{name}'" in journal
         p = props(sb, name)

@@ -97,7 +97,7 @@ def test_a_damaged_record_of_a_live_session_is_restored_from_its_copy(
     sb.daemon_stop()
     sb.sh(damage.format(path=f"{SESSIONS_DIR}/{name}.yaml")).check()
     sb.daemon_start()
-    journal = sb.journal(lines=40)
+    journal = sb.journal(this_run=True)
     assert f"session '{name}': its record was damaged; restored from its copy" in journal
     assert "1 records restored from their copies" in journal
     # Set aside, and doctor lists it with how to restore one.
@@ -137,7 +137,7 @@ def test_a_restart_with_both_record_and_copy_gone_adopts_the_scope_as_before(
     sb.daemon_stop()
     sb.run("rm", f"{SESSIONS_DIR}/{name}.yaml", f"{COPIES_DIR}/{name}.yaml").check()
     sb.daemon_start()
-    assert f"adopted it as session '{name}'" in sb.journal(lines=40)
+    assert f"adopted it as session '{name}'" in sb.journal(this_run=True)
     assert props(sb, name)["State"] == "running"
     alice(sb, "rm", "--force", name)
 

@@ -250,7 +250,7 @@ def test_remove_and_purge_leave_running_sessions_to_a_reinstall(
     sb.run("systemctl", "start", "hostagent").check()
     listed = sb.ctl("--json", "list", system=True).check().stdout
     assert '"pkg"' in listed and '"running"' in listed, listed
-    assert "2 records restored from their copies" in sb.journal(lines=50)
+    assert "2 records restored from their copies" in sb.journal(this_run=True)
     after = json.loads(sb.ctl("--json", "status", "pkg-agent", system=True).check().stdout)
     for key in ("preset", "agent_session_id", "limits", "started_at", "uuid", "state"):
         assert after[key] == before[key], key

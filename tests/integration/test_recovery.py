@@ -213,7 +213,7 @@ def test_bad_records_are_quarantined_and_the_others_recover(sb: Sandbox) -> None
             f" && mkfifo {SESSIONS_DIR}/unreadable.yaml"
         ).check()
         sb.daemon_start()
-        journal = sb.journal(lines=50)
+        journal = sb.journal(this_run=True)
         for bad in ("corrupt", "binary", "unreadable"):
             assert f"{SESSIONS_DIR}/{bad}.yaml is unusable" in journal
             assert record(sb, bad) is None
@@ -293,7 +293,7 @@ def test_a_scope_without_a_record_is_stopped_or_adopted_as_configured(
         sb.daemon_start()
         if policy == "stop":
             sb.wait_unit_state(f"hostagent-{name}.scope", ("",))
-            assert f"hostagent-{name}.scope has no record; stopping it" in sb.journal(lines=30)
+            assert f"hostagent-{name}.scope has no record; stopping it" in sb.journal(this_run=True)
             assert sb.ctl("status", name).returncode == 4
         else:
             p = props(sb, name)
@@ -304,7 +304,7 @@ def test_a_scope_without_a_record_is_stopped_or_adopted_as_configured(
             )
             assert p["Command"] == ["/bin/bash"]
             assert record(sb, name)["state"] == "running"
-            assert "adopted it as session" in sb.journal(lines=30)
+            assert "adopted it as session" in sb.journal(this_run=True)
     finally:
         sb.run("rm", "-f", "/etc/hostagent/hostagent.yaml")
         sb.ctl("rm", name)

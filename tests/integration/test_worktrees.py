@@ -175,7 +175,7 @@ def test_a_create_killed_before_its_record_leaves_nothing_behind(sb: Sandbox) ->
     proc.communicate(timeout=90)
     assert proc.returncode != 0  # the caller learns that its create did not complete
     sb.daemon_start()
-    assert "1 creates cut short undone" in sb.journal(lines=40)
+    assert "1 creates cut short undone" in sb.journal(this_run=True)
     assert alice(sb, f"git -C {REPO} branch --list hostagent/{name}") == ""
     assert sb.run("test", "-e", f"{TREES}/{name}").returncode != 0
     assert sb.run("test", "-e", fifo).returncode != 0
