@@ -180,6 +180,7 @@ class Server:
         exporter = Exporter(bus)
         # A call too big for its method is refused from its header alone (bus/intake.py).
         intake.limit_of, intake.refuse = exporter.largest, exporter.refuse
+        exporter.listens_to = systemd.sends
         frontend = core.front(Authorizer(bus, use_polkit=self.system), exporter, self.reload)
         frontend.export_all()
         # A daemon that refused calls while its file was broken owns its name already.

@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from dbus_fast import Message, Variant
+from dbus_fast import Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
 from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH
 from hostagent.bus.call import CallError, call
-from hostagent.daemon.bus.intake import FIXED, METHOD_CALL, Header, Intake, parse_header
+from hostagent.daemon.bus.intake import FIXED, METHOD_CALL, NEVER, Header, Intake, parse_header
 from tests.unit.fakes import run
 from tests.unit.test_bus_export import serve
 
@@ -99,6 +99,53 @@ def test_descriptors_sent_with_a_refused_message_are_closed() -> None:
     os.close(r)
     ours.close()
     theirs.close()
+
+
+def test_a_message_never_taken_is_dropped_even_with_no_body() -> None:
+    bare = bytes(Message.new_signal("/x", "org.example.X", "Poke")._marshall(False))
+    after = _wire("ListSessions", [], "", 4)
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    intake = Intake(ours)
+    intake.limit_of = lambda h: NEVER if h.member == "Poke" else None
+    theirs.sendall(bare * 3 + after)
+    assert _read_all(intake) == after
+    assert intake.refused == 3
+    ours.close()
+    theirs.close()
+
+
+def test_signals_of_a_sender_the_daemon_does_not_listen_to_are_dropped_unread(
+    tmp_path: Path, bus_address: str
+) -> None:
+    """Anyone may send the daemon a unicast signal; only the bus's and systemd's are read."""
+
+    async def body() -> None:
+        host, server, _ = await serve(tmp_path, bus_address)
+        trusted = await MessageBus(bus_address=bus_address).connect()
+        stranger = await MessageBus(bus_address=bus_address).connect()
+        assert host.exporter is not None
+        host.exporter.listens_to = lambda sender: sender == trusted.unique_name
+        heard: list[str] = []
+        server.add_message_handler(
+            lambda m: heard.append(m.sender) if m.member == "JobRemoved" else None
+        )
+        for bus in (stranger, trusted, stranger):
+            bus.send(Message(
+                message_type=MessageType.SIGNAL, destination=server.unique_name,
+                path="/org/freedesktop/systemd1", interface="org.freedesktop.systemd1.Manager",
+                member="JobRemoved", signature="uoss",
+                body=[1, "/org/freedesktop/systemd1/job/1", "x.scope", "failed"],
+            ))  # fmt: skip
+        # Each connection's messages arrive in order: these replies come after its signals.
+        for bus in (stranger, trusted):
+            await call(bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListSessions")
+        assert heard == [trusted.unique_name]
+        for bus in (trusted, stranger, server):
+            bus.disconnect()
+        await asyncio.sleep(0)
+
+    run(body())
 
 
 def test_a_call_too_big_for_its_method_is_refused_by_name_and_costs_no_one(

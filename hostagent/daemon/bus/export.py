@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from dbus_fast import Message, MessageFlag, MessageType, Variant
@@ -21,7 +21,7 @@ from dbus_fast.aio import MessageBus
 
 from hostagent.bus.call import DBUS, PROPERTIES, add_match, close_fds
 from hostagent.bus.compat import PremarshalledReply, fix_body, fix_str
-from hostagent.daemon.bus.intake import METHOD_CALL, SIGNAL, Header
+from hostagent.daemon.bus.intake import METHOD_CALL, NEVER, SIGNAL, Header
 from hostagent.daemon.bus.interface import LARGEST_CALL, Call, Interface, Method, Property
 from hostagent.daemon.bus.replies import FileReply, Prepared
 from hostagent.daemon.bus.turns import Turns
@@ -33,7 +33,8 @@ INTROSPECTABLE = "org.freedesktop.DBus.Introspectable"
 PEER = "org.freedesktop.DBus.Peer"
 _ALLOW_INTERACTIVE = 0x4
 # A signal the daemon listens to (systemd's, the bus's) is a few kilobytes at most; anyone may
-# send one to the daemon, so a larger one is dropped unread.
+# send one to the daemon, so a larger one is dropped unread, and so is any signal of a sender
+# it does not listen to (a local user's unicast flood, posing as systemd, cost every caller).
 LARGEST_SIGNAL = 1024 * 1024
 INVALID_ARGS = "org.freedesktop.DBus.Error.InvalidArgs"
 
@@ -82,6 +83,8 @@ class Exporter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._turns = Turns()  # method calls in flight, by sender
         self._waits: set[asyncio.Task[None]] = set()
+        # Whose signals the daemon listens to, by unique name; the bus itself always.
+        self.listens_to: Callable[[str], bool] = lambda sender: True
         bus.add_message_handler(self._on_message)
 
     async def follow_callers(self) -> None:
@@ -109,7 +112,8 @@ class Exporter:
         """The largest body header's message may have; None for replies, which the bus
         delivers only to the call that asked for them."""
         if header.kind == SIGNAL:
-            return LARGEST_SIGNAL
+            heard = header.sender == DBUS or self.listens_to(header.sender)
+            return LARGEST_SIGNAL if heard else NEVER
         if header.kind != METHOD_CALL:
             return None
         method = self._method(header.path, header.interface, header.member)

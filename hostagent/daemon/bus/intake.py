@@ -32,6 +32,7 @@ HEAD_MAX = 64 * 1024  # the header fields of any message the bus relays are far 
 DISCARD_CHUNK = 256 * 1024
 METHOD_CALL, SIGNAL = 1, 4
 NO_REPLY_EXPECTED = 0x1
+NEVER = -1  # limit_of's answer for a message dropped unread whatever its size
 _PATH, _INTERFACE, _MEMBER, _SENDER, _SIGNATURE = 1, 2, 3, 7, 8
 
 
@@ -119,8 +120,8 @@ def _unlimited(header: Header) -> int | None:
 
 class Intake:
     """A bus connection's socket as its unmarshaller reads it: a message over its limit never
-    reaches it. ``limit_of(header)`` gives a message's largest body in bytes (None: any);
-    ``refuse(header, limit)`` answers one that is over it."""
+    reaches it. ``limit_of(header)`` gives a message's largest body in bytes (None: any,
+    NEVER: none at all); ``refuse(header, limit)`` answers one that is over it."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock

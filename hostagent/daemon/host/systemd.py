@@ -157,6 +157,10 @@ class Systemd:
             self._owner_waiters.append(waiter)
             await asyncio.wait_for(waiter, max(0.0, deadline - loop.time()))
 
+    def sends(self, sender: str) -> bool:
+        """Whether sender is systemd, whose signals the daemon listens to."""
+        return bool(sender) and sender == self._owner
+
     def _owner_changed(self, owner: str) -> None:
         self._owner = owner
         waiters, self._owner_waiters = self._owner_waiters, []
