@@ -50,18 +50,20 @@ def finish(process: subprocess.Popen[str]) -> None:
 
 class Probe:
     """Another client's view while bob attacks, as a bystander on the same bus: ListSessions
-    and GetSession (alice's session) every 50 ms, and a CreateSession (then its Remove) every
-    second; the slowest of each is kept."""
+    and GetSession (alice's session) every round (50 ms apart unless told), and a CreateSession
+    (then its Remove) about every second; the slowest of each is kept."""
 
-    CREATE_EVERY = 20  # rounds: about a second
     # The bench's reference: systemd's answer on the same bus, which hostagent does not serve.
     SYSTEMD = "systemd GetUnit"
 
-    def __init__(self, sb: Sandbox, reference: bool = False) -> None:
+    def __init__(self, sb: Sandbox, reference: bool = False, every: float = 0.05) -> None:
         """reference: also time systemd's GetUnit each round, a call through the same bus
-        and machine that hostagent has no part in (what the attack costs everyone)."""
+        and machine that hostagent has no part in (what the attack costs everyone). every:
+        the pause between rounds, in seconds."""
         self.sb = sb
         self.reference = reference
+        self.every = every
+        self.create_every = max(1, round(1 / every))  # rounds: about a second
         self.slowest_by: dict[str, float] = {}
         self.samples: dict[str, list[float]] = {}  # every call's seconds, by method
         self.calls = 0
@@ -99,13 +101,13 @@ class Probe:
                 else:
                     await listed
                 await self._timed("GetSession", client.get_session(ALICES))
-                if self.calls % self.CREATE_EVERY == 0:
+                if self.calls % self.create_every == 0:
                     name = f"probe-{self.calls}"
                     await self._timed("CreateSession", client.create(name, "shell", "/tmp", {}))
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(client.remove(name), 30)
                 self.calls += 1
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(self.every)
         finally:
             reference.disconnect()
             await client.aclose()
