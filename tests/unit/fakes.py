@@ -165,8 +165,8 @@ class FakeTmux:
         screen, title = self.screens.get(self._name(sock), ("", ""))
         return screen, title, ""
 
-    async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> None:
-        self._unit(sock)
+    async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> tuple[str, str, str]:
+        return await self.screen_and_title(owner, sock)
 
     async def send_text(self, owner: Owner, sock: Path, text: str, enter: bool) -> None:
         self._unit(sock)

@@ -238,3 +238,40 @@ def test_a_first_read_forced_while_output_flows_is_followed_by_one_once_it_settl
             watch.close()
 
     run(body())
+
+
+class PipeCountingTmux(FakeTmux):
+    """A tmux whose calls are counted: the pipe (with its read) apart from the reads."""
+
+    def __init__(self) -> None:
+        super().__init__(FakeSystemd())
+        self.calls: list[str] = []
+
+    async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str, str]:
+        self.calls.append("read")
+        return "$ ", "", ""
+
+    async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> tuple[str, str, str]:
+        self.calls.append("pipe and read")
+        return "$ ", "", ""
+
+
+def test_an_adopted_pane_is_known_from_the_call_that_pipes_it(tmp_path: Path) -> None:
+    """After a restart every running session is followed again, a thousand of them at the
+    benchmark's largest size, and each tmux call is a process: the call that points the pane
+    at the daemon reads its screen too, and a pane that printed nothing meanwhile leaves
+    nothing armed to read it again."""
+
+    async def body() -> None:
+        fake = PipeCountingTmux()
+        seen: list[Activity] = []
+        watch = watching(tmp_path, fake, seen)
+        try:
+            await watch.start()
+            assert fake.calls == ["pipe and read"]
+            assert seen and seen[-1] is not Activity.UNKNOWN
+            assert (watch._settle, watch._soon, watch._gap, watch._task) == (None,) * 4
+        finally:
+            watch.close()
+
+    run(body())

@@ -116,9 +116,23 @@ class PaneWatch:
         self._settle = self._loop.call_at(self._last_output + SETTLE, self._on_settle)
 
     async def start(self) -> None:
-        """Follow a pane that runs already (an adopted session): open, then point it here."""
+        """Follow a pane that runs already (an adopted session): open, point it here, and
+        classify the screen read in the same tmux call, so that a restart with a thousand
+        sessions makes one tmux call for each, not a second one once each has settled."""
         self.open()
-        await self.tmux.pipe_output(self.owner, self.sock, self.fifo)
+        screen, title, command = await self.tmux.pipe_output(self.owner, self.sock, self.fifo)
+        if self.closed or self._task is not None:
+            return
+        # What the pipe brought since it was made is all the output this watch has seen.
+        flowing = self._last_output > self._opened_at
+        if not flowing and self._settle is not None:
+            # That settle waited for the first read; output from now on arms its own.
+            self._settle.cancel()
+            self._settle = None
+        self._last_classified = self._loop.time()
+        self._allowed(self._last_classified)
+        self._tokens -= 1
+        self._take(screen, title, command, flowing)
 
     def close(self) -> None:
         self.closed = True
@@ -246,16 +260,19 @@ class PaneWatch:
                     self._loop.call_later(min(RETRY_MAX, backoff), self._request)
                 return
             self._retries = 0
-            # A dead pane's screen (tmux's line alone, read before the end is handled) is not
-            # something the agent drew.
-            if tmux.agent_screen(screen):
-                self.last_screen = screen
-            flowing = self._loop.time() - self._last_output < SETTLE
-            view = View(screen, title, self.progress, flowing, command)
-            self.screen_verdict = activity.classify(self.rules, view)
-            self._publish()
+            self._take(screen, title, command, self._loop.time() - self._last_output < SETTLE)
             if not self._again:
                 return
+
+    def _take(self, screen: str, title: str, command: str, flowing: bool) -> None:
+        """A screen read: classify it, and say so when the verdict changes."""
+        # A dead pane's screen (tmux's line alone, read before the end is handled) is not
+        # something the agent drew.
+        if tmux.agent_screen(screen):
+            self.last_screen = screen
+        view = View(screen, title, self.progress, flowing, command)
+        self.screen_verdict = activity.classify(self.rules, view)
+        self._publish()
 
     async def look_now(self) -> None:
         """Read the screen at once and keep it as the last one the agent drew: a stop or a

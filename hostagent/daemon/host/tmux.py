@@ -104,6 +104,22 @@ def _pipe_command(fifo: Path) -> str:
     return f"exec cat > '{fifo}'"
 
 
+# The pane's first process, its foreground job's name and its title; then the screen.
+_READ_SCREEN = (
+    "display-message", "-p", "-t", SESSION, "#{pane_pid}\t#{pane_current_command}\t#{pane_title}",
+    ";", "capture-pane", "-p", "-t", SESSION,
+)  # fmt: skip
+
+
+def _screen_and_title(out: str) -> tuple[str, str, str]:
+    head, _, screen = out.partition("\n")
+    pane_pid, _, head = head.partition("\t")
+    command, _, title = head.partition("\t")
+    if pane_pid.isdigit() and procfs.leads_its_terminal(int(pane_pid)):
+        command = ""
+    return screen, title, command
+
+
 def attach_argv(sock: Path) -> list[str]:
     return [tmux_binary(), "-S", str(sock), "attach-session", "-t", SESSION]
 
@@ -200,30 +216,14 @@ class Tmux:
         The job is the name of the program in the terminal's foreground when the pane's own
         first program (a shell, or an agent started in its place) has given the terminal to
         one it started; "" while that first program has it itself."""
-        out = await self.run(
-            owner,
-            sock,
-            "display-message",
-            "-p",
-            "-t",
-            SESSION,
-            "#{pane_pid}\t#{pane_current_command}\t#{pane_title}",
-            ";",
-            "capture-pane",
-            "-p",
-            "-t",
-            SESSION,
-        )
-        head, _, screen = out.partition("\n")
-        pane_pid, _, head = head.partition("\t")
-        command, _, title = head.partition("\t")
-        if pane_pid.isdigit() and procfs.leads_its_terminal(int(pane_pid)):
-            command = ""
-        return screen, title, command
+        return _screen_and_title(await self.run(owner, sock, *_READ_SCREEN))
 
-    async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> None:
-        """Copy everything the pane prints into fifo (replacing an earlier pipe, if any)."""
-        await self.run(owner, sock, "pipe-pane", "-t", SESSION, _pipe_command(fifo))
+    async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> tuple[str, str, str]:
+        """Copy everything the pane prints into fifo (replacing an earlier pipe, if any), and
+        read the screen as it is then (screen_and_title's answer), in one tmux call: after a
+        restart a thousand sessions are followed again, and every tmux call is a process."""
+        pipe = ("pipe-pane", "-t", SESSION, _pipe_command(fifo))
+        return _screen_and_title(await self.run(owner, sock, *pipe, ";", *_READ_SCREEN))
 
     async def send_text(self, owner: Owner, sock: Path, text: str, enter: bool) -> None:
         """Type text into the pane as it is (newlines stay newlines, no bracketed paste), then
