@@ -33,6 +33,8 @@ def allowed(systemd_ratio: float) -> float:
 # of the machine's moved a window's p99 threefold, and the bus's own as much).
 ROUND = 0.02
 PROFILE = "/home/bob/.profile"
+BIG = "31 MB of options per call"
+SYSTEMD_RECIPIENT = "31 MB of options per call, sent to systemd (reference)"
 
 
 def _bob(sb: Sandbox, *args: str) -> None:
@@ -91,6 +93,23 @@ def _quiet(seconds: float) -> Callable[[Sandbox], None]:
     return lambda sb: time.sleep(seconds)
 
 
+def _recipient(
+    results: dict[str, dict[str, list[float]]],
+    ratio: Callable[[dict[str, list[float]], str], float],
+) -> str:
+    """The last row against the 31 MB attack's: each service as the message's recipient."""
+    ours = max(ratio(results[BIG], m) for m in METHODS)
+    theirs = ratio(results[SYSTEMD_RECIPIENT], Probe.SYSTEMD)
+    return (
+        "The last row is not an attack on hostagent: the same 31 MB message, sent to systemd's"
+        " Manager (as a GetUnit, which it refuses), so that systemd is its recipient and"
+        " hostagent a bystander. A call to the recipient of such a message waits for the bus to"
+        " hand it over first, in the same stream; a call to anyone else does not. Each service"
+        f" as its recipient: hostagent's worst call {ours:.1f}× quiet, systemd's GetUnit"
+        f" {theirs:.1f}×.\n"
+    )
+
+
 def _window(sb: Sandbox, attack: Callable[[Sandbox], None]) -> dict[str, list[float]]:
     with Probe(sb, reference=True, every=ROUND) as probe:
         attack(sb)
@@ -105,17 +124,21 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
     attacks = {
         "128 unread captures, inline": _unread("Capture", seconds),
         "128 unread captures, by descriptor": _unread("CaptureByFileDescriptor", seconds),
-        "31 MB of options per call": _repeated(seconds, "big-options", "31"),
+        BIG: _repeated(seconds, "big-options", "31"),
         "a million options per call": _repeated(seconds, "million-options", "1"),
         "a login shell that prints without end": _login_shell(seconds),
         "a valid hook flood": _hook_flood(seconds),
     }
+    # Not an attack on hostagent: the 31 MB message sent to systemd's Manager instead, so that
+    # systemd is its recipient. What that costs systemd's own GetUnit is what being handed such
+    # a message costs a service, beside what it costs hostagent to be handed it.
+    reference = {SYSTEMD_RECIPIENT: _repeated(seconds, "big-options", "31", "systemd")}
     # The quiet run is three windows, before the attacks, half-way and after, taken together:
     # one window's p99 at a millisecond moved by half from one run to the next, and every
     # attack's ratio moved with it.
     quiet: dict[str, list[float]] = {}
     results = {"none (quiet)": quiet}
-    for i, (name, attack) in enumerate(attacks.items()):
+    for i, (name, attack) in enumerate({**attacks, **reference}.items()):
         if i in (0, len(attacks) // 2):
             for method, taken in _window(sb, _quiet(seconds)).items():
                 quiet.setdefault(method, []).extend(taken)
@@ -138,10 +161,13 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
             row.append(f"{percentile(got, 50) * 1000:.1f} / {percentile(got, 99) * 1000:.1f}")
         ours = max(ratio(samples, m) for m in METHODS)
         theirs = ratio(samples, Probe.SYSTEMD)
+        rows.append(row)
+        if name in reference:
+            row += [f"({ours:.1f}×)", f"{theirs:.1f}×", "-"]
+            continue
         row += [f"{ours:.1f}×", f"{theirs:.1f}×", f"{allowed(theirs):.1f}×"]
         worst, floor = max(worst, ours), max(floor, theirs)
         excess = max(excess, ours / allowed(theirs))
-        rows.append(row)
     header = ["attack", *(f"{m} p50 / p99" for m in (*METHODS, Probe.SYSTEMD)), "ours ÷ quiet",
               "systemd's ÷ quiet", "allowed"]  # fmt: skip
     text = (
@@ -157,6 +183,6 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         + table(header, rows)
         + f"\n\nThe worst p99 under attack is {worst:.1f}× the quiet run's; systemd's own worst"
         f" is {floor:.1f}×. Against what each attack allows, the worst is {excess:.2f}"
-        " (goal ≤ 1).\n"
+        " (goal ≤ 1).\n\n" + _recipient(results, ratio)
     )
     return text, {"worst_p99_ratio": worst, "bus_floor_ratio": floor, "hostile_excess": excess}
