@@ -93,13 +93,9 @@ def _quiet(seconds: float) -> Callable[[Sandbox], None]:
     return lambda sb: time.sleep(seconds)
 
 
-def _recipient(
-    results: dict[str, dict[str, list[float]]],
-    ratio: Callable[[dict[str, list[float]], str], float],
-) -> str:
-    """The last row against the 31 MB attack's: each service as the message's recipient."""
-    ours = max(ratio(results[BIG], m) for m in METHODS)
-    theirs = ratio(results[SYSTEMD_RECIPIENT], Probe.SYSTEMD)
+def _recipient(ours: float, theirs: float) -> str:
+    """The last row against the 31 MB attack's: each service as the message's recipient
+    (ours: hostagent's worst call under BIG; theirs: systemd's under SYSTEMD_RECIPIENT)."""
     return (
         "The last row is not an attack on hostagent: the same 31 MB message, sent to systemd's"
         " Manager (as a GetUnit, which it refuses), so that systemd is its recipient and"
@@ -154,6 +150,7 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         return percentile(got, 99) / base if base > 0 and got else 0.0
 
     rows, worst, floor, excess = [], 0.0, 0.0, 0.0
+    ratios: dict[str, tuple[float, float]] = {}  # by window: ours ÷ quiet, systemd's ÷ quiet
     for name, samples in results.items():
         row = [name]
         for method in (*METHODS, Probe.SYSTEMD):
@@ -161,6 +158,7 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
             row.append(f"{percentile(got, 50) * 1000:.1f} / {percentile(got, 99) * 1000:.1f}")
         ours = max(ratio(samples, m) for m in METHODS)
         theirs = ratio(samples, Probe.SYSTEMD)
+        ratios[name] = ours, theirs
         rows.append(row)
         if name in reference:
             row += [f"({ours:.1f}×)", f"{theirs:.1f}×", "-"]
@@ -183,6 +181,6 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         + table(header, rows)
         + f"\n\nThe worst p99 under attack is {worst:.1f}× the quiet run's; systemd's own worst"
         f" is {floor:.1f}×. Against what each attack allows, the worst is {excess:.2f}"
-        " (goal ≤ 1).\n\n" + _recipient(results, ratio)
+        " (goal ≤ 1).\n\n" + _recipient(ratios[BIG][0], ratios[SYSTEMD_RECIPIENT][1])
     )
     return text, {"worst_p99_ratio": worst, "bus_floor_ratio": floor, "hostile_excess": excess}

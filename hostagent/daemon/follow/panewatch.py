@@ -129,9 +129,7 @@ class PaneWatch:
             # That settle waited for the first read; output from now on arms its own.
             self._settle.cancel()
             self._settle = None
-        self._last_classified = self._loop.time()
-        self._allowed(self._last_classified)
-        self._tokens -= 1
+        self._spend()
         self._take(screen, title, command, flowing)
 
     def close(self) -> None:
@@ -240,9 +238,7 @@ class PaneWatch:
     async def _classify(self) -> None:
         while not self.closed:
             self._again = False
-            self._last_classified = now = self._loop.time()
-            self._allowed(now)
-            self._tokens -= 1
+            self._spend()
             try:
                 screen, title, command = await self.tmux.screen_and_title(self.owner, self.sock)
             except tmux.TmuxError as e:
@@ -263,6 +259,12 @@ class PaneWatch:
             self._take(screen, title, command, self._loop.time() - self._last_output < SETTLE)
             if not self._again:
                 return
+
+    def _spend(self) -> None:
+        """A classification starts now: counted from here, and paid from the budget."""
+        self._last_classified = now = self._loop.time()
+        self._allowed(now)
+        self._tokens -= 1
 
     def _take(self, screen: str, title: str, command: str, flowing: bool) -> None:
         """A screen read: classify it, and say so when the verdict changes."""
