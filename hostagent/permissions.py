@@ -15,7 +15,7 @@ fast layer (and dev/mutants) checks every one of them.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from hostagent import sandbox
 from hostagent.errors import AccessDenied, InvalidArgs
@@ -132,6 +132,26 @@ def act_from_inside(
             f"Session '{target.name}' is less confined than session '{inside.name}', from "
             "inside which it cannot be acted on; act on it from outside every session."
         )
+
+
+def has_owner_rights(
+    record: SessionRecord, records: Mapping[str, SessionRecord], rights: Callable[[str], str]
+) -> bool:
+    """Whether a call from inside record's session has its owner's rights: its preset's
+    (rights(preset) is "owner"), and so has every session it was made from inside, up to one
+    made outside every session (records: the sessions known, by uuid). A session made from
+    inside another gets no more rights than its maker, and one whose maker is gone, its rights
+    no longer known, gets none of its owner's."""
+    seen: set[str] = set()
+    while rights(record.preset) == "owner":
+        if not record.parent:
+            return True
+        above = records.get(record.parent)
+        if above is None or record.parent in seen:
+            return False
+        seen.add(record.parent)
+        record = above
+    return False
 
 
 def tree_of(root: str, parents: Mapping[str, str]) -> set[str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.manager import BusFrontend
+from hostagent.daemon.bus.placement import Placement
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.follow.activations import ActivationWatch
 from hostagent.daemon.follow.agenthooks import AgentHooks
@@ -112,7 +113,13 @@ class Core:
             lifecycle, background, usage, activations,
         )  # fmt: skip
 
-    def front(self, auth: Authorizer, exporter: Emitter, reload: Callable[[], None]) -> BusFrontend:
+    def front(
+        self,
+        auth: Authorizer,
+        placement: Placement,
+        exporter: Emitter,
+        reload: Callable[[], None],
+    ) -> BusFrontend:
         """The bus objects over this core, listening to the registry; export_all puts them
         on the bus."""
         journal = JournalReaders(self.registry.system)
@@ -122,6 +129,7 @@ class Core:
             self.lifecycle.owners,
             self.hooks,
             auth,
+            placement,
             exporter,
             reload,
             journal,

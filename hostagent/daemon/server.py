@@ -32,11 +32,12 @@ from hostagent.config import Config, config_paths, load_config
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.bus.intake import Intake
+from hostagent.daemon.bus.placement import Placement
 from hostagent.daemon.core import Core
 from hostagent.daemon.host.confine import Confiner
 from hostagent.daemon.host.owner import set_confiner
 from hostagent.daemon.host.owners import Owners
-from hostagent.daemon.host.scope import Scopes
+from hostagent.daemon.host.scope import Scopes, unit_in_cgroup
 from hostagent.daemon.host.systemd import Systemd
 from hostagent.daemon.host.tmux import Tmux
 from hostagent.daemon.host.worktree import Worktrees
@@ -181,13 +182,16 @@ class Server:
         # A call too big for its method is refused from its header alone (bus/intake.py).
         intake.limit_of, intake.refuse = exporter.largest, exporter.refuse
         exporter.listens_to = systemd.sends
-        frontend = core.front(Authorizer(bus, use_polkit=self.system), exporter, self.reload)
+        auth = Authorizer(bus, use_polkit=self.system)
+        placement = Placement(bus, auth.caller_pid, unit_in_cgroup)
+        frontend = core.front(auth, placement, exporter, self.reload)
         frontend.export_all()
         # A daemon that refused calls while its file was broken owns its name already.
         named = self.misconfigured is not None
         if self.misconfigured is not None:
             self.misconfigured.close()
         await exporter.follow_callers()
+        await placement.follow()
         if not named and not await _own_name(bus):
             log.error("Failed to own %s: it is taken; is another hostagent running?", BUS_NAME)
             return False

@@ -18,15 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dbus_fast.aio import MessageBus
+
 from hostagent.activity import Verdict
 from hostagent.config import Config
 from hostagent.daemon.bus.export import Exporter
+from hostagent.daemon.bus.placement import Placement
 from hostagent.daemon.core import Core
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.owner import DEFAULT_PATH
 from hostagent.daemon.host.owners import Owners
 from hostagent.daemon.host.procfs import Process
-from hostagent.daemon.host.scope import Started, Step
+from hostagent.daemon.host.scope import Started, Step, unit_in_cgroup
 from hostagent.daemon.host.systemd import UnitInfo
 from hostagent.daemon.host.tmux import TmuxError
 from hostagent.daemon.host.worktree import Worktrees
@@ -460,3 +463,15 @@ class ShownWatch:
 
     def close(self) -> None:
         pass
+
+
+def placed(bus: MessageBus, units: dict[str, str]) -> Placement:
+    """A placement that already knows where each caller is (a unit, or "" outside every
+    session), as its first call would have found; any other caller cannot be placed."""
+
+    async def no_pid(sender: str) -> int:
+        return 0
+
+    placement = Placement(bus, no_pid, unit_in_cgroup)
+    placement._units.update(units)
+    return placement

@@ -29,7 +29,7 @@ from hostagent.errors import AccessDenied, InvalidArgs, InvalidName, NoSuchPrese
 from hostagent.options import CreateRequest
 from hostagent.permissions import create_owner, owner_may_act, require_inside, require_reload
 from hostagent.session import Activity, Limits
-from tests.unit.fakes import FakeExporter, Host, me, run
+from tests.unit.fakes import FakeExporter, Host, me, placed, run
 
 STRANGER = me() + 4242  # neither the owner nor root
 
@@ -92,12 +92,12 @@ ACTING: dict[str, Handler] = {
 def services(host: Host, callers: dict[str, int]) -> Services:
     auth = Authorizer(nowhere(), use_polkit=False)
     auth._uids.update(callers)  # who each bus name is, as the bus would say
-    auth._pids.update(dict.fromkeys(callers, 0))  # outside every session
     return Services(
         host.lifecycle,
         host.owners,
         host.core.hooks,
         auth,
+        placed(auth.bus, dict.fromkeys(callers, "")),  # outside every session
         FakeExporter(),
         lambda: None,
         JournalReaders(system=True),
@@ -209,8 +209,9 @@ def test_a_bad_create_is_refused_before_polkit_could_prompt(
         host = await Host.started(tmp_path, config, system=True)
         auth = Asked(nowhere(), use_polkit=True)
         auth._uids[":1.9"] = STRANGER
-        auth._pids[":1.9"] = 0
-        frontend = host.core.front(auth, FakeExporter(), lambda: None)
+        frontend = host.core.front(
+            auth, placed(auth.bus, {":1.9": ""}), FakeExporter(), lambda: None
+        )
         over = {"tasks_max": Variant("t", 128)}  # past the cap: polkit would be asked
         with pytest.raises(error):
             await manager._create(frontend, Call(":1.9", True), name, preset, "/tmp", over)

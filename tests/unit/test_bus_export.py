@@ -20,6 +20,8 @@ from hostagent.client.library import Client
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.bus.intake import Intake
+from hostagent.daemon.bus.placement import Placement
+from hostagent.daemon.host.scope import unit_in_cgroup
 from hostagent.errors import (
     InvalidArgs,
     LimitsExceeded,
@@ -38,11 +40,12 @@ async def serve(tmp: Path, address: str) -> tuple[Host, MessageBus, list[str]]:
     intake = Intake.guard(bus)
     exporter = Exporter(bus)
     intake.limit_of, intake.refuse = exporter.largest, exporter.refuse
-    frontend = host.core.front(
-        Authorizer(bus, use_polkit=False), exporter, lambda: reloads.append("reload")
-    )
+    auth = Authorizer(bus, use_polkit=False)
+    placement = Placement(bus, auth.caller_pid, unit_in_cgroup)
+    frontend = host.core.front(auth, placement, exporter, lambda: reloads.append("reload"))
     frontend.export_all()
     await exporter.follow_callers()
+    await placement.follow()
     await bus.request_name(BUS_NAME)
     host.exporter = exporter
     return host, bus, reloads

@@ -16,13 +16,14 @@ from hostagent.daemon.bus.manager import BusFrontend
 from hostagent.daemon.bus.session import session_path
 from hostagent.options import CreateRequest
 from hostagent.session import Activity
-from tests.unit.fakes import FakeExporter, Host, ShownWatch, me, run
+from tests.unit.fakes import FakeExporter, Host, ShownWatch, me, placed, run
 
 
 def frontend_of(host: Host) -> tuple[BusFrontend, FakeExporter]:
     exporter = FakeExporter()
-    auth = Authorizer(MessageBus(bus_address="unix:path=/nonexistent"), use_polkit=False)
-    return host.core.front(auth, exporter, lambda: None), exporter
+    bus = MessageBus(bus_address="unix:path=/nonexistent")
+    auth = Authorizer(bus, use_polkit=False)
+    return host.core.front(auth, placed(bus, {}), exporter, lambda: None), exporter
 
 
 def test_a_create_returns_before_its_running_state_is_signalled(tmp_path: Path) -> None:

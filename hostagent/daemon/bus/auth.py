@@ -34,7 +34,6 @@ class Authorizer:
         self.use_polkit = use_polkit
         # Unique names are never reused on a bus, so uid-by-sender can be cached safely.
         self._uids: collections.OrderedDict[str, int] = collections.OrderedDict()
-        self._pids: collections.OrderedDict[str, int] = collections.OrderedDict()
 
     async def caller_uid(self, sender: str) -> int:
         uid = self._uids.get(sender)
@@ -71,18 +70,6 @@ class Authorizer:
             log.debug("No pid for %s: %s", sender, e.text or e.name)
             return 0
         return int(pid)
-
-    async def connection_pid(self, sender: str) -> int:
-        """caller_pid, asked once per connection: the process that opened a connection stays
-        the same, and once it has exited the connection goes with it (or a child of it in the
-        same scope holds it), so which session a connection comes from never changes."""
-        pid = self._pids.get(sender)
-        if pid is None:
-            pid = await self.caller_pid(sender)
-            self._pids[sender] = pid
-            while len(self._pids) > _CACHE_MAX:
-                self._pids.popitem(last=False)
-        return pid
 
     async def require_owner_or_admin(
         self, sender: str, owner_uid: int, interactive: bool, what: str

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hostagent.daemon.bus.auth import Authorizer
+from hostagent.daemon.bus.placement import Placement
 from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
@@ -20,7 +21,7 @@ from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.state.live import Session
 from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
-from hostagent.permissions import tree_of
+from hostagent.permissions import has_owner_rights, tree_of
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Services:
     owners: OwnerPort
     hooks: AgentHooks
     auth: Authorizer
+    placement: Placement
     exporter: Emitter
     reload: Callable[[], None]
     journal: JournalPort
@@ -63,17 +65,23 @@ class Services:
         return 0 if self.system else os.getuid()
 
     async def caller_session(self, sender: str) -> Session | None:
-        """The session whose scope the caller's process runs in (as GetSessionByPID finds it),
-        None outside every session: what a call from inside a sandbox may do depends on it."""
-        pid = await self.auth.connection_pid(sender)
-        unit = self.scopes.unit_of_pid(pid) if pid > 0 else None
+        """The session whose scope the caller's connection came from (placement.py), None
+        outside every session: what a call from inside a sandbox may do depends on it.
+        AccessDenied when that cannot be known for certain."""
+        unit = await self.placement.unit(sender)
         return self.registry.by_unit(unit) if unit else None
 
     def owner_rights(self, inside: Session) -> bool:
-        """Whether a call from inside session inside has its owner's rights (its preset's
-        `rights: owner`), not only those over the sessions made from inside it."""
-        preset = self.settings.preset(inside.record.preset)
-        return preset is not None and preset.rights == "owner"
+        """Whether a call from inside session inside has its owner's rights, not only those
+        over the sessions made from inside it (permissions.has_owner_rights)."""
+        records = {
+            s.record.uuid: s.record for s in self.registry.sessions.values() if not s.removed
+        }
+        return has_owner_rights(inside.record, records, self._rights)
+
+    def _rights(self, preset_name: str) -> str:
+        preset = self.settings.preset(preset_name)
+        return preset.rights if preset is not None else ""
 
     async def caller_tree(self, sender: str) -> tuple[Session, set[str]] | None:
         """For a call from inside a session without its owner's rights: that session, and the

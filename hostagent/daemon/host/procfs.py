@@ -111,6 +111,16 @@ def cgroup_of(pid: int) -> str:
     return cgroup_path(text) if text is not None else ""
 
 
+def started(pid: int) -> int | None:
+    """When pid's process started, in clock ticks since boot (stat's 22nd field); None when
+    it is gone."""
+    text = read_small(f"/proc/{pid}/stat")
+    if text is None:
+        return None
+    fields = _stat_fields(text)[1]
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
 def children_of(pid: int) -> list[int]:
     """pid's children, as the kernel lists them for each of its threads."""
     try:

@@ -343,10 +343,7 @@ class Scopes:
 
     def unit_of_pid(self, pid: int) -> str | None:
         """The hostagent scope a pid's cgroup names, if any."""
-        for part in procfs.cgroup_of(pid).split("/"):
-            if name_from_unit(part):
-                return part
-        return None
+        return unit_in_cgroup(procfs.cgroup_of(pid))
 
     def leader_alive_in(self, unit: str, pid: int) -> bool:
         """Does the tmux server still run inside the unit's cgroup? systemd 252 on a hybrid
@@ -364,3 +361,11 @@ class Scopes:
 
     def exit_status_of(self, pid: int) -> int | None:
         return procfs.exit_status(pid)
+
+
+def unit_in_cgroup(cgroup: str) -> str | None:
+    """The hostagent scope a cgroup path names, if any."""
+    for part in cgroup.split("/"):
+        if name_from_unit(part):
+            return part
+    return None

@@ -1,0 +1,157 @@
+"""Which session a bus connection comes from: decided once per connection, failing closed.
+
+A call from inside a session has fewer rights than its owner outside every session
+(permissions.py), so the daemon must never take a call from inside a session for one from
+outside. The bus names the process that opened a connection (``GetConnectionUnixProcessID``),
+and that process's cgroup names its session. But a connection outlives the process that opened
+it (a child keeps the socket and calls), and its pid is then free, or another process's:
+dbus-daemon 1.15 and later refuse to name a pid whose process has exited, while dbus-daemon
+1.14 (Debian 12) still names it.
+
+So a connection is placed at its first call, and only when the process the bus names is
+certainly the one that opened it: alive, held by a pidfd while its cgroup and start time are
+read, and started no later than the connection appeared on the bus (a process that started
+after cannot have opened it: its pid was reused). When each unique name appears, the bus
+driver says so (``NameOwnerChanged`` from no owner), and the daemon notes the time; a name that
+appeared before the daemon listened, or whose note was dropped to keep the table bounded,
+appeared no later than the *floor*, the latest time the daemon stopped knowing of. A
+connection that cannot be placed is refused (``AccessDenied``), never taken as its owner's.
+
+Placed once, a connection stays where it was placed, whatever its process does later (the
+session is pinned to the connection): a socket handed on keeps the session it came from.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from dbus_fast import Message, MessageType
+from dbus_fast.aio import MessageBus
+
+from hostagent.bus.call import add_match
+from hostagent.daemon.host import procfs
+from hostagent.errors import AccessDenied
+
+DBUS = "org.freedesktop.DBus"
+ARRIVALS = f"type='signal',sender='{DBUS}',member='NameOwnerChanged',arg1=''"
+SIGHTINGS_MAX = 65536  # unique names whose arrival is remembered; older ones fall to the floor
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def now() -> int:
+    """The time since boot in the clock ticks /proc/PID/stat counts a process's start in."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * _TICK)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A connection's process as read under its pidfd: when it started, and its cgroup."""
+
+    started: int
+    cgroup: str
+
+
+def placeable(appeared_by: int, seen: Seen | None) -> bool:
+    """Whether a connection that appeared on the bus no later than appeared_by was opened by
+    the process seen (None: gone, or the bus would not say)."""
+    return seen is not None and seen.started <= appeared_by
+
+
+def read_pinned(pid: int) -> Seen | None:
+    """pid's start time and cgroup, read while a pidfd holds the process, and only if it was
+    still that process after the read; None when it is gone."""
+    if pid <= 0:
+        return None
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    try:
+        started = procfs.started(pid)
+        cgroup = procfs.cgroup_of(pid)
+        # Alive after the reads: they were of the process the pidfd holds, not of a
+        # process that took its pid since.
+        signal.pidfd_send_signal(fd, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None if started is None else Seen(started, cgroup)
+
+
+UNPLACED = (
+    "Cannot tell which session this call comes from: the process that opened its bus "
+    "connection has exited; call from a process that opens its own connection."
+)
+
+
+class Placement:
+    """The unit each connection's first call came from ("" outside every session), kept for
+    as long as the connection lasts. ask_pid is the bus's GetConnectionUnixProcessID (0 when
+    the bus will not say); unit_of maps a cgroup path to the session scope it names."""
+
+    def __init__(
+        self,
+        bus: MessageBus,
+        ask_pid: Callable[[str], Awaitable[int]],
+        unit_of: Callable[[str], str | None],
+    ) -> None:
+        self.bus = bus
+        self._ask_pid = ask_pid
+        self._unit_of = unit_of
+        self._arrivals: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._floor = now()
+        self._units: dict[str, str] = {}
+        bus.add_message_handler(self._on_message)
+
+    async def follow(self) -> None:
+        """Listen for connections as they appear; from here on, an unknown name appeared
+        before this moment."""
+        await add_match(self.bus, ARRIVALS)
+        self._floor = now()
+
+    def appeared_by(self, sender: str) -> int:
+        return self._arrivals.get(sender, self._floor)
+
+    async def unit(self, sender: str) -> str:
+        """The scope sender's connection comes from, "" outside every session; AccessDenied
+        when that cannot be known for certain."""
+        unit = self._units.get(sender)
+        if unit is not None:
+            return unit
+        seen = read_pinned(await self._ask_pid(sender))
+        if not placeable(self.appeared_by(sender), seen):
+            raise AccessDenied(UNPLACED)
+        assert seen is not None
+        unit = self._unit_of(seen.cgroup) or ""
+        # Known callers are forgotten as they leave the bus (below); this bounds a table of
+        # callers that never leave.
+        if len(self._units) >= SIGHTINGS_MAX:
+            self._units.pop(next(iter(self._units)))
+        self._units[sender] = unit
+        return unit
+
+    def _on_message(self, msg: Message) -> None:
+        if (
+            msg.message_type != MessageType.SIGNAL
+            or msg.sender != DBUS
+            or msg.member != "NameOwnerChanged"
+            or len(msg.body) != 3
+        ):
+            return
+        name, old, new = msg.body
+        if not isinstance(name, str) or not name.startswith(":"):
+            return
+        if not old and new:
+            self._arrivals[name] = now()
+            while len(self._arrivals) > SIGHTINGS_MAX:
+                _, when = self._arrivals.popitem(last=False)
+                self._floor = max(self._floor, when)
+        elif old and not new:
+            self._arrivals.pop(name, None)
+            self._units.pop(name, None)

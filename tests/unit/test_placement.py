@@ -1,0 +1,154 @@
+"""Which session a connection comes from (daemon/bus/placement.py), and the rights a session made
+from inside another has (permissions.has_owner_rights): both must fail closed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from dbus_fast import Message, MessageType
+from dbus_fast.aio import MessageBus
+
+from hostagent.daemon.bus import placement as placing
+from hostagent.daemon.bus.placement import Placement, Seen, placeable, read_pinned
+from hostagent.errors import AccessDenied
+from hostagent.permissions import has_owner_rights
+from hostagent.session import SessionRecord
+from tests.unit.fakes import run
+
+
+@pytest.mark.parametrize(
+    ("appeared_by", "seen", "placed"),
+    [
+        (100, Seen(50, "/"), True),  # started before its connection appeared
+        (100, Seen(100, "/"), True),  # within the same tick
+        (100, Seen(101, "/"), False),  # started after: the pid was reused
+        (100, None, False),  # gone, or the bus would not say
+    ],
+)
+def test_a_connection_is_placed_only_by_the_process_that_opened_it(
+    appeared_by: int, seen: Seen | None, placed: bool
+) -> None:
+    assert placeable(appeared_by, seen) is placed
+
+
+def test_a_live_process_is_read_and_a_dead_one_is_not() -> None:
+    me = read_pinned(os.getpid())
+    assert me is not None and me.started <= placing.now()
+    child = subprocess.Popen(["true"])
+    child.wait()  # reaped: its pid names nothing (or, later, someone else)
+    assert read_pinned(child.pid) is None
+    assert read_pinned(0) is None
+
+
+def name_owner_changed(name: str, old: str, new: str) -> Message:
+    return Message(
+        message_type=MessageType.SIGNAL,
+        sender="org.freedesktop.DBus",
+        path="/org/freedesktop/DBus",
+        interface="org.freedesktop.DBus",
+        member="NameOwnerChanged",
+        signature="sss",
+        body=[name, old, new],
+    )
+
+
+async def placement_with(pids: dict[str, int]) -> Placement:
+    async def ask(sender: str) -> int:
+        return pids.get(sender, 0)
+
+    def unit_of(cgroup: str) -> str | None:
+        return "hostagent-a.scope" if cgroup == "inside" else None
+
+    return Placement(MessageBus(bus_address="unix:path=/nonexistent"), ask, unit_of)
+
+
+def test_a_caller_whose_process_is_gone_is_refused_not_taken_as_the_owner() -> None:
+    child = subprocess.Popen(["true"])
+    child.wait()
+
+    async def body() -> None:
+        p = await placement_with({":1.5": child.pid, ":1.6": 0})
+        for sender in (":1.5", ":1.6"):
+            with pytest.raises(AccessDenied, match="has exited"):
+                await p.unit(sender)
+
+    run(body())
+
+
+def test_a_process_younger_than_its_connection_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The connection appeared at tick 10; the process now at its pid started later."""
+
+    async def body() -> None:
+        p = await placement_with({":1.7": os.getpid()})
+        monkeypatch.setattr(placing, "now", lambda: 10)
+        p._on_message(name_owner_changed(":1.7", "", ":1.7"))
+        monkeypatch.setattr(placing, "read_pinned", lambda pid: Seen(11, "/"))
+        with pytest.raises(AccessDenied):
+            await p.unit(":1.7")
+        monkeypatch.setattr(placing, "read_pinned", lambda pid: Seen(9, "inside"))
+        assert await p.unit(":1.7") == "hostagent-a.scope"
+
+    run(body())
+
+
+def test_a_placement_is_kept_for_the_connection_and_dropped_when_it_leaves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+
+    async def body() -> None:
+        p = await placement_with({":1.8": os.getpid()})
+        p._on_message(name_owner_changed(":1.8", "", ":1.8"))
+        monkeypatch.setattr(placing, "read_pinned", lambda pid: Seen(0, "inside"))
+        assert await p.unit(":1.8") == "hostagent-a.scope"
+        # Its process gone and its pid someone else's outside: the connection stays placed.
+        monkeypatch.setattr(placing, "read_pinned", lambda pid: Seen(0, "/user.slice"))
+        assert await p.unit(":1.8") == "hostagent-a.scope"
+        p._on_message(name_owner_changed(":1.8", ":1.8", ""))
+        assert ":1.8" not in p._units and ":1.8" not in p._arrivals
+
+    run(body())
+
+
+def test_an_arrival_forgotten_to_bound_the_table_raises_the_floor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+
+    async def body() -> None:
+        monkeypatch.setattr(placing, "now", lambda: 0)  # when the daemon began to listen
+        p = await placement_with({})
+        monkeypatch.setattr(placing, "SIGHTINGS_MAX", 2)
+        for tick, name in enumerate([":1.1", ":1.2", ":1.3"], start=100):
+            monkeypatch.setattr(placing, "now", lambda tick=tick: tick)
+            p._on_message(name_owner_changed(name, "", name))
+        assert p.appeared_by(":1.1") == 100  # forgotten: no later than the floor
+        assert p.appeared_by(":1.3") == 102
+
+    run(body())
+
+
+def record(uuid: str, preset: str, parent: str = "") -> SessionRecord:
+    return SessionRecord(name=uuid, uuid=uuid, owner=1000, preset=preset, cwd="/", parent=parent)
+
+
+RIGHTS = {"shell": "owner", "claude": "tree"}
+
+
+@pytest.mark.parametrize(
+    ("chain", "owner"),
+    [
+        ([("s", "shell", "")], True),  # a person's shell, made outside every session
+        ([("c", "claude", "")], False),
+        ([("s2", "shell", "c"), ("c", "claude", "")], False),  # a shell made by an agent
+        ([("s2", "shell", "s"), ("s", "shell", "")], True),  # a shell made from a shell
+        ([("s3", "shell", "s2"), ("s2", "shell", "c"), ("c", "claude", "")], False),
+        ([("s2", "shell", "gone")], False),  # its maker's rights no longer known
+    ],
+)
+def test_a_session_made_from_inside_gets_no_more_rights_than_its_maker(
+    chain: list[tuple[str, str, str]], owner: bool
+) -> None:
+    records = {u: record(u, p, parent) for u, p, parent in chain}
+    first = records[chain[0][0]]
+    assert has_owner_rights(first, records, lambda preset: RIGHTS[preset]) is owner
