@@ -472,6 +472,6 @@ def placed(bus: MessageBus, units: dict[str, str]) -> Placement:
     async def no_pid(sender: str) -> int:
         return 0
 
-    placement = Placement(bus, no_pid, unit_in_cgroup)
+    placement = Placement(bus, no_pid, lambda pid: None, lambda: 0, unit_in_cgroup)
     placement._units.update(units)
     return placement

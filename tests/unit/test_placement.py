@@ -54,22 +54,27 @@ def name_owner_changed(name: str, old: str, new: str) -> Message:
     )
 
 
-async def placement_with(pids: dict[str, int]) -> Placement:
-    async def ask(sender: str) -> int:
-        return pids.get(sender, 0)
+class Host:
+    """What the placement reads, scripted: the pid the bus names for each caller, what a
+    pinned read of each pid finds, and the clock."""
 
-    def unit_of(cgroup: str) -> str | None:
-        return "hostagent-a.scope" if cgroup == "inside" else None
+    def __init__(self, pids: dict[str, int], seen: dict[int, Seen]) -> None:
+        self.pids, self.seen, self.tick = pids, seen, 0
 
-    return Placement(MessageBus(bus_address="unix:path=/nonexistent"), ask, unit_of)
+    async def ask(self, sender: str) -> int:
+        return self.pids.get(sender, 0)
+
+    def placement(self, bound: int = placing.SIGHTINGS_MAX) -> Placement:
+        def unit_of(cgroup: str) -> str | None:
+            return "hostagent-a.scope" if cgroup == "inside" else None
+
+        bus = MessageBus(bus_address="unix:path=/nonexistent")
+        return Placement(bus, self.ask, self.seen.get, lambda: self.tick, unit_of, bound)
 
 
 def test_a_caller_whose_process_is_gone_is_refused_not_taken_as_the_owner() -> None:
-    child = subprocess.Popen(["true"])
-    child.wait()
-
     async def body() -> None:
-        p = await placement_with({":1.5": child.pid, ":1.6": 0})
+        p = Host({":1.5": 4242, ":1.6": 0}, {}).placement()
         for sender in (":1.5", ":1.6"):
             with pytest.raises(AccessDenied, match="has exited"):
                 await p.unit(sender)
@@ -77,33 +82,30 @@ def test_a_caller_whose_process_is_gone_is_refused_not_taken_as_the_owner() -> N
     run(body())
 
 
-def test_a_process_younger_than_its_connection_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_process_younger_than_its_connection_is_refused() -> None:
     """The connection appeared at tick 10; the process now at its pid started later."""
 
     async def body() -> None:
-        p = await placement_with({":1.7": os.getpid()})
-        monkeypatch.setattr(placing, "now", lambda: 10)
+        host = Host({":1.7": 4242}, {4242: Seen(11, "/")})
+        p = host.placement()
+        host.tick = 10
         p._on_message(name_owner_changed(":1.7", "", ":1.7"))
-        monkeypatch.setattr(placing, "read_pinned", lambda pid: Seen(11, "/"))
         with pytest.raises(AccessDenied):
             await p.unit(":1.7")
-        monkeypatch.setattr(placing, "read_pinned", lambda pid: Seen(9, "inside"))
+        host.seen[4242] = Seen(9, "inside")
         assert await p.unit(":1.7") == "hostagent-a.scope"
 
     run(body())
 
 
-def test_a_placement_is_kept_for_the_connection_and_dropped_when_it_leaves(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-
+def test_a_placement_is_kept_for_the_connection_and_dropped_when_it_leaves() -> None:
     async def body() -> None:
-        p = await placement_with({":1.8": os.getpid()})
+        host = Host({":1.8": 4242}, {4242: Seen(0, "inside")})
+        p = host.placement()
         p._on_message(name_owner_changed(":1.8", "", ":1.8"))
-        monkeypatch.setattr(placing, "read_pinned", lambda pid: Seen(0, "inside"))
         assert await p.unit(":1.8") == "hostagent-a.scope"
         # Its process gone and its pid someone else's outside: the connection stays placed.
-        monkeypatch.setattr(placing, "read_pinned", lambda pid: Seen(0, "/user.slice"))
+        host.seen[4242] = Seen(0, "/user.slice")
         assert await p.unit(":1.8") == "hostagent-a.scope"
         p._on_message(name_owner_changed(":1.8", ":1.8", ""))
         assert ":1.8" not in p._units and ":1.8" not in p._arrivals
@@ -111,19 +113,16 @@ def test_a_placement_is_kept_for_the_connection_and_dropped_when_it_leaves(
     run(body())
 
 
-def test_an_arrival_forgotten_to_bound_the_table_raises_the_floor(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-
+def test_an_arrival_forgotten_to_bound_the_table_raises_the_floor() -> None:
     async def body() -> None:
-        monkeypatch.setattr(placing, "now", lambda: 0)  # when the daemon began to listen
-        p = await placement_with({})
-        monkeypatch.setattr(placing, "SIGHTINGS_MAX", 2)
+        host = Host({}, {})
+        p = host.placement(bound=2)  # the daemon began to listen at tick 0
         for tick, name in enumerate([":1.1", ":1.2", ":1.3"], start=100):
-            monkeypatch.setattr(placing, "now", lambda tick=tick: tick)
+            host.tick = tick
             p._on_message(name_owner_changed(name, "", name))
         assert p.appeared_by(":1.1") == 100  # forgotten: no later than the floor
         assert p.appeared_by(":1.3") == 102
+        assert p.appeared_by(":1.99") == 100  # never heard of: no later than the floor
 
     run(body())
 

@@ -92,20 +92,28 @@ UNPLACED = (
 
 class Placement:
     """The unit each connection's first call came from ("" outside every session), kept for
-    as long as the connection lasts. ask_pid is the bus's GetConnectionUnixProcessID (0 when
-    the bus will not say); unit_of maps a cgroup path to the session scope it names."""
+    as long as the connection lasts. Its edges, given by the daemon (server.py) or a test:
+    ask_pid is the bus's GetConnectionUnixProcessID (0 when the bus will not say), read is
+    read_pinned, clock is now, unit_of maps a cgroup path to the session scope it names, and
+    bound is how many arrivals and placements are kept."""
 
     def __init__(
         self,
         bus: MessageBus,
         ask_pid: Callable[[str], Awaitable[int]],
+        read: Callable[[int], Seen | None],
+        clock: Callable[[], int],
         unit_of: Callable[[str], str | None],
+        bound: int = SIGHTINGS_MAX,
     ) -> None:
         self.bus = bus
         self._ask_pid = ask_pid
+        self._read = read
+        self._clock = clock
         self._unit_of = unit_of
+        self._bound = bound
         self._arrivals: collections.OrderedDict[str, int] = collections.OrderedDict()
-        self._floor = now()
+        self._floor = clock()
         self._units: dict[str, str] = {}
         bus.add_message_handler(self._on_message)
 
@@ -113,7 +121,7 @@ class Placement:
         """Listen for connections as they appear; from here on, an unknown name appeared
         before this moment."""
         await add_match(self.bus, ARRIVALS)
-        self._floor = now()
+        self._floor = self._clock()
 
     def appeared_by(self, sender: str) -> int:
         return self._arrivals.get(sender, self._floor)
@@ -124,14 +132,14 @@ class Placement:
         unit = self._units.get(sender)
         if unit is not None:
             return unit
-        seen = read_pinned(await self._ask_pid(sender))
+        seen = self._read(await self._ask_pid(sender))
         if not placeable(self.appeared_by(sender), seen):
             raise AccessDenied(UNPLACED)
         assert seen is not None
         unit = self._unit_of(seen.cgroup) or ""
         # Known callers are forgotten as they leave the bus (below); this bounds a table of
         # callers that never leave.
-        if len(self._units) >= SIGHTINGS_MAX:
+        if len(self._units) >= self._bound:
             self._units.pop(next(iter(self._units)))
         self._units[sender] = unit
         return unit
@@ -148,8 +156,8 @@ class Placement:
         if not isinstance(name, str) or not name.startswith(":"):
             return
         if not old and new:
-            self._arrivals[name] = now()
-            while len(self._arrivals) > SIGHTINGS_MAX:
+            self._arrivals[name] = self._clock()
+            while len(self._arrivals) > self._bound:
                 _, when = self._arrivals.popitem(last=False)
                 self._floor = max(self._floor, when)
         elif old and not new:

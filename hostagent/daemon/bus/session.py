@@ -268,10 +268,10 @@ async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str,
     values = {k: v.value for k, v in data.items() if isinstance(v, Variant)}
     token = values.pop("token", "")
     # Not authorize(): whoever the user is, the caller must be a process inside the session.
-    pid = await o.f.auth.caller_pid(call.sender)
+    unit = await o.f.placement.unit(call.sender)
     record = o.session.record
     require_inside(
-        o.f.scopes.unit_of_pid(pid),
+        unit,
         record.unit,
         o.session.name,
         token if isinstance(token, str) else "",
