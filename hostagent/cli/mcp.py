@@ -14,9 +14,10 @@ import argparse
 import asyncio
 import contextlib
 import os
+import stat
 import sys
 import time
-from typing import Any
+from typing import Any, BinaryIO
 
 from dbus_fast import Variant
 
@@ -275,11 +276,47 @@ async def _skip_line(reader: asyncio.StreamReader) -> None:
             return
 
 
-async def serve_stdio(server: Server) -> None:
-    """serve on this process's stdin and stdout."""
+async def input_reader(stream: BinaryIO | None) -> asyncio.StreamReader:
+    """A reader of stream's lines that ends when stream does. A pipe or a socket is waited on
+    in the event loop; anything else (a file, /dev/null, a terminal) is read on a thread, and
+    no stream at all (stdin closed) has ended already."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_LINE)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    if stream is None:
+        reader.feed_eof()
+        return reader
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (OSError, ValueError):
+        reader.feed_eof()  # input that cannot be read has ended
+        return reader
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
+        return reader
+    # asyncio takes a character device such as /dev/null and only fails later, when epoll
+    # refuses it, in a callback: the reader would never end.
+    task = loop.create_task(_feed(reader, stream))
+    _FEEDING.add(task)
+    task.add_done_callback(_FEEDING.discard)
+    return reader
+
+
+_FEEDING: set[asyncio.Task[None]] = set()
+
+
+async def _feed(reader: asyncio.StreamReader, stream: BinaryIO) -> None:
+    loop = asyncio.get_running_loop()
+    try:
+        while chunk := await loop.run_in_executor(None, os.read, stream.fileno(), 65536):
+            reader.feed_data(chunk)
+    except (OSError, ValueError):
+        pass  # input that cannot be read has ended
+    reader.feed_eof()
+
+
+async def serve_stdio(server: Server) -> None:
+    """serve on this process's stdin and stdout."""
+    reader = await input_reader(sys.stdin.buffer if sys.stdin is not None else None)
     out = sys.stdout.buffer
 
     def write(data: bytes) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -220,6 +222,41 @@ def test_a_closed_stdin_cancels_what_still_waits() -> None:
         await asyncio.wait_for(mcp.serve(Server(tools), reader, lambda d: None), 5)
 
     asyncio.run(body())
+
+
+@pytest.mark.parametrize("given", ["/dev/null", "file", "pipe", "closed"])
+def test_the_server_ends_when_its_input_ends_whatever_the_input_is(
+    given: str, tmp_path: Path
+) -> None:
+    """`hostagentctl mcp </dev/null` printed a traceback (epoll cannot wait on /dev/null or a
+    file) and then waited for ever; each kind of input is read to its end and answered."""
+    ping = json.dumps(request("ping")).encode() + b"\n"
+
+    async def body() -> list[bytes]:
+        if given == "closed":
+            stream = None
+        elif given == "pipe":
+            read_end, write_end = os.pipe()
+            os.write(write_end, ping)
+            os.close(write_end)
+            stream = open(read_end, "rb")  # noqa: SIM115 (closed below)
+        else:
+            path = tmp_path / "in" if given == "file" else Path(given)
+            if given == "file":
+                path.write_bytes(ping)
+            stream = path.open("rb")
+        written: list[bytes] = []
+        try:
+            reader = await mcp.input_reader(stream)
+            tools = mcp.tools(FakeClient(), ALICE)  # type: ignore[arg-type]
+            await asyncio.wait_for(mcp.serve(Server(tools), reader, written.append), 5)
+        finally:
+            if stream is not None:
+                stream.close()
+        return written
+
+    written = asyncio.run(body())
+    assert len(written) == (0 if given in ("/dev/null", "closed") else 1)
 
 
 def test_an_agent_is_shown_its_own_users_sessions_only() -> None:
