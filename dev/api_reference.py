@@ -289,7 +289,11 @@ def render() -> str:
             CAPTURE_HOWTO,
             "## Errors",
             "",
-            "Each carries a one-line message that says what to do.",
+            "Each carries a one-line message that says what to do. `AccessDenied` also answers any "
+            "call over a connection whose opening process has exited, or whose pid now names a "
+            "younger process: the daemon cannot tell which session it comes from, and refuses "
+            "rather than take it for the owner's (docs/security.md, \"Which session a call "
+            'comes from").',
             "",
             errors,
             "",
