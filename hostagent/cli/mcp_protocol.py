@@ -1,6 +1,7 @@
 """The Model Context Protocol as hostagentctl mcp speaks it: JSON-RPC 2.0 messages, one per
-line on stdin and stdout (MCP's stdio transport), with the initialize handshake of revisions
-2025-03-26 to 2025-11-25, and the tools capability alone.
+line on stdin and stdout (MCP's stdio transport), and the tools capability alone. Two eras are
+served (mcp_envelope.py): revisions 2025-03-26 to 2025-11-25, with the initialize handshake,
+and revision 2026-07-28, stateless, each request with its envelope and server/discover.
 
 What a message is answered with is decided here, apart from any bus: ``Server.answer`` takes a
 line and gives the line to write back (None for a notification), calling the tools it was
@@ -17,10 +18,35 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-# Newest first; a client asking for another revision is answered with the first (the
+from hostagent.cli.mcp_envelope import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    NO_METHOD,
+    PARSE_ERROR,
+    Era,
+    discovered,
+    modern_result,
+    opening_era,
+    refusal,
+)
+
+__all__ = [
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "MAX_LINE",
+    "NO_METHOD",
+    "PARSE_ERROR",
+    "REVISIONS",
+    "Server",
+    "Tool",
+    "ToolError",
+    "check",
+    "error_line",
+]
+
+# The handshake's revisions, newest first; a client asking for another revision is answered with the first (the
 # specification's negotiation: it then decides whether it can go on).
 REVISIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
-PARSE_ERROR, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS = -32700, -32600, -32601, -32602
 MAX_LINE = 8 << 20  # a message longer than this is not read whole (a parse error)
 
 
@@ -47,13 +73,15 @@ class Tool:
 
 @dataclass
 class Server:
-    """The protocol's state: the tools, and the revision agreed on (none before initialize)."""
+    """The protocol's state: the tools, the connection's era (decided by its first request),
+    and on a legacy connection the revision agreed on (none before initialize)."""
 
     tools: list[Tool]
     name: str = "hostagent"
     version: str = ""
     instructions: str = ""
     revision: str = ""
+    era: Era = ""
     _by_name: dict[str, Tool] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -94,11 +122,35 @@ class Server:
             )
         if notification:
             return None  # notifications/initialized, cancelled, ...: nothing is owed
+        # Decided before the first await: serve() starts a task a line, in the order read, so
+        # the first request read is the one that opens the era.
+        self.era = self.era or opening_era(method, params)
+        refused = refusal(self.era, method, params)
+        if refused:
+            return error_line(ident, refused.code, refused.message, refused.data)
         try:
-            result = await self._call(method, params)
+            if self.era == "modern":
+                result = modern_result(method, await self._modern(method, params), self._info())
+            else:
+                result = await self._call(method, params)
         except _Refused as e:
             return error_line(ident, e.code, str(e))
         return _line({"jsonrpc": "2.0", "id": ident, "result": result})
+
+    def _info(self) -> dict[str, str]:
+        return {"name": self.name, "version": self.version}
+
+    async def _modern(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A 2026-07-28 request, its envelope checked: no handshake and no ping there."""
+        if method == "server/discover":
+            return discovered(_CAPABILITIES, self.instructions)
+        if method in ("tools/list", "tools/call"):
+            return await self._call(method, params)
+        raise _Refused(
+            NO_METHOD,
+            f"no method {method!r} in revision 2026-07-28; this server offers server/discover, "
+            "tools/list and tools/call",
+        )
 
     async def _call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == "initialize":
@@ -108,8 +160,8 @@ class Server:
             self.revision = asked if asked in REVISIONS else REVISIONS[0]
             result: dict[str, Any] = {
                 "protocolVersion": self.revision,
-                "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": self.name, "version": self.version},
+                "capabilities": _CAPABILITIES,
+                "serverInfo": self._info(),
             }
             return {**result, "instructions": self.instructions} if self.instructions else result
         if method == "ping":
@@ -140,6 +192,9 @@ class Server:
         }
 
 
+_CAPABILITIES = {"tools": {"listChanged": False}}
+
+
 class _Refused(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
@@ -150,8 +205,11 @@ def _line(message: dict[str, Any]) -> bytes:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def error_line(ident: object, code: int, message: str) -> bytes:
-    return _line({"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}})
+def error_line(ident: object, code: int, message: str, data: object = None) -> bytes:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return _line({"jsonrpc": "2.0", "id": ident, "error": error})
 
 
 _TYPES: dict[str, tuple[type, ...]] = {

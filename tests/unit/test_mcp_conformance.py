@@ -31,11 +31,13 @@ class Daemon:
     async def send_text(self, name, text, enter):
         raise AccessDenied(f"Access denied: session {name!r} belongs to another user.")
 
-asyncio.run(mcp.serve_stdio(Server(mcp.tools(Daemon(), 1000), version="test")))
+server = Server(mcp.tools(Daemon(), 1000), version="test", instructions="drive sessions")
+asyncio.run(mcp.serve_stdio(server))
 """
 
 
 def test_the_official_client_speaks_with_the_server() -> None:
+    """The handshake of the SDK's own ClientSession, as clients of 2025-11-25 do it."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -54,6 +56,45 @@ def test_the_official_client_speaks_with_the_server() -> None:
                 "screen": "You said: hi",
             }
             refused = await session.call_tool("send_text", {"name": "other", "text": "hi"})
+            assert refused.is_error
+            assert "belongs to another user" in refused.content[0].text  # type: ignore[union-attr]
+
+    asyncio.run(asyncio.wait_for(body(), 30))
+
+
+@pytest.mark.parametrize(
+    ("mode", "revision"),
+    [
+        ("legacy", "2025-11-25"),  # the initialize handshake
+        ("auto", "2026-07-28"),  # server/discover answered: the stateless revision, no handshake
+        ("2026-07-28", "2026-07-28"),  # pinned: each request's envelope, not even a discover
+    ],
+)
+def test_the_official_client_speaks_each_era_with_the_server(mode: str, revision: str) -> None:
+    """The SDK's Client in each of its modes: it validates every result against the revision
+    it speaks (2026-07-28's resultType, caching hints, discover's fields)."""
+    from mcp import Client, StdioServerParameters
+
+    async def body() -> None:
+        params = StdioServerParameters(command=sys.executable, args=["-c", SERVER], cwd=ROOT)
+        async with Client(params, mode=mode) as client:
+            assert client.protocol_version == revision
+            if mode == "auto":
+                discovered = client.session.discover_result
+                assert discovered is not None and discovered.supported_versions == [revision]
+                assert client.instructions == "drive sessions"
+                assert client.server_info is not None and client.server_info.name == "hostagent"
+                assert client.server_capabilities.tools is not None
+            listed = await client.list_tools()
+            assert {t.name for t in listed.tools} >= {"create_session", "wait_sessions"}
+            waited = await client.call_tool("wait_sessions", {"names": ["worker"]})
+            assert not waited.is_error
+            assert waited.structured_content == {
+                "name": "worker",
+                "activity": "idle",
+                "screen": "You said: hi",
+            }
+            refused = await client.call_tool("send_text", {"name": "other", "text": "hi"})
             assert refused.is_error
             assert "belongs to another user" in refused.content[0].text  # type: ignore[union-attr]
 
