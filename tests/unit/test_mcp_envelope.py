@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from hostagent.cli import mcp
 from hostagent.cli.mcp_envelope import (
     CAPABILITIES_KEY,
     INVALID_PARAMS,
@@ -185,3 +186,38 @@ def test_a_notification_decides_no_era_and_a_refused_opening_does() -> None:
     assert answers[0] is None
     assert [code(a) for a in answers[1:]] == [UNSUPPORTED_VERSION, None]
     assert server.era == "modern"
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "codes"),
+    [
+        (request("server/discover", envelope(), 1),
+         [request("initialize", {"protocolVersion": "2025-11-25"}, 2),
+          request("tools/list", envelope(), 3)],
+         {1: None, 2: UNSUPPORTED_VERSION, 3: None}),
+        (request("initialize", {"protocolVersion": "2025-11-25"}, 1),
+         [request("server/discover", envelope(), 2), request("tools/list", {}, 3)],
+         {1: None, 2: INVALID_REQUEST, 3: None}),
+    ],
+)  # fmt: skip
+def test_the_first_line_read_decides_though_all_are_answered_at_once(
+    first: dict[str, Any], then: list[dict[str, Any]], codes: dict[int, int | None]
+) -> None:
+    """serve() answers each line in a task of its own: the era is still the first line's."""
+
+    async def body() -> dict[int, dict[str, Any]]:
+        reader = asyncio.StreamReader()
+        for message in (first, *then):
+            reader.feed_data(json.dumps(message).encode() + b"\n")
+        reader.feed_eof()
+        written: dict[int, dict[str, Any]] = {}
+
+        def write(data: bytes) -> None:
+            answer = json.loads(data)
+            written[answer["id"]] = answer
+
+        await asyncio.wait_for(mcp.serve(Server([ECHO]), reader, write), 5)
+        return written
+
+    written = asyncio.run(body())
+    assert {ident: code(answer) for ident, answer in written.items()} == codes
