@@ -106,7 +106,7 @@ def test_no_word_from_inside_reopens_her_runtime_directory(alice: Sandbox) -> No
     sb = alice
     uid = sb.uid("alice")
     maker = session(sb, *CONFINED, cwd=PROJ)
-    child, loose, loose_ro = new_name(), new_name(), new_name()
+    child, loose, loose_ro, linked = new_name(), new_name(), new_name(), new_name()
     opened = session(sb, *CONFINED, "ReadWritePaths=/run/user/%U", cwd=PROJ)
     new = f"hostagentctl --system new --preset shell --cwd {PROJ} --name"
     try:
@@ -118,8 +118,44 @@ def test_no_word_from_inside_reopens_her_runtime_directory(alice: Sandbox) -> No
                            (loose_ro, "ReadOnlyPaths=/run/user/%U")):  # fmt: skip
             assert typed(sb, maker, f"{new} {made} -p {word}") != 0, word
             assert record(sb, made) is None, word
+        # Nor by a link to it, which a word names read-only: the cover is made first, so the
+        # link leads nowhere and the child is not made, or made without it.
+        link = f"{PROJ}/runtime-link"
+        attack = f"ln -sfn /run/user/{uid} {link} && {new} {linked} -p ReadOnlyPaths={link}"
+        if typed(sb, maker, attack) == 0:
+            assert typed(sb, linked, ESCAPE) != 0
         # The owner's own word, from outside: what she asked for.
         assert typed(sb, opened, ESCAPE) == 0
         assert _escapes_outside(sb)
     finally:
-        removed(sb, maker, child, loose, loose_ro, opened)
+        removed(sb, maker, child, loose, loose_ro, linked, opened)
+        sb.run("rm", "-f", f"{PROJ}/runtime-link")
+
+
+def test_on_the_user_daemon_a_session_ends_with_her_user_manager(alice: Sandbox) -> None:
+    """alice's own daemon closes only her bus and her manager's socket (its runtime directory is
+    in hers), and does not cover /run/user: it needs none, since its sessions run under her user
+    manager and end with it, before logind unmounts her runtime directory; none is left to see
+    the one mounted next."""
+    sb = alice
+    sb.daemon_start(user="alice")
+    name = ""
+    try:
+        name = sb.ctl(
+            "new", "--preset", "shell", "--cwd", PROJ, "-p", "ProtectHome=read-only",
+            "-p", "ReadWritePaths=%{cwd}", "-p", "InaccessiblePaths=%h/.ssh", user="alice",
+        ).check().stdout.strip()  # fmt: skip
+        # (Her bus is there, as the manager's inaccessible socket: no connection is made to it.)
+        assert typed(sb, name, ESCAPE, system=False) != 0
+        assert _escapes_outside(sb)
+        out = "/dev/shm/hostagent-test-shell-pid"
+        assert typed(sb, name, f"echo $$ > {out}", system=False) == 0
+        shell = sb.run("cat", out).check().stdout.strip()
+        sb.run("rm", "-f", out)
+        _linger_off(sb)
+        assert sb.run("kill", "-0", shell).returncode != 0, "the session outlived her manager"
+    finally:
+        _linger_on(sb)
+        if name:
+            sb.ctl("rm", "--force", name, user="alice")
+        sb.daemon_stop(user="alice")
