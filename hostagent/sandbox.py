@@ -20,9 +20,9 @@ The words, read as systemd reads them:
 - ``NoNewPrivileges=``: no setuid or file capability raises a privilege.
 
 A confined session also has its owner's ``/run/user/UID`` closed (her user manager and session
-bus, through which anything could be started outside the sandbox), unless a path word names it;
-and a session whose words hide a path gets NoNewPrivileges=, since a setuid program could be led
-astray by a file it cannot see.
+bus, through which anything could be started outside the sandbox), unless a path word names
+exactly it (``Closed``); and a session whose words hide a path gets NoNewPrivileges=, since a
+setuid program could be led astray by a file it cannot see.
 
 Paths take systemd's specifiers ``%h`` (the owner's home), ``%u`` (her name), ``%U`` (her uid),
 ``%t`` (the manager's runtime directory: /run, or the user's) and ``%%``, and hostagent's own
@@ -210,8 +210,9 @@ def check(text: str) -> str:
 
 def tighter(box: Sandbox, than: Sandbox) -> bool:
     """Whether box confines at least as much as than does, word by word, as far as can be said
-    without the paths themselves: a stronger or equal setting for each word, and every path
-    than hides or keeps read-only hidden or kept read-only again."""
+    without the paths themselves: a stronger or equal setting for each word, every path than
+    hides or keeps read-only hidden or kept read-only again, and no path made readable that
+    than does not name and that may be a closed one (Closed), which naming reopens."""
     return (
         PROTECT_SYSTEM.index(box.protect_system) >= PROTECT_SYSTEM.index(than.protect_system)
         and _home_rank(box.protect_home) >= _home_rank(than.protect_home)
@@ -220,7 +221,16 @@ def tighter(box: Sandbox, than: Sandbox) -> bool:
         and set(than.inaccessible) <= set(box.inaccessible)
         and set(than.read_only) <= set(box.read_only) | set(box.inaccessible)
         and set(box.read_write) <= set(than.read_write)
+        and not any(
+            _REOPENS.fullmatch(p.removeprefix("-").rstrip("/"))
+            for p in set(box.read_only) - set(than.read_only) - set(than.read_write)
+        )
     )
+
+
+# How a path word may spell a closed one (the owner's runtime directory; its bus and systemd on
+# the user daemon) without the session's context: %t, %{cwd}, or a path ending in user/UID.
+_REOPENS = re.compile(r"(%t|%\{cwd\}|.*/user/(%U|[0-9]+))(/bus|/systemd)?")
 
 
 def _home_rank(value: str) -> int:
@@ -300,16 +310,26 @@ _SYSTEM_YES = ("/usr", "/boot", "/efi")
 _HOME = ("/home", "/run/user", "/root")
 
 
+@dataclass(frozen=True)
+class Closed:
+    """A path closed in a confined session unless a path word names exactly it, by mode over
+    cover (it, or one above it: then a mount made there later on the host lands unseen)."""
+
+    path: str
+    cover: str
+    mode: Mode = Mode.INACCESSIBLE
+
+
 def mounts(
-    box: Sandbox, ctx: Context, keep: Iterable[str] = (), close: Iterable[str] = ()
+    box: Sandbox, ctx: Context, keep: Iterable[str] = (), close: Iterable[Closed] = ()
 ) -> list[Mount]:
     """The mounts that make box, in the order they are made: parents before what is under them,
     one per path (the strongest), nothing under an inaccessible path, as systemd does it.
 
     keep: paths the session itself must write whatever the words say (its runtime directory),
-    made writable after the words, unless a word hides them. close: paths made inaccessible
-    unless a path word names them or something under them (the owner's user manager and session
-    bus, through which anything could be started outside the sandbox)."""
+    made writable after the words, unless a word hides them. close: what is closed unless a path
+    word names exactly it (the owner's user manager and session bus, through which anything
+    could be started outside the sandbox)."""
     found: list[Mount] = []
     if box.protect_system in ("yes", "full"):
         system = (*_SYSTEM_YES, "/etc") if box.protect_system == "full" else _SYSTEM_YES
@@ -332,12 +352,8 @@ def mounts(
         for raw in getattr(box, attr):
             path = expand(raw, ctx)
             found.append(Mount(path.lstrip("-"), mode, path.startswith("-")))
-    named = [m.path for m in found]
-    found += [
-        Mount(p, Mode.INACCESSIBLE, True)
-        for p in close
-        if not any(path == p or _under(path, p) for path in named)
-    ]
+    named = {m.path for m in found}
+    found += [Mount(c.cover, c.mode, True) for c in close if c.path not in named]
     found += [Mount(p, Mode.READ_WRITE, True) for p in keep]
     return _ordered(found)
 

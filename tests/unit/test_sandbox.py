@@ -16,7 +16,7 @@ from hostagent.permissions import (
     sandbox_from_inside,
     tree_of,
 )
-from hostagent.sandbox import Context, Mode, Mount, Sandbox, SandboxProblem
+from hostagent.sandbox import Closed, Context, Mode, Mount, Sandbox, SandboxProblem
 from hostagent.session import SessionRecord
 
 CTX = Context("/home/alice", "alice", 1000, "/run", "/home/alice/proj", "/home/alice/proj/.git")
@@ -331,14 +331,16 @@ def test_a_session_outside_the_tree_is_refused_naming_the_rule() -> None:
     [
         (["ProtectSystem=strict"], True),
         (["ReadOnlyPaths=/run/user/1000"], False),  # named on purpose
-        (["ReadWritePaths=/run/user/1000/bus"], False),
+        (["ReadWritePaths=/run/user/1000/bus"], True),  # only the path itself reopens it
         (["ReadWritePaths=/run/user/10000"], True),  # another user's is not hers
     ],
 )
 def test_a_confined_session_has_its_user_manager_closed_unless_a_word_names_it(
     words: list[str], closed: bool
 ) -> None:
-    found = sandbox.mounts(sandbox.read(words), CTX, close=["/run/user/1000"])
+    found = sandbox.mounts(
+        sandbox.read(words), CTX, close=[Closed("/run/user/1000", "/run/user/1000")]
+    )
     assert (Mount("/run/user/1000", Mode.INACCESSIBLE, True) in found) is closed
 
 

@@ -7,7 +7,9 @@ processes are forked by its caller. ``sandbox.mounts`` decides the mounts; here 
 
 - the child leaves the daemon's mount namespace (``unshare(CLONE_NEWNS)``), and marks every
   mount a slave, so mounts made later on the host still reach the session, and none of its own
-  leave it;
+  leave it; what must stay closed whatever is mounted later (her runtime directory, mounted
+  again at each first login) is covered from above (``sandbox.Closed``), where a later mount
+  lands unseen;
 - a read-write path is put back as it is outside: a copy of it (``open_tree``), taken before any
   mount is made, is moved over it (``move_mount``), so what is read-only outside stays so;
 - a read-only path is bound onto itself and made read-only with all that is under it

@@ -76,11 +76,7 @@ def session_plan(
     )
     runtime_dir = str(paths.runtime_dir)
     keep = [runtime_dir, *(p.rstrip("/") for p in state if p.rstrip("/"))]
-    # Her user manager and session bus, through which anything could be started outside the
-    # sandbox: all of her runtime directory on the system daemon; the user daemon's own
-    # runtime directory is in it, so there only their sockets.
-    close = [user_runtime] if system else [f"{user_runtime}/bus", f"{user_runtime}/systemd"]
-    found = sandbox.mounts(box, ctx, keep=keep, close=close)
+    found = sandbox.mounts(box, ctx, keep=keep, close=closed(user_runtime, system))
     if sandbox.hidden(runtime_dir, found):
         raise SandboxError(
             errno.EINVAL,
@@ -92,6 +88,31 @@ def session_plan(
     plan = Plan(tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi(), veils)
     check(plan)
     return plan
+
+
+USERS_RUNTIME = "/run/user"  # where logind mounts each user's runtime directory
+
+
+def closed(user_runtime: str, system: bool) -> list[sandbox.Closed]:
+    """What of the owner's is closed in a confined session: her user manager and session bus,
+    through which anything could be started outside the sandbox.
+
+    On the system daemon, all of her runtime directory, by an empty /run/user over it: logind
+    mounts it again at each first login, and a mount made later on the host reaches the
+    session (its mounts are slaves of the host's), so a cover on the directory itself would go
+    with the mount it covers at a logout and the next one be seen, and one that is not there at
+    the start could not be covered at all; a mount landing under /run/user is not seen. Her
+    directory is 0700 as each other user's, so the session sees nothing less. On the user
+    daemon, only their sockets: its own runtime directory is in hers, and the session ends with
+    her user manager, before her directory can be unmounted."""
+    if system:
+        # systemd's tmpfiles makes it at boot; made here where it did not, so it can be covered.
+        if os.geteuid() == 0:
+            os.makedirs(USERS_RUNTIME, 0o755, exist_ok=True)
+        return [sandbox.Closed(user_runtime, USERS_RUNTIME, Mode.TMPFS)]
+    return [
+        sandbox.Closed(f"{user_runtime}/{p}", f"{user_runtime}/{p}") for p in ("bus", "systemd")
+    ]
 
 
 def apart_plan(paths: SessionPaths, owner: Owner, system: bool) -> Plan | None:
