@@ -17,9 +17,9 @@ from __future__ import annotations
 import hmac
 from collections.abc import Collection, Mapping
 
-from hostagent import sandbox
+from hostagent import sandbox, sandboxpaths
 from hostagent.errors import AccessDenied, InvalidArgs
-from hostagent.options import CreateRequest
+from hostagent.options import CreateRequest, Maker
 from hostagent.session import SessionRecord
 
 
@@ -76,11 +76,31 @@ def require_inside(
         )
 
 
-def made_from_inside(inside: SessionRecord, req: CreateRequest) -> None:
+def made_from_inside(inside: SessionRecord, req: CreateRequest, state: list[str]) -> None:
     """What a create asked for from inside session `inside` takes from it: its sandbox words
-    first (sandbox_from_inside), and it as its parent."""
+    first (sandbox_from_inside), and it as its parent, and its maker (state: where inside's CLI
+    keeps its own state) for the checks the create makes once its preset is known."""
     req.properties = sandbox_from_inside(inside, req.properties)
     req.parent = inside.uuid
+    req.maker = Maker(inside.name, inside.cwd, inside.repo, _words(inside), state)
+
+
+def state_from_inside(maker: Maker, state: list[str]) -> None:
+    """AccessDenied when a session made from inside a sandbox would write state (its CLI's, its
+    preset's) its maker cannot: state paths count as ReadWritePaths= words, so a child of
+    another preset does not hand its maker that preset's files (a config that runs commands
+    later, outside every sandbox)."""
+    own = [*maker.words, *sandboxpaths.state_words(maker.state)]
+    if not maker.words or not sandbox.read(maker.words).confined:
+        return
+    if not sandbox.tighter(
+        sandbox.read([*own, *sandboxpaths.state_words(state)]), sandbox.read(own)
+    ):
+        raise AccessDenied(
+            f"A session made inside session '{maker.name}' writes only what it writes; this "
+            f"preset's state ({' '.join(state)}) is not among it: make the session from "
+            "outside every session, or from one of the same preset."
+        )
 
 
 def sandbox_from_inside(inside: SessionRecord, asked: list[str]) -> list[str]:
@@ -91,9 +111,16 @@ def sandbox_from_inside(inside: SessionRecord, asked: list[str]) -> list[str]:
     return _within(_words(inside), asked, f"inside session '{inside.name}'")
 
 
-def sandbox_defaults(defaults: list[str], asked: list[str], user: str) -> list[str]:
+def sandbox_defaults(
+    defaults: list[str], asked: list[str], user: str, maker: Maker | None = None
+) -> list[str]:
     """The properties of a new session of user's under the admin's sandbox defaults for them:
-    those words first, then the ones asked for; AccessDenied when those would loosen them."""
+    those words first, then the ones asked for; AccessDenied when those would loosen them.
+    For a create from inside maker, the defaults' %{cwd} and %{gitdir} stand for the maker's
+    tree, as its own words do (sandbox_from_inside): else the child's words, the maker's
+    pinned, were never the defaults' words, and every create from inside was refused."""
+    if maker is not None:
+        defaults = [sandbox.pinned(w, maker.cwd, maker.repo) for w in defaults]
     return _within(defaults, asked, f"for {user} by the admin (hostagent.yaml)")
 
 

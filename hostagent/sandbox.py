@@ -39,7 +39,7 @@ import enum
 import posixpath
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 PROTECT_SYSTEM = ("no", "yes", "full", "strict")
@@ -301,7 +301,12 @@ _HOME = ("/home", "/run/user", "/root")
 
 
 def mounts(
-    box: Sandbox, ctx: Context, keep: Iterable[str] = (), close: Iterable[str] = ()
+    box: Sandbox,
+    ctx: Context,
+    keep: Iterable[str] = (),
+    close: Iterable[str] = (),
+    state: Iterable[str] = (),
+    resolved: Mapping[str, str] | None = None,
 ) -> list[Mount]:
     """The mounts that make box, in the order they are made: parents before what is under them,
     one per path (the strongest), nothing under an inaccessible path, as systemd does it.
@@ -309,7 +314,10 @@ def mounts(
     keep: paths the session itself must write whatever the words say (its runtime directory),
     made writable after the words, unless a word hides them. close: paths made inaccessible
     unless a path word names them or something under them (the owner's user manager and session
-    bus, through which anything could be started outside the sandbox)."""
+    bus, through which anything could be started outside the sandbox). state: the paths the
+    session's CLI keeps its state in, writable as keep's. resolved: each path as its owner
+    resolves it (sandboxpaths.py), so that no link in a path carries a mount elsewhere."""
+    real = resolved or {}
     found: list[Mount] = []
     if box.protect_system in ("yes", "full"):
         system = (*_SYSTEM_YES, "/etc") if box.protect_system == "full" else _SYSTEM_YES
@@ -331,7 +339,9 @@ def mounts(
     ):
         for raw in getattr(box, attr):
             path = expand(raw, ctx)
-            found.append(Mount(path.lstrip("-"), mode, path.startswith("-")))
+            body = path.lstrip("-")
+            found.append(Mount(real.get(body, body), mode, path.startswith("-")))
+    state_mounts = [Mount(real.get(p, p), Mode.READ_WRITE, True) for p in state]
     named = [m.path for m in found]
     found += [
         Mount(p, Mode.INACCESSIBLE, True)
@@ -339,7 +349,7 @@ def mounts(
         if not any(path == p or _under(path, p) for path in named)
     ]
     found += [Mount(p, Mode.READ_WRITE, True) for p in keep]
-    return _ordered(found)
+    return _ordered([*found, *state_mounts])
 
 
 def _ordered(found: list[Mount]) -> list[Mount]:

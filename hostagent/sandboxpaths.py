@@ -1,0 +1,82 @@
+"""A sandbox's paths as its owner's files make them: a preset's state paths made concrete, and
+the rule that no writable path resolves to what a word hides.
+
+Two ways out of a confined session went through paths: a create's environment picked a state
+path (``-e CLAUDE_CONFIG_DIR=/home/alice/proj/..`` made the whole home writable, ~/.ssh and
+~/.profile with it), and a link in a working directory (``ln -s / ~/proj/l``, then a cwd of
+``~/proj/l/home/alice/.ssh``) carried ``ReadWritePaths=%{cwd}`` over the hidden ~/.ssh, since a
+read-write path's copy is taken, links followed, before any word hides anything. So a state
+path comes from the preset and the owner's passwd entry alone and lies in the home; every path
+is resolved as the owner before the plan is made (``daemon/host/sandboxing.py``); and a
+writable path that resolves to, or under, an inaccessible one is refused by name.
+
+Pure.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from collections.abc import Iterable, Mapping
+
+from hostagent.sandbox import Context, Sandbox, SandboxProblem, expand
+
+_VAR = re.compile(r"\{\$([A-Za-z_][A-Za-z0-9_]*):-([^{}]*(?:\{[a-z_]+\}[^{}]*)*)\}")
+
+
+def state_paths(templates: Iterable[str], home: str, cwd: str, env: Mapping[str, str]) -> list[str]:
+    """A preset's state paths (where its CLI keeps its own state, writable in a sandboxed
+    session) made concrete and normalized, a directory's with its '/'. env is the preset's and
+    the owner's passwd entry's, never a creator's, so ``{$VAR:-default}`` takes VAR only from
+    those, else its default. SandboxProblem for one not in the home (nor the home itself)."""
+    out = []
+    for template in templates:
+        path = _VAR.sub(lambda m: env.get(m.group(1)) or m.group(2), template)
+        path = path.replace("{home}", home).replace("{cwd}", cwd)
+        body = posixpath.normpath(path) if path.startswith("/") else path
+        if not _under(body, home) or "{" in body:
+            raise SandboxProblem(
+                f"state path '{template}' is '{path}' here, not a path in the home ({home}); "
+                "the preset's state must name a directory or file in it"
+            )
+        out.append(body + "/" if path.endswith("/") else body)
+    return out
+
+
+def state_words(paths: Iterable[str]) -> list[str]:
+    """State paths as a ReadWritePaths= word, so that a check of words counts them: a child
+    made from inside a sandbox writes no state its maker cannot."""
+    quoted = [shlex.quote(p.rstrip("/").replace("%", "%%")) for p in paths]
+    return [f"ReadWritePaths={' '.join(quoted)}"] if quoted else []
+
+
+def to_resolve(box: Sandbox, ctx: Context, state: Iterable[str]) -> list[str]:
+    """Every path of box's words (expanded) and of state, for the owner to resolve."""
+    words = [expand(raw, ctx).lstrip("-") for raw in (*box.read_write, *box.read_only, *box.inaccessible)]  # fmt: skip
+    return sorted({ctx.cwd, *words, *(p.rstrip("/") for p in state)})
+
+
+def exposed(box: Sandbox, ctx: Context, state: Iterable[str], resolved: Mapping[str, str]) -> str:
+    """Why a writable path (a ReadWritePaths= word's, or state's) may not be made: it resolves
+    to a path an InaccessiblePaths= word hides, or under it; "" when none does."""
+    hidden = [(raw, _real(raw, ctx, resolved)) for raw in box.inaccessible]
+    writable = [(raw, _real(raw, ctx, resolved)) for raw in box.read_write]
+    writable += [(p, resolved.get(p.rstrip("/"), p.rstrip("/"))) for p in state]
+    for raw, path in writable:
+        for word, secret in hidden:
+            if path == secret or _under(path, secret):
+                return (
+                    f"'{raw}' is {path} here, which InaccessiblePaths={word} hides; make "
+                    "writable only paths outside it (a working directory too, for %{cwd})"
+                )
+    return ""
+
+
+def _real(raw: str, ctx: Context, resolved: Mapping[str, str]) -> str:
+    body = expand(raw, ctx).lstrip("-")
+    return resolved.get(body, body)
+
+
+def _under(path: str, parent: str) -> bool:
+    return path.startswith(parent.rstrip("/") + "/")
