@@ -138,13 +138,18 @@ def _within(own: list[str], asked: list[str], made: str) -> list[str]:
 
 
 def act_from_inside(
-    inside: SessionRecord, target: SessionRecord, lineage: Collection[str], owner_rights: bool
+    inside: SessionRecord,
+    target: SessionRecord,
+    lineage: Collection[str],
+    owner_rights: bool,
+    states: tuple[list[str], list[str]] = ([], []),
 ) -> None:
     """What a call from inside session `inside` may act on (resume, type into, read, stop):
     itself, and the sessions made from inside it and theirs (target's lineage, the uuids of its
     parent, grandparent, ...), unless its preset gives it its owner's rights; and, from inside
     a sandboxed session, only sessions confined at least as it is, else typing into an
-    unconfined one would undo the sandbox."""
+    unconfined one would undo the sandbox. states: where each one's CLI keeps its own state,
+    counted as its words (a session of another preset writes that preset's files)."""
     if not owner_rights and inside.uuid != target.uuid and inside.uuid not in lineage:
         raise AccessDenied(
             f"Session '{target.name}' was not made from inside session '{inside.name}', from "
@@ -154,7 +159,10 @@ def act_from_inside(
     own = sandbox.read(_words(inside))
     if inside.name == target.name or not own.confined:
         return
-    if not sandbox.tighter(sandbox.read(_words(target)), own):
+    mine, theirs = (sandboxpaths.state_words(state) for state in states)
+    if not sandbox.tighter(
+        sandbox.read([*_words(target), *theirs]), sandbox.read([*_words(inside), *mine])
+    ):
         raise AccessDenied(
             f"Session '{target.name}' is less confined than session '{inside.name}', from "
             "inside which it cannot be acted on; act on it from outside every session."

@@ -59,10 +59,21 @@ def to_resolve(box: Sandbox, ctx: Context, state: Iterable[str]) -> list[str]:
 
 def exposed(box: Sandbox, ctx: Context, state: Iterable[str], resolved: Mapping[str, str]) -> str:
     """Why a writable path (a ReadWritePaths= word's, or state's) may not be made: it resolves
-    to a path an InaccessiblePaths= word hides, or under it; "" when none does."""
+    through a link below another writable path, or to a path an InaccessiblePaths= word hides
+    (or under it); "" when none does."""
     hidden = [(raw, _real(raw, ctx, resolved)) for raw in box.inaccessible]
-    writable = [(raw, _real(raw, ctx, resolved)) for raw in box.read_write]
-    writable += [(p, resolved.get(p.rstrip("/"), p.rstrip("/"))) for p in state]
+    named = [(raw, expand(raw, ctx).lstrip("-")) for raw in box.read_write]
+    named += [(p, p.rstrip("/")) for p in state]
+    writable = [(raw, resolved.get(path, path)) for raw, path in named]
+    for raw, path in named:
+        for outer, top in named:
+            # A link below another writable path may have been made from inside the session
+            # (a -%{gitdir} missing at its start, made a link to the home): not followed.
+            if _under(path, top) and resolved.get(path, path) != _moved(path, top, resolved):
+                return (
+                    f"'{raw}' is {resolved.get(path, path)} here, through a link in {outer} "
+                    "(writable in the session); remove the link, or name the path it leads to"
+                )
     for raw, path in writable:
         for word, secret in hidden:
             if path == secret or _under(path, secret):
@@ -71,6 +82,11 @@ def exposed(box: Sandbox, ctx: Context, state: Iterable[str], resolved: Mapping[
                     "writable only paths outside it (a working directory too, for %{cwd})"
                 )
     return ""
+
+
+def _moved(path: str, top: str, resolved: Mapping[str, str]) -> str:
+    """path under top, where top resolves to: what path resolves to with no link below top."""
+    return resolved.get(top, top).rstrip("/") + path[len(top.rstrip("/")) :]
 
 
 def _real(raw: str, ctx: Context, resolved: Mapping[str, str]) -> str:

@@ -129,7 +129,8 @@ def test_a_child_picks_no_writable_state_path_through_its_environment(
                     "ReadWritePaths=%{cwd}", "InaccessiblePaths=%h/.ssh", cwd=PROJ)  # fmt: skip
     child, outside = new_name(), new_name()
     try:
-        typed(sb, maker, f"{CTL} new --preset escape --name {child} --cwd {PROJ} -e ESCAPE_DIR={where}")  # fmt: skip
+        attack = f"{CTL} new --preset escape --name {child} --cwd {PROJ} -e ESCAPE_DIR={where}"
+        assert typed(sb, maker, attack) != 0  # its maker writes no ~/.escape either
         assert not escaped(sb, child)
         # From alice's own shell: made, and ~/.ssh and her login files are still out of reach.
         sb.ctl("new", "--preset", "escape", "--name", outside, "--cwd", PROJ,
@@ -174,8 +175,8 @@ def test_a_symlinked_cwd_does_not_undo_the_admins_default(admin_default: Sandbox
         # From alice's own shell: refused, by name, with what to do.
         refused = sb.ctl("new", "--preset", "shell", "--name", outside, "--cwd", via,
                          user="alice", system=True)  # fmt: skip
-        assert refused.returncode != 0 or not escaped(sb, outside)
-        assert "/home/alice/.ssh" in refused.stderr, refused.stderr
+        assert refused.returncode != 0 and not exists(sb, outside)
+        assert "which InaccessiblePaths=-%h/.ssh hides" in refused.stderr, refused.stderr
         # A link to a place that is not hidden still works, resolved.
         sb.run("ln", "-sfn", PROJ, "/home/alice/plink", user="alice").check()
         sb.ctl("new", "--preset", "shell", "--name", linked, "--cwd", "/home/alice/plink",
@@ -185,3 +186,30 @@ def test_a_symlinked_cwd_does_not_undo_the_admins_default(admin_default: Sandbox
     finally:
         removed(sb, maker, child, outside, linked)
         sb.run("rm", "-f", f"{PROJ}/l", "/home/alice/plink")
+
+
+@pytest.mark.parametrize("target", ["/home/alice/.ssh", "/home/alice"])
+def test_a_link_made_in_a_writable_path_is_refused_at_the_next_start(
+    alices_home: Sandbox, target: str
+) -> None:
+    """Around attack 9: a path its words make writable that was missing at its start (its
+    -%{gitdir}, in its tree) the session makes a link to ~/.ssh, or to the home; its next
+    start, and a child it makes, would have carried the mount through the link (to the home:
+    all of it writable, ~/.profile with it)."""
+    sb = alices_home
+    gitdir = f"{PROJ}/.git"
+    sb.run("rm", "-rf", gitdir).check()
+    s = session(sb, "ProtectSystem=strict", "ProtectHome=read-only",
+                "ReadWritePaths=%{cwd} -%{gitdir}", "InaccessiblePaths=-%h/.ssh", cwd=PROJ)  # fmt: skip
+    child = new_name()
+    try:
+        assert typed(sb, s, f"ln -s {target} {gitdir}") == 0
+        typed(sb, s, f"{CTL} new --preset shell --name {child} --cwd {PROJ}")
+        assert not escaped(sb, child)
+        sb.ctl("stop", s, user="alice", system=True).check()
+        resumed = sb.ctl("resume", s, user="alice", system=True)
+        assert resumed.returncode != 0 or not escaped(sb, s)
+        assert "through a link in %{cwd}" in resumed.stderr, resumed.stderr
+    finally:
+        removed(sb, s, child)
+        sb.run("rm", "-rf", gitdir)

@@ -10,7 +10,12 @@ import pytest
 from hostagent import sandbox, sandboxpaths
 from hostagent.errors import AccessDenied
 from hostagent.options import CreateRequest, Maker
-from hostagent.permissions import made_from_inside, sandbox_defaults, state_from_inside
+from hostagent.permissions import (
+    act_from_inside,
+    made_from_inside,
+    sandbox_defaults,
+    state_from_inside,
+)
 from hostagent.sandbox import Context, Mode, Mount, SandboxProblem
 from hostagent.session import SessionRecord
 
@@ -119,6 +124,33 @@ def test_a_writable_path_that_resolves_to_a_hidden_one_is_refused(
     assert (refused in problem and bool(problem)) if refused else problem == ""
 
 
+GITDIR_BOX = sandbox.read(["ReadWritePaths=%{cwd} -%{gitdir}", "InaccessiblePaths=-%h/.ssh"])
+GIT = f"{HOME}/proj/.git"
+
+
+@pytest.mark.parametrize(
+    ("resolved", "refused"),
+    [
+        pytest.param({}, "", id="no-link"),
+        pytest.param({GIT: HOME}, "through a link in %{cwd}", id="a-link-to-the-home-below-cwd"),
+        pytest.param({GIT: f"{HOME}/.ssh"}, "through a link in %{cwd}", id="a-link-to-the-hidden"),
+        pytest.param(
+            {f"{HOME}/proj": "/data/proj", GIT: "/data/proj/.git"},
+            "",
+            id="a-link-above-both-is-alices",
+        ),
+        pytest.param(
+            {f"{HOME}/proj": "/data/proj", GIT: "/etc"},
+            "through a link",
+            id="a-link-below-a-linked-tree",
+        ),
+    ],
+)
+def test_no_link_below_a_writable_path_is_followed(resolved: dict[str, str], refused: str) -> None:
+    problem = sandboxpaths.exposed(GITDIR_BOX, CTX, [], resolved)
+    assert (refused in problem and bool(problem)) if refused else problem == ""
+
+
 def test_every_path_is_listed_for_the_owner_to_resolve() -> None:
     box = sandbox.read(["ReadWritePaths=%{cwd} -%{gitdir}", "ReadOnlyPaths=%h", "InaccessiblePaths=-%h/.ssh"])  # fmt: skip
     assert sandboxpaths.to_resolve(box, CTX, [f"{HOME}/.claude/"]) == [
@@ -201,3 +233,24 @@ def test_a_childs_state_counts_as_words_against_its_makers(
     else:
         with pytest.raises(AccessDenied, match="inside session 'maker' writes only what it"):
             state_from_inside(maker, state)
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs", "allowed"),
+    [
+        pytest.param(CLAUDE_STATE, CLAUDE_STATE, True, id="the-same-preset"),
+        pytest.param(CLAUDE_STATE, [], True, id="a-shell"),
+        pytest.param([], [f"{HOME}/.codex/"], False, id="another-presets-state"),
+        pytest.param(CLAUDE_STATE, [f"{HOME}/.codex/"], False, id="more-state"),
+    ],
+)
+def test_a_session_inside_a_sandbox_acts_on_none_that_writes_state_it_cannot(
+    mine: list[str], theirs: list[str], allowed: bool
+) -> None:
+    inside, target = _maker(*TREE), _maker(*TREE)
+    target.name, target.uuid = "target", "uuid-target"
+    if allowed:
+        act_from_inside(inside, target, (), True, (mine, theirs))
+    else:
+        with pytest.raises(AccessDenied, match="is less confined than"):
+            act_from_inside(inside, target, (), True, (mine, theirs))

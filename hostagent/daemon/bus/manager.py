@@ -39,8 +39,6 @@ from hostagent.permissions import (
     require_in_tree,
     require_reload,
 )
-from hostagent.presets import Preset
-from hostagent.sandbox import SandboxProblem
 
 log = logging.getLogger(__name__)
 
@@ -171,9 +169,7 @@ async def _create(
         s.auth.caller_uid(call.sender), s.caller_session(call.sender)
     )
     if inside is not None:
-        made_from_inside(
-            inside.record, req, _state_of(s.settings.preset(inside.record.preset), inside)
-        )
+        made_from_inside(inside.record, req, s.cli_state(inside))
     owner = create_owner(caller, req.user, s.system, s.daemon_uid())
     # Bad names and presets are refused before polkit could ask anyone for a password.
     admission = s.lifecycle.admit(
@@ -189,15 +185,6 @@ async def _create(
         admission = admission.exempted()
     session = await s.lifecycle.create(admission, cwd, req)
     return session_path(session.name)
-
-
-def _state_of(preset: Preset | None, inside: Session) -> list[str]:
-    """Where the CLI of the session a create came from keeps its own state (none when its
-    preset's is no longer a path in the home)."""
-    try:
-        return sandboxing.cli_state(preset, inside.owner, inside.record.cwd)
-    except SandboxProblem:
-        return []
 
 
 async def _resume(f: BusFrontend, call: Call, name: str) -> str:

@@ -64,8 +64,9 @@ class SessionObject:
         if inside is not None:
             lineage = self.f.registry.lineage(self.session)
             act_from_inside(
-                inside.record, self.session.record, lineage, self.f.owner_rights(inside)
-            )
+                inside.record, self.session.record, lineage, self.f.owner_rights(inside),
+                (self.f.cli_state(inside), self.f.cli_state(self.session)),
+            )  # fmt: skip
         return uid
 
     # ---- properties ---------------------------------------------------------------------
