@@ -85,21 +85,20 @@ def made_from_inside(inside: SessionRecord, req: CreateRequest, state: list[str]
     req.maker = Maker(inside.name, inside.cwd, inside.repo, _words(inside), state)
 
 
-def state_from_inside(maker: Maker, state: list[str]) -> None:
+def state_from_inside(maker: Maker, state: list[str], ctx: sandbox.Context) -> None:
     """AccessDenied when a session made from inside a sandbox would write state (its CLI's, its
-    preset's) its maker cannot: state paths count as ReadWritePaths= words, so a child of
-    another preset does not hand its maker that preset's files (a config that runs commands
-    later, outside every sandbox)."""
-    own = [*maker.words, *sandboxpaths.state_words(maker.state)]
-    if not maker.words or not sandbox.read(maker.words).confined:
+    preset's) its maker cannot: state counts as ReadWritePaths= words, so a child of another
+    preset does not hand its maker that preset's files (a config that runs commands later,
+    outside every sandbox). ctx: what the owner's specifiers stand for."""
+    box = sandbox.read(maker.words)
+    if not box.confined:
         return
-    if not sandbox.tighter(
-        sandbox.read([*own, *sandboxpaths.state_words(state)]), sandbox.read(own)
-    ):
+    beyond = sandboxpaths.uncovered(state, box, ctx, maker.state)
+    if beyond:
         raise AccessDenied(
             f"A session made inside session '{maker.name}' writes only what it writes; this "
-            f"preset's state ({' '.join(state)}) is not among it: make the session from "
-            "outside every session, or from one of the same preset."
+            f"preset's state ({' '.join(beyond)}) is not among it: make the session from "
+            "outside every session, or give its maker ReadWritePaths= for it."
         )
 
 
@@ -143,13 +142,15 @@ def act_from_inside(
     lineage: Collection[str],
     owner_rights: bool,
     states: tuple[list[str], list[str]] = ([], []),
+    ctx: sandbox.Context | None = None,
 ) -> None:
     """What a call from inside session `inside` may act on (resume, type into, read, stop):
     itself, and the sessions made from inside it and theirs (target's lineage, the uuids of its
     parent, grandparent, ...), unless its preset gives it its owner's rights; and, from inside
     a sandboxed session, only sessions confined at least as it is, else typing into an
     unconfined one would undo the sandbox. states: where each one's CLI keeps its own state,
-    counted as its words (a session of another preset writes that preset's files)."""
+    counted as its words (a session of another preset writes that preset's files), with ctx,
+    what the owner's specifiers stand for."""
     if not owner_rights and inside.uuid != target.uuid and inside.uuid not in lineage:
         raise AccessDenied(
             f"Session '{target.name}' was not made from inside session '{inside.name}', from "
@@ -159,10 +160,8 @@ def act_from_inside(
     own = sandbox.read(_words(inside))
     if inside.name == target.name or not own.confined:
         return
-    mine, theirs = (sandboxpaths.state_words(state) for state in states)
-    if not sandbox.tighter(
-        sandbox.read([*_words(target), *theirs]), sandbox.read([*_words(inside), *mine])
-    ):
+    beyond = sandboxpaths.uncovered(states[1], own, ctx, states[0]) if ctx else []
+    if beyond or not sandbox.tighter(sandbox.read(_words(target)), own):
         raise AccessDenied(
             f"Session '{target.name}' is less confined than session '{inside.name}', from "
             "inside which it cannot be acted on; act on it from outside every session."

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 from collections.abc import Iterable, Mapping
 
 from hostagent.sandbox import Context, Sandbox, SandboxProblem, expand
@@ -44,11 +43,20 @@ def state_paths(templates: Iterable[str], home: str, cwd: str, env: Mapping[str,
     return out
 
 
-def state_words(paths: Iterable[str]) -> list[str]:
-    """State paths as a ReadWritePaths= word, so that a check of words counts them: a child
-    made from inside a sandbox writes no state its maker cannot."""
-    quoted = [shlex.quote(p.rstrip("/").replace("%", "%%")) for p in paths]
-    return [f"ReadWritePaths={' '.join(quoted)}"] if quoted else []
+def uncovered(paths: Iterable[str], box: Sandbox, ctx: Context, state: Iterable[str]) -> list[str]:
+    """The paths (a session's state) that a session confined by box, whose CLI keeps its own
+    in state, cannot write: at or under none of its ReadWritePaths= (expanded in ctx) or its
+    state, nor in its home when ProtectHome=no leaves that writable. State counts as a
+    ReadWritePaths= word when one session is checked to be confined at least as another."""
+    writable = [expand(raw, ctx).lstrip("-") for raw in box.read_write]
+    writable += [p.rstrip("/") for p in state]
+    if box.protect_home == "no":
+        writable.append(ctx.home)
+    return [
+        p
+        for p in paths
+        if not any(p.rstrip("/") == w or _under(p.rstrip("/"), w) for w in writable)
+    ]
 
 
 def to_resolve(box: Sandbox, ctx: Context, state: Iterable[str]) -> list[str]:

@@ -61,19 +61,49 @@ def test_a_state_path_outside_the_home_is_refused(template: str, env: dict[str, 
         sandboxpaths.state_paths([template], HOME, f"{HOME}/proj", env)
 
 
+RO_HOME = ["ProtectHome=read-only", "ReadWritePaths=%h/proj"]
+
+
 @pytest.mark.parametrize(
-    ("paths", "words"),
+    ("words", "state", "paths", "beyond"),
     [
-        ([], []),
-        ([f"{HOME}/.claude/", f"{HOME}/.claude.json"],
-         [f"ReadWritePaths={HOME}/.claude {HOME}/.claude.json"]),
-        ([f"{HOME}/a b%/"], ["ReadWritePaths='/home/alice/a b%%'"]),
+        pytest.param(["ReadWritePaths=/home/alice"], [], [f"{HOME}/.demo/"], [], id="under-a-word"),
+        pytest.param(["ReadWritePaths=%h"], [], [f"{HOME}/.demo/"], [], id="under-a-specifier"),
+        pytest.param(
+            RO_HOME,
+            [],
+            [f"{HOME}/.demo/"],
+            [f"{HOME}/.demo/"],
+            id="outside-the-words",
+        ),
+        pytest.param(
+            RO_HOME,
+            [f"{HOME}/.demo/"],
+            [f"{HOME}/.demo/x/"],
+            [],
+            id="under-its-state",
+        ),
+        pytest.param(
+            RO_HOME,
+            [f"{HOME}/.demo/"],
+            [f"{HOME}/.demox/"],
+            [f"{HOME}/.demox/"],
+            id="a-sibling-of-its-state",
+        ),
+        pytest.param(["ProtectSystem=strict"], [], [f"{HOME}/.demo/"], [], id="a-writable-home"),
+        pytest.param(
+            ["ProtectHome=read-only"],
+            [],
+            [f"{HOME}/.demo/"],
+            [f"{HOME}/.demo/"],
+            id="a-read-only-home",
+        ),
     ],
-)  # fmt: skip
-def test_state_paths_read_as_a_word(paths: list[str], words: list[str]) -> None:
-    assert sandboxpaths.state_words(paths) == words
-    if words:
-        assert sandbox.read(words).read_write  # systemd's words, read back
+)
+def test_state_counts_as_a_writable_path_of_the_words(
+    words: list[str], state: list[str], paths: list[str], beyond: list[str]
+) -> None:
+    assert sandboxpaths.uncovered(paths, sandbox.read(words), CTX, state) == beyond
 
 
 BOX = sandbox.read(["ReadWritePaths=%{cwd}", "InaccessiblePaths=-%h/.ssh"])
@@ -214,6 +244,7 @@ CLAUDE_STATE = [f"{HOME}/.claude/", f"{HOME}/.claude.json"]
         pytest.param(TREE, CLAUDE_STATE, [], True, id="none"),
         pytest.param(TREE, [], [f"{HOME}/.codex/"], False, id="another-presets"),
         pytest.param(TREE, CLAUDE_STATE, [HOME + "/"], False, id="the-home"),
+        pytest.param(TREE, [], [f"{HOME}/proj/.x/"], True, id="in-the-makers-tree"),
         pytest.param(
             (*TREE[:2], f"ReadWritePaths={HOME}/.codex"),
             [],
@@ -229,10 +260,10 @@ def test_a_childs_state_counts_as_words_against_its_makers(
 ) -> None:
     maker = Maker("maker", f"{HOME}/proj", "", list(maker_words), maker_state)
     if allowed:
-        state_from_inside(maker, state)
+        state_from_inside(maker, state, CTX)
     else:
         with pytest.raises(AccessDenied, match="inside session 'maker' writes only what it"):
-            state_from_inside(maker, state)
+            state_from_inside(maker, state, CTX)
 
 
 @pytest.mark.parametrize(
@@ -250,7 +281,7 @@ def test_a_session_inside_a_sandbox_acts_on_none_that_writes_state_it_cannot(
     inside, target = _maker(*TREE), _maker(*TREE)
     target.name, target.uuid = "target", "uuid-target"
     if allowed:
-        act_from_inside(inside, target, (), True, (mine, theirs))
+        act_from_inside(inside, target, (), True, (mine, theirs), CTX)
     else:
         with pytest.raises(AccessDenied, match="is less confined than"):
-            act_from_inside(inside, target, (), True, (mine, theirs))
+            act_from_inside(inside, target, (), True, (mine, theirs), CTX)

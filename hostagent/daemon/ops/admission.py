@@ -164,7 +164,7 @@ async def plan_sandbox(
     except SandboxProblem as e:
         raise InvalidArgs(f"Session '{name}': its sandbox cannot be made: {e}.") from None
     if req.maker is not None:
-        state_from_inside(req.maker, state)
+        state_from_inside(req.maker, state, sandboxing.context(owner, record.cwd, record.repo))
     resolved = await owners.resolve(owner, wanted)
     if resolved is None:
         raise InvalidArgs(
