@@ -42,6 +42,18 @@ BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 
 
 @dataclass
+class Maker:
+    """The session a create came from inside, as its checks need it: its name, its tree (where
+    its %{cwd} and %{gitdir} are pinned), its sandbox words (pinned) and its CLI's state."""
+
+    name: str
+    cwd: str
+    repo: str
+    words: list[str]
+    state: list[str]
+
+
+@dataclass
 class CreateRequest:
     command: list[str] | None = None
     args: list[str] = field(default_factory=list)
@@ -50,6 +62,7 @@ class CreateRequest:
     agent_session: str = ""
     user: int | None = None
     parent: str = ""  # set by the daemon: the session the create came from inside
+    maker: Maker | None = None  # set by the daemon: that session, for the create's checks
     columns: int | None = None
     rows: int | None = None
     limits: Limits = field(default_factory=Limits)

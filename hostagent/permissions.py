@@ -17,9 +17,9 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable, Collection, Mapping
 
-from hostagent import sandbox
+from hostagent import sandbox, sandboxpaths
 from hostagent.errors import AccessDenied, InvalidArgs
-from hostagent.options import CreateRequest
+from hostagent.options import CreateRequest, Maker
 from hostagent.session import SessionRecord
 
 
@@ -76,11 +76,30 @@ def require_inside(
         )
 
 
-def made_from_inside(inside: SessionRecord, req: CreateRequest) -> None:
+def made_from_inside(inside: SessionRecord, req: CreateRequest, state: list[str]) -> None:
     """What a create asked for from inside session `inside` takes from it: its sandbox words
-    first (sandbox_from_inside), and it as its parent."""
+    first (sandbox_from_inside), and it as its parent, and its maker (state: where inside's CLI
+    keeps its own state) for the checks the create makes once its preset is known."""
     req.properties = sandbox_from_inside(inside, req.properties)
     req.parent = inside.uuid
+    req.maker = Maker(inside.name, inside.cwd, inside.repo, _words(inside), state)
+
+
+def state_from_inside(maker: Maker, state: list[str], ctx: sandbox.Context) -> None:
+    """AccessDenied when a session made from inside a sandbox would write state (its CLI's, its
+    preset's) its maker cannot: state counts as ReadWritePaths= words, so a child of another
+    preset does not hand its maker that preset's files (a config that runs commands later,
+    outside every sandbox). ctx: what the owner's specifiers stand for."""
+    box = sandbox.read(maker.words)
+    if not box.confined:
+        return
+    beyond = sandboxpaths.uncovered(state, box, ctx, maker.state)
+    if beyond:
+        raise AccessDenied(
+            f"A session made inside session '{maker.name}' writes only what it writes; this "
+            f"preset's state ({' '.join(beyond)}) is not among it: make the session from "
+            "outside every session, or give its maker ReadWritePaths= for it."
+        )
 
 
 def sandbox_from_inside(inside: SessionRecord, asked: list[str]) -> list[str]:
@@ -91,9 +110,16 @@ def sandbox_from_inside(inside: SessionRecord, asked: list[str]) -> list[str]:
     return _within(_words(inside), asked, f"inside session '{inside.name}'")
 
 
-def sandbox_defaults(defaults: list[str], asked: list[str], user: str) -> list[str]:
+def sandbox_defaults(
+    defaults: list[str], asked: list[str], user: str, maker: Maker | None = None
+) -> list[str]:
     """The properties of a new session of user's under the admin's sandbox defaults for them:
-    those words first, then the ones asked for; AccessDenied when those would loosen them."""
+    those words first, then the ones asked for; AccessDenied when those would loosen them.
+    For a create from inside maker, the defaults' %{cwd} and %{gitdir} stand for the maker's
+    tree, as its own words do (sandbox_from_inside): else the child's words, the maker's
+    pinned, were never the defaults' words, and every create from inside was refused."""
+    if maker is not None:
+        defaults = [sandbox.pinned(w, maker.cwd, maker.repo) for w in defaults]
     return _within(defaults, asked, f"for {user} by the admin (hostagent.yaml)")
 
 
@@ -111,13 +137,20 @@ def _within(own: list[str], asked: list[str], made: str) -> list[str]:
 
 
 def act_from_inside(
-    inside: SessionRecord, target: SessionRecord, lineage: Collection[str], owner_rights: bool
+    inside: SessionRecord,
+    target: SessionRecord,
+    lineage: Collection[str],
+    owner_rights: bool,
+    states: tuple[list[str], list[str]] = ([], []),
+    ctx: sandbox.Context | None = None,
 ) -> None:
     """What a call from inside session `inside` may act on (resume, type into, read, stop):
     itself, and the sessions made from inside it and theirs (target's lineage, the uuids of its
     parent, grandparent, ...), unless its preset gives it its owner's rights; and, from inside
     a sandboxed session, only sessions confined at least as it is, else typing into an
-    unconfined one would undo the sandbox."""
+    unconfined one would undo the sandbox. states: where each one's CLI keeps its own state,
+    counted as its words (a session of another preset writes that preset's files), with ctx,
+    what the owner's specifiers stand for."""
     if not owner_rights and inside.uuid != target.uuid and inside.uuid not in lineage:
         raise AccessDenied(
             f"Session '{target.name}' was not made from inside session '{inside.name}', from "
@@ -127,7 +160,8 @@ def act_from_inside(
     own = sandbox.read(_words(inside))
     if inside.name == target.name or not own.confined:
         return
-    if not sandbox.tighter(sandbox.read(_words(target)), own):
+    beyond = sandboxpaths.uncovered(states[1], own, ctx, states[0]) if ctx else []
+    if beyond or not sandbox.tighter(sandbox.read(_words(target)), own):
         raise AccessDenied(
             f"Session '{target.name}' is less confined than session '{inside.name}', from "
             "inside which it cannot be acted on; act on it from outside every session."

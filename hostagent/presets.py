@@ -61,7 +61,9 @@ class Preset:
     usage_format: str = ""  # "" (not read) or a reader of usagereaders.READERS
     usage_file: str = ""  # the record it reads: a path template (launch.conversation_glob)
     # Where the CLI keeps its own state (path templates; a directory ends in "/"): writable in
-    # a sandboxed session of the preset, unless a word says otherwise (docs/presets.md).
+    # a sandboxed session of the preset, unless a word says otherwise (docs/presets.md). Made
+    # from the preset's env and the owner's passwd entry only, never a creator's environment,
+    # and each must lie in the home (sandboxpaths.state_paths).
     state: list[str] = field(default_factory=list)
     # What a session of it may act on from inside: "tree", the sessions made from inside it
     # (and theirs), as an agent should; "owner", all of its owner's, as a person's shell may.

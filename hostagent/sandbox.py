@@ -1,5 +1,6 @@
-"""A session's sandbox in systemd.exec(5)'s words, and the mounts that give them systemd's
-meaning.
+"""A session's sandbox in systemd.exec(5)'s words: what each means, how they are read, and
+whether one sandbox confines at least as much as another. The mounts that give them systemd's
+meaning are planned in ``sandboxmounts.py``.
 
 A transient scope takes only cgroup properties, because its processes are forked by its caller,
 not by systemd. So hostagent does for a session what systemd does for a service between fork
@@ -21,7 +22,7 @@ The words, read as systemd reads them:
 
 A confined session also has its owner's ``/run/user/UID`` closed (her user manager and session
 bus, through which anything could be started outside the sandbox), unless a path word names
-exactly it (``Closed``); and a session whose words hide a path gets NoNewPrivileges=, since a
+exactly it (``sandboxmounts.Closed``); and a session whose words hide a path gets NoNewPrivileges=, since a
 setuid program could be led astray by a file it cannot see.
 
 Paths take systemd's specifiers ``%h`` (the owner's home), ``%u`` (her name), ``%U`` (her uid),
@@ -35,12 +36,11 @@ Pure: the paths are only looked at by ``daemon/host/namespace.py``.
 
 from __future__ import annotations
 
-import enum
 import posixpath
 import re
 import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 PROTECT_SYSTEM = ("no", "yes", "full", "strict")
 PROTECT_HOME = ("no", "yes", "read-only", "tmpfs")
@@ -286,108 +286,3 @@ def expand(path: str, ctx: Context) -> str:
         raise SandboxProblem(f"'{path}' is '{body}' here, not an absolute, normalized path")
     body = posixpath.normpath(body)
     return f"-{body}" if optional else body
-
-
-class Mode(enum.IntEnum):
-    """What a mount does to its path. For one path given twice, the lower wins, as in
-    systemd's namespace code."""
-
-    INACCESSIBLE = 1
-    TMPFS = 2  # empty and read-only
-    PRIVATE_TMP = 3  # empty, writable by all, sticky
-    READ_ONLY = 4
-    READ_WRITE = 5
-
-
-@dataclass(frozen=True, order=True)
-class Mount:
-    path: str
-    mode: Mode
-    optional: bool = field(default=False, compare=False)  # the path may be missing
-
-
-_SYSTEM_YES = ("/usr", "/boot", "/efi")
-_HOME = ("/home", "/run/user", "/root")
-
-
-@dataclass(frozen=True)
-class Closed:
-    """A path closed in a confined session unless a path word names exactly it, by mode over
-    cover (it, or one above it: then a mount made there later on the host lands unseen)."""
-
-    path: str
-    cover: str
-    mode: Mode = Mode.INACCESSIBLE
-
-
-def mounts(
-    box: Sandbox, ctx: Context, keep: Iterable[str] = (), close: Iterable[Closed] = ()
-) -> list[Mount]:
-    """The mounts that make box, in the order they are made: parents before what is under them,
-    one per path (the strongest), nothing under an inaccessible path, as systemd does it.
-
-    keep: paths the session itself must write whatever the words say (its runtime directory),
-    made writable after the words, unless a word hides them. close: what is closed unless a path
-    word names exactly it (the owner's user manager and session bus, through which anything
-    could be started outside the sandbox)."""
-    found: list[Mount] = []
-    if box.protect_system in ("yes", "full"):
-        system = (*_SYSTEM_YES, "/etc") if box.protect_system == "full" else _SYSTEM_YES
-        found += [Mount(p, Mode.READ_ONLY, True) for p in system]
-    elif box.protect_system == "strict":
-        found.append(Mount("/", Mode.READ_ONLY))
-        # The API file systems stay as they are, and ProtectHome= decides about the homes:
-        # made writable again here, and weaker than any other word for the same path.
-        found += [Mount(p, Mode.READ_WRITE, True) for p in ("/dev", "/proc", "/sys", *_HOME)]
-    home_mode = {"yes": Mode.INACCESSIBLE, "read-only": Mode.READ_ONLY, "tmpfs": Mode.TMPFS}
-    if box.protect_home in home_mode:
-        found += [Mount(p, home_mode[box.protect_home], True) for p in _HOME]
-    if box.private_tmp:
-        found += [Mount(p, Mode.PRIVATE_TMP) for p in ("/tmp", "/var/tmp")]
-    for attr, mode in (
-        ("read_write", Mode.READ_WRITE),
-        ("read_only", Mode.READ_ONLY),
-        ("inaccessible", Mode.INACCESSIBLE),
-    ):
-        for raw in getattr(box, attr):
-            path = expand(raw, ctx)
-            found.append(Mount(path.lstrip("-"), mode, path.startswith("-")))
-    named = {m.path for m in found}
-    found += [Mount(c.cover, c.mode, True) for c in close if c.path not in named]
-    found += [Mount(p, Mode.READ_WRITE, True) for p in keep]
-    return _ordered(found)
-
-
-def _ordered(found: list[Mount]) -> list[Mount]:
-    strongest: dict[str, Mount] = {}
-    for m in found:
-        before = strongest.get(m.path)
-        # The strongest mode wins; of two alike, the one that must exist.
-        if before is None or (m.mode, m.optional) < (before.mode, before.optional):
-            strongest[m.path] = m
-    out: list[Mount] = []
-    hidden: list[str] = []
-    for m in sorted(strongest.values(), key=lambda m: (_depth(m.path), m.path)):
-        if any(_under(m.path, h) for h in hidden):
-            continue  # nothing under an inaccessible or empty path can be reached to be made
-        if m.mode in (Mode.INACCESSIBLE, Mode.TMPFS, Mode.PRIVATE_TMP):
-            hidden.append(m.path)
-        out.append(m)
-    return out
-
-
-def hidden(path: str, made: Iterable[Mount]) -> bool:
-    """Whether path is, or is under, a path that made (mounts' answer) hides or empties."""
-    return any(
-        m.mode in (Mode.INACCESSIBLE, Mode.TMPFS, Mode.PRIVATE_TMP)
-        and (path == m.path or _under(path, m.path))
-        for m in made
-    )
-
-
-def _depth(path: str) -> int:
-    return 0 if path == "/" else path.count("/")
-
-
-def _under(path: str, parent: str) -> bool:
-    return parent == "/" or path.startswith(parent.rstrip("/") + "/")

@@ -209,6 +209,7 @@ class FakeScopes:
         meanwhile: Step | None = None,
         program_found: bool = False,
         state: list[str] | None = None,
+        resolved: dict[str, str] | None = None,
     ) -> Started:
         if not program_found:
             self.program_checks += 1
@@ -314,6 +315,9 @@ class FakeOwners:
 
     async def check_cwd(self, owner: Owner, cwd: str) -> str | None:
         return await self.real.check_cwd(owner, cwd)
+
+    async def resolve(self, owner: Owner, paths: list[str]) -> dict[str, str] | None:
+        return await self.real.resolve(owner, paths)
 
     async def find_program(self, owner: Owner, program: str) -> agents.Found:
         self.program_lookups += 1

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from hostagent import sandbox
+from hostagent import sandbox, sandboxmounts
 from hostagent.daemon.host.sandboxing import closed
 from hostagent.errors import AccessDenied
 from hostagent.permissions import sandbox_from_inside
-from hostagent.sandbox import Closed, Context, Mode, Mount, Sandbox
+from hostagent.sandbox import Context, Sandbox
+from hostagent.sandboxmounts import Closed, Mode, Mount
 from hostagent.session import SessionRecord
 
 CTX = Context("/home/alice", "alice", 1000, "/run", "/home/alice/proj", "/home/alice/proj/.git")
@@ -54,7 +55,7 @@ def test_the_system_daemon_covers_all_of_run_user_and_the_user_daemon_only_the_s
 def test_on_the_system_daemon_run_user_is_covered_unless_a_word_names_her_directory(
     words: list[str], cover: Mount | None, also: Mount | None
 ) -> None:
-    found = sandbox.mounts(sandbox.read(words), CTX, close=SYSTEM)
+    found = sandboxmounts.mounts(sandbox.read(words), CTX, close=SYSTEM)
     at_run_user = [m for m in found if m.path == "/run/user"]
     if cover is None:
         assert all(m.mode not in (Mode.TMPFS, Mode.INACCESSIBLE) for m in at_run_user), found
@@ -80,7 +81,7 @@ def test_on_the_system_daemon_run_user_is_covered_unless_a_word_names_her_direct
 def test_on_the_user_daemon_only_a_word_naming_a_socket_reopens_it(
     words: list[str], open_: set[str]
 ) -> None:
-    found = sandbox.mounts(sandbox.read(words), USER_CTX, close=USER)
+    found = sandboxmounts.mounts(sandbox.read(words), USER_CTX, close=USER)
     for name in ("bus", "systemd"):
         shut = Mount(f"{RUN}/{name}", Mode.INACCESSIBLE, True) in found
         assert shut is (name not in open_), (name, found)

@@ -15,7 +15,7 @@ from hostagent.daemon.host import forking
 from hostagent.daemon.host.heldchild import HeldChild
 from hostagent.daemon.host.namespace import FAILED, Plan, landlock_abi
 from hostagent.identity import Owner
-from hostagent.sandbox import Mode, Mount
+from hostagent.sandboxmounts import Mode, Mount
 
 # Nothing to make but the forker's own fork: the path every kept-apart session takes.
 NOTHING = Plan((), "/run/systemd/inaccessible", False, 0)

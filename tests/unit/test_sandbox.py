@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from hostagent import sandbox
+from hostagent import sandbox, sandboxmounts
 from hostagent.errors import AccessDenied
 from hostagent.permissions import (
     act_from_inside,
@@ -16,7 +16,8 @@ from hostagent.permissions import (
     sandbox_from_inside,
     tree_of,
 )
-from hostagent.sandbox import Closed, Context, Mode, Mount, Sandbox, SandboxProblem
+from hostagent.sandbox import Context, Sandbox, SandboxProblem
+from hostagent.sandboxmounts import Closed, Mode, Mount
 from hostagent.session import SessionRecord
 
 CTX = Context("/home/alice", "alice", 1000, "/run", "/home/alice/proj", "/home/alice/proj/.git")
@@ -115,7 +116,7 @@ def test_gitdir_outside_a_repository_is_refused() -> None:
 
 
 def _mounts(*words: str, keep: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-    found = sandbox.mounts(sandbox.read(words), CTX, keep)
+    found = sandboxmounts.mounts(sandbox.read(words), CTX, keep)
     return [(m.path, m.mode.name) for m in found]
 
 
@@ -165,9 +166,9 @@ def test_the_sessions_own_runtime_directory_stays_writable_unless_a_word_hides_i
 
 
 def test_a_path_that_may_be_missing_stays_so_unless_also_given_as_required() -> None:
-    found = sandbox.mounts(sandbox.read(["ReadOnlyPaths=-/srv", "ReadOnlyPaths=/srv"]), CTX)
+    found = sandboxmounts.mounts(sandbox.read(["ReadOnlyPaths=-/srv", "ReadOnlyPaths=/srv"]), CTX)
     assert found == [Mount("/srv", Mode.READ_ONLY, optional=False)]
-    found = sandbox.mounts(sandbox.read(["ReadOnlyPaths=-/srv"]), CTX)
+    found = sandboxmounts.mounts(sandbox.read(["ReadOnlyPaths=-/srv"]), CTX)
     assert found[0].optional
 
 
@@ -338,7 +339,7 @@ def test_a_session_outside_the_tree_is_refused_naming_the_rule() -> None:
 def test_a_confined_session_has_its_user_manager_closed_unless_a_word_names_it(
     words: list[str], closed: bool
 ) -> None:
-    found = sandbox.mounts(
+    found = sandboxmounts.mounts(
         sandbox.read(words), CTX, close=[Closed("/run/user/1000", "/run/user/1000")]
     )
     assert (Mount("/run/user/1000", Mode.INACCESSIBLE, True) in found) is closed

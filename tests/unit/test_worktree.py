@@ -31,6 +31,19 @@ def test_worktreeinclude_patterns(path: str, pattern: str, matches: bool) -> Non
     assert worktree._matches(path, pattern) is matches
 
 
+@pytest.mark.parametrize(
+    ("cwd", "top", "inside"),
+    [
+        pytest.param("/r", "/r", "/t/a", id="the-top-is-the-tree-not-tree-dot"),
+        pytest.param("/r/src", "/r", "/t/a/src", id="below-the-top"),
+        pytest.param("/r/src/deep/", "/r", "/t/a/src/deep", id="trailing-slash"),
+    ],
+)
+def test_the_cwd_in_a_new_worktree_is_a_normalized_path(cwd: str, top: str, inside: str) -> None:
+    """%{cwd} stands for it, and no path word may hold a '.': '/t/a/.' failed the start."""
+    assert worktree.inside("/t/a", cwd, top) == inside
+
+
 def test_without_git_a_worktree_is_refused_by_name(tmp_path: Path) -> None:
     async def body() -> None:
         me = Owner.from_uid(os.getuid())

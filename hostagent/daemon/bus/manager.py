@@ -169,7 +169,7 @@ async def _create(
         s.auth.caller_uid(call.sender), s.caller_session(call.sender)
     )
     if inside is not None:
-        made_from_inside(inside.record, req)
+        made_from_inside(inside.record, req, s.cli_state(inside))
     owner = create_owner(caller, req.user, s.system, s.daemon_uid())
     # Bad names and presets are refused before polkit could ask anyone for a password.
     admission = s.lifecycle.admit(

@@ -15,6 +15,7 @@ from hostagent.daemon.bus.placement import Placement
 from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
+from hostagent.daemon.host import sandboxing
 from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.ports import Emitter, JournalPort, OwnerPort, ScopeRunner, SystemdPort
 from hostagent.daemon.ops.lifecycle import Lifecycle
@@ -22,6 +23,7 @@ from hostagent.daemon.state.live import Session
 from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.permissions import has_owner_rights, tree_of
+from hostagent.sandbox import SandboxProblem
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,17 @@ class Services:
     def _rights(self, preset_name: str) -> str:
         preset = self.settings.preset(preset_name)
         return preset.rights if preset is not None else ""
+
+    def cli_state(self, session: Session) -> list[str]:
+        """Where session's CLI keeps its own state (sandboxing.cli_state), which counts as
+        its writable paths when a session inside a sandbox makes or acts on another; none
+        when its preset's is no longer a path in the home."""
+        try:
+            return sandboxing.cli_state(
+                self.settings.preset(session.record.preset), session.owner, session.record.cwd
+            )
+        except SandboxProblem:
+            return []
 
     async def caller_tree(self, sender: str) -> tuple[Session, set[str]] | None:
         """For a call from inside a session without its owner's rights: that session, and the

@@ -28,6 +28,7 @@ from hostagent.daemon.follow.terminal import (
     check_text,
 )
 from hostagent.daemon.follow.usage import usage_of
+from hostagent.daemon.host import sandboxing
 from hostagent.daemon.host.scope import check_signal
 from hostagent.daemon.state.live import Session
 from hostagent.errors import InvalidArgs, LimitsExceeded
@@ -64,8 +65,10 @@ class SessionObject:
         if inside is not None:
             lineage = self.f.registry.lineage(self.session)
             act_from_inside(
-                inside.record, self.session.record, lineage, self.f.owner_rights(inside)
-            )
+                inside.record, self.session.record, lineage, self.f.owner_rights(inside),
+                (self.f.cli_state(inside), self.f.cli_state(self.session)),
+                sandboxing.context(inside.owner, inside.record.cwd, inside.record.repo),
+            )  # fmt: skip
         return uid
 
     # ---- properties ---------------------------------------------------------------------

@@ -3,12 +3,12 @@ enters between fork and exec, as root, before setpriv drops it to the owner (on 
 daemon, as the owner, in a user namespace of the session's own: ``_own_user_namespace``).
 
 This is what systemd's namespace code does for a service, done by the daemon because a scope's
-processes are forked by its caller. ``sandbox.mounts`` decides the mounts; here they are made:
+processes are forked by its caller. ``sandboxmounts.mounts`` decides the mounts; here they are made:
 
 - the child leaves the daemon's mount namespace (``unshare(CLONE_NEWNS)``), and marks every
   mount a slave, so mounts made later on the host still reach the session, and none of its own
   leave it; what must stay closed whatever is mounted later (her runtime directory, mounted
-  again at each first login) is covered from above (``sandbox.Closed``), where a later mount
+  again at each first login) is covered from above (``sandboxmounts.Closed``), where a later mount
   lands unseen;
 - a read-write path is put back as it is outside: a copy of it (``open_tree``), taken before any
   mount is made, is moved over it (``move_mount``), so what is read-only outside stays so;
@@ -45,7 +45,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hostagent.sandbox import Mode, Mount
+from hostagent.sandboxmounts import Mode, Mount
 
 FAILED = 124  # the held child's exit status when its sandbox could not be made
 

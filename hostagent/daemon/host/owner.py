@@ -351,6 +351,23 @@ async def check_cwd(owner: Owner, cwd: str) -> str | None:
     return None if code == 0 else CWD_PROBLEMS.get(code, f"cannot be checked (exit {code})")
 
 
+REALPATH = shutil.which("realpath", path="/usr/bin:/bin") or "/usr/bin/realpath"
+
+
+async def resolve_paths(owner: Owner, paths: list[str]) -> dict[str, str] | None:
+    """Each path as the owner resolves it (realpath, missing parts allowed), or None when it
+    cannot be said: a link the owner made is followed with her rights, never root's."""
+    if not paths:
+        return {}
+    if os.geteuid() == owner.uid:
+        return {p: os.path.realpath(p) for p in paths}
+    result = await exec_as_owner(owner, [REALPATH, "-m", "-z", "--", *paths], 10.0)
+    if result is None or result[0] != 0:
+        return None
+    found = [p.decode(errors="surrogateescape") for p in result[1].split(b"\0")[:-1]]
+    return dict(zip(paths, found, strict=True)) if len(found) == len(paths) else None
+
+
 _FIND_PROGRAM = 'PATH="$2"; command -v -- "$1" >/dev/null 2>&1 && [ ! -d "$(command -v -- "$1")" ]'
 
 

@@ -28,6 +28,9 @@ class Owners:
     async def check_cwd(self, who: Owner, cwd: str) -> str | None:
         return await owner.check_cwd(who, cwd)
 
+    async def resolve(self, who: Owner, paths: list[str]) -> dict[str, str] | None:
+        return await owner.resolve_paths(who, paths)
+
     async def find_program(self, who: Owner, program: str) -> agents.Found:
         """Where the owner's login shell finds program (AgentNotFound if nowhere)."""
         return await agents.resolve(who, program)

@@ -12,10 +12,11 @@ import functools
 import os
 import platform
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from hostagent import sandbox
+from hostagent import sandbox, sandboxmounts, sandboxpaths
 from hostagent.daemon.host.namespace import CLONE_NEWUSER, Plan, Veil, landlock_abi, libc
+from hostagent.daemon.host.owner import passwd_env
 from hostagent.daemon.state.paths import (
     LINK_TARGET,
     ROOT_HOOKS_DIR,
@@ -24,7 +25,8 @@ from hostagent.daemon.state.paths import (
     owner_link,
 )
 from hostagent.identity import Owner
-from hostagent.sandbox import Mode
+from hostagent.presets import Preset
+from hostagent.sandboxmounts import Mode
 
 
 class SandboxError(OSError):
@@ -46,6 +48,31 @@ def check(plan: Plan) -> None:
 INACCESSIBLE_ROOT = "/run/systemd/inaccessible"  # made by systemd at boot, as its units use
 
 
+def context(owner: Owner, cwd: str, repo: str) -> sandbox.Context:
+    """What a session's specifiers stand for, on this daemon."""
+    system = os.geteuid() == 0
+    runtime_root = "/run" if system else f"/run/user/{owner.uid}"
+    return sandbox.Context(
+        owner.home, owner.name, owner.uid, runtime_root, cwd, sandbox.gitdir(cwd, repo)
+    )
+
+
+def cli_state(preset: Preset | None, owner: Owner, cwd: str) -> list[str]:
+    """Where a session's CLI keeps its own state: its preset's paths, made concrete from the
+    preset and the owner's passwd entry alone (sandboxpaths.state_paths); SandboxProblem for
+    one outside the home."""
+    if preset is None or not preset.state:
+        return []
+    return sandboxpaths.state_paths(preset.state, owner.home, cwd, {**passwd_env(owner), **preset.env})  # fmt: skip
+
+
+def to_resolve(properties: list[str], owner: Owner, cwd: str, repo: str, state: list[str]) -> list[str]:  # fmt: skip
+    """Every path a confined session's plan names, for the owner to resolve; none for one with
+    no sandbox. SandboxProblem for a word that names no path here."""
+    box = sandbox.read(properties)
+    return sandboxpaths.to_resolve(box, context(owner, cwd, repo), state) if box.confined else []
+
+
 def session_plan(
     properties: list[str],
     owner: Owner,
@@ -53,12 +80,14 @@ def session_plan(
     repo: str,
     paths: SessionPaths,
     state: Iterable[str] = (),
+    resolved: Mapping[str, str] | None = None,
 ) -> Plan | None:
     """The plan for a session with these properties; with no word that confines it, the plan
     that keeps it apart from its siblings (None when this host can make none). state: the
-    paths its CLI keeps its state in (its preset's, made concrete), writable as its runtime
-    directory is, unless a word says otherwise. SandboxProblem or SandboxError when it cannot
-    be made here, said before anything starts."""
+    paths its CLI keeps its state in (cli_state), writable as its runtime directory is, unless
+    a word says otherwise. resolved: each path of to_resolve's as the owner resolves it.
+    SandboxProblem or SandboxError when it cannot be made here (a writable path that resolves
+    to a hidden one too), said before anything starts."""
     box = sandbox.read(properties)
     system = os.geteuid() == 0
     if not box.confined:
@@ -70,21 +99,28 @@ def session_plan(
             "made in; create the session on the system daemon (hostagentctl --system)",
         )
     user_runtime = f"/run/user/{owner.uid}"
-    gitdir = sandbox.gitdir(cwd, repo)
-    ctx = sandbox.Context(
-        owner.home, owner.name, owner.uid, "/run" if system else user_runtime, cwd, gitdir
-    )
+    ctx = context(owner, cwd, repo)
+    state = [p.rstrip("/") for p in state if p.rstrip("/")]
+    problem = sandboxpaths.exposed(box, ctx, state, resolved or {})
+    if problem:
+        raise sandbox.SandboxProblem(problem)
     runtime_dir = str(paths.runtime_dir)
-    keep = [runtime_dir, *(p.rstrip("/") for p in state if p.rstrip("/"))]
-    found = sandbox.mounts(box, ctx, keep=keep, close=closed(user_runtime, system))
-    if sandbox.hidden(runtime_dir, found):
+    found = sandboxmounts.mounts(
+        box,
+        ctx,
+        keep=[runtime_dir],
+        close=closed(user_runtime, system),
+        state=state,
+        resolved=resolved,
+    )
+    if sandboxmounts.hidden(runtime_dir, found):
         raise SandboxError(
             errno.EINVAL,
             f"a word hides {runtime_dir}, where the session's terminal lives (ProtectHome=yes "
             "or tmpfs hides /run/user); use ProtectHome=read-only, or the system daemon",
         )
     no_new_privileges = box.no_new_privileges or box.hides
-    veils = tuple(v for v in apart(paths, owner) if not sandbox.hidden(v.path, found))
+    veils = tuple(v for v in apart(paths, owner) if not sandboxmounts.hidden(v.path, found))
     plan = Plan(tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi(), veils)
     check(plan)
     return plan
@@ -93,7 +129,7 @@ def session_plan(
 USERS_RUNTIME = "/run/user"  # where logind mounts each user's runtime directory
 
 
-def closed(user_runtime: str, system: bool) -> list[sandbox.Closed]:
+def closed(user_runtime: str, system: bool) -> list[sandboxmounts.Closed]:
     """What of the owner's is closed in a confined session: her user manager and session bus,
     through which anything could be started outside the sandbox.
 
@@ -109,9 +145,10 @@ def closed(user_runtime: str, system: bool) -> list[sandbox.Closed]:
         # systemd's tmpfiles makes it at boot; made here where it did not, so it can be covered.
         if os.geteuid() == 0:
             os.makedirs(USERS_RUNTIME, 0o755, exist_ok=True)
-        return [sandbox.Closed(user_runtime, USERS_RUNTIME, Mode.TMPFS)]
+        return [sandboxmounts.Closed(user_runtime, USERS_RUNTIME, Mode.TMPFS)]
     return [
-        sandbox.Closed(f"{user_runtime}/{p}", f"{user_runtime}/{p}") for p in ("bus", "systemd")
+        sandboxmounts.Closed(f"{user_runtime}/{p}", f"{user_runtime}/{p}")
+        for p in ("bus", "systemd")
     ]
 
 

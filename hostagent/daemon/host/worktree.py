@@ -115,8 +115,9 @@ class Worktrees:
                 f"Branch '{chosen}' already exists; reuse it with --worktree={chosen} "
                 "(when no worktree has it checked out), or pick another name."
             )
-        inside = os.path.join(path, os.path.relpath(cwd, top))
-        return Worktree(path, chosen, base_ref, repo, inside, new_branch=not reuse, top=top)
+        return Worktree(
+            path, chosen, base_ref, repo, inside(path, cwd, top), new_branch=not reuse, top=top
+        )
 
     async def make(self, owner: Owner, tree: Worktree, setup: str) -> None:
         """Make the planned worktree: checked out, the caller's directory made in it, the
@@ -288,6 +289,12 @@ class Worktrees:
                 f"'git -C {path} diff {base_ref}' yourself."
             )
         return out
+
+
+def inside(path: str, cwd: str, top: str) -> str:
+    """The place in the worktree at path that cwd is in the tree at top, normalized: %{cwd}
+    stands for it, and a path word holds no '.' (the top itself was 'path/.')."""
+    return os.path.normpath(os.path.join(path, os.path.relpath(cwd, top)))
 
 
 def _matches(path: str, pattern: str) -> bool:

@@ -17,7 +17,7 @@ import secrets
 import uuid
 from dataclasses import dataclass, replace
 
-from hostagent import launch
+from hostagent import launch, sandbox
 from hostagent.config import Config, over_caps
 from hostagent.daemon.follow.agenthooks import command_with_hooks
 from hostagent.daemon.host import sandboxing
@@ -39,7 +39,7 @@ from hostagent.errors import (
 )
 from hostagent.identity import Owner
 from hostagent.options import CreateRequest, size_problem
-from hostagent.permissions import capped, sandbox_defaults
+from hostagent.permissions import capped, sandbox_defaults, state_from_inside
 from hostagent.presets import Preset
 from hostagent.sandbox import SandboxProblem
 from hostagent.session import (
@@ -81,6 +81,11 @@ async def first_record(
     problem = await owners.check_cwd(owner, cwd)
     if problem:
         raise InvalidCwd(f"Working directory {quote(cwd)} {problem}.")
+    # As the owner resolves it: %{cwd} and a worktree's place follow no link of hers.
+    real = await owners.resolve(owner, [cwd])
+    if real is None:
+        raise InvalidCwd(f"Working directory {quote(cwd)} cannot be resolved as its owner.")
+    cwd = real[cwd]
     if req.prompt and not preset.prompt_args:
         raise InvalidArgs(
             f"Preset '{preset.name}' takes no first prompt; type it into the session instead."
@@ -112,7 +117,7 @@ async def first_record(
         path=found.path,
         limits=req.limits.merged_over(config.limits),
         properties=sandbox_defaults(
-            config.sandbox.of(owner.name), list(req.properties), owner.name
+            config.sandbox.of(owner.name), list(req.properties), owner.name, req.maker
         ),
         columns=req.columns or config.columns,
         rows=req.rows or config.rows,
@@ -136,12 +141,43 @@ async def first_record(
         raise InvalidArgs(f"Session '{name}': {word}= cannot be enforced here: {problem}; leave it out.")  # fmt: skip
     # A sandbox that cannot be made here is refused before anything of the session exists;
     # each start makes it again, and says so if it no longer can.
+    await plan_sandbox(record, owner, preset, req, paths, owners)
+    return record, owner
+
+
+async def plan_sandbox(
+    record: SessionRecord,
+    owner: Owner,
+    preset: Preset,
+    req: CreateRequest,
+    paths: SessionPaths,
+    owners: OwnerPort,
+) -> None:
+    """InvalidArgs when the new session's sandbox cannot be made here, with its CLI's state
+    and every path resolved as the owner (a writable one that resolves to what a word hides is
+    refused); AccessDenied when, made from inside a sandbox, its state is not its maker's."""
+    name = record.name
     try:
-        sandboxing.session_plan(record.properties, owner, record.cwd, record.repo, paths)
+        confined = sandbox.read(record.properties).confined
+        state = sandboxing.cli_state(preset, owner, record.cwd) if confined else []
+        wanted = sandboxing.to_resolve(record.properties, owner, record.cwd, record.repo, state)
+    except SandboxProblem as e:
+        raise InvalidArgs(f"Session '{name}': its sandbox cannot be made: {e}.") from None
+    if req.maker is not None:
+        state_from_inside(req.maker, state, sandboxing.context(owner, record.cwd, record.repo))
+    resolved = await owners.resolve(owner, wanted)
+    if resolved is None:
+        raise InvalidArgs(
+            f"Session '{name}': its sandbox's paths cannot be resolved as its owner; "
+            "check that each is reachable by them."
+        )
+    try:
+        sandboxing.session_plan(
+            record.properties, owner, record.cwd, record.repo, paths, state, resolved
+        )
     except (SandboxProblem, OSError) as e:
         why = sandboxing.why(e)
         raise InvalidArgs(f"Session '{name}': its sandbox cannot be made: {why}.") from None
-    return record, owner
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ import logging
 from dataclasses import dataclass
 from typing import NoReturn
 
-from hostagent import launch, sandbox
+from hostagent import sandbox
 from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
-from hostagent.daemon.host import checkpoint
+from hostagent.daemon.host import checkpoint, sandboxing
 from hostagent.daemon.host.ports import OwnerPort, ScopeRunner
 from hostagent.daemon.host.scope import Step
 from hostagent.daemon.ops.ending import Endings
@@ -75,7 +75,7 @@ class Spawner:
             # On the system daemon each user's sessions share a slice carrying their caps.
             caps = self.settings.config.users.limits if capped(owner.uid) else Limits()
             output = self.terminal.prepare(session)
-            state = await self.cli_state(session, preset, env)
+            state, resolved = await self.cli_state(session, preset)
             if created:
                 await checkpoint.reached(checkpoint.CREATE_MADE, session.name)
             started = await self.scopes.start(
@@ -90,6 +90,7 @@ class Spawner:
                 first,
                 program_found=created,
                 state=state,
+                resolved=resolved,
             )
             await checkpoint.reached(checkpoint.SPAWN_STARTED, session.name)
         except (SpawnFailed, OSError) as e:
@@ -130,22 +131,35 @@ class Spawner:
             self.reconciler.queue(session)
 
     async def cli_state(
-        self, session: Session, preset: Preset | None, env: dict[str, str]
-    ) -> list[str]:
-        """Where a sandboxed session's CLI keeps its own state (its preset's paths, made
-        concrete), with each directory of them made first, as the owner: under a read-only
-        home the CLI could not make it itself. Nothing for a session with no sandbox."""
-        record = session.record
-        if preset is None or not preset.state or not sandbox.read(record.properties).confined:
-            return []
-        home, cwd = session.owner.home, record.cwd
-        state = [launch.conversation_glob(t, "", home, cwd, env) for t in preset.state]
+        self, session: Session, preset: Preset | None
+    ) -> tuple[list[str], dict[str, str]]:
+        """Where a sandboxed session's CLI keeps its own state (its preset's paths, from the
+        preset and the owner's passwd entry alone, never a creator's environment), with each
+        directory of them made first, as the owner: under a read-only home the CLI could not
+        make it itself; and every path its sandbox names, as the owner resolves it, so that no
+        link carries a mount elsewhere. Nothing for a session with no sandbox."""
+        record, owner = session.record, session.owner
+        if not sandbox.read(record.properties).confined:
+            return [], {}
+        try:
+            state = sandboxing.cli_state(preset, owner, record.cwd)
+            wanted = sandboxing.to_resolve(record.properties, owner, record.cwd, record.repo, state)  # fmt: skip
+        except sandbox.SandboxProblem as e:
+            raise SpawnFailed(
+                f"Session '{record.name}': its sandbox cannot be made: {e}."
+            ) from None
+        resolved = await self.owners.resolve(owner, wanted)
+        if resolved is None:
+            raise SpawnFailed(
+                f"Session '{record.name}': its sandbox's paths cannot be resolved as its owner; "
+                "check that each is reachable by them."
+            )
         directories = [p for p in state if p.endswith("/")]
         if directories:
-            made = await self.owners.run(session.owner, ["/bin/mkdir", "-p", "--", *directories])
+            made = await self.owners.run(owner, ["/bin/mkdir", "-p", "--", *directories])
             if made is None or made[0] != 0:
                 log.warning("session '%s': could not make %s", session.name, " ".join(directories))
-        return state
+        return state, resolved
 
     def fail(self, session: Session, error: str) -> NoReturn:
         """A start failed: the session is failed with LastError; its ids are kept. The caller
