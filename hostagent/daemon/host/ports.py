@@ -79,6 +79,7 @@ class ScopeRunner(Protocol):
         meanwhile: Step | None = None,
         program_found: bool = False,
         state: list[str] | None = None,
+        trusted: list[str] | None = None,
     ) -> Started: ...
     async def stop(self, unit: str, timeout: float) -> None: ...
     async def kill(

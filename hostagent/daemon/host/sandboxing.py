@@ -7,6 +7,7 @@ runtime files; and what this kernel and this mode can enforce, for ``doctor``.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import errno
 import functools
 import os
@@ -14,7 +15,7 @@ import platform
 import struct
 from collections.abc import Iterable
 
-from hostagent import sandbox
+from hostagent import laterrun, sandbox
 from hostagent.daemon.host.namespace import CLONE_NEWUSER, Plan, Veil, landlock_abi, libc
 from hostagent.daemon.state.paths import (
     LINK_TARGET,
@@ -53,12 +54,15 @@ def session_plan(
     repo: str,
     paths: SessionPaths,
     state: Iterable[str] = (),
+    trusted: Iterable[str] = (),
 ) -> Plan | None:
     """The plan for a session with these properties; with no word that confines it, the plan
     that keeps it apart from its siblings (None when this host can make none). state: the
     paths its CLI keeps its state in (its preset's, made concrete), writable as its runtime
     directory is, unless a word says otherwise. SandboxProblem or SandboxError when it cannot
-    be made here, said before anything starts."""
+    be made here, said before anything starts. trusted: its CLI's files that name commands
+    (its preset's, made concrete), read-only with what else runs later outside the session
+    (laterrun.py), unless a word says otherwise."""
     box = sandbox.read(properties)
     system = os.geteuid() == 0
     if not box.confined:
@@ -81,6 +85,8 @@ def session_plan(
     # runtime directory is in it, so there only their sockets.
     close = [user_runtime] if system else [f"{user_runtime}/bus", f"{user_runtime}/systemd"]
     found = sandbox.mounts(box, ctx, keep=keep, close=close)
+    guard = dataclasses.replace(ctx, gitdir=gitdir if repo else enclosing_gitdir(cwd))
+    found = laterrun.guarded(found, box, guard, laterrun.later_run(guard, trusted))
     if sandbox.hidden(runtime_dir, found):
         raise SandboxError(
             errno.EINVAL,
@@ -92,6 +98,19 @@ def session_plan(
     plan = Plan(tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi(), veils)
     check(plan)
     return plan
+
+
+def enclosing_gitdir(cwd: str) -> str:
+    """The git directory of the repository cwd is in, as git would find it going up: "" when
+    there is none, or the nearest .git is not a directory (a linked worktree's gitfile)."""
+    d = os.path.normpath(cwd)
+    while True:
+        dot = os.path.join(d, ".git")
+        if os.path.lexists(dot):
+            return dot if os.path.isdir(dot) and not os.path.islink(dot) else ""
+        if d == "/":
+            return ""
+        d = os.path.dirname(d)
 
 
 def apart_plan(paths: SessionPaths, owner: Owner, system: bool) -> Plan | None:

@@ -125,13 +125,18 @@ def launch_argv(argv: list[str], sock: Path) -> list[str]:
 
 
 def sandbox_plan(
-    record: SessionRecord, owner: Owner, paths: SessionPaths, state: list[str]
+    record: SessionRecord,
+    owner: Owner,
+    paths: SessionPaths,
+    state: list[str],
+    trusted: list[str] = [],  # noqa: B006  # read, never changed
 ) -> namespace.Plan | None:
     """The sandbox record's words make for it at this start (state: where its CLI keeps its
-    own state), None for none; SpawnFailed with the reason when it cannot be made here."""
+    own state; trusted: its files that name commands), None for none; SpawnFailed with the
+    reason when it cannot be made here."""
     try:
         return sandboxing.session_plan(
-            record.properties, owner, record.cwd, record.repo, paths, state
+            record.properties, owner, record.cwd, record.repo, paths, state, trusted
         )
     except (sandbox.SandboxProblem, OSError) as e:
         why = sandboxing.why(e)
@@ -182,6 +187,7 @@ class Scopes:
         meanwhile: Step | None = None,
         program_found: bool = False,
         state: list[str] | None = None,
+        trusted: list[str] | None = None,
     ) -> Started:
         """Start the scope with tmux running record.last_argv in the complete environment env,
         its output copied into the FIFO output when given. With user_caps, the scope goes into
@@ -196,6 +202,7 @@ class Scopes:
         admission), so it is not looked for again.
 
         state: where the session's CLI keeps its own state, writable in its sandbox.
+        trusted: its CLI's files that name commands to run, read-only in its sandbox.
 
         Raises SpawnFailed on any failure, after making sure no half-started scope is left.
         """
@@ -214,7 +221,7 @@ class Scopes:
             pane_env,
         )  # fmt: skip
         tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
-        plan = sandbox_plan(record, owner, paths, state or [])
+        plan = sandbox_plan(record, owner, paths, state or [], trusted or [])
         try:
             child = await HeldChild.start(owner, record.cwd, server_env, argv, plan)
         except OSError as e:  # no fork to be had, or the forker ended under the request

@@ -76,6 +76,7 @@ class Spawner:
             caps = self.settings.config.users.limits if capped(owner.uid) else Limits()
             output = self.terminal.prepare(session)
             state = await self.cli_state(session, preset, env)
+            trusted = cli_trusted(session, preset, env)
             if created:
                 await checkpoint.reached(checkpoint.CREATE_MADE, session.name)
             started = await self.scopes.start(
@@ -90,6 +91,7 @@ class Spawner:
                 first,
                 program_found=created,
                 state=state,
+                trusted=trusted,
             )
             await checkpoint.reached(checkpoint.SPAWN_STARTED, session.name)
         except (SpawnFailed, OSError) as e:
@@ -167,6 +169,16 @@ class Spawner:
     async def stop_scope(self, session: Session) -> None:
         await look_last(session)
         await self.scopes.stop(session.record.unit, self.settings.config.stop_timeout_sec + 30)
+
+
+def cli_trusted(session: Session, preset: Preset | None, env: dict[str, str]) -> list[str]:
+    """The files of a sandboxed session's CLI that name commands it runs (its preset's,
+    made concrete): read-only in its sandbox. Nothing for a session with no sandbox."""
+    record = session.record
+    if preset is None or not preset.trusted or not sandbox.read(record.properties).confined:
+        return []
+    home, cwd = session.owner.home, record.cwd
+    return [launch.conversation_glob(t, "", home, cwd, env) for t in preset.trusted]
 
 
 async def look_last(session: Session) -> None:
