@@ -19,7 +19,7 @@ whatever else runs later. Each is made so only where the words left it writable,
 read-only bind of the path, under the writable one. A mount point cannot be renamed or
 unlinked, so every directory from the writable mount down to the path is made a mount point
 of its own too (writable as it was): the session cannot move the git directory aside and put
-one of its own in its place. A path that is missing when the session starts has nothing to be
+one of its own in its place (a symbolic link is not made one: a link can be replaced). A path that is missing when the session starts has nothing to be
 mounted on, and is not kept from the session (docs/presets.md).
 
 Pure: the paths are only looked at by ``daemon/host/namespace.py``.
@@ -28,7 +28,7 @@ Pure: the paths are only looked at by ``daemon/host/namespace.py``.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from hostagent.sandbox import Context, Mode, Mount, Sandbox, _ordered, _under, expand
 
@@ -45,12 +45,22 @@ def later_run(ctx: Context, trusted: Iterable[str] = ()) -> list[str]:
     return paths
 
 
-def guarded(found: list[Mount], box: Sandbox, ctx: Context, paths: Iterable[str]) -> list[Mount]:
+def guarded(
+    found: list[Mount],
+    box: Sandbox,
+    ctx: Context,
+    paths: Iterable[str],
+    linked: Callable[[str], bool] = lambda path: False,
+) -> list[Mount]:
     """found (sandbox.mounts' answer) with paths made read-only where found leaves them
     writable and no ReadWritePaths= word names them exactly; every directory between the
     writable mount and such a path made a mount point; the session's cwd kept writable when a
     path made read-only holds it (its own worktree, among the others'). Nothing where the
-    home is writable: there the session writes what runs later anyway (~/.bashrc)."""
+    home is writable: there the session writes what runs later anyway (~/.bashrc).
+
+    linked: whether a path is a symbolic link. A directory made a mount point of its own is
+    a copy of what is there, link followed: never made of a link, which could lead anywhere
+    writable (a read-only mount only takes writing away, wherever it leads)."""
     if writable(ctx.home, found):
         return found
     named = {expand(p, ctx).lstrip("-") for p in box.read_write}
@@ -60,8 +70,8 @@ def guarded(found: list[Mount], box: Sandbox, ctx: Context, paths: Iterable[str]
             continue
         added.append(Mount(path, Mode.READ_ONLY, True))
         root = _covering(path, found)
-        added += [Mount(d, Mode.READ_WRITE, True) for d in _between(root, path)]
-        if _under(ctx.cwd, path) and writable(ctx.cwd, found):
+        added += [Mount(d, Mode.READ_WRITE, True) for d in _between(root, path) if not linked(d)]
+        if _under(ctx.cwd, path) and writable(ctx.cwd, found) and not linked(ctx.cwd):
             added.append(Mount(ctx.cwd, Mode.READ_WRITE, True))
     return _ordered([*found, *added]) if added else found
 

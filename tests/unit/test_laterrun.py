@@ -147,3 +147,12 @@ def test_a_path_is_writable_as_its_nearest_mount_says(
 ) -> None:
     found = [sandbox.Mount(p, m) for p, m in mounts]
     assert laterrun.writable(path, found) is writable
+
+
+def test_a_symbolic_link_is_never_made_a_writable_mount_point() -> None:
+    """A link planted at .git could lead a copy of /etc's mount into the project, writable."""
+    box = sandbox.read([*BASE, "ReadWritePaths=%{cwd}"])
+    found = sandbox.mounts(box, CTX)
+    made = laterrun.guarded(found, box, CTX, laterrun.later_run(CTX), linked=lambda p: p == G)
+    modes = {m.path: m.mode for m in made}
+    assert G not in modes and modes[f"{G}/hooks"] == Mode.READ_ONLY

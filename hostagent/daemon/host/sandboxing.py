@@ -86,7 +86,9 @@ def session_plan(
     close = [user_runtime] if system else [f"{user_runtime}/bus", f"{user_runtime}/systemd"]
     found = sandbox.mounts(box, ctx, keep=keep, close=close)
     guard = dataclasses.replace(ctx, gitdir=gitdir if repo else enclosing_gitdir(cwd))
-    found = laterrun.guarded(found, box, guard, laterrun.later_run(guard, trusted))
+    found = laterrun.guarded(
+        found, box, guard, laterrun.later_run(guard, trusted), linked=os.path.islink
+    )
     if sandbox.hidden(runtime_dir, found):
         raise SandboxError(
             errno.EINVAL,
