@@ -57,7 +57,7 @@ def test_a_driver_is_quieted_by_emptying_each_of_its_commands() -> None:
     ],
 )
 def test_a_worktree_git_file_is_followed_only_into_its_repository(gitfile: str, admin: str) -> None:
-    assert gitrun.admin_dir(gitfile, "/r/w/t", "/r") == admin
+    assert gitrun.admin_dir(gitfile, "/r/w/t", "/r/.git") == admin
 
 
 def test_the_git_directory_is_named_and_commondir_not_followed() -> None:
@@ -152,3 +152,32 @@ def test_the_trap_does_run_under_plain_git(tmp_path: Path) -> None:
     _trap(repo / ".git", marker)
     _git(repo, "worktree", "add", "-q", str(tmp_path / "t"))
     assert marker.exists()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_bare_repositorys_worktree_is_made_diffed_and_removed(tmp_path: Path) -> None:
+    """A layout whose top's .git is a gitfile (a bare repository with its worktrees): the common
+    git directory is had from git, and the worktree's .git file checked against it."""
+    seed, bare, top = tmp_path / "seed", tmp_path / "repo.git", tmp_path / "main"
+    seed.mkdir()
+    _git(seed, "init", "-q", "-b", "main")
+    (seed / "a.txt").write_text("hello\n")
+    _git(seed, "add", ".")
+    _git(seed, "commit", "-qm", "start")
+    _git(tmp_path, "clone", "-q", "--bare", str(seed), str(bare))
+    _git(bare, "worktree", "add", "-q", str(top), "main")
+    me = Owner.from_uid(os.getuid())
+    trees = worktree.Worktrees()
+
+    async def made() -> worktree.Worktree:
+        tree = await trees.plan(me, str(top), "s1", "", "", "")
+        await trees.make(me, tree, "")
+        return tree
+
+    tree = asyncio.run(made())
+    assert tree.repo == str(top) and tree.path == str(bare / "hostagent-worktrees" / "s1")
+    (Path(tree.path) / "a.txt").write_text("changed\n")
+    assert "+changed" in asyncio.run(trees.diff(me, tree.repo, tree.path, tree.base_ref, False))
+    assert asyncio.run(trees.unrestorable(me, tree.repo, tree.path)) == ["a.txt"]
+    assert asyncio.run(trees.remove(me, tree.repo, tree.path, force=True)) == ""
+    assert not Path(tree.path).exists()

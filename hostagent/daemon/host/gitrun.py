@@ -69,10 +69,10 @@ def common_dir(repo: str) -> str:
     return posixpath.join(repo, ".git")
 
 
-def admin_dir(gitfile: str, worktree: str, repo: str) -> str:
+def admin_dir(gitfile: str, worktree: str, common: str) -> str:
     """The worktree's own git directory that its ``.git`` file names, when it is one of the
-    repository's linked worktrees'; "" when the file names anything else (a directory of the
-    session's, another repository) or is not a gitfile."""
+    linked worktrees' of the repository whose common git directory is common; "" when the file
+    names anything else (a directory of the session's, another repository) or is not one."""
     first = gitfile.split("\n", 1)[0].rstrip("\r")
     if not first.startswith("gitdir: "):
         return ""
@@ -80,7 +80,7 @@ def admin_dir(gitfile: str, worktree: str, repo: str) -> str:
     if not named or "\0" in named:
         return ""
     path = posixpath.normpath(posixpath.join(worktree, named))
-    admin = posixpath.join(common_dir(repo), ADMIN)
+    admin = posixpath.join(common, ADMIN)
     name = posixpath.basename(path)
     if posixpath.dirname(path) != admin or name in ("", ".", ".."):
         return ""

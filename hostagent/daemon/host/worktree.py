@@ -101,20 +101,28 @@ class Worktrees:
     def _repo_env(self, owner: Owner, repo: str) -> dict[str, str]:
         """git's environment for the repository itself: its .git named, and, when that is a
         directory (not the gitfile of an unusual layout), its common directory too."""
-        common = gitrun.common_dir(repo)
-        named = common if os.path.isdir(common) and not os.path.islink(common) else ""
-        return gitrun.environment(_base(owner), common, repo, named)
+        dot = gitrun.common_dir(repo)
+        named = dot if _real_dir(dot) else ""
+        return gitrun.environment(_base(owner), dot, repo, named)
 
     async def _tree_env(self, owner: Owner, repo: str, path: str) -> dict[str, str] | None:
         """git's environment for a worktree of the repository: its own git directory as its
         .git file names it, when that is one of the repository's; None when it is not."""
+        common = gitrun.common_dir(repo)
+        if not _real_dir(common):  # a bare repository's worktree, a submodule's: as git finds it
+            code, common, _ = await self._git(
+                owner, "rev-parse", "--path-format=absolute", "--git-common-dir",
+                env=self._repo_env(owner, repo),
+            )  # fmt: skip
+            if code != 0:
+                return None
         admin = gitrun.admin_dir(
-            await self._read_as_owner(owner, os.path.join(path, ".git")), path, repo
+            await self._read_as_owner(owner, os.path.join(path, ".git")), path, common
         )
         if not admin:
             log.warning("worktree %s: its .git file names no worktree of %s", path, repo)
             return None
-        return gitrun.environment(_base(owner), admin, path, gitrun.common_dir(repo))
+        return gitrun.environment(_base(owner), admin, path, common)
 
     async def _filters(self, owner: Owner, env: dict[str, str]) -> tuple[str, ...]:
         """The options that empty every filter the config git would read in env defines."""
@@ -351,6 +359,10 @@ class Worktrees:
                 f"'git -C {path} diff {base_ref}' yourself."
             )
         return out
+
+
+def _real_dir(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
 
 
 def _base(owner: Owner) -> dict[str, str]:
