@@ -90,32 +90,34 @@ def test_the_daemons_git_runs_no_hook_or_fsmonitor_a_session_planted(alices_repo
     sb, leak = alices_repo, marker()
     words = (*CONFINED, "ReadWritePaths=%{cwd} %{gitdir}/hooks %{gitdir}/config")
     planter = session(sb, *words, cwd=REPO)
-    tree = f"w-{secrets.token_hex(3)}"
+    kept, gone = f"w-{secrets.token_hex(3)}", f"w-{secrets.token_hex(3)}"
     try:
         assert typed(sb, planter, plant_in_gitdir(leak)) == 0
         assert typed(sb, planter, f"cat {SECRET}") != 0  # the key is out of its reach
-        # alice, outside: a worktree session (git worktree add: checkout, post-checkout hook)
-        sb.ctl("new", "--preset", "shell", "--name", tree, "--cwd", REPO, "--worktree",
-               user="alice", system=True).check()  # fmt: skip
-        path = props(sb, tree, user="alice")["Worktree"]
-        alice(sb, f"echo changed > {path}/a.txt")
-        diff = sb.ctl("diff", tree, user="alice", system=True).check().stdout
+        # alice, outside: worktree sessions (git worktree add: a checkout, post-checkout hook)
+        for tree in (kept, gone):
+            sb.ctl("new", "--preset", "shell", "--name", tree, "--cwd", REPO, "--worktree",
+                   user="alice", system=True).check()  # fmt: skip
+            alice(sb, f"echo changed > {props(sb, tree, user='alice')['Worktree']}/a.txt")
+        diff = sb.ctl("diff", kept, user="alice", system=True).check().stdout
         assert "+changed" in diff
         assert not leaked(sb, leak), "the daemon's git ran the session's hook or fsmonitor"
-        # Removed without --force: git status, then git worktree remove; the change keeps it.
-        said = sb.ctl("rm", tree, user="alice", system=True)
+        # Removed without --force: git status finds the change, and the worktree is kept;
+        # with it: git worktree remove.
+        said = sb.ctl("rm", kept, user="alice", system=True).check()
         assert "was kept" in said.stdout + said.stderr
-        sb.ctl("rm", "--force", tree, user="alice", system=True).check()
+        sb.ctl("rm", "--force", gone, user="alice", system=True).check()
+        assert not leaked(sb, f"{TREES}/{gone}")
         assert not leaked(sb, leak), "the daemon's git ran the session's code at a remove"
         # The plant is real: git as alice runs it by hand.
         alice(sb, f"cd {REPO} && git status >/dev/null 2>&1; true")
         assert leaked(sb, leak), "the planted fsmonitor did not run even for alice's own git"
     finally:
-        removed(sb, planter, tree)
+        removed(sb, planter, kept, gone)
         sb.run("rm", "-f", leak)
         alice(sb, f"cd {REPO} && git config --unset core.fsmonitor; git config --remove-section"
-                  " filter.x; rm -f .git/hooks/post-checkout; git rm -q .gitattributes"
-                  " && git commit -qm clean; true")  # fmt: skip
+                  f" filter.x; rm -f .git/hooks/post-checkout; rm -rf {TREES}/{kept};"
+                  " git worktree prune; git rm -q .gitattributes && git commit -qm clean; true")  # fmt: skip
 
 
 def test_a_worktrees_git_file_pointed_elsewhere_is_not_followed(alices_repo: Sandbox) -> None:
