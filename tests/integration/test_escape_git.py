@@ -202,8 +202,8 @@ def test_a_clis_trusted_file_is_read_only_though_its_state_is_writable(
         assert typed(sb, name, "echo kept > ~/.cli/state.json") == 0
         for attack in (
             'echo \'{"hooks": "x"}\' > ~/.cli/settings.json',
-            "echo '{}' > ~/.cli/new && mv ~/.cli/new ~/.cli/settings.json",
-            "rm ~/.cli/settings.json",
+            "echo '{}' > ~/.cli/new && mv -f ~/.cli/new ~/.cli/settings.json",
+            "rm -f ~/.cli/settings.json",
             "mv ~/.cli ~/.cli-aside",
         ):
             assert typed(sb, name, attack) != 0, f"{attack!r} got through"

@@ -114,6 +114,7 @@ def test_the_daemons_git_runs_nothing_a_session_wrote(tmp_path: Path) -> None:
         return tree
 
     tree = asyncio.run(made())
+    assert tree.cwd == tree.path  # made from the top: its top, normalized for %{cwd}
     assert not marker.exists(), "the create ran the repository's code"
     path = Path(tree.path)
     (path / "a.txt").write_text("changed\n")

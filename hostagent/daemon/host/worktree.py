@@ -164,7 +164,7 @@ class Worktrees:
                 f"Branch '{chosen}' already exists; reuse it with --worktree={chosen} "
                 "(when no worktree has it checked out), or pick another name."
             )
-        inside = os.path.join(path, os.path.relpath(cwd, top))
+        inside = os.path.normpath(os.path.join(path, os.path.relpath(cwd, top)))  # "." at the top
         return Worktree(path, chosen, base_ref, repo, inside, new_branch=not reuse, top=top)
 
     async def make(self, owner: Owner, tree: Worktree, setup: str) -> None:
