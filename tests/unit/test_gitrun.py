@@ -22,13 +22,24 @@ from hostagent.identity import Owner
     [
         pytest.param("", [], id="none"),
         pytest.param(
-            "filter.lfs.clean\nfilter.lfs.smudge\nfilter.lfs.process\n",
+            "local\tfilter.lfs.clean\nlocal\tfilter.lfs.smudge\nlocal\tfilter.lfs.process\n",
             ["lfs"],
             id="one-driver-once",
         ),
-        pytest.param("filter.a.b.clean\nfilter.x.required\n", ["a.b"], id="dotted-subsection"),
-        pytest.param("filter.evil.PROCESS\n", ["evil"], id="any-case"),
-        pytest.param("filter.x.required\ndiff.x.textconv\n", [], id="no-command"),
+        pytest.param(
+            "local\tfilter.a.b.clean\nlocal\tfilter.x.required\n", ["a.b"], id="dotted-subsection"
+        ),
+        pytest.param("worktree\tfilter.evil.PROCESS\n", ["evil"], id="any-case,worktree-scope"),
+        pytest.param("command\tfilter.c.clean\n", ["c"], id="command-scope"),
+        pytest.param("local\tfilter.x.required\nlocal\tdiff.x.textconv\n", [], id="no-command"),
+        pytest.param(
+            "global\tfilter.lfs.clean\nsystem\tfilter.s.smudge\n", [], id="the-owners-and-roots-run"
+        ),
+        pytest.param(
+            "global\tfilter.lfs.clean\nlocal\tfilter.lfs.process\n",
+            ["lfs"],
+            id="the-owners-driver-changed-by-the-repository",
+        ),
     ],
 )
 def test_the_filter_drivers_that_run_a_command_are_found(listing: str, drivers: list[str]) -> None:

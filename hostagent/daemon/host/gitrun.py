@@ -13,7 +13,8 @@ daemon's git runs
   one of that repository's; a ``.git`` file pointed elsewhere is refused;
 - with every setting that names a command turned off on its command line, which wins over
   every file: hooks (core.hooksPath=/dev/null), the file-system monitor, the filters of each
-  driver the repository's config defines (clean, smudge and process emptied), automatic gc and
+  driver the repository's own config sets (clean, smudge and process emptied; a driver only
+  the owner's ~/.gitconfig defines, git-lfs's, is hers and runs), automatic gc and
   maintenance, and submodule recursion (a submodule has a config of its own); git hands these
   to the git it runs itself. A diff is asked with --no-ext-diff --no-textconv.
 
@@ -39,17 +40,21 @@ QUIET = (
     "-c", "core.pager=cat",
 )  # fmt: skip
 DIFF_QUIET = ("--no-ext-diff", "--no-textconv")
-# The filter drivers git's config defines, as `git config --name-only --get-regexp` lists them.
-LIST_FILTERS = ("config", "--name-only", "--get-regexp", r"^filter\.")
+# The filter drivers git's config defines, each key with the scope of the file that set it.
+LIST_FILTERS = ("config", "--show-scope", "--name-only", "--get-regexp", r"^filter\.")
 _FILTER_KEY = re.compile(r"^filter\.(.+)\.(clean|smudge|process)$", re.IGNORECASE)
+OWNERS_SCOPES = ("global", "system")  # ~/.gitconfig and /etc/gitconfig: hers and root's
 
 
 def filter_drivers(listing: str) -> list[str]:
-    """The drivers that run a command, from LIST_FILTERS' output: each once, in order."""
+    """The drivers that run a command set in the repository's own config (LIST_FILTERS'
+    output), each once, in order. A driver only the owner's or the system's config defines
+    (git-lfs, installed in ~/.gitconfig) is hers, and left to run."""
     found: list[str] = []
     for line in listing.splitlines():
-        m = _FILTER_KEY.match(line.strip())
-        if m and m.group(1) not in found:
+        scope, _, key = line.strip().partition("\t")
+        m = _FILTER_KEY.match(key)
+        if m and scope not in OWNERS_SCOPES and m.group(1) not in found:
             found.append(m.group(1))
     return found
 
