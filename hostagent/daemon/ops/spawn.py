@@ -124,6 +124,7 @@ class Spawner:
         confined = sandbox.read(record.properties).shown()
         if confined:
             writes = f"; its CLI's state writable: {' '.join(state)}" if state else ""
+            writes += f"; its CLI's trusted files not: {' '.join(trusted)}" if trusted else ""
             log.info("session '%s': started confined: %s%s", session.name, " ".join(confined), writes)  # fmt: skip
         self.endings.follow(session, started.pane_pid)
         if not record.leader_pid:
