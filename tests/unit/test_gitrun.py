@@ -133,11 +133,28 @@ def test_the_daemons_git_runs_nothing_a_session_wrote(tmp_path: Path) -> None:
     assert asyncio.run(trees.unrestorable(me, str(repo), tree.path)) == ["a.txt"]
     assert not marker.exists(), "diff or status ran the repository's code"
 
+    # An embedded repository the session made and added, with a filter of its own.
+    sub = path / "sub"
+    sub.mkdir()
+    _git(sub, "init", "-q", "-b", "main")
+    (sub / ".gitattributes").write_text("* filter=own\n")
+    (sub / "f").write_text("f\n")
+    _git(sub, "add", ".")
+    _git(sub, "commit", "-qm", "sub")
+    with (sub / ".git" / "config").open("a") as f:
+        f.write(f'[filter "own"]\n\tclean = "touch {marker}; cat"\n')
+    _git(path, *gitrun.QUIET, "add", "sub")  # as the session would, its own trap kept off
+    (sub / "f").write_text("changed\n")
+    os.utime(sub / "f", (0, 0))  # stat data unlike the index's: git must look at the file
+    assert "sub" in asyncio.run(trees.diff(me, str(repo), tree.path, tree.base_ref, True))
+    assert "sub" in asyncio.run(trees.unrestorable(me, str(repo), tree.path))
+    assert not marker.exists(), "git ran a filter of a repository the session added"
+
     # A commondir file in the git directory would send git to a copy the session made.
     evil = tmp_path / "evil"
     shutil.copytree(repo / ".git", evil)
     (repo / ".git" / "commondir").write_text(f"{evil}\n")
-    assert "changed" in asyncio.run(trees.diff(me, str(repo), tree.path, tree.base_ref, True))
+    assert "a.txt" in asyncio.run(trees.diff(me, str(repo), tree.path, tree.base_ref, True))
     (repo / ".git" / "commondir").unlink()
 
     # The worktree's .git file pointed at another repository: refused, not followed.

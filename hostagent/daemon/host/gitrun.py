@@ -16,7 +16,9 @@ daemon's git runs
   driver the repository's own config sets (clean, smudge and process emptied; a driver only
   the owner's ~/.gitconfig defines, git-lfs's, is hers and runs), automatic gc and
   maintenance, and submodule recursion (a submodule has a config of its own); git hands these
-  to the git it runs itself. A diff is asked with --no-ext-diff --no-textconv.
+  to the git it runs itself. A diff is asked with --no-ext-diff --no-textconv; a status and a
+  diff do not look into a submodule's work tree (git runs git there, with the submodule's own
+  config, which the session may have written: an embedded repository it made and added).
 
 Nothing here reaches a remote, so no ssh command, credential helper or askpass is run; the
 owner's own ~/.gitconfig and root's /etc/gitconfig are read as they are (a session under
@@ -39,7 +41,11 @@ QUIET = (
     "-c", "maintenance.auto=false",
     "-c", "core.pager=cat",
 )  # fmt: skip
-DIFF_QUIET = ("--no-ext-diff", "--no-textconv")
+# A repository the session made inside the work tree and added (a submodule, or an embedded
+# repository) has a config of its own, which git reads when it runs git in it to see whether
+# its work tree changed: not looked into, only its commit compared.
+SUBMODULES_QUIET = ("--ignore-submodules=dirty",)
+DIFF_QUIET = ("--no-ext-diff", "--no-textconv", *SUBMODULES_QUIET)
 # The filter drivers git's config defines, each key with the scope of the file that set it.
 LIST_FILTERS = ("config", "--show-scope", "--name-only", "--get-regexp", r"^filter\.")
 _FILTER_KEY = re.compile(r"^filter\.(.+)\.(clean|smudge|process)$", re.IGNORECASE)

@@ -273,7 +273,8 @@ class Worktrees:
             return ["?"]
         quiet = await self._filters(owner, env)  # a changed file's, which status cleans
         code, out, _ = await self._git(
-            owner, "status", "--porcelain=v1", "-z", "--ignored", strip=False, env=env,
+            owner, "status", "--porcelain=v1", "-z", "--ignored", *gitrun.SUBMODULES_QUIET,
+            strip=False, env=env,
             quiet=quiet,
         )  # fmt: skip
         if code != 0:
