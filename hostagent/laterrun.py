@@ -14,13 +14,14 @@ confined session these are made read-only, unless a ReadWritePaths= word names o
   stays writable when it was);
 - the files its preset's ``trusted:`` names (the CLI's settings files).
 
-Nothing is where the words leave the home writable: the session writes ~/.bashrc there, and
-whatever else runs later. Each is made so only where the words left it writable, by the sandbox's own mechanism: a
-read-only bind of the path, under the writable one. A mount point cannot be renamed or
-unlinked, so every directory from the writable mount down to the path is made a mount point
-of its own too (writable as it was): the session cannot move the git directory aside and put
-one of its own in its place (a symbolic link is not made one: a link can be replaced). A path that is missing when the session starts has nothing to be
-mounted on, and is not kept from the session (docs/presets.md).
+Nothing is guarded where the words leave the home writable: the session writes ~/.bashrc
+there, and whatever else runs later. Each path is made read-only only where the words left it
+writable, by the sandbox's own mechanism: a read-only bind of the path, under the writable
+one. A mount point cannot be renamed or unlinked, so every directory from the writable mount
+down to the path is made a mount point of its own too (writable as it was): the session cannot
+move the git directory aside and put one of its own in its place (a symbolic link is not made
+one: a link can be replaced). A path missing when the session starts has nothing to be mounted
+on, and is not kept from the session (docs/presets.md).
 
 Pure: the paths are only looked at by ``daemon/host/namespace.py``.
 """
