@@ -65,6 +65,9 @@ class Preset:
     # from the preset's env and the owner's passwd entry only, never a creator's environment,
     # and each must lie in the home (sandboxpaths.state_paths).
     state: list[str] = field(default_factory=list)
+    # Its files that name commands it runs (hooks, servers: path templates): read-only in a
+    # sandboxed session of the preset, though under its state, unless a word says otherwise.
+    trusted: list[str] = field(default_factory=list)
     # What a session of it may act on from inside: "tree", the sessions made from inside it
     # (and theirs), as an agent should; "owner", all of its owner's, as a person's shell may.
     rights: str = "tree"
@@ -77,7 +80,7 @@ class Preset:
 
 _KNOWN = {
     "name", "description", "command", "env", "agent_id", "resume", "hooks", "activity",
-    "worktree_setup", "prompt_args", "usage", "state", "rights", "mcp", "extends",
+    "worktree_setup", "prompt_args", "usage", "state", "trusted", "rights", "mcp", "extends",
 }  # fmt: skip
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
 _RESUME_KNOWN = {"args", "conversation", "turn", "list", "forks"}
@@ -160,6 +163,13 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
     preset.state = yamlfile.expect_str_list(doc, data.get("state", []), "state")
     if not all(p.startswith(("/", "{home}/", "{$")) for p in preset.state):
         raise doc.error("state", "each must be an absolute path, or start with {home}/ or {$VAR")
+    preset.trusted = yamlfile.expect_str_list(doc, data.get("trusted", []), "trusted")
+    if not all(
+        p.startswith(("/", "{home}/", "{$")) and not p.endswith("/") for p in preset.trusted
+    ):
+        raise doc.error(
+            "trusted", "each must be a file's absolute path, or start with {home}/ or {$VAR"
+        )
     preset.rights = data.get("rights", "tree")
     if preset.rights not in RIGHTS:
         raise doc.error("rights", "must be tree (the sessions it made) or owner (all its owner's)")

@@ -184,6 +184,7 @@ class FakeScopes:
         self.tmux = FakeTmux(self.systemd)
         self.launched: list[list[str]] = []  # every argv a scope was started with
         self.fail_with = ""  # the next start fails with this message
+        self.trusted: list[str] = []  # the trusted files the last start was given
         self.crash_with: BaseException | None = None  # the next start raises this, unforeseen
         self.gate: asyncio.Event | None = None  # when set up, starts wait for it
         self.parked = asyncio.Event()  # set while a start waits at the gate
@@ -210,7 +211,9 @@ class FakeScopes:
         program_found: bool = False,
         state: list[str] | None = None,
         resolved: dict[str, str] | None = None,
+        trusted: list[str] | None = None,
     ) -> Started:
+        self.trusted = trusted or []
         if not program_found:
             self.program_checks += 1
         if self.crash_with is not None:

@@ -165,3 +165,34 @@ def test_pi_is_started_with_hostagents_extension_for_it() -> None:
     command = command_with_hooks(pi, ["/usr/bin/pi"], paths, [])
     assert command == ["/usr/bin/pi", "-e", str(EXTENSIONS_DIR / "pi-hostagent.ts")]
     assert (EXTENSIONS_DIR / "pi-hostagent.ts").is_file() and not pi.hooks_format
+
+
+@pytest.mark.parametrize(
+    ("trusted", "refused"),
+    [
+        pytest.param(
+            '["{home}/.x/settings.json", "/etc/x.toml", "{$X_HOME:-{home}}/c"]', False, id="files"
+        ),
+        pytest.param('["{home}/.x/"]', True, id="a-directory"),
+        pytest.param('["settings.json"]', True, id="relative"),
+        pytest.param('"{home}/.x/settings.json"', True, id="not-a-list"),
+    ],
+)
+def test_a_presets_trusted_files_are_files_named_by_absolute_templates(
+    tmp_path: Path, trusted: str, refused: bool
+) -> None:
+    dirs = tree(tmp_path, {"a/x.yaml": f"command: [x]\ntrusted: {trusted}\n"})
+    if refused:
+        with pytest.raises(SettingsError, match="trusted"):
+            load_presets(dirs, strict=True)
+    else:
+        assert len(load_presets(dirs, strict=True)["x"].trusted) == 3
+
+
+def test_the_built_in_presets_trust_only_files_under_their_state() -> None:
+    """A trusted file outside the CLI's state is read-only in a sandbox anyway (ProtectHome=)."""
+    presets = load_presets([BUILTIN_DIR], strict=True)
+    assert {n for n, p in presets.items() if p.trusted} == {"claude", "gemini", "qwen"}
+    for p in presets.values():
+        for file in p.trusted:
+            assert any(file.startswith(d) for d in p.state if d.endswith("/")), file

@@ -7,6 +7,7 @@ runtime files; and what this kernel and this mode can enforce, for ``doctor``.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import errno
 import functools
 import os
@@ -14,7 +15,7 @@ import platform
 import struct
 from collections.abc import Iterable, Mapping
 
-from hostagent import sandbox, sandboxmounts, sandboxpaths
+from hostagent import laterrun, sandbox, sandboxmounts, sandboxpaths
 from hostagent.daemon.host.namespace import CLONE_NEWUSER, Plan, Veil, landlock_abi, libc
 from hostagent.daemon.host.owner import passwd_env
 from hostagent.daemon.state.paths import (
@@ -66,6 +67,16 @@ def cli_state(preset: Preset | None, owner: Owner, cwd: str) -> list[str]:
     return sandboxpaths.state_paths(preset.state, owner.home, cwd, {**passwd_env(owner), **preset.env})  # fmt: skip
 
 
+def cli_trusted(preset: Preset | None, owner: Owner, cwd: str) -> list[str]:
+    """Its CLI's files that name commands to run (its preset's `trusted:`), made concrete as
+    its state is (cli_state), from the preset and the owner's passwd entry alone: read-only in
+    a confined session (laterrun.py)."""
+    if preset is None or not preset.trusted:
+        return []
+    env = {**passwd_env(owner), **preset.env}
+    return sandboxpaths.state_paths(preset.trusted, owner.home, cwd, env)
+
+
 def to_resolve(properties: list[str], owner: Owner, cwd: str, repo: str, state: list[str]) -> list[str]:  # fmt: skip
     """Every path a confined session's plan names, for the owner to resolve; none for one with
     no sandbox. SandboxProblem for a word that names no path here."""
@@ -81,13 +92,16 @@ def session_plan(
     paths: SessionPaths,
     state: Iterable[str] = (),
     resolved: Mapping[str, str] | None = None,
+    trusted: Iterable[str] = (),
 ) -> Plan | None:
     """The plan for a session with these properties; with no word that confines it, the plan
     that keeps it apart from its siblings (None when this host can make none). state: the
     paths its CLI keeps its state in (cli_state), writable as its runtime directory is, unless
     a word says otherwise. resolved: each path of to_resolve's as the owner resolves it.
-    SandboxProblem or SandboxError when it cannot be made here (a writable path that resolves
-    to a hidden one too), said before anything starts."""
+    trusted: its CLI's files that name commands (cli_trusted), read-only with what else runs
+    later outside the session (laterrun.py), unless a word says otherwise. SandboxProblem or
+    SandboxError when it cannot be made here (a writable path that resolves to a hidden one
+    too), said before anything starts."""
     box = sandbox.read(properties)
     system = os.geteuid() == 0
     if not box.confined:
@@ -112,6 +126,10 @@ def session_plan(
         close=closed(user_runtime, system),
         state=state,
         resolved=resolved,
+    )
+    guard = dataclasses.replace(ctx, gitdir=ctx.gitdir if repo else enclosing_gitdir(cwd))
+    found = laterrun.guarded(
+        found, box, guard, laterrun.later_run(guard, trusted), linked=os.path.islink
     )
     if sandboxmounts.hidden(runtime_dir, found):
         raise SandboxError(
@@ -150,6 +168,19 @@ def closed(user_runtime: str, system: bool) -> list[sandboxmounts.Closed]:
         sandboxmounts.Closed(f"{user_runtime}/{p}", f"{user_runtime}/{p}")
         for p in ("bus", "systemd")
     ]
+
+
+def enclosing_gitdir(cwd: str) -> str:
+    """The git directory of the repository cwd is in, as git would find it going up: "" when
+    there is none, or the nearest .git is not a directory (a linked worktree's gitfile)."""
+    d = os.path.normpath(cwd)
+    while True:
+        dot = os.path.join(d, ".git")
+        if os.path.lexists(dot):
+            return dot if os.path.isdir(dot) and not os.path.islink(dot) else ""
+        if d == "/":
+            return ""
+        d = os.path.dirname(d)
 
 
 def apart_plan(paths: SessionPaths, owner: Owner, system: bool) -> Plan | None:

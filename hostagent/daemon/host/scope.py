@@ -129,14 +129,15 @@ def sandbox_plan(
     owner: Owner,
     paths: SessionPaths,
     state: list[str],
-    resolved: dict[str, str] | None = None,
+    resolved: dict[str, str] | None,
+    trusted: list[str],
 ) -> namespace.Plan | None:
     """The sandbox record's words make for it at this start (state: where its CLI keeps its
-    own state; resolved: its paths as the owner resolves them), None for none; SpawnFailed
-    with the reason when it cannot be made here."""
+    own state; resolved: its paths as the owner resolves them; trusted: its CLI's files that
+    name commands), None for none; SpawnFailed with the reason when it cannot be made here."""
     try:
         return sandboxing.session_plan(
-            record.properties, owner, record.cwd, record.repo, paths, state, resolved
+            record.properties, owner, record.cwd, record.repo, paths, state, resolved, trusted
         )
     except (sandbox.SandboxProblem, OSError) as e:
         why = sandboxing.why(e)
@@ -188,6 +189,7 @@ class Scopes:
         program_found: bool = False,
         state: list[str] | None = None,
         resolved: dict[str, str] | None = None,
+        trusted: list[str] | None = None,
     ) -> Started:
         """Start the scope with tmux running record.last_argv in the complete environment env,
         its output copied into the FIFO output when given. With user_caps, the scope goes into
@@ -202,7 +204,8 @@ class Scopes:
         admission), so it is not looked for again.
 
         state: where the session's CLI keeps its own state, writable in its sandbox;
-        resolved: the sandbox's paths as the owner resolves them (sandboxing.to_resolve).
+        resolved: the sandbox's paths as the owner resolves them (sandboxing.to_resolve);
+        trusted: its CLI's files that name commands to run, read-only in its sandbox.
 
         Raises SpawnFailed on any failure, after making sure no half-started scope is left.
         """
@@ -221,7 +224,7 @@ class Scopes:
             pane_env,
         )  # fmt: skip
         tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
-        plan = sandbox_plan(record, owner, paths, state or [], resolved)
+        plan = sandbox_plan(record, owner, paths, state or [], resolved, trusted or [])
         try:
             child = await HeldChild.start(owner, record.cwd, server_env, argv, plan)
         except OSError as e:  # no fork to be had, or the forker ended under the request

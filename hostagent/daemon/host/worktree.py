@@ -7,6 +7,9 @@ default in ``hostagent-worktrees/`` inside the repository's git directory, which
 same filesystem, owned by the same user, and out of ``git status``. Ignored files the agent
 needs (``.env``, local settings) are copied in when the repository's ``.worktreeinclude``
 names them. A failure at any step leaves nothing: no worktree, no branch.
+
+git runs outside the session's sandbox on files the session may have written: it runs here as
+gitrun.py says, its git directory taken from the record and nothing of the repository's run.
 """
 
 from __future__ import annotations
@@ -18,7 +21,13 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from hostagent.daemon.host.owner import USER_CODE_OUTPUT, OutputTooLarge, exec_as_owner
+from hostagent.daemon.host import gitrun
+from hostagent.daemon.host.owner import (
+    DEFAULT_PATH,
+    USER_CODE_OUTPUT,
+    OutputTooLarge,
+    exec_as_owner,
+)
 from hostagent.errors import WorktreeFailed, quote
 from hostagent.identity import Owner
 from hostagent.session import SessionRecord
@@ -51,34 +60,74 @@ class Worktrees:
         self.git = git if git is not None else shutil.which("git")
 
     async def _git(
-        self, owner: Owner, *args: str, timeout: float = GIT_TIMEOUT, strip: bool = True
+        self,
+        owner: Owner,
+        *args: str,
+        timeout: float = GIT_TIMEOUT,
+        strip: bool = True,
+        env: dict[str, str] | None = None,
+        quiet: tuple[str, ...] = (),
     ) -> tuple[int, str, str]:
+        """git args run as owner, with every setting that names a command off (gitrun.QUIET,
+        and quiet: the filters'), in env when given (the git directory named)."""
         git = self.git
         if not git:
             raise WorktreeFailed("git is not installed; install it (apt install git) and retry.")
-        # git runs the repository's hooks and config: the owner's code.
+        what = args[2] if len(args) > 2 and args[0] == "-C" else args[0]
+        argv = [git, *gitrun.QUIET, *quiet, *args]
         try:
-            result = await exec_as_owner(owner, [git, *args], timeout, runs_user_code="git")
+            # Still the owner's code where this git reads the owner's own config.
+            result = await exec_as_owner(owner, argv, timeout, env=env, runs_user_code="git")
         except OutputTooLarge as e:
-            raise WorktreeFailed(
-                f"git {args[2] if len(args) > 2 else args[0]} printed {e}."
-            ) from None
+            raise WorktreeFailed(f"git {what} printed {e}.") from None
         if result is None:
-            raise WorktreeFailed(
-                f"git {args[2] if len(args) > 2 else args[0]} did not finish in time."
-            )
+            raise WorktreeFailed(f"git {what} did not finish in time.")
         code, out, err = result
         if not strip:  # names of files, to hand back to a command as they are
             return code, out.decode(errors="surrogateescape"), err.decode(errors="replace").strip()
         return code, out.decode(errors="replace").strip(), err.decode(errors="replace").strip()
 
-    async def _git_ok(self, owner: Owner, *args: str, what: str) -> str:
-        code, out, err = await self._git(owner, *args)
+    async def _git_ok(
+        self, owner: Owner, *args: str, what: str, env: dict[str, str] | None = None,
+        quiet: tuple[str, ...] = (),
+    ) -> str:  # fmt: skip
+        code, out, err = await self._git(owner, *args, env=env, quiet=quiet)
         if code != 0:
             raise WorktreeFailed(
                 f"{what}: {(err or out).splitlines()[-1] if (err or out) else code}"
             )
         return out
+
+    def _repo_env(self, owner: Owner, repo: str) -> dict[str, str]:
+        """git's environment for the repository itself: its .git named, and, when that is a
+        directory (not the gitfile of an unusual layout), its common directory too."""
+        dot = gitrun.common_dir(repo)
+        named = dot if _real_dir(dot) else ""
+        return gitrun.environment(_base(owner), dot, repo, named)
+
+    async def _tree_env(self, owner: Owner, repo: str, path: str) -> dict[str, str] | None:
+        """git's environment for a worktree of the repository: its own git directory as its
+        .git file names it, when that is one of the repository's; None when it is not."""
+        common = gitrun.common_dir(repo)
+        if not _real_dir(common):  # a bare repository's worktree, a submodule's: as git finds it
+            code, common, _ = await self._git(
+                owner, "rev-parse", "--path-format=absolute", "--git-common-dir",
+                env=self._repo_env(owner, repo),
+            )  # fmt: skip
+            if code != 0:
+                return None
+        admin = gitrun.admin_dir(
+            await self._read_as_owner(owner, os.path.join(path, ".git")), path, common
+        )
+        if not admin:
+            log.warning("worktree %s: its .git file names no worktree of %s", path, repo)
+            return None
+        return gitrun.environment(_base(owner), admin, path, common)
+
+    async def _filters(self, owner: Owner, env: dict[str, str]) -> tuple[str, ...]:
+        """The options that empty every filter the config git would read in env defines."""
+        _, out, _ = await self._git(owner, *gitrun.LIST_FILTERS, env=env)
+        return tuple(gitrun.quieted(gitrun.filter_drivers(out)))
 
     async def plan(
         self, owner: Owner, cwd: str, name: str, branch: str, base: str, directory: str
@@ -127,9 +176,12 @@ class Worktrees:
             if tree.new_branch
             else ["worktree", "add", tree.path, tree.branch]
         )
+        env = self._repo_env(owner, tree.repo)
+        quiet = await self._filters(owner, env)  # the checkout's
         await self._git_ok(
-            owner, "-C", tree.top, *add, what=f"Failed to create the worktree at {tree.path}"
-        )
+            owner, *add, what=f"Failed to create the worktree at {tree.path}", env=env,
+            quiet=quiet,
+        )  # fmt: skip
         try:
             # The same place inside the worktree; git keeps no empty directories, so make it.
             made = await exec_as_owner(owner, ["/bin/mkdir", "-p", "--", tree.cwd], 10.0)
@@ -197,28 +249,35 @@ class Worktrees:
         create, or one a crash cut short), and its branch if the create made it and nothing
         was committed on it since; best effort. What is in the worktree was put there by the
         create (checkout, included files, setup), never by a session."""
-        await self._git(owner, "-C", tree.repo, "worktree", "remove", "--force", tree.path)
-        await self._git(owner, "-C", tree.repo, "worktree", "prune")  # a checkout cut short
+        env = self._repo_env(owner, tree.repo)
+        await self._git(owner, "worktree", "remove", "--force", tree.path, env=env)
+        await self._git(owner, "worktree", "prune", env=env)  # a checkout cut short
         if not tree.new_branch:
             return
         code, tip, _ = await self._git(
-            owner, "-C", tree.repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{tree.branch}"
+            owner, "rev-parse", "--verify", "--quiet", f"refs/heads/{tree.branch}", env=env
         )
         if code == 0 and tip != tree.base_ref:
             log.warning(
                 "Branch %s of a create that never finished holds commits; kept", tree.branch
             )
             return
-        await self._git(owner, "-C", tree.repo, "branch", "-D", tree.branch)
+        await self._git(owner, "branch", "-D", tree.branch, env=env)
 
     async def unrestorable(self, owner: Owner, repo: str, path: str) -> list[str]:
         """What in the worktree git could not bring back once it is removed, as git status names
         it: changes to tracked files, untracked files, and ignored ones (a rotated .env, notes)
         unless the main worktree holds the same (a file .worktreeinclude copied in, untouched).
-        ["?"] when git cannot say."""
+        ["?"] when git cannot say (its .git file names no worktree of the repository)."""
+        env = await self._tree_env(owner, repo, path)
+        if env is None:
+            return ["?"]
+        quiet = await self._filters(owner, env)  # a changed file's, which status cleans
         code, out, _ = await self._git(
-            owner, "-C", path, "status", "--porcelain=v1", "-z", "--ignored", strip=False
-        )
+            owner, "status", "--porcelain=v1", "-z", "--ignored", *gitrun.SUBMODULES_QUIET,
+            strip=False, env=env,
+            quiet=quiet,
+        )  # fmt: skip
         if code != 0:
             return ["?"]
         changed: list[str] = []
@@ -263,10 +322,14 @@ class Worktrees:
                     f"could not restore{first} and was kept; remove it with 'git -C {repo} worktree "
                     f"remove --force {path}', or remove the session with --force."
                 )
+        # Unforced, git's own check runs git status in the worktree, through its .git file:
+        # unrestorable found it one of the repository's a moment ago.
+        env = self._repo_env(owner, repo)
         args = ["worktree", "remove", *(["--force"] if force else []), path]
         await self._git_ok(
-            owner, "-C", repo, *args, what=f"Failed to remove the worktree at {path}"
-        )
+            owner, *args, what=f"Failed to remove the worktree at {path}", env=env,
+            quiet=await self._filters(owner, env),
+        )  # fmt: skip
         return ""
 
     async def remove_of(self, owner: Owner, record: SessionRecord, force: bool) -> str:
@@ -279,10 +342,19 @@ class Worktrees:
         except WorktreeFailed as e:
             return e.message
 
-    async def diff(self, owner: Owner, path: str, base_ref: str, stat: bool) -> str:
+    async def diff(self, owner: Owner, repo: str, path: str, base_ref: str, stat: bool) -> str:
         """What the session changed against its base, committed and not, as git diff shows it."""
-        args = ["-C", path, "diff", *(["--stat"] if stat else []), base_ref]
-        out = await self._git_ok(owner, *args, what="Failed to diff the worktree")
+        env = await self._tree_env(owner, repo, path)
+        if env is None:
+            raise WorktreeFailed(
+                f"The .git file of {path} does not name a worktree of {repo}; git is not run "
+                "on a repository the session pointed it to."
+            )
+        args = ["diff", *gitrun.DIFF_QUIET, *(["--stat"] if stat else []), base_ref, "--"]
+        out = await self._git_ok(
+            owner, *args, what="Failed to diff the worktree", env=env,
+            quiet=await self._filters(owner, env),
+        )  # fmt: skip
         if len(out.encode()) > DIFF_MAX:
             raise WorktreeFailed(
                 f"The diff is larger than {DIFF_MAX // (1024 * 1024)} MiB; run "
@@ -295,6 +367,15 @@ def inside(path: str, cwd: str, top: str) -> str:
     """The place in the worktree at path that cwd is in the tree at top, normalized: %{cwd}
     stands for it, and a path word holds no '.' (the top itself was 'path/.')."""
     return os.path.normpath(os.path.join(path, os.path.relpath(cwd, top)))
+
+
+def _real_dir(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def _base(owner: Owner) -> dict[str, str]:
+    """The fixed environment a helper of the owner's gets (owner.exec_as_owner's)."""
+    return {"PATH": DEFAULT_PATH, "HOME": owner.home, "LANG": "C.UTF-8"}
 
 
 def _matches(path: str, pattern: str) -> bool:

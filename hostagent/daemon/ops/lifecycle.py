@@ -377,4 +377,6 @@ class Lifecycle:
         record = session.record
         if not record.worktree:
             raise WorktreeFailed(f"Session '{session.name}' has no worktree of its own to diff.")
-        return await self.worktrees.diff(session.owner, record.worktree, record.base_ref, stat)
+        return await self.worktrees.diff(
+            session.owner, record.repo, record.worktree, record.base_ref, stat
+        )

@@ -76,6 +76,7 @@ class Spawner:
             caps = self.settings.config.users.limits if capped(owner.uid) else Limits()
             output = self.terminal.prepare(session)
             state, resolved = await self.cli_state(session, preset)
+            trusted = cli_trusted(session, preset)
             if created:
                 await checkpoint.reached(checkpoint.CREATE_MADE, session.name)
             started = await self.scopes.start(
@@ -91,6 +92,7 @@ class Spawner:
                 program_found=created,
                 state=state,
                 resolved=resolved,
+                trusted=trusted,
             )
             await checkpoint.reached(checkpoint.SPAWN_STARTED, session.name)
         except (SpawnFailed, OSError) as e:
@@ -123,6 +125,7 @@ class Spawner:
         confined = sandbox.read(record.properties).shown()
         if confined:
             writes = f"; its CLI's state writable: {' '.join(state)}" if state else ""
+            writes += f"; its CLI's trusted files not: {' '.join(trusted)}" if trusted else ""
             log.info("session '%s': started confined: %s%s", session.name, " ".join(confined), writes)  # fmt: skip
         self.endings.follow(session, started.pane_pid)
         if not record.leader_pid:
@@ -181,6 +184,19 @@ class Spawner:
     async def stop_scope(self, session: Session) -> None:
         await look_last(session)
         await self.scopes.stop(session.record.unit, self.settings.config.stop_timeout_sec + 30)
+
+
+def cli_trusted(session: Session, preset: Preset | None) -> list[str]:
+    """The files of a sandboxed session's CLI that name commands it runs (sandboxing's
+    cli_trusted): read-only in its sandbox. Nothing for a session with no sandbox, or when its
+    preset's are not paths in the home (then its state could not be made either)."""
+    record = session.record
+    if not sandbox.read(record.properties).confined:
+        return []
+    try:
+        return sandboxing.cli_trusted(preset, session.owner, record.cwd)
+    except sandbox.SandboxProblem:
+        return []
 
 
 async def look_last(session: Session) -> None:
