@@ -66,6 +66,7 @@ def mounts(
     that no link in a path carries a mount elsewhere."""
     real = resolved or {}
     found: list[Mount] = []
+    named: set[str] = set()
     if box.protect_system in ("yes", "full"):
         system = (*_SYSTEM_YES, "/etc") if box.protect_system == "full" else _SYSTEM_YES
         found += [Mount(p, Mode.READ_ONLY, True) for p in system]
@@ -87,9 +88,11 @@ def mounts(
         for raw in getattr(box, attr):
             path = expand(raw, ctx)
             body = path.lstrip("-")
+            named.add(body)
             found.append(Mount(real.get(body, body), mode, path.startswith("-")))
     state_mounts = [Mount(real.get(p, p), Mode.READ_WRITE, True) for p in state]
-    named = {m.path for m in found}
+    # A closed path reopens only for a word that names it as it is: not for one that resolves
+    # to it through a link, nor for a state path.
     found += [Mount(c.cover, c.mode, True) for c in close if c.path not in named]
     found += [Mount(p, Mode.READ_WRITE, True) for p in keep]
     return _ordered([*found, *state_mounts])

@@ -24,6 +24,16 @@ SYSTEM = [Closed(RUN, "/run/user", Mode.TMPFS)]
 USER = [Closed(f"{RUN}/bus", f"{RUN}/bus"), Closed(f"{RUN}/systemd", f"{RUN}/systemd")]
 
 
+def test_a_word_that_resolves_to_her_directory_through_a_link_does_not_reopen_it() -> None:
+    """The owner resolves each path (sandboxpaths.py), and a link in her home can lead to her
+    runtime directory: the word names the link, not the directory, so the cover stays."""
+    link = "/home/alice/proj/run"
+    found = sandboxmounts.mounts(
+        sandbox.read([f"ReadOnlyPaths={link}"]), CTX, close=SYSTEM, resolved={link: RUN}
+    )
+    assert COVER in found, found
+
+
 def test_the_system_daemon_covers_all_of_run_user_and_the_user_daemon_only_the_sockets() -> None:
     assert closed(RUN, system=True) == SYSTEM
     assert closed(RUN, system=False) == USER

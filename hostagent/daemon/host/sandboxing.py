@@ -127,7 +127,10 @@ def session_plan(
         state=state,
         resolved=resolved,
     )
-    guard = dataclasses.replace(ctx, gitdir=ctx.gitdir if repo else enclosing_gitdir(cwd))
+    # The repository a session outside a worktree is in may be above its cwd; with none, its
+    # own %{gitdir} (which a word may name, and the session may make).
+    enclosing = ctx.gitdir if repo else enclosing_gitdir(cwd) or ctx.gitdir
+    guard = dataclasses.replace(ctx, gitdir=enclosing)
     found = laterrun.guarded(
         found, box, guard, laterrun.later_run(guard, trusted), linked=os.path.islink
     )
