@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hostagent import resources, sandbox
+from hostagent import resources, sandbox, shellwords
 from hostagent.config import COLUMNS_BOUNDS, LIMIT_BOUNDS, ROWS_BOUNDS, limit_problem
 from hostagent.errors import InvalidArgs, quote
 from hostagent.session import Limits
@@ -21,6 +21,9 @@ MAX_ENV_ENTRIES = 256
 MAX_ENV_BYTES = 64 * 1024
 MAX_ARGV_ENTRIES = 1024
 MAX_ARGV_BYTES = 128 * 1024
+# All of option 'properties' together, in UTF-8 bytes (a newline between two): the words of a
+# sandbox and a resource setting or two take a few hundred; this bounds what parsing them costs.
+MAX_PROPERTIES_BYTES = sandbox.MAX_LINE
 
 # option key -> D-Bus signature
 OPTION_TYPES: dict[str, str] = {
@@ -138,6 +141,9 @@ def check_properties(assigned: list[str]) -> list[str]:
         raise InvalidArgs(
             f"Option 'properties' may hold at most {resources.MAX_PROPERTIES} assignments."
         )
+    # Their size first, before any is parsed: a huge one costs nothing but this.
+    if too_long := shellwords.too_long("\n".join(assigned), MAX_PROPERTIES_BYTES):
+        raise InvalidArgs(f"Option 'properties' {too_long}.")
     shown = []
     for text in assigned:
         if sandbox.is_word(text.partition("=")[0]):
