@@ -10,10 +10,20 @@ import shlex
 import time
 
 import pytest
+from dbus_fast import Message, Variant
 
 from hostagent import sandbox, shellwords
+from hostagent.config import LIMIT_BOUNDS
 from hostagent.errors import InvalidArgs
-from hostagent.options import MAX_PROPERTIES_BYTES, parse_options
+from hostagent.options import (
+    CREATE_ARGS_MAX,
+    MAX_ARGV_ENTRIES,
+    MAX_ENV_ENTRIES,
+    MAX_PROPERTIES_BYTES,
+    OPTION_TYPES,
+    parse_options,
+    size_problem,
+)
 from hostagent.sandbox import MAX_LINE, PATH_MAX, SandboxProblem
 
 WORD = "ReadWritePaths="
@@ -205,3 +215,31 @@ def test_shellwords_cost_is_c_speed(line: str) -> None:
     with contextlib.suppress(ValueError):
         shellwords.split(line)
     assert time.perf_counter() - started < 0.5
+
+
+def test_a_create_at_every_cap_fits_under_the_header_limit() -> None:
+    """CREATE_ARGS_MAX is what a valid CreateSession's arguments may take on the bus: one at
+    every cap at once fits, so only a call that cannot be valid is refused from its header."""
+    argv = ["a" * 127] * MAX_ARGV_ENTRIES  # 128 KiB with their NULs
+    env = {f"K{i:03d}": "v" * 250 for i in range(MAX_ENV_ENTRIES)}  # 64 KiB with = and NUL
+    options = {
+        "command": Variant("as", argv[:1]),
+        "args": Variant("as", argv[1:]),
+        "env": Variant("a{ss}", env),
+        "properties": Variant("as", _properties(MAX_PROPERTIES_BYTES)),
+        "agent_session": Variant("s", "s" * 128),
+        "worktree": Variant("s", "w" * 200),
+        "base": Variant("s", "b" * 200),
+        "user": Variant("u", 1000),
+        "columns": Variant("q", 1000),
+        "rows": Variant("q", 1000),
+        "mcp": Variant("b", True),
+        **{key: Variant("t", hi) for key, (_, hi) in LIMIT_BOUNDS.items()},
+    }
+    assert len(options) == len(OPTION_TYPES) - 1  # all but prompt, which shares argv's room
+    parse_options({k: (v.signature, v.value) for k, v in options.items()})
+    assert size_problem(argv, env) is None
+    body = ["n" * 64, "p" * 64, _path(PATH_MAX - 1), options]
+    wire = Message(path="/", member="CreateSession", signature="sssa{sv}", body=body)
+    body_len = int.from_bytes(wire._marshall(False)[4:8], "little")
+    assert CREATE_ARGS_MAX - 24 * 1024 < body_len <= CREATE_ARGS_MAX  # and little room spare

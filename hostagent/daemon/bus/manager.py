@@ -31,7 +31,13 @@ from hostagent.daemon.host import sandboxing
 from hostagent.daemon.state.live import Session
 from hostagent.errors import AccessDenied, NoSessionForPID
 from hostagent.identity import Owner
-from hostagent.options import MAX_ARGV_BYTES, MAX_ENV_BYTES, parse_options
+from hostagent.options import (
+    CREATE_ARGS_MAX,
+    MAX_ARGV_BYTES,
+    MAX_ENV_BYTES,
+    MAX_PROPERTIES_BYTES,
+    parse_options,
+)
 from hostagent.permissions import (
     create_owner,
     exempt_from_caps,
@@ -266,10 +272,10 @@ MANAGER = Interface(
             [("name", "s"), ("preset", "s"), ("cwd", "s"), ("options", "a{sv}")],
             [("path", "o")],
             _create,
-            # The command line and environment at their largest, and room for the rest.
-            largest=2 * MAX_ARGV_BYTES + 2 * MAX_ENV_BYTES + 64 * 1024,
-            too_big=f"A session's command line may hold {MAX_ARGV_BYTES >> 10} KiB and its "
-            f"environment {MAX_ENV_BYTES >> 10} KiB.",
+            largest=CREATE_ARGS_MAX,  # a valid call's at most: a bigger one is not unmarshalled
+            too_big=f"A session's command line may hold {MAX_ARGV_BYTES >> 10} KiB, its "
+            f"environment {MAX_ENV_BYTES >> 10} KiB and its properties "
+            f"{MAX_PROPERTIES_BYTES >> 10} KiB.",
         ),
         Method("ResumeSession", [("name", "s")], [("path", "o")], _resume),
         Method("StopSession", [("name", "s")], [], _stop),

@@ -76,8 +76,10 @@ async def first_record(
     cwd = cwd or owner.home
     if not os.path.isabs(cwd):
         raise InvalidCwd(f"Working directory {quote(cwd)} must be an absolute path.")
-    if len(cwd.encode(errors="surrogateescape")) >= PATH_MAX:
-        raise InvalidCwd(f"Working directory must be shorter than {PATH_MAX} bytes.")
+    if (size := len(cwd.encode(errors="surrogateescape"))) >= PATH_MAX:
+        raise InvalidCwd(
+            f"Working directory must be shorter than {PATH_MAX} bytes; this one takes {size}."
+        )
     problem = await owners.check_cwd(owner, cwd)
     if problem:
         raise InvalidCwd(f"Working directory {quote(cwd)} {problem}.")
