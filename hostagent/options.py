@@ -174,6 +174,17 @@ def check_properties(assigned: list[str]) -> list[str]:
     return shown
 
 
+def cwd_problem(cwd: str) -> str | None:
+    """What is wrong with a working directory's length: PATH_MAX counts its NUL. Said with its
+    size, never the path; asked before anything else of a create, so a huge one is cheap."""
+    if not shellwords.too_long(cwd, sandbox.PATH_MAX - 1):
+        return None
+    size = len(cwd.encode(errors="surrogateescape"))
+    return (
+        f"Working directory must be shorter than {sandbox.PATH_MAX} bytes; this one takes {size}."
+    )
+
+
 def env_problem(key: str, value: str) -> str | None:
     if not ENV_KEY_RE.fullmatch(key):
         return f"environment key {quote(key)} is not a valid name"

@@ -111,7 +111,7 @@ def test_path_words_from_four_clients_stall_no_one(
     check = _bound(quiet, ours, theirs, f"{kilobytes} KB path words ({where}), 4 clients x 3")
     assert sandbox.daemon_pid() == pid
     size = int(kilobytes) * 1000 + 1 + (len("ReadWritePaths=''") if where == "properties" else 0)
-    named = rf"this one takes {size}\.|these took {size >> 10} KiB\)"
+    named = rf"this one takes {size}\.|these took {size >> 10} KiB\.\)"
     for result in seen:
         assert len(result["errors"]) == 1, result
         assert result["errors"][0].endswith(("InvalidArgs", "InvalidCwd")), result

@@ -21,6 +21,7 @@ from hostagent.options import (
     MAX_ENV_ENTRIES,
     MAX_PROPERTIES_BYTES,
     OPTION_TYPES,
+    cwd_problem,
     parse_options,
     size_problem,
 )
@@ -243,3 +244,14 @@ def test_a_create_at_every_cap_fits_under_the_header_limit() -> None:
     wire = Message(path="/", member="CreateSession", signature="sssa{sv}", body=body)
     body_len = int.from_bytes(wire._marshall(False)[4:8], "little")
     assert CREATE_ARGS_MAX - 24 * 1024 < body_len <= CREATE_ARGS_MAX  # and little room spare
+
+
+@pytest.mark.parametrize(
+    ("size", "refused"), [(PATH_MAX - 1, False), (PATH_MAX, True), (400_001, True)]
+)
+def test_a_cwd_is_capped_at_path_max_and_its_size_named(size: int, refused: bool) -> None:
+    said = cwd_problem(_path(size))
+    if not refused:
+        assert said is None
+        return
+    assert said == f"Working directory must be shorter than 4096 bytes; this one takes {size}."

@@ -38,7 +38,7 @@ from hostagent.errors import (
     quote,
 )
 from hostagent.identity import Owner
-from hostagent.options import CreateRequest, size_problem
+from hostagent.options import CreateRequest, cwd_problem, size_problem
 from hostagent.permissions import capped, sandbox_defaults
 from hostagent.presets import Preset
 from hostagent.sandbox import SandboxProblem
@@ -52,7 +52,6 @@ from hostagent.session import (
     unit_name,
 )
 
-PATH_MAX = 4096  # the kernel's, for a path it is given whole
 IP_WORDS = ("IPAddressAllow", "IPAddressDeny")  # systemd enforces them with cgroup BPF
 
 
@@ -76,10 +75,8 @@ async def first_record(
     cwd = cwd or owner.home
     if not os.path.isabs(cwd):
         raise InvalidCwd(f"Working directory {quote(cwd)} must be an absolute path.")
-    if (size := len(cwd.encode(errors="surrogateescape"))) >= PATH_MAX:
-        raise InvalidCwd(
-            f"Working directory must be shorter than {PATH_MAX} bytes; this one takes {size}."
-        )
+    if too_long := cwd_problem(cwd):
+        raise InvalidCwd(too_long)
     problem = await owners.check_cwd(owner, cwd)
     if problem:
         raise InvalidCwd(f"Working directory {quote(cwd)} {problem}.")
