@@ -30,13 +30,11 @@ LIST = "ListSessions"
 
 
 @pytest.fixture(scope="module")
-def quiet(sandbox: Sandbox) -> Iterator[dict[str, list[float]]]:
-    """alice's session, and the probe's calls with nobody attacking, for the module."""
+def alices(sandbox: Sandbox) -> Iterator[str]:
+    """alice's session, which the probe asks for, for the module."""
     create(sandbox, "demo-agent", user="alice", name=ALICES)
-    try:
-        yield _window(sandbox, lambda: time.sleep(WINDOW))
-    finally:
-        sandbox.ctl("rm", ALICES)
+    yield ALICES
+    sandbox.ctl("rm", ALICES)
 
 
 def _window(sb: Sandbox, attack: Callable[[], object]) -> dict[str, list[float]]:
@@ -59,33 +57,41 @@ def _repeated(sb: Sandbox, *args: str) -> Callable[[], list[dict[str, Any]]]:
     return attack
 
 
-def _bound(quiet: dict[str, list[float]], ours: dict[str, list[float]],
-           theirs: dict[str, list[float]], what: str) -> Callable[[], None]:  # fmt: skip
-    """Print the figures of a flood at once; the returned check asserts the bound on them:
-    the bystander's ListSessions p99 under the flood (ours) against the quiet run's, beside
-    systemd's GetUnit under the same flood aimed at it (theirs)."""
+Samples = dict[str, list[float]]
 
-    def p99(samples: dict[str, list[float]], method: str) -> float:
-        return percentile(samples[method], 99)
 
-    def ratio(samples: dict[str, list[float]], method: str) -> float:
-        return p99(samples, method) / p99(quiet, method)
+def p99(samples: Samples, method: str) -> float:
+    return percentile(samples[method], 99)
 
-    mine, systemds = ratio(ours, LIST), ratio(theirs, Probe.SYSTEMD)
-    figures = (
-        f"{what}: ListSessions p99 {p99(ours, LIST) * 1000:.1f} ms (quiet"
-        f" {p99(quiet, LIST) * 1000:.1f} ms), {mine:.1f}x, slowest {max(ours[LIST]) * 1000:.0f}"
-        f" ms; aimed at systemd: its GetUnit p99 {p99(theirs, Probe.SYSTEMD) * 1000:.1f} ms"
-        f" (quiet {p99(quiet, Probe.SYSTEMD) * 1000:.1f} ms), {systemds:.1f}x, and our"
-        f" ListSessions {ratio(theirs, LIST):.1f}x; allowed {allowed(systemds):.1f}x"
-    )
-    print(figures)
 
-    def check() -> None:
+def _ratio_to(quiet: Samples) -> Callable[[Samples, str], float]:
+    return lambda samples, method: p99(samples, method) / p99(quiet, method)
+
+
+def _judged(sb: Sandbox, at_us: Callable[[], object], at_systemd: Callable[[], object],
+            what: str) -> None:  # fmt: skip
+    """Time the bystander in three windows: quiet, the flood aimed at hostagent (at_us), the
+    same aimed at systemd; assert the bound on its ListSessions p99 (the bench's), and no call
+    over STALL. A bound missed is measured once more and must hold then: the machine is shared,
+    and one busy minute of it moved a quiet p99 by half, or an attack's threefold."""
+    for attempt in (1, 2):
+        quiet = _window(sb, lambda: time.sleep(WINDOW))
+        ours, theirs = _window(sb, at_us), _window(sb, at_systemd)
+        ratio = _ratio_to(quiet)
+        mine, systemds = ratio(ours, LIST), ratio(theirs, Probe.SYSTEMD)
+        figures = (
+            f"{what} ({attempt}): ListSessions p99 {p99(ours, LIST) * 1000:.1f} ms (quiet"
+            f" {p99(quiet, LIST) * 1000:.1f} ms), {mine:.1f}x, slowest"
+            f" {max(ours[LIST]) * 1000:.0f} ms; aimed at systemd: its GetUnit p99"
+            f" {p99(theirs, Probe.SYSTEMD) * 1000:.1f} ms (quiet"
+            f" {p99(quiet, Probe.SYSTEMD) * 1000:.1f} ms), {systemds:.1f}x, and our ListSessions"
+            f" {ratio(theirs, LIST):.1f}x; allowed {allowed(systemds):.1f}x"
+        )
+        print(figures)
         assert max(ours[LIST]) < STALL, figures
-        assert mine <= allowed(systemds), figures
-
-    return check
+        if mine <= allowed(systemds):
+            return
+    pytest.fail(figures)
 
 
 @pytest.mark.parametrize(
@@ -98,7 +104,7 @@ def _bound(quiet: dict[str, list[float]], ours: dict[str, list[float]],
     ],
 )
 def test_path_words_from_four_clients_stall_no_one(
-    sandbox: Sandbox, quiet: dict[str, list[float]], kilobytes: str, where: str
+    sandbox: Sandbox, alices: str, kilobytes: str, where: str
 ) -> None:
     """bob's four clients each send three creates whose one path (a ReadWritePaths= word, or
     the cwd) is hundreds of KB of quoted text: each is refused on its size, its error names
@@ -106,9 +112,12 @@ def test_path_words_from_four_clients_stall_no_one(
     flood = ("path-words", kilobytes, "4", "3", where)
     pid = sandbox.daemon_pid()
     seen: list[dict[str, Any]] = []
-    ours = _window(sandbox, lambda: seen.extend(_repeated(sandbox, *flood)()))
-    theirs = _window(sandbox, _repeated(sandbox, *flood, "systemd"))
-    check = _bound(quiet, ours, theirs, f"{kilobytes} KB path words ({where}), 4 clients x 3")
+    _judged(
+        sandbox,
+        lambda: seen.extend(_repeated(sandbox, *flood)()),
+        _repeated(sandbox, *flood, "systemd"),
+        f"{kilobytes} KB path words ({where}), 4 clients x 3",
+    )
     assert sandbox.daemon_pid() == pid
     size = int(kilobytes) * 1000 + 1 + (len("ReadWritePaths=''") if where == "properties" else 0)
     named = rf"this one takes {size}\.|these took {size >> 10} KiB\.\)"
@@ -116,20 +125,19 @@ def test_path_words_from_four_clients_stall_no_one(
         assert len(result["errors"]) == 1, result
         assert result["errors"][0].endswith(("InvalidArgs", "InvalidCwd")), result
         assert result["longest_text"] < 300 and re.search(named, result["text"]), result
-    check()
 
 
-def test_a_million_options_twelve_times_stall_no_one(
-    sandbox: Sandbox, quiet: dict[str, list[float]]
-) -> None:
+def test_a_million_options_twelve_times_stall_no_one(sandbox: Sandbox, alices: str) -> None:
     """bob sends twelve creates in a row, each with an options dict of a million entries
     (24 MB): each is refused by name from its header, and the bystander is not held up
     beyond what the same twelve do to systemd when sent to it."""
     pid = sandbox.daemon_pid()
-    seen: dict[str, Any] = {}
-    ours = _window(sandbox, lambda: seen.update(bob(sandbox, "million-options", "12", timeout=600)))
-    theirs = _window(sandbox, lambda: bob(sandbox, "million-options", "12", "systemd", timeout=600))
-    check = _bound(quiet, ours, theirs, "a million options, 12 in a row")
+    seen: list[dict[str, Any]] = []
+    _judged(
+        sandbox,
+        lambda: seen.append(bob(sandbox, "million-options", "12", timeout=600)),
+        lambda: bob(sandbox, "million-options", "12", "systemd", timeout=600),
+        "a million options, 12 in a row",
+    )
     assert sandbox.daemon_pid() == pid
-    assert seen["errors"] == ["org.freedesktop.DBus.Error.InvalidArgs"], seen
-    check()
+    assert all(r["errors"] == ["org.freedesktop.DBus.Error.InvalidArgs"] for r in seen), seen
