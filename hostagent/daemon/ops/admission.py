@@ -174,7 +174,9 @@ def admit(
     go past the admin's caps (root, or an admin the config allows)."""
     preset = settings.preset(preset_name or "shell")
     if preset is None:
-        raise NoSuchPreset(f"No preset '{preset_name}' known; 'hostagentctl presets' lists them.")
+        raise NoSuchPreset(
+            f"No preset {quote(preset_name)} known; 'hostagentctl presets' lists them."
+        )
     name = name or generate_name(preset.name, registry.taken())
     problem = name_problem(name)
     if problem:
