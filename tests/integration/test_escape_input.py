@@ -21,7 +21,7 @@ import pytest
 
 from bench.hostile import allowed
 from bench.report import percentile
-from tests.integration.helpers import create
+from tests.integration.helpers import create, settled
 from tests.integration.hostile_watch import ALICES, STALL, Probe, bob
 from tests.sandbox import Sandbox
 
@@ -141,3 +141,22 @@ def test_a_million_options_twelve_times_stall_no_one(sandbox: Sandbox, alices: s
     )
     assert sandbox.daemon_pid() == pid
     assert all(r["errors"] == ["org.freedesktop.DBus.Error.InvalidArgs"] for r in seen), seen
+
+
+def test_words_at_the_caps_still_make_alices_confined_session(sandbox: Sandbox) -> None:
+    """The same action within the caps, from alice's shell outside every session: a path of
+    4095 bytes (optional, so it may be missing) makes her confined session; one of 4096 is
+    refused, by its size, and the error is short."""
+    at_cap = "/tmp/" + "/".join(["d" * 200] * 20)
+    at_cap += "e" * (4095 - len(at_cap))
+    name = create(sandbox, "shell", "-p", "ProtectSystem=strict", "-p",
+                  f"ReadWritePaths=-{at_cap}", user="alice")  # fmt: skip
+    try:
+        assert settled(sandbox, name)[0] == "running"
+    finally:
+        sandbox.ctl("rm", "--force", name, user="alice", system=True)
+    over = sandbox.ctl("new", "--preset", "shell", "-p", f"ReadWritePaths=-{at_cap}e",
+                       user="alice", system=True)  # fmt: skip
+    assert over.returncode != 0
+    assert "takes at most 4095 bytes; this one takes 4096" in over.stderr, over.stderr
+    assert len(over.stderr) < 500
