@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from hostagent import resources, sandbox
+from hostagent import resources, sandbox, shellwords
 from hostagent.config import COLUMNS_BOUNDS, LIMIT_BOUNDS, ROWS_BOUNDS, limit_problem
 from hostagent.errors import InvalidArgs, quote
 from hostagent.session import Limits
@@ -21,6 +21,21 @@ MAX_ENV_ENTRIES = 256
 MAX_ENV_BYTES = 64 * 1024
 MAX_ARGV_ENTRIES = 1024
 MAX_ARGV_BYTES = 128 * 1024
+# All of option 'properties' together, in UTF-8 bytes (a newline between two): the words of a
+# sandbox and a resource setting or two take a few hundred; this bounds what parsing them costs.
+MAX_PROPERTIES_BYTES = sandbox.MAX_LINE
+
+# The most a valid CreateSession's arguments take on the bus, in bytes: each cap above at its
+# largest, with what the wire adds to each string (length, NUL, padding: 8 bytes at most) and
+# dict entry (24), a cwd of PATH_MAX, and room for the rest (the names and the small options).
+# A call over it cannot be valid, so it is refused from its header, its body never unmarshalled.
+CREATE_ARGS_MAX = (
+    MAX_ARGV_BYTES + 8 * MAX_ARGV_ENTRIES  # command, args and prompt share one command line
+    + MAX_ENV_BYTES + 24 * MAX_ENV_ENTRIES
+    + MAX_PROPERTIES_BYTES + 8 * resources.MAX_PROPERTIES
+    + sandbox.PATH_MAX
+    + 16 * 1024
+)  # fmt: skip
 
 # option key -> D-Bus signature
 OPTION_TYPES: dict[str, str] = {
@@ -151,6 +166,9 @@ def check_properties(assigned: list[str]) -> list[str]:
         raise InvalidArgs(
             f"Option 'properties' may hold at most {resources.MAX_PROPERTIES} assignments."
         )
+    # Their size first, before any is parsed: a huge one costs nothing but this.
+    if too_long := shellwords.too_long("\n".join(assigned), MAX_PROPERTIES_BYTES):
+        raise InvalidArgs(f"Option 'properties' {too_long}.")
     shown = []
     for text in assigned:
         if sandbox.is_word(text.partition("=")[0]):
@@ -167,6 +185,17 @@ def check_properties(assigned: list[str]) -> list[str]:
             raise InvalidArgs(f"Option 'properties': {e}; hostagent sets {known}.") from None
         shown.append(f"{name}={wire.shown}")
     return shown
+
+
+def cwd_problem(cwd: str) -> str | None:
+    """What is wrong with a working directory's length: PATH_MAX counts its NUL. Said with its
+    size, never the path; asked before anything else of a create, so a huge one is cheap."""
+    if not shellwords.too_long(cwd, sandbox.PATH_MAX - 1):
+        return None
+    size = len(cwd.encode(errors="surrogateescape"))
+    return (
+        f"Working directory must be shorter than {sandbox.PATH_MAX} bytes; this one takes {size}."
+    )
 
 
 def env_problem(key: str, value: str) -> str | None:

@@ -42,6 +42,9 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from hostagent import shellwords
+from hostagent.errors import quote
+
 PROTECT_SYSTEM = ("no", "yes", "full", "strict")
 PROTECT_HOME = ("no", "yes", "read-only", "tmpfs")
 PATH_WORDS = {
@@ -51,6 +54,9 @@ PATH_WORDS = {
 }
 WORDS = ("ProtectSystem", "ProtectHome", *PATH_WORDS, "PrivateTmp", "NoNewPrivileges")
 MAX_PATHS = 64  # paths one session's lists may hold together
+# In UTF-8 bytes, checked before parsing: what a word costs is bounded (shellwords.py).
+PATH_MAX = 4096  # the kernel's, its NUL included: a path takes at most 4095 bytes
+MAX_LINE = 16 * 1024  # a word's value: a few paths at their longest, quoted, or scores of others
 _TRUE = ("1", "yes", "y", "true", "t", "on")
 _FALSE = ("0", "no", "n", "false", "f", "off")
 
@@ -117,7 +123,7 @@ def _boolean(word: str, text: str) -> bool:
         return True
     if low in _FALSE:
         return False
-    raise SandboxProblem(f"{word}= takes yes or no, not '{text}'")
+    raise SandboxProblem(f"{word}= takes yes or no, not {quote(text)}")
 
 
 def _choice(word: str, text: str, choices: tuple[str, ...]) -> str:
@@ -128,7 +134,7 @@ def _choice(word: str, text: str, choices: tuple[str, ...]) -> str:
         return "no"
     if low in choices:
         return low
-    raise SandboxProblem(f"{word}= takes {', '.join(choices)}, not '{text}'")
+    raise SandboxProblem(f"{word}= takes {', '.join(choices)}, not {quote(text)}")
 
 
 _SPECIFIER = re.compile(r"%(\{[a-z]+\}|.?)")
@@ -140,25 +146,29 @@ def _paths(word: str, text: str) -> tuple[str, ...]:
     absolute, normalized path (after its '-' prefix and its specifiers), or one starting with
     a specifier that makes it so."""
     try:
-        items = shlex.split(text)
+        items = shellwords.split(text)
     except ValueError as e:
         raise SandboxProblem(f"{word}= has unbalanced quotes: {e}") from None
+    if len(items) > MAX_PATHS:
+        raise SandboxProblem(f"{word}= names {len(items)} paths; a session has at most {MAX_PATHS}")
     for item in items:
         path = item[1:] if item.startswith("-") else item
+        if too_long := shellwords.too_long(path, PATH_MAX - 1):
+            raise SandboxProblem(f"{word}= path {too_long} (PATH_MAX, {PATH_MAX}, counts its NUL)")
         if path.startswith("+"):
             raise SandboxProblem(
-                f"{word}= path '{item}': the '+' prefix is relative to RootDirectory=, "
+                f"{word}= path {quote(item)}: the '+' prefix is relative to RootDirectory=, "
                 "which a session does not have"
             )
         for m in _SPECIFIER.finditer(path):
             if m.group(0) not in _SPECIFIERS:
                 raise SandboxProblem(
-                    f"{word}= path '{item}' has specifier '{m.group(0)}'; "
+                    f"{word}= path {quote(item)} has specifier {quote(m.group(0))}; "
                     f"use {', '.join(_SPECIFIERS)}"
                 )
         if not (path.startswith("/") or path.startswith("%")) or _unnormal(path):
             raise SandboxProblem(
-                f"{word}= takes absolute, normalized paths (no '.' or '..'), not '{item}'"
+                f"{word}= takes absolute, normalized paths (no '.' or '..'), not {quote(item)}"
             )
     return tuple(items)
 
@@ -184,6 +194,8 @@ def read(assigned: Iterable[str]) -> Sandbox:
 
 
 def _assign(box: Sandbox, word: str, value: str) -> Sandbox:
+    if too_long := shellwords.too_long(value, MAX_LINE):  # before a character is parsed
+        raise SandboxProblem(f"{word}= {too_long}")
     if word == "ProtectSystem":
         return replace(box, protect_system=_choice(word, value, PROTECT_SYSTEM))
     if word == "ProtectHome":

@@ -151,18 +151,61 @@ async def big_options(megabytes: str, to: str = "hostagent") -> dict[str, Any]:
     return {**result, "seconds": time.monotonic() - started}
 
 
-async def million_options(times: str) -> dict[str, Any]:
+async def million_options(times: str, to: str = "hostagent") -> dict[str, Any]:
     """16: creates, one after another, each with an options dict of a million entries (24 MB
-    on the wire); the errors they got and the slowest reply's seconds."""
+    on the wire); the errors they got and the slowest reply's seconds. to "systemd": the
+    same messages sent to systemd's Manager (as GetUnit, which it refuses)."""
     bus = await connect()
     options = {f"k{i}": Variant("s", "") for i in range(1_000_000)}
     errors, slowest = set(), 0.0
+    member, where = _aimed(to, "CreateSession")
     for _ in range(int(times)):
         started = time.monotonic()
-        result = await call(bus, "CreateSession", "sssa{sv}", ["big", "shell", "", options])
+        result = await call(bus, member, "sssa{sv}", ["big", "shell", "", options], **where)
         slowest = max(slowest, time.monotonic() - started)
         errors.add(result.get("error", "none"))
     return {"errors": sorted(errors), "slowest": slowest}
+
+
+async def path_words(kilobytes: str, clients: str, each: str, where: str = "properties", to: str = "hostagent") -> dict[str, Any]:  # fmt: skip
+    """17: creates whose one path is kilobytes of quoted text, in a ReadWritePaths= word
+    (where "properties") or as the cwd ("cwd"), each times from each of clients connections
+    at once; to "systemd": the same sent to systemd's Manager (as GetUnit, which it refuses).
+    The errors, the longest error text, and the slowest reply's seconds."""
+    path = "/" + "a" * (int(kilobytes) * 1000)
+    options = {"properties": Variant("as", [f"ReadWritePaths='{path}'"])} if where == "properties" else {}  # fmt: skip
+    cwd = path if where == "cwd" else "/tmp"
+    buses = [await connect() for _ in range(int(clients))]
+    member, where = _aimed(to, "CreateSession")
+
+    async def one(bus: MessageBus, i: int) -> tuple[dict[str, Any], float]:
+        started = time.monotonic()
+        body = [f"pw-{i}", "shell", cwd, options]
+        result = await call(bus, member, "sssa{sv}", body, **where)
+        return result, time.monotonic() - started
+
+    calls = [
+        one(bus, i * int(clients) + n) for i in range(int(each)) for n, bus in enumerate(buses)
+    ]
+    results = await asyncio.gather(*calls)
+    for bus in buses:
+        bus.disconnect()
+    texts = [r.get("text", "") for r, _ in results]
+    return {
+        "errors": sorted({r.get("error", "none") for r, _ in results}),
+        "text": max(texts, key=len)[:500],
+        "longest_text": max(len(t) for t in texts),
+        "slowest": max(took for _, took in results),
+    }
+
+
+def _aimed(to: str, member: str) -> tuple[str, dict[str, str]]:
+    """The member to call, and where: hostagent's Manager, or systemd's as a GetUnit it
+    refuses for its arguments (what being sent such a message costs a service not ours)."""
+    if to != "systemd":
+        return member, {}
+    return "GetUnit", {"destination": SYSTEMD, "path": "/org/freedesktop/systemd1",
+                       "interface": SYSTEMD_MANAGER}  # fmt: skip
 
 
 async def create(name: str, options_json: str = "{}", cwd: str = "") -> dict[str, Any]:
@@ -363,6 +406,7 @@ ATTACKS = {
     "unread-captures": unread_captures,
     "big-options": big_options,
     "million-options": million_options,
+    "path-words": path_words,
     "create": create,
     "fill": fill,
     "forge-follow": forge_follow,

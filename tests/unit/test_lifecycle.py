@@ -79,6 +79,9 @@ def test_create_refuses_unknown_presets_and_bad_names_before_any_record(tmp_path
         host = await Host.started(tmp_path)
         with pytest.raises(NoSuchPreset):
             await create(host, "a", preset="nope")
+        with pytest.raises(NoSuchPreset) as huge:  # a caller's 200 KB name is quoted cut
+            await create(host, "a", preset="p" * 200_000)
+        assert len(str(huge.value)) < 200
         with pytest.raises(InvalidName, match="must match"):
             await create(host, "A b")
         assert host.registry.sessions == {} and host.on_disk("a") is None

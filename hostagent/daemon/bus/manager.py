@@ -29,9 +29,16 @@ from hostagent.daemon.bus.usage import get_usage, lift_budget
 from hostagent.daemon.follow.terminal import MAX_WAIT_NAMES, check_activities
 from hostagent.daemon.host import sandboxing
 from hostagent.daemon.state.live import Session
-from hostagent.errors import AccessDenied, NoSessionForPID
+from hostagent.errors import AccessDenied, InvalidCwd, NoSessionForPID
 from hostagent.identity import Owner
-from hostagent.options import MAX_ARGV_BYTES, MAX_ENV_BYTES, parse_options
+from hostagent.options import (
+    CREATE_ARGS_MAX,
+    MAX_ARGV_BYTES,
+    MAX_ENV_BYTES,
+    MAX_PROPERTIES_BYTES,
+    cwd_problem,
+    parse_options,
+)
 from hostagent.permissions import (
     create_owner,
     exempt_from_caps,
@@ -162,6 +169,8 @@ def _by_pid(f: BusFrontend, call: Call, pid: int) -> str:
 async def _create(
     f: BusFrontend, call: Call, name: str, preset: str, cwd: str, options: dict[str, Variant]
 ) -> str:
+    if too_long := cwd_problem(cwd):  # before anyone is asked anything: a bad path is cheap
+        raise InvalidCwd(too_long)
     req = parse_options({k: (v.signature, v.value) for k, v in options.items()})
     s = f.services
     # Who calls, and from which session if any, asked of the bus at once.
@@ -266,10 +275,10 @@ MANAGER = Interface(
             [("name", "s"), ("preset", "s"), ("cwd", "s"), ("options", "a{sv}")],
             [("path", "o")],
             _create,
-            # The command line and environment at their largest, and room for the rest.
-            largest=2 * MAX_ARGV_BYTES + 2 * MAX_ENV_BYTES + 64 * 1024,
-            too_big=f"A session's command line may hold {MAX_ARGV_BYTES >> 10} KiB and its "
-            f"environment {MAX_ENV_BYTES >> 10} KiB.",
+            largest=CREATE_ARGS_MAX,  # a valid call's at most: a bigger one is not unmarshalled
+            too_big=f"A session's command line may hold {MAX_ARGV_BYTES >> 10} KiB, its "
+            f"environment {MAX_ENV_BYTES >> 10} KiB and its properties "
+            f"{MAX_PROPERTIES_BYTES >> 10} KiB.",
         ),
         Method("ResumeSession", [("name", "s")], [("path", "o")], _resume),
         Method("StopSession", [("name", "s")], [], _stop),

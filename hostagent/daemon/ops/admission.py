@@ -38,7 +38,7 @@ from hostagent.errors import (
     quote,
 )
 from hostagent.identity import Owner
-from hostagent.options import CreateRequest, size_problem
+from hostagent.options import CreateRequest, cwd_problem, size_problem
 from hostagent.permissions import capped, sandbox_defaults, state_from_inside
 from hostagent.presets import Preset
 from hostagent.sandbox import SandboxProblem
@@ -52,7 +52,6 @@ from hostagent.session import (
     unit_name,
 )
 
-PATH_MAX = 4096  # the kernel's, for a path it is given whole
 IP_WORDS = ("IPAddressAllow", "IPAddressDeny")  # systemd enforces them with cgroup BPF
 
 
@@ -76,8 +75,8 @@ async def first_record(
     cwd = cwd or owner.home
     if not os.path.isabs(cwd):
         raise InvalidCwd(f"Working directory {quote(cwd)} must be an absolute path.")
-    if len(cwd.encode(errors="surrogateescape")) >= PATH_MAX:
-        raise InvalidCwd(f"Working directory must be shorter than {PATH_MAX} bytes.")
+    if too_long := cwd_problem(cwd):
+        raise InvalidCwd(too_long)
     problem = await owners.check_cwd(owner, cwd)
     if problem:
         raise InvalidCwd(f"Working directory {quote(cwd)} {problem}.")
@@ -211,7 +210,9 @@ def admit(
     go past the admin's caps (root, or an admin the config allows)."""
     preset = settings.preset(preset_name or "shell")
     if preset is None:
-        raise NoSuchPreset(f"No preset '{preset_name}' known; 'hostagentctl presets' lists them.")
+        raise NoSuchPreset(
+            f"No preset {quote(preset_name)} known; 'hostagentctl presets' lists them."
+        )
     name = name or generate_name(preset.name, registry.taken())
     problem = name_problem(name)
     if problem:
