@@ -52,8 +52,25 @@ async def call(
     reply = await _reply(
         bus, destination, path, interface, member, signature, body, timeout, unix_fds, interactive
     )
-    close_fds(reply.unix_fds)  # a reply this caller did not ask descriptors of gets none kept
+    close_fds(_own_fds(reply))  # a reply this caller did not ask descriptors of gets none kept
     return list(reply.body)
+
+
+async def call_keeping_fds(
+    bus: MessageBus,
+    destination: str,
+    path: str,
+    interface: str,
+    member: str,
+    signature: str = "",
+    body: list[Any] | None = None,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> tuple[list[Any], list[int]]:
+    """A call's reply, and the descriptors it carries: the caller's to close. The connection
+    must have negotiated descriptors (negotiate_unix_fd)."""
+    reply = await _reply(bus, destination, path, interface, member, signature, body, timeout)
+    return list(reply.body), list(reply.unix_fds)
 
 
 async def call_for_fd(
@@ -125,10 +142,17 @@ async def _reply(
     if reply is None:
         return Message(message_type=MessageType.METHOD_RETURN, reply_serial=msg.serial)
     if reply.message_type == MessageType.ERROR:
-        close_fds(reply.unix_fds)
+        close_fds(_own_fds(reply))
         text = reply.body[0] if reply.body and isinstance(reply.body[0], str) else ""
         raise CallError(reply.error_name or "org.freedesktop.DBus.Error.Failed", text)
     return reply
+
+
+def _own_fds(reply: Message) -> list[int]:
+    """The descriptors reply brought, if its signature can hold any. dbus-fast 2.x hands an
+    empty descriptor list on to the next message it reads, which then fills it: the list of a
+    reply with no descriptors, looked at after an await, may hold the next message's."""
+    return list(reply.unix_fds) if "h" in (reply.signature or "") else []
 
 
 def close_fds(fds: list[int]) -> None:

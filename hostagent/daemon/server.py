@@ -32,7 +32,7 @@ from hostagent.config import Config, config_paths, load_config
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.bus.intake import Intake
-from hostagent.daemon.bus.placement import Placement, now, read_pinned
+from hostagent.daemon.bus.placement import Placement, now, read_opener
 from hostagent.daemon.core import Core
 from hostagent.daemon.host.confine import Confiner
 from hostagent.daemon.host.owner import set_confiner
@@ -183,7 +183,7 @@ class Server:
         intake.limit_of, intake.refuse = exporter.largest, exporter.refuse
         exporter.listens_to = systemd.sends
         auth = Authorizer(bus, use_polkit=self.system)
-        placement = Placement(bus, auth.caller_pid, read_pinned, now, unit_in_cgroup)
+        placement = Placement(bus, auth.caller_process, read_opener, now, unit_in_cgroup)
         frontend = core.front(auth, placement, exporter, self.reload)
         frontend.export_all()
         # A daemon that refused calls while its file was broken owns its name already.

@@ -49,11 +49,14 @@ def home(sandbox: Sandbox) -> Iterator[Sandbox]:
 
 def said(sb: Sandbox, name: str, command: str) -> str:
     """What command printed, typed into alice's session name; it comes back through /dev/shm,
-    which every sandbox leaves as it is."""
+    which every sandbox leaves as it is. An orphan's answer is printed by the child it leaves
+    behind, after the shell has gone on: waited for until it is there."""
     out = f"/dev/shm/hostagent-test-{secrets.token_hex(4)}"
     sb.ctl("send", name, f"{{ {command}; }} > {out}.tmp 2>&1; mv {out}.tmp {out}",
            user="alice", system=True).check()  # fmt: skip
     until(lambda: sb.run("test", "-e", out).returncode == 0, f"{command!r} ran in {name}", 60)
+    if command.startswith(ORPHAN):
+        until(lambda: sb.run("test", "-s", out).returncode == 0, f"{command!r} answered", 60)
     text = sb.run("cat", out).check().stdout
     sb.run("rm", "-f", out)
     return text.strip()
@@ -121,7 +124,7 @@ def test_an_orphaned_connection_whose_pid_is_reused_outside_is_refused(home: San
             sb.run("pkill", "-u", "alice", "-x", "sleep")
         assert got.stdout.strip() == str(stale), got
         sb.run("touch", f"{handshake}.go").check()
-        until(lambda: sb.run("test", "-e", out).returncode == 0, "the call was answered", 60)
+        until(lambda: sb.run("test", "-s", out).returncode == 0, "the call was answered", 60)
         assert sb.run("cat", out).check().stdout.strip() == DENIED
     finally:
         sb.run("pkill", "-u", "alice", "-x", "sleep")

@@ -23,7 +23,7 @@ from dbus_fast.aio import MessageBus
 from hostagent.activity import Verdict
 from hostagent.config import Config
 from hostagent.daemon.bus.export import Exporter
-from hostagent.daemon.bus.placement import Placement
+from hostagent.daemon.bus.placement import Opener, Placement
 from hostagent.daemon.core import Core
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.owner import DEFAULT_PATH
@@ -476,9 +476,9 @@ def placed(bus: MessageBus, units: dict[str, str]) -> Placement:
     """A placement that already knows where each caller is (a unit, or "" outside every
     session), as its first call would have found; any other caller cannot be placed."""
 
-    async def no_pid(sender: str) -> int:
-        return 0
+    async def nothing(sender: str) -> Opener:
+        return Opener(pidfd=-2)  # never read: the read below finds nothing
 
-    placement = Placement(bus, no_pid, lambda pid: None, lambda: 0, unit_in_cgroup)
+    placement = Placement(bus, nothing, lambda process: None, lambda: 0, unit_in_cgroup)
     placement._units.update(units)
     return placement

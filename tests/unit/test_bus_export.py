@@ -20,7 +20,7 @@ from hostagent.client.library import Client
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.bus.intake import Intake
-from hostagent.daemon.bus.placement import Placement, now, read_pinned
+from hostagent.daemon.bus.placement import Placement, now, read_opener
 from hostagent.daemon.host.scope import unit_in_cgroup
 from hostagent.errors import (
     InvalidArgs,
@@ -41,7 +41,7 @@ async def serve(tmp: Path, address: str) -> tuple[Host, MessageBus, list[str]]:
     exporter = Exporter(bus)
     intake.limit_of, intake.refuse = exporter.largest, exporter.refuse
     auth = Authorizer(bus, use_polkit=False)
-    placement = Placement(bus, auth.caller_pid, read_pinned, now, unit_in_cgroup)
+    placement = Placement(bus, auth.caller_process, read_opener, now, unit_in_cgroup)
     frontend = host.core.front(auth, placement, exporter, lambda: reloads.append("reload"))
     frontend.export_all()
     await exporter.follow_callers()

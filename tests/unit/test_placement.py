@@ -11,7 +11,15 @@ from dbus_fast import Message, MessageType
 from dbus_fast.aio import MessageBus
 
 from hostagent.daemon.bus import placement as placing
-from hostagent.daemon.bus.placement import Placement, Seen, placeable, read_pinned
+from hostagent.daemon.bus.placement import (
+    OUTSIDE,
+    Opener,
+    Placement,
+    Seen,
+    placeable,
+    read_opener,
+    read_pinned,
+)
 from hostagent.errors import AccessDenied
 from hostagent.permissions import has_owner_rights
 from hostagent.session import SessionRecord
@@ -42,6 +50,20 @@ def test_a_live_process_is_read_and_a_dead_one_is_not() -> None:
     assert read_pinned(0) is None
 
 
+def test_what_the_bus_says_of_a_process_is_read_under_a_pidfd_or_placed_outside() -> None:
+    """A pidfd the bus gives is the process itself: read while alive, refused once gone; no
+    pid and no pidfd is a peer outside the daemon's PID namespace (dbus-daemon 1.14 names an
+    exited process's pid), so outside every session."""
+    me = read_opener(Opener(os.getpid(), os.pidfd_open(os.getpid())))
+    assert me is not None and me.started == 0 and me.cgroup
+    child = subprocess.Popen(["true"])
+    held = os.pidfd_open(child.pid)
+    child.wait()
+    assert read_opener(Opener(child.pid, held)) is None  # its pidfd says: exited
+    assert read_opener(Opener(child.pid)) is None  # its pid names nothing
+    assert read_opener(Opener()) == OUTSIDE
+
+
 def name_owner_changed(name: str, old: str, new: str) -> Message:
     return Message(
         message_type=MessageType.SIGNAL,
@@ -61,15 +83,19 @@ class Host:
     def __init__(self, pids: dict[str, int], seen: dict[int, Seen]) -> None:
         self.pids, self.seen, self.tick = pids, seen, 0
 
-    async def ask(self, sender: str) -> int:
-        return self.pids.get(sender, 0)
+    async def ask(self, sender: str) -> Opener:
+        return Opener(self.pids.get(sender, 0))
 
     def placement(self, bound: int = placing.SIGHTINGS_MAX) -> Placement:
         def unit_of(cgroup: str) -> str | None:
             return "hostagent-a.scope" if cgroup == "inside" else None
 
         bus = MessageBus(bus_address="unix:path=/nonexistent")
-        return Placement(bus, self.ask, self.seen.get, lambda: self.tick, unit_of, bound)
+
+        def read(opener: Opener) -> Seen | None:
+            return self.seen.get(opener.pid)
+
+        return Placement(bus, self.ask, read, lambda: self.tick, unit_of, bound)
 
 
 def test_a_caller_whose_process_is_gone_is_refused_not_taken_as_the_owner() -> None:

@@ -14,7 +14,8 @@ import logging
 from dbus_fast import Variant
 from dbus_fast.aio import MessageBus
 
-from hostagent.bus.call import CallError, call
+from hostagent.bus.call import CallError, call, call_keeping_fds, close_fds
+from hostagent.daemon.bus.placement import Opener
 from hostagent.errors import AccessDenied, InteractiveAuthorizationRequired
 from hostagent.permissions import owner_may_act
 
@@ -52,24 +53,28 @@ class Authorizer:
                 self._uids.popitem(last=False)
         return int(uid)
 
-    async def caller_pid(self, sender: str) -> int:
-        """The pid of the process that opened sender's connection; 0 when the bus cannot say.
-        dbus-daemon 1.15 and later hold that process by a pidfd and refuse to name a pid once
-        it has exited, so a pid another process may have taken since is never reported."""
+    async def caller_process(self, sender: str) -> Opener:
+        """The process that opened sender's connection, as the bus knows it: a pidfd of it
+        where the bus holds one (dbus-daemon 1.15 and later, dbus-broker), else its pid, else
+        neither (the bus cannot name it: see placement.py)."""
         try:
-            (pid,) = await call(
+            (creds,), fds = await call_keeping_fds(
                 self.bus,
                 "org.freedesktop.DBus",
                 "/org/freedesktop/DBus",
                 "org.freedesktop.DBus",
-                "GetConnectionUnixProcessID",
+                "GetConnectionCredentials",
                 "s",
                 [sender],
             )
         except CallError as e:
-            log.debug("No pid for %s: %s", sender, e.text or e.name)
-            return 0
-        return int(pid)
+            log.debug("No credentials for %s: %s", sender, e.text or e.name)
+            return Opener()
+        index = _value(creds, "ProcessFD")
+        pidfd = fds.pop(index) if isinstance(index, int) and 0 <= index < len(fds) else -1
+        close_fds(fds)
+        pid = _value(creds, "ProcessID")
+        return Opener(pid if isinstance(pid, int) else 0, pidfd)
 
     async def require_owner_or_admin(
         self, sender: str, owner_uid: int, interactive: bool, what: str
@@ -131,3 +136,8 @@ class Authorizer:
                 "answered the request to authenticate as an administrator."
             )
         raise AccessDenied(f"Access denied: {what} belongs to another user.")
+
+
+def _value(creds: object, key: str) -> object:
+    value = creds.get(key) if isinstance(creds, dict) else None
+    return value.value if isinstance(value, Variant) else None

@@ -2,16 +2,27 @@
 
 A call from inside a session has fewer rights than its owner outside every session
 (permissions.py), so the daemon must never take a call from inside a session for one from
-outside. The bus names the process that opened a connection (``GetConnectionUnixProcessID``),
+outside. The bus names the process that opened a connection (``GetConnectionCredentials``),
 and that process's cgroup names its session. But a connection outlives the process that opened
 it (a child keeps the socket and calls), and its pid is then free, or another process's:
 dbus-daemon 1.15 and later refuse to name a pid whose process has exited, while dbus-daemon
 1.14 (Debian 12) still names it.
 
 So a connection is placed at its first call, and only when the process the bus names is
-certainly the one that opened it: alive, held by a pidfd while its cgroup and start time are
-read, and started no later than the connection appeared on the bus (a process that started
-after cannot have opened it: its pid was reused). When each unique name appears, the bus
+certainly the one that opened it:
+
+- where the bus holds the process by a pidfd (dbus-daemon 1.15 and later, dbus-broker: the
+  ``ProcessFD`` of GetConnectionCredentials), that pidfd is the process, and no pid can stand
+  in for it: alive, it is read under it; gone, the call is refused; outside the daemon's PID
+  namespace (its pid there is 0), it is outside every session, which the daemon starts in its
+  own namespace or below;
+- where the bus gives a pid only, the process at that pid must be alive, held by a pidfd of
+  the daemon's while its cgroup and start time are read, and have started no later than the
+  connection appeared on the bus (a process that started after cannot have opened it: its pid
+  was reused);
+- where the bus names no process at all, the peer is outside the daemon's PID namespace
+  (dbus-daemon 1.14, the only bus that holds no pidfd, still names an exited process's pid),
+  so outside every session. When each unique name appears, the bus
 driver says so (``NameOwnerChanged`` from no owner), and the daemon notes the time; a name that
 appeared before the daemon listened, or whose note was dropped to keep the table bounded,
 appeared no later than the *floor*, the latest time the daemon stopped knowing of. A
@@ -49,17 +60,61 @@ def now() -> int:
 
 
 @dataclass(frozen=True)
+class Opener:
+    """The process that opened a connection, as the bus names it: a pidfd the daemon now
+    holds (-1: none), and its pid (0: none)."""
+
+    pid: int = 0
+    pidfd: int = -1
+
+
+@dataclass(frozen=True)
 class Seen:
-    """A connection's process as read under its pidfd: when it started, and its cgroup."""
+    """A connection's process as read under its pidfd: when it started (0 where the bus's own
+    pidfd shows that no pid stood in for it), and its cgroup ("" outside the daemon's PID
+    namespace)."""
 
     started: int
     cgroup: str
 
 
+OUTSIDE = Seen(0, "")  # a process outside the daemon's PID namespace: outside every session
+
+
 def placeable(appeared_by: int, seen: Seen | None) -> bool:
     """Whether a connection that appeared on the bus no later than appeared_by was opened by
-    the process seen (None: gone, or the bus would not say)."""
+    the process seen (None: gone)."""
     return seen is not None and seen.started <= appeared_by
+
+
+def read_opener(opener: Opener) -> Seen | None:
+    """What the process that opened a connection is (Placement's read): read under the bus's
+    pidfd where it gave one (which it closes), else under one of the daemon's for its pid, else
+    outside the daemon's PID namespace; None when it is gone."""
+    if opener.pidfd >= 0:
+        try:
+            return _read_held(opener.pidfd)
+        finally:
+            os.close(opener.pidfd)
+    if opener.pid > 0:
+        return read_pinned(opener.pid)
+    return OUTSIDE
+
+
+def _read_held(pidfd: int) -> Seen | None:
+    """The process the bus's pidfd holds: its pid in the daemon's namespace is fdinfo's Pid
+    (-1 once it has exited, 0 outside the namespace)."""
+    pid = procfs.pidfd_pid(pidfd)
+    if pid == 0:
+        return OUTSIDE
+    if pid is None or pid < 0:
+        return None
+    cgroup = procfs.cgroup_of(pid)
+    try:
+        signal.pidfd_send_signal(pidfd, 0)  # still that process after the read
+    except OSError:
+        return None
+    return Seen(0, cgroup)
 
 
 def read_pinned(pid: int) -> Seen | None:
@@ -93,21 +148,21 @@ UNPLACED = (
 class Placement:
     """The unit each connection's first call came from ("" outside every session), kept for
     as long as the connection lasts. Its edges, given by the daemon (server.py) or a test:
-    ask_pid is the bus's GetConnectionUnixProcessID (0 when the bus will not say), read is
-    read_pinned, clock is now, unit_of maps a cgroup path to the session scope it names, and
-    bound is how many arrivals and placements are kept."""
+    ask is the bus's word on the process that opened a connection (Authorizer's
+    caller_process), read is read_opener, clock is now, unit_of maps a cgroup path to the
+    session scope it names, and bound is how many arrivals and placements are kept."""
 
     def __init__(
         self,
         bus: MessageBus,
-        ask_pid: Callable[[str], Awaitable[int]],
-        read: Callable[[int], Seen | None],
+        ask: Callable[[str], Awaitable[Opener]],
+        read: Callable[[Opener], Seen | None],
         clock: Callable[[], int],
         unit_of: Callable[[str], str | None],
         bound: int = SIGHTINGS_MAX,
     ) -> None:
         self.bus = bus
-        self._ask_pid = ask_pid
+        self._ask = ask
         self._read = read
         self._clock = clock
         self._unit_of = unit_of
@@ -132,7 +187,7 @@ class Placement:
         unit = self._units.get(sender)
         if unit is not None:
             return unit
-        seen = self._read(await self._ask_pid(sender))
+        seen = self._read(await self._ask(sender))
         if not placeable(self.appeared_by(sender), seen):
             raise AccessDenied(UNPLACED)
         assert seen is not None

@@ -121,6 +121,17 @@ def started(pid: int) -> int | None:
     return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
 
 
+def pidfd_pid(pidfd: int) -> int | None:
+    """The pid a pidfd's process has in this PID namespace (fdinfo's Pid): -1 once it has
+    exited, 0 when it is outside the namespace; None when the kernel does not say."""
+    text = read_small(f"/proc/self/fdinfo/{pidfd}")
+    for line in (text or "").splitlines():
+        if line.startswith("Pid:"):
+            value = line[4:].strip()
+            return int(value) if value.lstrip("-").isdigit() else None
+    return None
+
+
 def children_of(pid: int) -> list[int]:
     """pid's children, as the kernel lists them for each of its threads."""
     try:
