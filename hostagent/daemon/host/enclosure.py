@@ -24,6 +24,7 @@ import ctypes
 import errno
 import os
 import signal
+import stat
 from dataclasses import dataclass
 
 from hostagent.daemon.host import namespace
@@ -41,16 +42,40 @@ class Enclosure:
     pid: int
     unit: str
     landlock_abi: int
+    socket: str = ""  # the tmux socket the client names, reached as the daemon sees it
 
 
-def unified_cgroup(text: str) -> str:
-    """The unified hierarchy's path in a /proc/PID/cgroup text ("" when it has none)."""
+def hierarchies(text: str) -> dict[str, str]:
+    """A /proc/PID/cgroup text as {hierarchy: path}: "0" for the unified one, else its
+    controllers ("pids", "cpu,cpuacct", "name=systemd")."""
+    found = {}
     for line in text.splitlines():
-        hierarchy, _, rest = line.partition(":")
+        number, _, rest = line.partition(":")
         controllers, _, path = rest.partition(":")
-        if hierarchy == "0" and not controllers:
-            return path
-    return ""
+        if path:
+            found[controllers or number] = path
+    return found
+
+
+def tracking(groups: dict[str, str]) -> str:
+    """The path systemd tracks a unit's processes by: the unified hierarchy's (unified and
+    hybrid layouts), else name=systemd's (legacy, or a unified one left at the root)."""
+    unified = groups.get("0", "")
+    return unified if unified not in ("", "/") else groups.get("name=systemd", unified)
+
+
+def procs_files(ours: dict[str, str], theirs: dict[str, str], unified_root: str) -> list[str]:
+    """The cgroup.procs files to write to join theirs from ours: each hierarchy where the
+    two differ, the one systemd tracks by first (in a v1 layout, each is mounted by its name;
+    the unified one at unified_root)."""
+    files = []
+    first = "0" if theirs.get("0", "/") != "/" else "name=systemd"
+    for key in sorted(theirs, key=lambda k: (k != first, k not in ("0", "name=systemd"))):
+        if theirs[key] == ours.get(key):
+            continue
+        root = unified_root if key == "0" else f"{CGROUP_ROOT}/{key.removeprefix('name=')}"
+        files.append(f"{root}{theirs[key]}/cgroup.procs")
+    return files
 
 
 def in_unit(cgroup: str, unit: str) -> bool:
@@ -74,26 +99,31 @@ def _inodes(pid: int | str) -> dict[str, int]:
     return {name: os.stat(f"/proc/{pid}/ns/{name}").st_ino for name in ("mnt", "user")}
 
 
-def enter(enclosure: Enclosure) -> None:
+def enter(enclosure: Enclosure) -> str:
     """In the forked child, before it execs (as root on the system daemon, as the owner on
     the user daemon): into the session's cgroup and namespaces, a Landlock domain, no new
-    privileges. OSError when the session's process is not there to enter."""
+    privileges; the path the client is to name the socket by. OSError when the session's
+    process is not there to enter."""
     pid = enclosure.pid
     pidfd = os.pidfd_open(pid)
     try:
         with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
-            cgroup = unified_cgroup(f.read())
-        theirs = _inodes(pid)
-        if not in_unit(cgroup, enclosure.unit):
+            theirs = hierarchies(f.read())
+        namespaces = _inodes(pid)
+        if not in_unit(tracking(theirs), enclosure.unit):
             raise OSError(errno.ESRCH, f"no process of {enclosure.unit}", str(pid))
         # Still the process the pidfd holds: the pid read from /proc was not reused meanwhile.
         signal.pidfd_send_signal(pidfd, 0)
-        procs = os.open(f"{CGROUP_ROOT}{cgroup}/cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
-        try:
-            os.write(procs, b"0\n")
-        finally:
-            os.close(procs)
-        flags = namespaces_to_join(_inodes("self"), theirs)
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            ours = hierarchies(f.read())
+        for i, procs in enumerate(procs_files(ours, theirs, _unified_root())):
+            try:
+                _write(procs, b"0\n")
+            except OSError:
+                if i == 0:  # the hierarchy systemd tracks by; a v1 controller's may be absent
+                    raise
+        socket = _reach(enclosure.socket) if enclosure.socket else ""
+        flags = namespaces_to_join(_inodes("self"), namespaces)
         if flags and namespace.libc.setns(pidfd, flags) != 0:
             error = ctypes.get_errno()
             raise OSError(error, f"setns: {os.strerror(error)}", str(pid))
@@ -104,3 +134,47 @@ def enter(enclosure: Enclosure) -> None:
         raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS)")
     if enclosure.landlock_abi:
         namespace.landlock_domain(enclosure.landlock_abi)
+    return socket
+
+
+def _unified_root() -> str:
+    hybrid = f"{CGROUP_ROOT}/unified"
+    return hybrid if os.path.exists(f"{hybrid}/cgroup.procs") else CGROUP_ROOT
+
+
+def _write(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _reach(path: str) -> str:
+    """/proc/self/fd/N for the socket at path, opened here (O_PATH, kept across the exec),
+    following no link on the way: the session's mount namespace may not show it (a session
+    an older hostagent started has it beside its directory, under the veil), and the owner's
+    directories are the owner's to fill with links."""
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in [p for p in path.split("/") if p]:
+            step = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = step
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise OSError(errno.ENOTSOCK, "is not a socket", path)
+        os.set_inheritable(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return f"/proc/self/fd/{fd}"
+
+
+def named(argv: list[str], socket: str, reached: str) -> list[str]:
+    """argv with its -S socket named as reached (unchanged without one)."""
+    if not socket or not reached:
+        return argv
+    for i in range(len(argv) - 1):
+        if argv[i] == "-S" and argv[i + 1] == socket:
+            return [*argv[: i + 1], reached, *argv[i + 2 :]]
+    return argv

@@ -119,9 +119,10 @@ def _child(request: Request, fds: list[int]) -> None:
         os.chdir(request.cwd)
         if request.plan is not None:
             namespace.preexec(request.plan)()
+        argv = request.argv
         if request.inside is not None:
-            enclosure.enter(request.inside)
-        os.execvpe(request.argv[0], request.argv, request.env)
+            argv = enclosure.named(argv, request.inside.socket, enclosure.enter(request.inside))
+        os.execvpe(argv[0], argv, request.env)
     except BaseException as e:  # nothing may return into the forker's loop
         message = f"hostagent: cannot start {request.argv[0]}: {e}\n"
         os.write(2, message.encode(errors="replace"))

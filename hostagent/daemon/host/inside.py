@@ -77,7 +77,7 @@ class Insides:
                 self._known.pop(unit, None)
                 raise NoEnclosure(f"session '{name}' has no process in {unit}")
             self._known[unit] = pid
-        return Enclosure(pid, unit, landlock_abi())
+        return Enclosure(pid, unit, landlock_abi(), str(sock))
 
 
 def _alive_in(unit: str, pid: int) -> bool:
