@@ -124,3 +124,75 @@ def test_a_hook_of_the_agents_reads_nothing_through_the_daemons_capture(sandbox:
         assert users_in_the_daemons_cgroup(sb) == []
     finally:
         removed(sb, confined, plain)
+
+
+def attached(sb: Sandbox, name: str) -> tuple[str, str]:
+    """alice attaches to session name the documented way, in a terminal of her own (a pane of
+    an outer tmux); (outer server's name, what that terminal shows once the attach is over)."""
+    outer = f"outer-{name}"
+    command = f"hostagentctl --system attach {name}; echo attach-ended; sleep 120"
+    sb.run("tmux", "-L", outer, "new-session", "-d", "-x", "120", "-y", "30", command,
+           user="alice").check()  # fmt: skip
+
+    def screen() -> str:
+        return sb.run("tmux", "-L", outer, "capture-pane", "-p", user="alice").stdout
+
+    until(lambda: "attach-ended" in screen(), f"the attach to {name} ended")
+    return outer, screen()
+
+
+# What the agent sets in its own server so that its owner's attaching client runs its program.
+HOOKS = {
+    "exec on attach": "tmux set-hook -g client-attached 'detach-client -E {program}'",
+    "lock on attach": "tmux set -g lock-command {program} \\; "
+    "set-hook -g client-attached 'lock-client ; detach-client'",
+}
+
+
+@pytest.mark.parametrize("hook", HOOKS.values(), ids=list(HOOKS))
+@pytest.mark.usefixtures("alices_home")
+def test_attaching_runs_nothing_the_session_set_outside_it(
+    sandbox: Sandbox, marks: tuple[str, str], hook: str
+) -> None:
+    sb, (ran, stolen) = sandbox, marks
+    evil = program(sb, ran, stolen)
+    confined = session(sb, *CONFINED, cwd=PROJ)
+    outer = ""
+    try:
+        assert typed(sb, confined, hook.format(program=evil)) == 0
+        # Set from inside, it would run (as set) for a client that does what it is told.
+        outer, _ = attached(sb, confined)
+        assert sb.run("test", "-e", ran).returncode != 0, sb.run("cat", ran).stdout
+        assert sb.run("test", "-e", stolen).returncode != 0, "alice's key left the sandbox"
+        assert users_in_the_daemons_cgroup(sb) == []
+    finally:
+        if outer:
+            sb.run("tmux", "-L", outer, "kill-server", user="alice")
+        removed(sb, confined)
+
+
+@pytest.mark.usefixtures("alices_home")
+def test_a_confined_attach_shows_the_session(sandbox: Sandbox) -> None:
+    """The attach itself works, confined: its screen is drawn in alice's terminal, and a
+    detach brings her back."""
+    sb = sandbox
+    confined = session(sb, *CONFINED, cwd=PROJ)
+    outer = f"outer-{confined}"
+    try:
+        assert typed(sb, confined, "echo shown-in-the-attach") == 0
+        command = f"hostagentctl --system attach {confined}; echo attach-ended; sleep 120"
+        sb.run("tmux", "-L", outer, "new-session", "-d", "-x", "120", "-y", "30", command,
+               user="alice").check()  # fmt: skip
+
+        def screen() -> str:
+            return sb.run("tmux", "-L", outer, "capture-pane", "-p", user="alice").stdout
+
+        until(lambda: "shown-in-the-attach" in screen(), "the session's screen in the attach")
+        sb.run("tmux", "-S", f"/run/hostagent/{sb.uid('alice')}/{confined}.sock",
+               "detach-client", "-a", user="alice")  # fmt: skip
+        sb.run("tmux", "-S", f"/run/hostagent/{sb.uid('alice')}/{confined}.sock",
+               "detach-client", user="alice")  # fmt: skip
+        until(lambda: "attach-ended" in screen(), "the detach")
+    finally:
+        sb.run("tmux", "-L", outer, "kill-server", user="alice")
+        removed(sb, confined)
