@@ -9,6 +9,7 @@ import pytest
 
 from hostagent.daemon.host.enclosure import (
     Enclosure,
+    at_limit,
     hierarchies,
     in_unit,
     named,
@@ -147,3 +148,18 @@ def test_with_a_locator_every_tmux_command_runs_inside_its_session() -> None:
     with pytest.raises(TmuxError, match="has no process"):
         asyncio.run(tmux.capture(owner, Path("/run/hostagent/0/gone.d/tmux.sock"), 0))
     assert len(ran) == 1 and outside == []
+
+
+@pytest.mark.parametrize(
+    ("counts", "full"),
+    [
+        ([], False),
+        ([("3\n", "max\n"), ("59\n", "60\n")], False),
+        ([("3\n", "max\n"), ("60\n", "60\n")], True),  # the user's slice, above the session
+        ([("40\n", "40\n"), ("41\n", "max\n")], True),
+    ],
+)
+def test_no_client_is_moved_into_a_cgroup_at_its_task_limit(
+    counts: list[tuple[str, str]], full: bool
+) -> None:
+    assert at_limit(counts) is full

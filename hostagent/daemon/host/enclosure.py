@@ -116,6 +116,9 @@ def enter(enclosure: Enclosure) -> str:
         signal.pidfd_send_signal(pidfd, 0)
         with open("/proc/self/cgroup", encoding="utf-8") as f:
             ours = hierarchies(f.read())
+        # pids.max refuses forks, not a move: a client is never moved into a full cgroup.
+        if at_limit(_task_counts(theirs, _unified_root())):
+            raise OSError(errno.EAGAIN, f"{enclosure.unit} is at its limit of tasks")
         for i, procs in enumerate(procs_files(ours, theirs, _unified_root())):
             try:
                 _write(procs, b"0\n")
@@ -135,6 +138,29 @@ def enter(enclosure: Enclosure) -> str:
     if enclosure.landlock_abi:
         namespace.landlock_domain(enclosure.landlock_abi)
     return socket
+
+
+def at_limit(counts: list[tuple[str, str]]) -> bool:
+    """Is any cgroup of (pids.current, pids.max) pairs (the session's and those above it)
+    full?"""
+    return any(limit.strip() != "max" and int(current) >= int(limit) for current, limit in counts)
+
+
+def _task_counts(theirs: dict[str, str], unified_root: str) -> list[tuple[str, str]]:
+    root, path = (
+        (f"{CGROUP_ROOT}/pids", theirs["pids"])
+        if "pids" in theirs
+        else (unified_root, theirs.get("0", ""))
+    )
+    counts = []
+    while path not in ("", "/"):
+        try:
+            with open(f"{root}{path}/pids.current") as c, open(f"{root}{path}/pids.max") as m:
+                counts.append((c.read(), m.read()))
+        except OSError:
+            pass  # no pids controller there
+        path = path.rpartition("/")[0]
+    return counts
 
 
 def _unified_root() -> str:
