@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hostagent import __version__, values
+from hostagent.cli import attaching
 from hostagent.cli.ctl_options import UsageError, build_options
 from hostagent.cli.ctl_output import (
     EXIT_FAILURE,
@@ -143,6 +144,12 @@ async def verb_attach(c: Client, a: argparse.Namespace) -> int:
         argv = ssh_argv(a.host, ["hostagentctl", bus, "attach", a.name], tty=True)
     elif a.machine and a.machine != ".host":
         argv = ["machinectl", "shell", a.machine, "/usr/bin/hostagentctl", bus, "attach", a.name]
+    else:  # this host's tmux client, kept from what the session's server tells it (attaching.py)
+        try:
+            attaching.exec_confined(argv)
+        except (attaching.AttachRefused, OSError) as e:
+            print(f"hostagentctl: cannot attach to {a.name}: {e}", file=sys.stderr)
+            return EXIT_FAILURE
     os.execvp(argv[0], argv)
     return EXIT_FAILURE  # not reached
 

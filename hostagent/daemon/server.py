@@ -35,6 +35,7 @@ from hostagent.daemon.bus.intake import Intake
 from hostagent.daemon.bus.placement import Placement, now, read_opener
 from hostagent.daemon.core import Core
 from hostagent.daemon.host.confine import Confiner
+from hostagent.daemon.host.inside import Insides
 from hostagent.daemon.host.owner import set_confiner
 from hostagent.daemon.host.owners import Owners
 from hostagent.daemon.host.scope import Scopes, unit_in_cgroup
@@ -160,8 +161,10 @@ class Server:
         await systemd.connect()
         store = SidecarStore(state_dir(self.system), runtime_root(self.system) / "records")
         store.prepare()
+        # The daemon's tmux clients run inside their sessions (host/enclosure.py).
+        insides = Insides(systemd)
         self.core = core = Core.assemble(
-            scopes=Scopes(systemd, Tmux()),
+            scopes=Scopes(systemd, Tmux(locate=insides.locate)),
             owners=Owners(self.system),
             worktrees=Worktrees(),
             store=store,
@@ -174,6 +177,7 @@ class Server:
             # A user's own code the daemon runs (login shells, git) runs under their slice.
             set_confiner(Confiner(systemd, core.lifecycle.owner_slice))
         core.registry.listeners.append(self.status)
+        insides.leader_of = lambda name: _leader(core.registry, name)
         logsetup.set_session_fields(lambda name: _journal_fields(core.registry, name))
         report = await core.recover()
         log.info("%s", report.summary(config.recovery_policy.value))
@@ -357,6 +361,12 @@ async def _own_name(bus: MessageBus) -> bool:
 def _finish(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+def _leader(registry: Registry, name: str) -> tuple[str, int] | None:
+    """The unit and tmux server pid that session name's record has, if it is known."""
+    session = registry.sessions.get(name)
+    return None if session is None else (session.record.unit, session.record.leader_pid)
 
 
 def _journal_fields(registry: Registry, name: str) -> dict[str, str]:

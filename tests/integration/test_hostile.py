@@ -394,11 +394,10 @@ def test_10_captures_of_a_stopped_tmux_spawn_few_helpers(sb: Sandbox, guarded: P
     ]
     try:
         most = 0
-        daemon = str(sb.daemon_pid())
         while any(c.poll() is None for c in captures):
-            # The daemon's tmux helpers for bob (his servers, this one and any other, are not
-            # the daemon's children).
-            count = sb.run("pgrep", "-c", "-u", "bob", "-P", daemon, "tmux").stdout.strip()
+            # The daemon's tmux clients for bob (forked by its forker, inside his sessions).
+            count = sb.run("pgrep", "-c", "-u", "bob", "-f", "tmux -S .* capture-pane").stdout
+            count = count.strip()
             most = max(most, int(count or "0"))
             time.sleep(0.2)
         assert 0 < most <= 16, most

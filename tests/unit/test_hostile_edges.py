@@ -124,7 +124,7 @@ def test_helpers_are_bounded_per_owner_and_time_out_waiting(
             await asyncio.sleep(0.01)
         for _ in range(20):
             await asyncio.sleep(0)  # ...and the others, given every chance, still wait
-        assert _sleeping() == 2 and owner_module._slots().of(me()).locked()
+        assert _sleeping() == 2 and owner_module.helper_slots().of(me()).locked()
         return await asyncio.gather(*stalled)
 
     assert asyncio.run(body()) == [None] * 5

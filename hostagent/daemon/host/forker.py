@@ -32,7 +32,7 @@ import signal
 import socket
 from dataclasses import dataclass
 
-from hostagent.daemon.host import namespace
+from hostagent.daemon.host import enclosure, namespace
 
 MESSAGE_MAX = 1 << 20  # a request: the argv, environment and plan of one session
 EXEC_FAILED = 127  # the child's status when its program could not be executed (as sh's)
@@ -41,12 +41,13 @@ EXEC_FAILED = 127  # the child's status when its program could not be executed (
 @dataclass(frozen=True)
 class Request:
     """One child to fork: what it execs, in which environment, from which directory, in
-    which sandbox (None: none)."""
+    which sandbox (None: none), or inside which session (a tmux client of the daemon's)."""
 
     argv: list[str]
     env: dict[str, str]
     cwd: str
     plan: namespace.Plan | None
+    inside: enclosure.Enclosure | None = None
 
 
 def descriptors(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
@@ -118,7 +119,10 @@ def _child(request: Request, fds: list[int]) -> None:
         os.chdir(request.cwd)
         if request.plan is not None:
             namespace.preexec(request.plan)()
-        os.execvpe(request.argv[0], request.argv, request.env)
+        argv = request.argv
+        if request.inside is not None:
+            argv = enclosure.named(argv, request.inside.socket, enclosure.enter(request.inside))
+        os.execvpe(argv[0], argv, request.env)
     except BaseException as e:  # nothing may return into the forker's loop
         message = f"hostagent: cannot start {request.argv[0]}: {e}\n"
         os.write(2, message.encode(errors="replace"))

@@ -77,16 +77,16 @@ class Forker:
         self._answer: asyncio.Future[tuple[tuple[object, ...], list[int]]] | None = None
         self._exits: dict[int, asyncio.Future[int]] = {}
 
-    async def fork(self, request: Request, stdin: int) -> Forked:
-        """The child forked with stdin, and pipes of its own for stdout and stderr; OSError
-        when the forker cannot fork it."""
-        out_read, out_write = os.pipe()
+    async def fork(self, request: Request, stdin: int, stdout: int = -1) -> Forked:
+        """The child forked with stdin, and pipes of its own for stdout (unless given one) and
+        stderr; OSError when the forker cannot fork it."""
+        out_read, out_write = os.pipe()  # at its end at once, when the child is given stdout
         err_read, err_write = os.pipe()
         try:
             async with self._lock:
                 sock = self._sock or self._start()
                 self._answer = asyncio.get_running_loop().create_future()
-                pipes = array.array("i", [stdin, out_write, err_write])
+                pipes = array.array("i", [stdin, out_write if stdout < 0 else stdout, err_write])
                 rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, pipes)]
                 data = pickle.dumps(request)
                 if len(data) > MESSAGE_MAX:

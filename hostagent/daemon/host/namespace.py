@@ -228,7 +228,7 @@ def _enter(plan: Plan) -> None:
     if plan.no_new_privileges:
         _call(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     if plan.landlock_abi:
-        _landlock(plan.landlock_abi)
+        landlock_domain(plan.landlock_abi)
 
 
 def _own_user_namespace() -> None:
@@ -299,7 +299,7 @@ def _veil(v: Veil, kept: dict[str, int]) -> None:
     _mount(None, v.path, None, _MS_REMOUNT | sealed)
 
 
-def _landlock(abi: int) -> None:
+def landlock_domain(abi: int) -> None:
     """A domain of the session's own: from ABI 6 scoped (signals, abstract sockets); before it,
     one that handles only execute and allows it everywhere, for what every domain gives, no
     trace of a process outside it."""

@@ -117,7 +117,8 @@ _SLOTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _HelperSlots] = (
 )
 
 
-def _slots() -> _HelperSlots:
+def helper_slots() -> _HelperSlots:
+    """This event loop's bounds on helper processes, which every helper waits for."""
     loop = asyncio.get_running_loop()
     slots = _SLOTS.get(loop)
     if slots is None:
@@ -163,7 +164,7 @@ async def exec_as_owner(
 
     runs_user_code says what it is ("login shell") when argv runs the owner's own code: then,
     where a confiner is set, it runs in a scope of its own (confine.py) and takes no stdin."""
-    slots = _slots()
+    slots = helper_slots()
     limit = limit or MAX_OUTPUT
     confiner = _CONFINERS.get(asyncio.get_running_loop()) if runs_user_code else None
     try:

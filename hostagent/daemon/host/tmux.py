@@ -1,7 +1,8 @@
 """The tmux edge: each session is its own tmux server on a private socket, run as its owner.
 
 Every command runs as the session's owner, so the daemon never touches a user's tmux server with
-root's rights. The server reads no config file (``-f /dev/null``): a user's tmux.conf could
+root's rights; and inside the session (inside.py), since a tmux server can make its clients run
+programs and open files, and the session commands its server (enclosure.py). The server reads no config file (``-f /dev/null``): a user's tmux.conf could
 rename or renumber what we address, and the pane is always found as session ``main``.
 """
 
@@ -12,11 +13,13 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
 from hostagent.daemon.host import procfs
+from hostagent.daemon.host.enclosure import Enclosure
+from hostagent.daemon.host.inside import NoEnclosure, exec_inside
 from hostagent.daemon.host.owner import exec_as_owner
 from hostagent.identity import Owner
 
@@ -141,12 +144,37 @@ class Executor(Protocol):
     ) -> Awaitable[tuple[int, bytes, bytes] | None]: ...
 
 
-class Tmux:
-    """Commands against sessions' tmux servers. ``execute`` runs one argv as an owner; it is
-    the seam where fast tests put a scripted terminal."""
+class InsideExecutor(Protocol):
+    """Executor's work, done inside the session that inside names (inside.exec_inside)."""
 
-    def __init__(self, execute: Executor = exec_as_owner) -> None:
+    def __call__(
+        self,
+        owner: Owner,
+        argv: list[str],
+        inside: Enclosure,
+        timeout: float,
+        stdin: bytes | None,
+        *,
+        limit: int = 0,
+        stdout: int = -1,
+    ) -> Awaitable[tuple[int, bytes, bytes] | None]: ...
+
+
+class Tmux:
+    """Commands against sessions' tmux servers. With locate (which session a socket is, and
+    where to enter it: inside.Insides.locate), each runs inside its session; the daemon's are
+    always so. ``execute`` runs one argv as an owner without it; it is the seam where fast
+    tests put a scripted terminal."""
+
+    def __init__(
+        self,
+        execute: Executor = exec_as_owner,
+        locate: Callable[[Path], Awaitable[Enclosure]] | None = None,
+        execute_inside: InsideExecutor = exec_inside,
+    ) -> None:
         self.execute = execute
+        self.locate = locate
+        self.execute_inside = execute_inside
 
     async def run(
         self,
@@ -161,7 +189,16 @@ class Tmux:
         """One tmux command against the session's server, as its owner; its stdout
         (OutputTooLarge past limit bytes, when given; written to stdout, when given)."""
         argv = [tmux_binary(), "-S", str(sock), *args]
-        result = await self.execute(owner, argv, timeout, stdin, limit=limit, stdout=stdout)
+        if self.locate is None:
+            result = await self.execute(owner, argv, timeout, stdin, limit=limit, stdout=stdout)
+        else:
+            try:
+                inside = await self.locate(sock)
+            except NoEnclosure as e:
+                raise TmuxError(str(e)) from None
+            result = await self.execute_inside(
+                owner, argv, inside, timeout, stdin, limit=limit, stdout=stdout
+            )
         if result is None:
             raise TmuxError(f"tmux {args[0]} timed out")
         code, out, err = result
