@@ -3,6 +3,7 @@ from inside another has (permissions.has_owner_rights): both must fail closed.""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 
@@ -135,6 +136,28 @@ def test_a_placement_is_kept_for_the_connection_and_dropped_when_it_leaves() -> 
         assert await p.unit(":1.8") == "hostagent-a.scope"
         p._on_message(name_owner_changed(":1.8", ":1.8", ""))
         assert ":1.8" not in p._units and ":1.8" not in p._arrivals
+
+    run(body())
+
+
+def test_calls_that_come_at_once_ask_the_bus_once() -> None:
+    """bob's burst of 300 calls on each of 20 connections: each connection is placed once,
+    not once for each of its calls in flight."""
+
+    async def body() -> None:
+        host = Host({":1.9": 4242}, {4242: Seen(0, "inside")})
+        asked: list[str] = []
+        ask = host.ask
+
+        async def counted(sender: str) -> Opener:
+            asked.append(sender)
+            await asyncio.sleep(0)  # the bus answers later: the others arrive meanwhile
+            return await ask(sender)
+
+        host.ask = counted  # type: ignore[method-assign]
+        p = host.placement()
+        units = await asyncio.gather(*(p.unit(":1.9") for _ in range(8)))
+        assert units == ["hostagent-a.scope"] * 8 and asked == [":1.9"]
 
     run(body())
 

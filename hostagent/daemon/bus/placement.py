@@ -34,6 +34,7 @@ session is pinned to the connection): a socket handed on keeps the session it ca
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import os
 import signal
@@ -170,6 +171,7 @@ class Placement:
         self._arrivals: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._floor = clock()
         self._units: dict[str, str] = {}
+        self._placing: dict[str, asyncio.Future[str]] = {}
         bus.add_message_handler(self._on_message)
 
     async def follow(self) -> None:
@@ -183,10 +185,20 @@ class Placement:
 
     async def unit(self, sender: str) -> str:
         """The scope sender's connection comes from, "" outside every session; AccessDenied
-        when that cannot be known for certain."""
+        when that cannot be known for certain. A caller's calls that come at once wait for one
+        placement (a burst of them asks the bus once)."""
         unit = self._units.get(sender)
         if unit is not None:
             return unit
+        placing = self._placing.get(sender)
+        if placing is None:
+            placing = asyncio.ensure_future(self._place(sender))
+            self._placing[sender] = placing
+            placing.add_done_callback(lambda _: self._placing.pop(sender, None))
+        # Shielded: one caller's call cancelled does not cancel the others' placement.
+        return await asyncio.shield(placing)
+
+    async def _place(self, sender: str) -> str:
         seen = self._read(await self._ask(sender))
         if not placeable(self.appeared_by(sender), seen):
             raise AccessDenied(UNPLACED)
