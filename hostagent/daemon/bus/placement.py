@@ -104,18 +104,14 @@ def read_opener(opener: Opener) -> Seen | None:
 
 def _read_held(pidfd: int) -> Seen | None:
     """The process the bus's pidfd holds: its pid in the daemon's namespace is fdinfo's Pid
-    (-1 once it has exited, 0 outside the namespace)."""
+    (-1 once it has exited, 0 outside the namespace). Its start time does not matter: no
+    other process can stand behind a pidfd."""
     pid = procfs.pidfd_pid(pidfd)
     if pid == 0:
         return OUTSIDE
     if pid is None or pid < 0:
         return None
-    cgroup = procfs.cgroup_of(pid)
-    try:
-        signal.pidfd_send_signal(pidfd, 0)  # still that process after the read
-    except OSError:
-        return None
-    return Seen(0, cgroup)
+    return _read_under(pidfd, pid, with_start=False)
 
 
 def read_pinned(pid: int) -> Seen | None:
@@ -128,15 +124,20 @@ def read_pinned(pid: int) -> Seen | None:
     except OSError:
         return None
     try:
-        started = procfs.started(pid)
-        cgroup = procfs.cgroup_of(pid)
-        # Alive after the reads: they were of the process the pidfd holds, not of a
-        # process that took its pid since.
-        signal.pidfd_send_signal(fd, 0)
-    except OSError:
-        return None
+        return _read_under(fd, pid, with_start=True)
     finally:
         os.close(fd)
+
+
+def _read_under(pidfd: int, pid: int, with_start: bool) -> Seen | None:
+    """pid's cgroup (and start time), kept only if pidfd's process is alive after the reads:
+    then they were of it, not of a process that took its pid since."""
+    started = procfs.started(pid) if with_start else 0
+    cgroup = procfs.cgroup_of(pid)
+    try:
+        signal.pidfd_send_signal(pidfd, 0)
+    except OSError:
+        return None
     return None if started is None else Seen(started, cgroup)
 
 
