@@ -141,7 +141,7 @@ DOCS: dict[str, tuple[str, str]] = {
         "",
         "What this kernel and mode enforce of a session's sandbox: `words` (the sandboxing "
         "words made here, space-separated; empty with `why_not` in user mode), `landlock_abi`, "
-        "`kept_apart` (what a sandboxed session's processes cannot do to those outside it), "
+        "`kept_apart` (what a session's processes cannot do to those outside it), "
         "`user_namespaces` (yes or no) and `ip_address_deny` (yes, or why systemd cannot "
         "enforce IPAddressDeny= here, which a create is then refused); `hostagentctl doctor` "
         "shows them.",

@@ -58,11 +58,13 @@ class Sandbox(DaemonControl):
         netns: str | None = None,
         layout: str = DEFAULT_LAYOUT,
         system: str = DEFAULT_SYSTEM,
+        landlock: bool = True,
     ) -> None:
         """install=False boots a machine without hostagent, for installing the package.
         netns names a network namespace (ip netns) to join instead of a private network, so
         that several sandboxes can talk to each other on its loopback. layout is one of
-        LAYOUTS, system one of tests/sandbox_roots.SYSTEMS."""
+        LAYOUTS, system one of tests/sandbox_roots.SYSTEMS. landlock=False refuses the Landlock
+        calls inside, as a kernel without it (or nspawn's own default filter) would."""
         if layout not in LAYOUTS:
             raise SandboxError(f"cgroup layout '{layout}' is not one of {', '.join(LAYOUTS)}")
         if system not in SYSTEMS:
@@ -76,6 +78,7 @@ class Sandbox(DaemonControl):
         self.install = install
         self.netns = netns
         self.layout = layout
+        self.landlock = landlock
         self.dir = STATE_ROOT / self.name
         self.upper, self.work, self.root = (self.dir / d for d in ("upper", "work", "root"))
         self.proc: subprocess.Popen[bytes] | None = None
@@ -147,8 +150,9 @@ class Sandbox(DaemonControl):
                 ),
                 # nspawn 252's system-call filter predates Landlock and refuses it, where a host
                 # lets it through: a session's sandbox enters a Landlock domain (namespace.py).
-                "--system-call-filter=landlock_create_ruleset landlock_add_rule "
-                "landlock_restrict_self",
+                # Refused on purpose ("~"), for what must hold on a kernel without it.
+                f"--system-call-filter={'' if self.landlock else '~'}landlock_create_ruleset "
+                "landlock_add_rule landlock_restrict_self",
                 "--console=pipe",
             ],
             stdin=subprocess.DEVNULL,

@@ -151,8 +151,8 @@ async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
     if box and not a.json:
         made = box.get("words") or f"none ({box.get('why_not', '')})"
         print(f"sandboxing words made here: {made}")
-        print(f"sessions kept apart by Landlock (ABI {box.get('landlock_abi', '?')}): "
-              f"{box.get('kept_apart', '')}")  # fmt: skip
+        print(f"sessions kept apart: {box.get('kept_apart', '')}")
+        print(f"Landlock ABI: {box.get('landlock_abi', '?')}")
         print(f"IPAddressDeny= enforced: {box.get('ip_address_deny', '?')}")
     if mode == "system" and POLKIT not in await _names(c, "ListNames", "ListActivatableNames"):
         problems.append(  # polkitd starts on demand, so activatable is enough

@@ -118,15 +118,41 @@ class AgentProcess:
     cwd: str
 
 
+# The pid on the machine of the process in a session's scope that the session's own PID
+# namespace numbers argv[2] (what its tmux says); argv[2] itself in a session without one.
+_MACHINE_PID = """
+import os, sys
+unit, number = sys.argv[1], sys.argv[2]
+found = number
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        status, cgroup = (open(f"/proc/{pid}/{f}").read() for f in ("status", "cgroup"))
+    except OSError:
+        continue
+    ns = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+    if len(ns) > 1 and ns[-1] == number and f"/{unit}" in cgroup:
+        found = pid
+print(found)
+"""
+
+
+def machine_pid(sb: Sandbox, name: str, number: int | str) -> int:
+    """A pid session name's tmux says, as the machine numbers it: the daemon gives a session
+    a PID namespace of its own."""
+    unit = f"hostagent-{name}.scope"
+    return int(sb.run("python3", "-c", _MACHINE_PID, unit, str(number)).check().stdout)
+
+
 def agent_process(sb: Sandbox, name: str, user: str = "alice") -> AgentProcess:
     """The process in the session's tmux pane, read from /proc inside the container."""
     uid = sb.uid(user)
     sock = f"/run/hostagent/{uid}/{name}.sock"
-    pid = int(
+    number = (
         sb.run("tmux", "-S", sock, "display-message", "-p", "-t", "main", "#{pane_pid}", user=user)
         .check()
-        .stdout
+        .stdout.strip()
     )
+    pid = machine_pid(sb, name, number)
     argv = sb.run("cat", f"/proc/{pid}/cmdline").check().stdout.split("\0")[:-1]
     env_items = sb.run("cat", f"/proc/{pid}/environ").check().stdout.split("\0")[:-1]
     cwd = sb.run("readlink", f"/proc/{pid}/cwd").check().stdout.strip()

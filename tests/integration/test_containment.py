@@ -3,8 +3,10 @@ did), is flagged: the Containment property says what, and the journal has a line
 
 from __future__ import annotations
 
+import re
+
 from tests.integration.busclient import wait_for_property, with_client
-from tests.integration.helpers import new_name, props
+from tests.integration.helpers import machine_pid, new_name, props
 from tests.sandbox import Sandbox
 
 # The guard looks at running sessions every 30 s; an agent's exit is looked at at once.
@@ -40,12 +42,17 @@ def test_processes_left_behind_by_the_agent_are_flagged_and_stopped(sandbox: San
 def test_a_process_that_moves_to_another_cgroup_is_flagged(sandbox: Sandbox) -> None:
     sb = sandbox
     name = new_name()
-    escapee = f"escapee-{name}.scope"
-    agent = f"systemd-run --quiet --scope --unit={escapee} sleep 600 & echo ready; exec sleep 600"
+    escapee = f"escapee-{name}.service"
+    # A child of the agent's, moved into another unit's cgroup (as root can, from anywhere).
+    sb.run("systemd-run", "--quiet", f"--unit={escapee}", "sleep", "600").check()
+    agent = "sleep 600 & echo child=$!; exec sleep 600"
     sb.ctl("new", "--name", name, "--replace-command", "--", "sh", "-c", agent).check()
     try:
-        assert sb.screen_showing(name, "ready")
-        sb.wait_unit_state(escapee, ("active",))
+        number = re.search(r"child=(\d+)", sb.screen_showing(name, "child="))
+        assert number is not None
+        cgroup = sb.run("systemctl", "show", "-P", "ControlGroup", escapee).check().stdout.strip()
+        procs = sb.cgroup_file(cgroup, "systemd", "cgroup.procs")
+        sb.sh(f"echo {machine_pid(sb, name, number[1])} > {procs}").check()
 
         async def run(client):  # type: ignore[no-untyped-def]
             return await wait_for_property(

@@ -96,15 +96,16 @@ def test_a_new_sessions_record_is_written_while_its_scope_starts_before_anything
 ) -> None:
     """The first record is written once systemd has the scope's start job, and before tmux
     is let go: parked right after that write, the record says starting, the scope comes up
-    holding only the blocked shim, and nothing of the session (no tmux) runs until the
-    create goes on."""
+    holding only what holds the start (the init of the session's PID namespace, which runs
+    the shim once let go), and nothing of the session (no tmux) runs until the create goes
+    on."""
     name = new_name()
     with sb.park(checkpoint.CREATE_RECORDED) as parked:
         proc = background_ctl(sb, "new", "--preset", "shell", "--name", name)
         parked.wait()
         assert (record(sb, name) or {}).get("state") == "starting"
         until(lambda: unit_state(sb, name) == "active", "the scope runs while the daemon waits")
-        assert scope_commands(sb, name) == ["sh"]
+        assert scope_commands(sb, name) == ["hostagent-init"]
         parked.release()
     assert finish(proc)[0] == 0
     assert settled(sb, name) == ("running", "active", "running")

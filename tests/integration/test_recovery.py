@@ -17,6 +17,7 @@ from tests.integration.helpers import (
     SESSIONS_DIR,
     agent_process,
     create,
+    machine_pid,
     props,
     record,
     rewrite_record,
@@ -177,8 +178,9 @@ def test_daemon_killed_adopts_live_sessions_and_a_lost_one_is_dormant_lost(
         sock = f"/run/hostagent/{sb.uid('alice')}"
         sb.run("tmux", "-S", f"{sock}/{gone}.sock", "kill-server", user="alice")
         sb.wait_unit_state(f"hostagent-{gone}.scope", ("",))
-        agent = sb.run("tmux", "-S", f"{sock}/{exited}.sock", "display", "-p", "-t", "main",
-                       "#{pane_pid}", user="alice").stdout.strip()  # fmt: skip
+        shown = ("display", "-p", "-t", "main", "#{pane_pid}")
+        number = sb.run("tmux", "-S", f"{sock}/{exited}.sock", *shown, user="alice").stdout.strip()
+        agent = machine_pid(sb, exited, number)
         sb.run("tmux", "-S", f"{sock}/{exited}.sock", "send-keys", "-t", "main", "/exit", "Enter",
                user="alice")  # fmt: skip
         # The agent has ended once its process is gone or a zombie (tmux 3.3 may not reap it).

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.integration.helpers import create, props, wait_screen
+from tests.integration.helpers import create, machine_pid, props, wait_screen
 from tests.sandbox import GUEST_REPO, Sandbox
 
 UINT64_MAX = 2**64 - 1
@@ -121,8 +121,9 @@ def test_every_pane_stays_in_the_sessions_scope(sb: Sandbox, daemon: str) -> Non
         if not system:
             sock = f"/run/user/{sb.uid('alice')}/hostagent/{name}.sock"
         sb.run("tmux", "-S", sock, "split-window", "-t", "main", user="alice").check()
-        panes = sb.run("tmux", "-S", sock, "list-panes", "-s", "-F", "#{pane_pid}",
-                       user="alice").check().stdout.split()  # fmt: skip
+        listed = ("list-panes", "-s", "-F", "#{pane_pid}")
+        numbers = sb.run("tmux", "-S", sock, *listed, user="alice").check().stdout.split()
+        panes = [machine_pid(sb, name, n) for n in numbers]
         assert len(panes) == 2
         for pid in panes:
             cgroup = sb.run("cat", f"/proc/{pid}/cgroup").check().stdout

@@ -266,6 +266,15 @@ class FakeScopes:
             return self.cgroups[pid]
         return next((u.name for u in self.systemd.units.values() if u.leader == pid), None)
 
+    async def agent_pid(self, owner: Owner, sock: Path, leader: int) -> int:
+        return await self.tmux.pane_pid(owner, sock)  # fake sessions share one PID namespace
+
+    def ns_pid(self, pid: int) -> int:
+        return pid
+
+    def numbered_among(self, pids: list[int], number: int) -> int:
+        return number if number in pids else 0
+
     def leader_alive_in(self, unit: str, pid: int) -> bool:
         u = self.systemd.units.get(unit)
         return u is not None and u.leader_alive and u.leader == pid and pid > 0

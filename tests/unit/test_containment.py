@@ -68,6 +68,19 @@ def test_what_an_exited_agent_left_behind_is_everything_but_tmux_and_zombies() -
     assert describe(many, "x").endswith("w (4) and 2 more")
 
 
+def test_a_sessions_init_is_not_left_behind_but_a_process_named_as_it_is() -> None:
+    """The PID namespace's init (pidone.py) is the one process whose parent is outside the
+    scope; a process of the agent's that takes its name has its parent inside."""
+    found = left_behind(
+        [
+            Proc(9, 4, "hostagent-init", SCOPE, False),  # its parent: the forker, outside
+            Proc(10, 9, "tmux: server", SCOPE, False),
+            Proc(33, 9, "hostagent-init", SCOPE, False),  # the agent's, reparented to init
+        ]
+    )
+    assert [p.pid for p in found] == [33]
+
+
 def test_this_process_reads_as_itself() -> None:
     me = read_proc(os.getpid())
     assert me is not None and me.ppid == os.getppid() and not me.zombie

@@ -21,7 +21,7 @@ from hostagent.daemon.host.inside import NoEnclosure, session_of_socket
 from hostagent.daemon.host.tmux import Tmux, TmuxError
 from hostagent.identity import Owner
 
-NEWNS, NEWUSER = 0x00020000, 0x10000000
+NEWNS, NEWUSER, NEWPID = 0x00020000, 0x10000000, 0x20000000
 
 
 @pytest.mark.parametrize(
@@ -111,13 +111,13 @@ def test_a_process_is_in_a_unit_by_its_cgroups_names(cgroup: str, unit: str, ins
 @pytest.mark.parametrize(
     ("theirs", "flags"),
     [
-        ({"mnt": 1, "user": 10}, 0),  # a session with no namespace of its own: nothing to join
-        ({"mnt": 2, "user": 10}, NEWNS),  # the system daemon's sandbox
-        ({"mnt": 2, "user": 11}, NEWNS | NEWUSER),  # the user daemon's, in its own user ns
+        ({"mnt": 1, "user": 10, "pid": 5}, 0),  # a session with no namespace of its own
+        ({"mnt": 2, "user": 10, "pid": 6}, NEWNS | NEWPID),  # the system daemon's
+        ({"mnt": 2, "user": 11, "pid": 5}, NEWNS | NEWUSER),  # the user daemon's sandbox
     ],
 )
 def test_only_the_sessions_own_namespaces_are_joined(theirs: dict[str, int], flags: int) -> None:
-    assert namespaces_to_join({"mnt": 1, "user": 10}, theirs) == flags
+    assert namespaces_to_join({"mnt": 1, "user": 10, "pid": 5}, theirs) == flags
 
 
 def test_with_a_locator_every_tmux_command_runs_inside_its_session() -> None:

@@ -98,8 +98,9 @@ def test_a_sandboxed_session_is_shown_its_own_entries_and_nothing_else(tmp_path:
 def test_a_session_with_no_word_is_kept_apart_by_the_system_daemon_alone(
     tmp_path: Path, system: bool
 ) -> None:
-    """No word: on the system daemon, the same veils as a sandboxed session and a Landlock
-    domain, no mounts and no-new-privileges left off (sudo works there); on the user daemon,
+    """No word: on the system daemon, a PID namespace of its own, the same veils as a
+    sandboxed session and a Landlock domain, no mounts and no-new-privileges left off (sudo
+    works there); on the user daemon,
     nothing (it would take a user namespace or no-new-privileges)."""
     run = tmp_path / "hostagent" / "1001"
     run.mkdir(parents=True)
@@ -111,8 +112,7 @@ def test_a_session_with_no_word_is_kept_apart_by_the_system_daemon_alone(
     if not system:
         assert plan is None
         return
-    assert plan == namespace.Plan(
-        (), sandboxing.INACCESSIBLE_ROOT, False, namespace.landlock_abi(),
-        tuple(sandboxing.apart(paths, who)),
-    )  # fmt: skip
+    veils = tuple(sandboxing.apart(paths, who))
+    abi = namespace.landlock_abi()
+    assert plan == namespace.Plan((), sandboxing.INACCESSIBLE_ROOT, False, abi, veils, True)
     assert plan.veils[0].keep == ("a.d", "hooks.fifo")

@@ -21,6 +21,7 @@ import asyncio
 import logging
 from collections.abc import Iterable
 
+from hostagent.daemon.host.pidone import NAME as INIT
 from hostagent.daemon.host.ports import SystemdPort
 from hostagent.daemon.host.procfs import Process, family, read
 from hostagent.daemon.state.live import Session
@@ -66,14 +67,19 @@ def escaped(procs: dict[int, Process], agent_pid: int) -> list[Process]:
 
 
 def left_behind(procs: Iterable[Process | None]) -> list[Process]:
-    """What still lives in a scope whose agent has exited, but for its tmux server and the
-    server's own output pipe (pipe-pane's cat)."""
+    """What still lives in a scope whose agent has exited, but for its tmux server, the
+    server's own output pipe (pipe-pane's cat) and its PID namespace's init (pidone.py: the
+    one process of the scope whose parent is outside it, which a name alone would not tell)."""
     alive = [p for p in procs if p is not None and not p.zombie]
+    pids = {p.pid for p in alive}
     servers = {p.pid for p in alive if p.comm == TMUX_SERVER}
     return [
-        p for p in alive
-        if p.pid not in servers and not (p.ppid in servers and p.comm == PIPE)
-    ]  # fmt: skip
+        p
+        for p in alive
+        if p.pid not in servers
+        and not (p.ppid in servers and p.comm == PIPE)
+        and not (p.comm == INIT and p.ppid not in pids)
+    ]
 
 
 def describe(procs: list[Process], what: str) -> str:

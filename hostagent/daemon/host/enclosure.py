@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from hostagent.daemon.host import namespace
 
-_CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
+_CLONE_NEWNS, _CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 _PR_SET_NO_NEW_PRIVS = 38
 CGROUP_ROOT = "/sys/fs/cgroup"
 
@@ -86,24 +86,28 @@ def in_unit(cgroup: str, unit: str) -> bool:
 def namespaces_to_join(ours: dict[str, int], theirs: dict[str, int]) -> int:
     """setns(2)'s flags for the namespaces of theirs that are not ours (inode numbers by
     name): a user namespace is joined with the mount namespace it owns, and never when it is
-    our own already (setns refuses that)."""
+    our own already (setns refuses that); a PID namespace, for the children made after."""
     flags = 0
     if theirs["mnt"] != ours["mnt"]:
         flags |= _CLONE_NEWNS
     if theirs["user"] != ours["user"]:
         flags |= _CLONE_NEWUSER
+    if theirs.get("pid", 0) != ours.get("pid", 0):
+        flags |= CLONE_NEWPID
     return flags
 
 
 def _inodes(pid: int | str) -> dict[str, int]:
-    return {name: os.stat(f"/proc/{pid}/ns/{name}").st_ino for name in ("mnt", "user")}
+    return {name: os.stat(f"/proc/{pid}/ns/{name}").st_ino for name in ("mnt", "user", "pid")}
 
 
-def enter(enclosure: Enclosure) -> str:
+def enter(enclosure: Enclosure, report: int) -> str:
     """In the forked child, before it execs (as root on the system daemon, as the owner on
     the user daemon): into the session's cgroup and namespaces, a Landlock domain, no new
-    privileges; the path the client is to name the socket by. OSError when the session's
-    process is not there to enter."""
+    privileges; the path the client is to name the socket by. In a session with a PID
+    namespace of its own, only a child joins it: this process forks, says the child's pid on
+    report and exits, and the child goes on (inside, /proc/self is there only for a process
+    of the namespace). OSError when the session's process is not there to enter."""
     pid = enclosure.pid
     pidfd = os.pidfd_open(pid)
     try:
@@ -133,6 +137,8 @@ def enter(enclosure: Enclosure) -> str:
     finally:
         os.close(pidfd)
     os.chdir("/")
+    if flags & CLONE_NEWPID:
+        namespace.into_child(report)
     if namespace.libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS)")
     if enclosure.landlock_abi:

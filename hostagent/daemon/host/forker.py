@@ -14,6 +14,9 @@ comes from anyone else):
 - the daemon's request: a ``Request``, the child's stdin, stdout and stderr beside it as
   descriptors;
 - the answer: ``("started", pid)`` with a pidfd of the child beside it, or ``("failed", why)``;
+  a child whose plan gives it a PID namespace of its own forks that namespace's first process
+  and exits, and the pid said is that one's (``pidone.py``), which the forker reaps as a child
+  subreaper;
 - ``("exited", pid, status)`` when a child it forked ends (a negative status: the signal that
   ended it), since the forker, not the daemon, is the one to reap it.
 
@@ -32,10 +35,12 @@ import signal
 import socket
 from dataclasses import dataclass
 
-from hostagent.daemon.host import enclosure, namespace
+from hostagent.daemon.host import enclosure, namespace, pidone
 
 MESSAGE_MAX = 1 << 20  # a request: the argv, environment and plan of one session
 EXEC_FAILED = 127  # the child's status when its program could not be executed (as sh's)
+_PR_SET_CHILD_SUBREAPER = 36
+_REPORT_MAX = 32  # a pid in decimal
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ def serve(fd: int) -> None:
     """The forker's loop, on its end of the socket pair: fork what is asked, say how each
     child ended, and return once the daemon has closed its end."""
     sock = socket.socket(fileno=fd)
+    # A session's PID namespace's first process is its child's child, made its own at once.
+    namespace.libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
@@ -82,14 +89,21 @@ def serve(fd: int) -> None:
 
 
 def _fork(sock: socket.socket, request: Request, fds: list[int]) -> None:
+    report = (-1, -1)
     try:
+        if request.inside is not None or (request.plan is not None and request.plan.own_pids):
+            report = os.pipe2(os.O_CLOEXEC)  # it may fork into a PID namespace and exit
         pid = os.fork()
     except OSError as e:
         answer: tuple[object, ...] = ("failed", f"fork: {e.strerror}")
         sock.sendmsg([pickle.dumps(answer)])
     else:
         if pid == 0:
-            _child(request, fds)  # never returns
+            _child(request, fds if report[1] < 0 else [*fds, report[1]])  # never returns
+        if report[0] >= 0:
+            os.close(report[1])
+            report = (report[0], -1)
+            pid = _first_process(pid, report[0])
         # Its own group before the answer, as the child makes it too: whichever comes first.
         with contextlib.suppress(OSError):  # EACCES: it has already exec'd, in its group
             os.setpgid(pid, pid)
@@ -100,8 +114,20 @@ def _fork(sock: socket.socket, request: Request, fds: list[int]) -> None:
         finally:
             os.close(pidfd)
     finally:
-        for fd in fds:
+        for fd in (*fds, *(r for r in report if r >= 0)):
             os.close(fd)
+
+
+def _first_process(child: int, report: int) -> int:
+    """The pid of the PID namespace's first process the child forked, once the child has
+    exited; the child's own when it said none (it failed first, and its status says so)."""
+    said = b""
+    while chunk := os.read(report, _REPORT_MAX):
+        said += chunk
+    if not said.isdigit():
+        return child
+    os.waitpid(child, 0)  # it exits once it has said it
+    return int(said)
 
 
 def _child(request: Request, fds: list[int]) -> None:
@@ -115,13 +141,16 @@ def _child(request: Request, fds: list[int]) -> None:
         os.setpgid(0, 0)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        os.closerange(len(fds), os.sysconf("SC_OPEN_MAX"))
         os.chdir(request.cwd)
         if request.plan is not None:
-            namespace.preexec(request.plan)()
+            namespace.preexec(request.plan, report=3)()
+            if request.plan.own_pids:  # here in the namespace's first process alone
+                pidone.serve(request.argv, request.env, EXEC_FAILED)
         argv = request.argv
         if request.inside is not None:
-            argv = enclosure.named(argv, request.inside.socket, enclosure.enter(request.inside))
+            reached = enclosure.enter(request.inside, report=3)
+            argv = enclosure.named(argv, request.inside.socket, reached)
         os.execvpe(argv[0], argv, request.env)
     except BaseException as e:  # nothing may return into the forker's loop
         message = f"hostagent: cannot start {request.argv[0]}: {e}\n"

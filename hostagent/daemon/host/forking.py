@@ -45,6 +45,13 @@ class Forked:
             raise ProcessLookupError(self.pid)
         signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
 
+    def forget(self) -> None:
+        """Follow it no more (a PID namespace's first process, which lives as long as its
+        session, followed from then on as the session's own): its pidfd closed."""
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+            self._pidfd = -1
+
     async def wait(self) -> int:
         """Its exit status, once it has exited: as the forker tells it, or UNKNOWN_EXIT if the
         forker ended before it could (the pidfd still says when the child is gone)."""

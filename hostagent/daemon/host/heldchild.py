@@ -8,7 +8,9 @@ exit instead.
 
 A shim whose session has a sandbox, or is kept apart from its siblings, is forked by the
 daemon's forker (``forker.py``), which makes that sandbox between its fork and the exec; one
-with nothing to make between them is started with subprocess.Popen, which uses vfork. Either is
+with nothing to make between them is started with subprocess.Popen, which uses vfork. A
+session with a PID namespace of its own is held by that namespace's first process instead
+(``pidone.py``), which runs the shim once released, says how it ended and goes on running. Either is
 followed on the event loop (its pipes and a pidfd) rather than through asyncio's subprocess
 transports: it is on every create's path, and the transports' setup (a protocol, a transport
 per pipe, the child watcher, the steps between them) cost more than the shim's own start.
@@ -18,10 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import subprocess
 
-from hostagent.daemon.host import namespace
+from hostagent.daemon.host import namespace, pidone
 from hostagent.daemon.host.forker import EXEC_FAILED, Request
 from hostagent.daemon.host.forking import Forked, forker, settle
 from hostagent.daemon.host.owner import HELD_EXEC, SHIM_CANCELLED, as_owner
@@ -38,9 +41,12 @@ EXIT_GRACE = 0.5  # for a child whose scope failed to say whether it is gone
 class HeldChild:
     """The shim, running as owner, blocked until released."""
 
-    def __init__(self, proc: subprocess.Popen[bytes] | Forked, write_fd: int) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes] | Forked, write_fd: int, init: bool = False
+    ) -> None:
         self._proc = proc
         self._write_fd = write_fd
+        self._init = init  # proc is a PID namespace's first process, which outlives the shim
 
     @property
     def pid(self) -> int:
@@ -69,6 +75,8 @@ class HeldChild:
             if sandbox is not None and not switch:
                 proc = await forker().fork(Request(shim, env, "/", sandbox), read_fd)
             else:
+                # Only the forker makes a PID namespace (its first process is a fork of it).
+                sandbox = sandbox and dataclasses.replace(sandbox, own_pids=False)
                 proc = subprocess.Popen(  # type: ignore[call-overload]  # as_owner's keywords
                     shim,
                     cwd="/",
@@ -85,7 +93,7 @@ class HeldChild:
             raise
         finally:
             os.close(read_fd)
-        return cls(proc, write_fd)
+        return cls(proc, write_fd, init=sandbox is not None and sandbox.own_pids)
 
     async def wait(self) -> int:
         """Its exit status, once it has exited."""
@@ -140,7 +148,11 @@ class HeldChild:
         self._write_fd = -1
         async with asyncio.timeout(timeout):
             out, err = await _read_to_end(self._proc)
-            code = await self.wait()
+            # A PID namespace's first process says the shim's status and goes on running.
+            out, told = pidone.split_status(out) if self._init else (out, None)
+            code = told if told is not None else await self.wait()
+        if told is not None and isinstance(self._proc, Forked):
+            self._proc.forget()
         return code, out.decode(errors="replace").strip(), err.decode(errors="replace").strip()
 
     async def abort(self) -> None:

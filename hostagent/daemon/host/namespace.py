@@ -49,7 +49,7 @@ from hostagent.sandboxmounts import Mode, Mount
 
 FAILED = 124  # the held child's exit status when its sandbox could not be made
 
-_CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+_CLONE_NEWNS, CLONE_NEWUSER, _CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_SLAVE = 0x20, 0x1000, 0x4000, 0x80000
 _AT_FDCWD = -100
@@ -124,15 +124,17 @@ class Plan:
     no_new_privileges: bool
     landlock_abi: int  # 0: no domain (the kernel has none)
     veils: tuple[Veil, ...] = ()
+    own_pids: bool = False  # a PID namespace and /proc of its own (pidone.py)
 
 
-def preexec(plan: Plan) -> Callable[[], None]:
+def preexec(plan: Plan, report: int = -1) -> Callable[[], None]:
     """The function the forked child runs before it execs: it makes the plan or exits FAILED
-    with the reason on its stderr."""
+    with the reason on its stderr. With own_pids, it returns in the namespace's first process
+    only, whose pid the child it forked that from writes to report before it exits."""
 
     def run() -> None:
         try:
-            _enter(plan)
+            _enter(plan, report)
         except OSError as e:
             message = f"hostagent: cannot make the session's sandbox: {e}\n"
             os.write(2, message.encode(errors="replace"))
@@ -202,13 +204,15 @@ def _node(root: str, path: str) -> str:
     raise OSError(errno.EINVAL, "no inaccessible node for its type", path)
 
 
-def _enter(plan: Plan) -> None:
-    if plan.mounts or plan.veils:
+def _enter(plan: Plan, report: int) -> None:
+    if plan.mounts or plan.veils or plan.own_pids:
         if os.geteuid() == 0:
             _call(libc.unshare(_CLONE_NEWNS), "unshare")
         else:
             _own_user_namespace()
         _mount(None, "/", None, _MS_REC | _MS_SLAVE)
+        if plan.own_pids:  # first, so that a word about /proc applies to the session's own
+            _own_pids(report)
         # Each read-write path and each veiled directory's own entry as it is now, before any
         # word changes it. An entry is the owner's to replace: a link there is not followed.
         copies = {m.path: _clone(m.path) for m in plan.mounts if m.mode == Mode.READ_WRITE}
@@ -229,6 +233,26 @@ def _enter(plan: Plan) -> None:
         _call(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
     if plan.landlock_abi:
         landlock_domain(plan.landlock_abi)
+
+
+def _own_pids(report: int) -> None:
+    """Into a PID namespace of the session's own: this process forks the namespace's first
+    process, says its pid on report and exits; that one, pid 1 inside, mounts the /proc that
+    shows the session its own processes only, and goes on (pidone.py's loop, then)."""
+    _call(libc.unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+    into_child(report)
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+
+
+def into_child(report: int) -> None:
+    """Go on in a child, its own process group, in the PID namespace this process made or
+    joined for its children: this process says the child's pid on report and exits."""
+    pid = os.fork()
+    if pid:
+        os.write(report, str(pid).encode())
+        os._exit(0)
+    os.close(report)
+    os.setpgid(0, 0)
 
 
 def _own_user_namespace() -> None:

@@ -161,6 +161,48 @@ def family(root: int) -> list[int]:
     return order
 
 
+def ns_pid(pid: int) -> int:
+    """pid's number in the PID namespace it was made in (its own session's, if it has one):
+    the last of /proc/PID/status's NSpid; 0 when it is gone."""
+    for line in (read_small(f"/proc/{pid}/status") or "").splitlines():
+        if line.startswith("NSpid:"):
+            numbers = line.split()[1:]
+            return int(numbers[-1]) if numbers and numbers[-1].isdigit() else 0
+    return 0
+
+
+def apart(pid: int) -> bool:
+    """Is pid in a PID namespace of its own (below this one)?"""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return False
+
+
+def numbered(root: int, number: int) -> int:
+    """The pid, as this namespace numbers it, of the process under root (root included) that
+    root's own PID namespace numbers number: what a session's tmux reports, as the daemon
+    sees it. number itself when root shares this namespace; 0 when there is none."""
+    if not apart(root):
+        return number
+    level, seen = [root], 0
+    while level and seen < MAX_TREE:  # nearest first: a pane is its server's child
+        for pid in level:
+            if ns_pid(pid) == number:
+                return pid
+        seen += len(level)
+        level = [child for pid in level for child in children_of(pid)]
+    return 0
+
+
+def numbered_among(pids: Iterable[int], number: int) -> int:
+    """numbered, among a scope's pids: one in a PID namespace of its own numbered number,
+    else number itself when it is one of them; 0 when neither."""
+    pids = list(pids)
+    found = next((p for p in pids if apart(p) and ns_pid(p) == number), 0)
+    return found or (number if number in pids else 0)
+
+
 def exit_status(pid: int) -> int | None:
     """The wait status of pid when it is a zombie nobody reaped (/proc's exit_code)."""
     stat = read_small(f"/proc/{pid}/stat")

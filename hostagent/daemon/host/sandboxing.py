@@ -142,7 +142,9 @@ def session_plan(
         )
     no_new_privileges = box.no_new_privileges or box.hides
     veils = tuple(v for v in apart(paths, owner) if not sandboxmounts.hidden(v.path, found))
-    plan = Plan(tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi(), veils)
+    plan = Plan(
+        tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi(), veils, own_pids=system
+    )
     check(plan)
     return plan
 
@@ -187,7 +189,8 @@ def enclosing_gitdir(cwd: str) -> str:
 
 
 def apart_plan(paths: SessionPaths, owner: Owner, system: bool) -> Plan | None:
-    """What keeps a session with no sandbox apart from its siblings, on the system daemon: their
+    """What keeps a session with no sandbox apart from its siblings, on the system daemon: a PID
+    namespace and /proc of its own (it sees, signals and traces its own processes only), their
     runtime files veiled (root makes the mount namespace) and a Landlock domain of its own (no
     trace of, and from ABI 6 no signal to, a process outside the session). None on the user
     daemon: without root, the namespace needs a user namespace and the domain needs
@@ -195,8 +198,7 @@ def apart_plan(paths: SessionPaths, owner: Owner, system: bool) -> Plan | None:
     session; a word that confines it (NoNewPrivileges=yes, say) keeps it apart there."""
     if not system:
         return None
-    veils, abi = tuple(apart(paths, owner)), landlock_abi()
-    return Plan((), INACCESSIBLE_ROOT, False, abi, veils) if veils or abi else None
+    return Plan((), INACCESSIBLE_ROOT, False, landlock_abi(), tuple(apart(paths, owner)), True)
 
 
 def apart(paths: SessionPaths, owner: Owner) -> list[Veil]:
@@ -237,17 +239,29 @@ def support(system: bool) -> dict[str, str]:
         "words": " ".join(sandbox.WORDS) if made else "",
         "why_not": "" if made else "this host lets no user make a user namespace",
         "landlock_abi": str(abi),
-        "kept_apart": (
-            "no trace, /proc/PID/root or signal out of a sandboxed session"
-            if abi >= 6
-            else "no trace or /proc/PID/root out of a sandboxed session; signals are not "
-            "scoped before Landlock ABI 6 (Linux 6.12)"
-            if abi
-            else "nothing: Landlock is not enabled (add 'landlock' to the kernel's lsm= list)"
-        ),
+        "kept_apart": kept_apart(system, abi),
         "user_namespaces": "yes" if _user_namespaces() else "no",
         "ip_address_deny": ip_problem(system) or "yes",
     }
+
+
+def kept_apart(system: bool, abi: int) -> str:
+    """What no process of a session can do to one outside it, in words: on the system daemon
+    every session has a PID namespace of its own; on the user daemon, a sandboxed session
+    rests on Landlock alone."""
+    if system:
+        return (
+            "no process outside a session seen, signalled, traced or its /proc read: each has "
+            "a PID namespace and /proc of its own" + ("; Landlock as a second layer" if abi else "")
+        )
+    if abi >= 6:
+        return "no trace, /proc/PID/root or signal out of a sandboxed session"
+    if abi:
+        return (
+            "no trace or /proc/PID/root out of a sandboxed session; signals are not scoped "
+            "before Landlock ABI 6 (Linux 6.12)"
+        )
+    return "nothing: Landlock is not enabled (add 'landlock' to the kernel's lsm= list)"
 
 
 def ip_problem(system: bool) -> str:

@@ -297,12 +297,12 @@ class Scopes:
             raise SpawnFailed(f"Failed to start tmux: {reason}")
         # tmux printed its server's pid; a server that is already gone (the agent exited at once)
         # fails the cgroup check, and reconcile sees the rest.
-        server, _, pane = out.partition(" ")
-        leader = int(server) if server.isdigit() else 0
+        numbers = [int(n) if n.isdigit() else 0 for n in out.partition(" ")[::2]]
+        if plan is not None and plan.own_pids:  # as the session's PID namespace numbers them
+            numbers = [procfs.numbered(child.pid, n) if n else 0 for n in numbers]
+        leader, pane = numbers
         leader = leader if self.leader_alive_in(record.unit, leader) else 0
-        return Started(
-            leader, invocation, now_usec(), int(pane) if pane.isdigit() else 0, boot_usec()
-        )
+        return Started(leader, invocation, now_usec(), pane, boot_usec())
 
     async def _started_before(self, unit: str, pid: int) -> str:
         """The start was retried after systemd came back and found the unit: "done" when
@@ -334,7 +334,7 @@ class Scopes:
                 raise NotRunning(f"Session '{record.name}' cannot be signalled: {e}") from None
             return
         try:
-            pid = await self.tmux.pane_pid(owner, sock)
+            pid = await self.agent_pid(owner, sock, record.leader_pid)
         except tmux.TmuxError:
             raise NotRunning(f"Session '{record.name}' has no agent process.") from None
         # Signal through a pidfd, and only a process inside this session's scope.
@@ -349,7 +349,20 @@ class Scopes:
         finally:
             os.close(pidfd)
 
+    async def agent_pid(self, owner: Owner, sock: Path, leader: int) -> int:
+        """The pid of the process in the session's pane as the daemon numbers it: tmux says
+        it as the session's own PID namespace does, if it has one (leader: its tmux server)."""
+        return procfs.numbered(leader, await self.tmux.pane_pid(owner, sock))
+
     # The cgroup reads: what /proc says about a pid and its scope.
+
+    def ns_pid(self, pid: int) -> int:
+        """pid as its session's own PID namespace numbers it (tmux's numbers), if it has one."""
+        return procfs.ns_pid(pid)
+
+    def numbered_among(self, pids: list[int], number: int) -> int:
+        """The pid among a scope's pids that its session numbers number (procfs.numbered)."""
+        return procfs.numbered_among(pids, number)
 
     def unit_of_pid(self, pid: int) -> str | None:
         """The hostagent scope a pid's cgroup names, if any."""

@@ -114,11 +114,13 @@ _READ_SCREEN = (
 )  # fmt: skip
 
 
-def _screen_and_title(out: str) -> tuple[str, str, str]:
+def _screen_and_title(out: str, leads: Callable[[int], bool]) -> tuple[str, str, str]:
+    """_READ_SCREEN's answer; leads(pane's pid, as tmux numbers it): does the pane's first
+    program have the terminal?"""
     head, _, screen = out.partition("\n")
     pane_pid, _, head = head.partition("\t")
     command, _, title = head.partition("\t")
-    if pane_pid.isdigit() and procfs.leads_its_terminal(int(pane_pid)):
+    if pane_pid.isdigit() and leads(int(pane_pid)):
         command = ""
     return screen, title, command
 
@@ -253,14 +255,27 @@ class Tmux:
         The job is the name of the program in the terminal's foreground when the pane's own
         first program (a shell, or an agent started in its place) has given the terminal to
         one it started; "" while that first program has it itself."""
-        return _screen_and_title(await self.run(owner, sock, *_READ_SCREEN))
+        out = await self.run(owner, sock, *_READ_SCREEN)
+        return _screen_and_title(out, await self._leads(sock))
 
     async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> tuple[str, str, str]:
         """Copy everything the pane prints into fifo (replacing an earlier pipe, if any), and
         read the screen as it is then (screen_and_title's answer), in one tmux call: after a
         restart a thousand sessions are followed again, and every tmux call is a process."""
         pipe = ("pipe-pane", "-t", SESSION, _pipe_command(fifo))
-        return _screen_and_title(await self.run(owner, sock, *pipe, ";", *_READ_SCREEN))
+        out = await self.run(owner, sock, *pipe, ";", *_READ_SCREEN)
+        return _screen_and_title(out, await self._leads(sock))
+
+    async def _leads(self, sock: Path) -> Callable[[int], bool]:
+        """procfs.leads_its_terminal for a pid as the session's tmux numbers it: in the
+        session's own PID namespace, if it has one (its server's, the process entered)."""
+        if self.locate is None:
+            return procfs.leads_its_terminal
+        try:
+            root = (await self.locate(sock)).pid
+        except NoEnclosure:
+            return lambda number: False
+        return lambda number: procfs.leads_its_terminal(procfs.numbered(root, number))
 
     async def send_text(self, owner: Owner, sock: Path, text: str, enter: bool) -> None:
         """Type text into the pane as it is (newlines stay newlines, no bracketed paste), then

@@ -119,7 +119,8 @@ class Endings:
         pane it reaped; a zombie it never reaped says so itself."""
         owner, sock = session.owner, session.paths.socket
         if not session.pane_pid:  # adopted: follow the agent from now on
-            self.follow(session, await self.scopes.tmux.pane_pid(owner, sock))
+            leader = session.record.leader_pid
+            self.follow(session, await self.scopes.agent_pid(owner, sock, leader))
         dead, status, signal = await self.scopes.tmux.pane_end(owner, sock)
         if status is not None or signal is not None:
             return status, signal

@@ -188,6 +188,8 @@ class Recovery:
                 pid = await self.scopes.tmux.server_pid(session.owner, session.paths.socket)
             except (TmuxError, KeyError):
                 pid = 0
+            if pid:  # as the session's own PID namespace numbers it, if it has one
+                pid = self.scopes.numbered_among(await self.systemd.unit_pids(record.unit), pid)
             fields["leader_pid"] = pid if self.scopes.leader_alive_in(record.unit, pid) else 0
             if not fields["leader_pid"]:
                 self.reconciler.queue(session)
@@ -234,7 +236,8 @@ class Recovery:
             return False
         paths = self.registry.paths(owner.uid, name)
         try:
-            if await self.scopes.tmux.server_pid(owner, paths.socket) != leader.pid:
+            server = await self.scopes.tmux.server_pid(owner, paths.socket)
+            if server != self.scopes.ns_pid(leader.pid):
                 return False
         except TmuxError:
             return False
@@ -242,7 +245,10 @@ class Recovery:
         pane = 0
         with contextlib.suppress(TmuxError):
             pane = await self.scopes.tmux.pane_pid(owner, paths.socket)
-        agent = next((p for p in processes if p.pid == pane and p.ppid == leader.pid), None)
+        agent = next(
+            (p for p in processes if self.scopes.ns_pid(p.pid) == pane and p.ppid == leader.pid),
+            None,
+        )
         command = agent.cmdline if agent is not None else []
         record = SessionRecord(
             name=name,

@@ -1,0 +1,99 @@
+"""A session's first process in its own PID namespace: pid 1 there, which holds the start,
+starts the session's program, and reaps until no process of the session is left.
+
+A session with a PID namespace of its own (``namespace.Plan.own_pids``) sees, signals, traces
+and reads the ``/proc`` of its own processes only, whatever Landlock the kernel offers. The
+first process forked into a PID namespace is its init: the namespace ends, and every process in
+it is killed, when it exits; orphans are given to it to reap. tmux cannot be that process (its
+client exits once its server runs, and the server is a daemon that forks away from it), so the
+forker's child is (``forker.py``): a fork of the forker, which imports nothing of the daemon's.
+
+It holds the start as the shim it runs would (``heldchild.py``): it waits until the daemon
+writes the word or closes the pipe on its stdin, without reading it, so that it is in the
+session's scope before anything of the session starts; then it forks the shim, which reads the
+word itself. It says how the shim ended as the last line of its stdout (``status_line``), since
+it goes on running, then lets go of its stdout and stderr: the daemon reads them to their end.
+
+It stays root (on the system daemon), so no process of the session, which all run as its
+owner, can trace or signal it; a signal the scope is stopped with is caught and left to the
+processes it is meant for, and once none is left the init ends too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+from typing import NoReturn
+
+NAME = "hostagent-init"
+STATUS = b"\0hostagent-status "  # the start of the init's line, which nothing else prints
+# What systemd or a user may send all of a session's processes, which would otherwise end or
+# stop the init (and so kill the rest at once, before they handle it).
+_CAUGHT = (
+    signal.SIGHUP,
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGPIPE,
+    signal.SIGALRM,
+    signal.SIGTERM,
+    signal.SIGTSTP,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+)
+
+
+def split_status(out: bytes) -> tuple[bytes, int | None]:
+    """The program's own output and the status the init said it ended with (None: no line,
+    the init ended first)."""
+    head, found, tail = out.rpartition(STATUS)
+    if not found:
+        return out, None
+    number = tail.strip()
+    return head, int(number) if number.lstrip(b"-").isdigit() else None
+
+
+def serve(argv: list[str], env: dict[str, str], exec_failed: int) -> NoReturn:
+    """pid 1's life: wait for the release, start argv, say how it ended, reap to the end."""
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write(NAME)  # what ps and systemctl status show of it, rather than the forker's
+    for signum in _CAUGHT:
+        signal.signal(signum, lambda *_: None)  # caught, so an exec resets it
+    poll = select.poll()
+    poll.register(0, select.POLLIN)
+    poll.poll()  # the word, or the pipe closed: the shim reads which
+    child = os.fork()
+    if child == 0:
+        for signum in _CAUGHT:
+            signal.signal(signum, signal.SIG_DFL)
+        try:
+            os.execvpe(argv[0], argv, env)
+        except OSError as e:
+            os.write(2, f"hostagent: cannot start {argv[0]}: {e}\n".encode(errors="replace"))
+        os._exit(exec_failed)
+    null = os.open("/dev/null", os.O_RDWR)
+    os.dup2(null, 0)
+    code = _reap(until=child)
+    os.write(1, STATUS + f"{code}\n".encode())
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+    if code != 0:  # tmux did not start: nothing of the session is left to wait for
+        os._exit(code if 0 < code < 256 else 1)
+    _reap(until=0)
+    os._exit(0)
+
+
+def _reap(until: int) -> int:
+    """Reap every child that ends until until has (its status, negative for a signal), or
+    with until 0, until no child is left."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 0
+        if until and pid == until:
+            return os.waitstatus_to_exitcode(status)
