@@ -122,7 +122,17 @@ DOCS: dict[str, tuple[str, str]] = {
         "activity, source, rule, matched, last_hook: why. `matched` is screen text: it is "
         "empty for a caller who may not Capture the session.",
     ),
-    "GetAttachCommand": (ACTS, "The argv that attaches a terminal (`tmux -S … attach`)."),
+    "GetAttachCommand": (
+        ACTS,
+        "The argv that attaches a terminal: `hostagentctl --system attach NAME` (`--user` on the "
+        "user daemon), whose tmux client the session cannot command.",
+    ),
+    "GetTmuxAttachCommand": (
+        ACTS,
+        "The plain tmux client's argv (`tmux -S … attach`), which `hostagentctl attach` runs "
+        "confined. Run as it is, it does what the session's server tells it (a hook the agent "
+        "set runs on the attaching terminal, as its user): use GetAttachCommand's.",
+    ),
     "ReportHook": (
         "a process inside the session's scope",
         "An agent hook's event and data (`session_id`, `source`, `notification_type`).",

@@ -137,7 +137,7 @@ async def verb_wait(c: Client, a: argparse.Namespace) -> int:
 
 
 async def verb_attach(c: Client, a: argparse.Namespace) -> int:
-    argv = await c.attach_command(a.name)  # also: may this caller attach at all
+    argv = await c.tmux_attach_command(a.name)  # also: may this caller attach at all
     c.close()
     bus = "--system" if a.system_bus else "--user"
     if a.host:  # the terminal is on that host: attach there, through a tty of ssh's

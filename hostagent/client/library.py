@@ -334,5 +334,11 @@ class Client:
         return str(path)
 
     async def attach_command(self, name: str) -> list[str]:
+        """What to run to attach a terminal: hostagentctl's confined attach."""
         (argv,) = await self._session(name, "GetAttachCommand")
+        return list(argv)
+
+    async def tmux_attach_command(self, name: str) -> list[str]:
+        """The plain tmux client's argv, for hostagentctl attach to run confined."""
+        (argv,) = await self._session(name, "GetTmuxAttachCommand")
         return list(argv)

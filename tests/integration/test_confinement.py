@@ -284,7 +284,8 @@ def test_ip_address_deny_is_enforced_or_refused_never_ignored(alices_home: Sandb
 def test_the_user_daemon_makes_the_sandbox_in_a_user_namespace(alices_home: Sandbox) -> None:
     """alice's own daemon, under her user manager, makes the same sandbox as root's, in a user
     namespace of the session's own: her secret hidden, her home read-only but for the tree, no
-    way to her user manager or to her other session's terminal."""
+    way to her user manager or to her other session's terminal or processes (a PID namespace
+    and /proc of its own, which this machine lets a user mount)."""
     sb = alices_home
     sb.daemon_start(user="alice")
     made: list[str] = []
@@ -302,11 +303,16 @@ def test_the_user_daemon_makes_the_sandbox_in_a_user_namespace(alices_home: Sand
         )
         plain = new()
         run = f"/run/user/{sb.uid('alice')}"
+        shown = ("display-message", "-p", "-t", "main", "#{pane_pid}")
+        sock = f"{run}/hostagent/{plain}.sock"
+        agent = sb.run("tmux", "-S", sock, *shown, user="alice").check().stdout.strip()
         for attack in (
             f"cat {SECRET}",
             "touch ~/written",
             "systemd-run --user --quiet true",
-            f"tmux -S {run}/hostagent/{plain}.sock list-sessions",
+            f"tmux -S {sock} list-sessions",
+            f"kill -0 {agent}",
+            f"ps -e -o pid= | grep -qw {agent}",
         ):
             assert typed(sb, confined, attack, system=False) != 0, attack
             assert typed(sb, plain, attack, system=False) == 0, attack

@@ -85,6 +85,7 @@ ACTING: dict[str, Handler] = {
     "Capture": lambda o, c: handlers._capture(o, c, 10),
     "SendText": lambda o, c: handlers._send(o, c, "rm -rf ~", True),
     "GetAttachCommand": handlers._attach,
+    "GetTmuxAttachCommand": handlers._tmux_attach,
     "OpenJournal": lambda o, c: handlers._journal(o, c, 10, False),
 }
 
@@ -124,13 +125,38 @@ def test_a_stranger_is_refused_by_every_acting_method_and_nothing_happens(
 
 
 @pytest.mark.parametrize("caller", [me(), 0], ids=["owner", "root"])
-@pytest.mark.parametrize("method", ["Stop", "Kill", "Capture", "GetAttachCommand"])
+@pytest.mark.parametrize(
+    "method", ["Stop", "Kill", "Capture", "GetAttachCommand", "GetTmuxAttachCommand"]
+)
 def test_the_owner_and_root_get_through(tmp_path: Path, method: str, caller: int) -> None:
     async def body() -> None:
         host = await Host.started(tmp_path)
         await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         obj = SessionObject(host.registry.get("a"), services(host, {":1.7": caller}))
         await ACTING[method](obj, Call(":1.7", interactive=False))
+
+    run(body())
+
+
+@pytest.mark.parametrize("system", [True, False], ids=["system", "user"])
+def test_the_attach_command_is_hostagentctls_confined_one(tmp_path: Path, system: bool) -> None:
+    """GetAttachCommand gives what a person or Cockpit runs: hostagentctl's attach on this
+    daemon's bus, never a plain tmux client the session's server could command."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        obj = SessionObject(host.registry.get("a"), services(host, {":1.7": me()}))
+        host.registry.system = system
+        bus = "--system" if system else "--user"
+        assert await handlers._attach(obj, Call(":1.7", False)) == [
+            "hostagentctl",
+            bus,
+            "attach",
+            "a",
+        ]
+        tmux = await handlers._tmux_attach(obj, Call(":1.7", False))
+        assert tmux[1:3] == ["-S", str(host.registry.get("a").paths.socket)]
 
     run(body())
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from hostagent.daemon.host import pidone, procfs
+from hostagent.daemon.host import pidone, procfs, sandboxing
 
 
 @pytest.mark.parametrize(
@@ -40,3 +40,20 @@ def test_a_pid_in_the_daemons_own_namespace_is_its_own_number() -> None:
 def test_a_gone_process_is_numbered_nothing() -> None:
     assert procfs.ns_pid(2**22 + 1) == 0
     assert not procfs.apart(2**22 + 1)
+
+
+@pytest.mark.parametrize(
+    ("system", "abi", "own_pids", "said"),
+    [
+        (True, 0, True, "PID namespace and /proc of its own"),
+        (True, 6, True, "; Landlock as a second layer"),
+        (False, 6, True, "outside a sandboxed session"),
+        (False, 6, False, "no trace, /proc/PID/root or signal out of a sandboxed session"),
+        (False, 3, False, "signals are not scoped before Landlock ABI 6"),
+        (False, 0, False, "nothing: Landlock is not enabled"),
+    ],
+)
+def test_doctor_says_what_keeps_sessions_apart_here(
+    system: bool, abi: int, own_pids: bool, said: str
+) -> None:
+    assert said in sandboxing.kept_apart(system, abi, own_pids)

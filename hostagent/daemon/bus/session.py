@@ -287,6 +287,14 @@ async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str,
 
 
 async def _attach(o: SessionObject, call: Call) -> list[str]:
+    """The command a person or a program (Cockpit's terminal) runs to attach: hostagentctl's,
+    whose tmux client the session's server cannot command (attaching.py)."""
+    await o.authorize(call)
+    o.f.terminal.attach_argv(o.session)  # NotRunning for a session with no terminal
+    return ["hostagentctl", "--system" if o.f.system else "--user", "attach", o.session.name]
+
+
+async def _tmux_attach(o: SessionObject, call: Call) -> list[str]:
     await o.authorize(call)
     return o.f.terminal.attach_argv(o.session)
 
@@ -320,6 +328,7 @@ SESSION = Interface(
         ),
         Method("ExplainActivity", [], [("explanation", "a{ss}")], _explain),
         Method("GetAttachCommand", [], [("argv", "as")], _attach),
+        Method("GetTmuxAttachCommand", [], [("argv", "as")], _tmux_attach),
         Method("ReportHook", [("event", "s"), ("data", "a{sv}")], [], _report_hook),
     ],
     properties=_CONST + _CHANGING + _COUNTERS,

@@ -255,6 +255,30 @@ def into_child(report: int) -> None:
     os.setpgid(0, 0)
 
 
+@functools.cache  # the host's, for the daemon's life
+def own_pids_as_user() -> bool:
+    """Can a user make a PID namespace with its own /proc in a user namespace of hers here?
+    The kernel refuses the /proc where parts of the host's are covered (in a container, say);
+    a child and its child try, once."""
+    pid = os.fork()
+    if pid == 0:  # nothing but the calls and the exit in the child
+        try:
+            _own_user_namespace()
+            _mount(None, "/", None, _MS_REC | _MS_SLAVE)
+            _call(libc.unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+            inner = os.fork()
+            if inner == 0:
+                try:
+                    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+                except OSError:
+                    os._exit(1)
+                os._exit(0)
+            os._exit(os.waitstatus_to_exitcode(os.waitpid(inner, 0)[1]))
+        except BaseException:
+            os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
 def _own_user_namespace() -> None:
     """The user daemon's way to a mount namespace: a user namespace of the session's own, in
     which its user is herself (one uid and one gid mapped to themselves) and holds the

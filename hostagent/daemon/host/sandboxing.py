@@ -16,7 +16,14 @@ import struct
 from collections.abc import Iterable, Mapping
 
 from hostagent import laterrun, sandbox, sandboxmounts, sandboxpaths
-from hostagent.daemon.host.namespace import CLONE_NEWUSER, Plan, Veil, landlock_abi, libc
+from hostagent.daemon.host.namespace import (
+    CLONE_NEWUSER,
+    Plan,
+    Veil,
+    landlock_abi,
+    libc,
+    own_pids_as_user,
+)
 from hostagent.daemon.host.owner import passwd_env
 from hostagent.daemon.state.paths import (
     LINK_TARGET,
@@ -142,9 +149,8 @@ def session_plan(
         )
     no_new_privileges = box.no_new_privileges or box.hides
     veils = tuple(v for v in apart(paths, owner) if not sandboxmounts.hidden(v.path, found))
-    plan = Plan(
-        tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi(), veils, own_pids=system
-    )
+    own_pids = system or own_pids_as_user()
+    plan = Plan(tuple(found), INACCESSIBLE_ROOT, no_new_privileges, landlock_abi(), veils, own_pids)
     check(plan)
     return plan
 
@@ -239,20 +245,21 @@ def support(system: bool) -> dict[str, str]:
         "words": " ".join(sandbox.WORDS) if made else "",
         "why_not": "" if made else "this host lets no user make a user namespace",
         "landlock_abi": str(abi),
-        "kept_apart": kept_apart(system, abi),
+        "kept_apart": kept_apart(system, abi, system or (made and own_pids_as_user())),
         "user_namespaces": "yes" if _user_namespaces() else "no",
         "ip_address_deny": ip_problem(system) or "yes",
     }
 
 
-def kept_apart(system: bool, abi: int) -> str:
+def kept_apart(system: bool, abi: int, own_pids: bool) -> str:
     """What no process of a session can do to one outside it, in words: on the system daemon
-    every session has a PID namespace of its own; on the user daemon, a sandboxed session
-    rests on Landlock alone."""
-    if system:
+    every session has a PID namespace of its own; on the user daemon a sandboxed one, where
+    the host lets a user mount its /proc (own_pids), else it rests on Landlock alone."""
+    if own_pids:
+        which = "a session" if system else "a sandboxed session"
         return (
-            "no process outside a session seen, signalled, traced or its /proc read: each has "
-            "a PID namespace and /proc of its own" + ("; Landlock as a second layer" if abi else "")
+            f"no process outside {which} seen, signalled, traced or its /proc read: it has a "
+            "PID namespace and /proc of its own" + ("; Landlock as a second layer" if abi else "")
         )
     if abi >= 6:
         return "no trace, /proc/PID/root or signal out of a sandboxed session"
