@@ -27,7 +27,7 @@ import signal
 import stat
 from dataclasses import dataclass
 
-from hostagent.daemon.host import namespace
+from hostagent.daemon.host import namespace, pidone
 
 _CLONE_NEWNS, _CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 _PR_SET_NO_NEW_PRIVS = 38
@@ -101,13 +101,13 @@ def _inodes(pid: int | str) -> dict[str, int]:
     return {name: os.stat(f"/proc/{pid}/ns/{name}").st_ino for name in ("mnt", "user", "pid")}
 
 
-def enter(enclosure: Enclosure, report: int) -> str:
+def enter(enclosure: Enclosure) -> str:
     """In the forked child, before it execs (as root on the system daemon, as the owner on
     the user daemon): into the session's cgroup and namespaces, a Landlock domain, no new
     privileges; the path the client is to name the socket by. In a session with a PID
-    namespace of its own, only a child joins it: this process forks, says the child's pid on
-    report and exits, and the child goes on (inside, /proc/self is there only for a process
-    of the namespace). OSError when the session's process is not there to enter."""
+    namespace of its own, only a child joins it (inside, /proc/self is there only for a
+    process of the namespace): this process forks, waits for the child and ends as it ended,
+    and the child goes on. OSError when the session's process is not there to enter."""
     pid = enclosure.pid
     pidfd = os.pidfd_open(pid)
     try:
@@ -138,7 +138,7 @@ def enter(enclosure: Enclosure, report: int) -> str:
         os.close(pidfd)
     os.chdir("/")
     if flags & CLONE_NEWPID:
-        namespace.into_child(report)
+        pidone.waited_child()
     if namespace.libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS)")
     if enclosure.landlock_abi:

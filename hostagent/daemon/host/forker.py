@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import ctypes
 import os
 import pickle
 import selectors
@@ -68,8 +69,10 @@ def serve(fd: int) -> None:
     """The forker's loop, on its end of the socket pair: fork what is asked, say how each
     child ended, and return once the daemon has closed its end."""
     sock = socket.socket(fileno=fd)
-    # A session's PID namespace's first process is its child's child, made its own at once.
-    namespace.libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    if os.geteuid() != 0:
+        # As the owner, a session's PID namespace's first process is its child's child (made
+        # in the user namespace the child makes first): made the forker's to reap at once.
+        namespace.libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
@@ -91,9 +94,14 @@ def serve(fd: int) -> None:
 def _fork(sock: socket.socket, request: Request, fds: list[int]) -> None:
     report = (-1, -1)
     try:
-        if request.inside is not None or (request.plan is not None and request.plan.own_pids):
-            report = os.pipe2(os.O_CLOEXEC)  # it may fork into a PID namespace and exit
-        pid = os.fork()
+        if request.plan is not None and request.plan.own_pids:
+            if os.geteuid() == 0:
+                pid = _fork_first_process()
+            else:
+                report = os.pipe2(os.O_CLOEXEC)  # it forks into its PID namespace and exits
+                pid = os.fork()
+        else:
+            pid = os.fork()
     except OSError as e:
         answer: tuple[object, ...] = ("failed", f"fork: {e.strerror}")
         sock.sendmsg([pickle.dumps(answer)])
@@ -118,16 +126,34 @@ def _fork(sock: socket.socket, request: Request, fds: list[int]) -> None:
             os.close(fd)
 
 
+def _fork_first_process() -> int:
+    """fork() into a new PID namespace, the child its first process: as root, the forker makes
+    the namespace for its next child itself and takes its own back for the ones after, so no
+    child of its forks another and exits on the way (a few milliseconds on every create)."""
+    own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if namespace.libc.unshare(namespace.CLONE_NEWPID) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"unshare(CLONE_NEWPID): {os.strerror(error)}")
+        try:
+            return os.fork()
+        finally:
+            if os.getpid() != 1 and namespace.libc.setns(own, namespace.CLONE_NEWPID) != 0:
+                error = ctypes.get_errno()  # the forker's next children would share this one
+                os.write(2, f"hostagent forker: setns: {os.strerror(error)}\n".encode())
+                os._exit(1)
+    finally:
+        os.close(own)
+
+
 def _first_process(child: int, report: int) -> int:
-    """The pid of the PID namespace's first process the child forked, once the child has
-    exited; the child's own when it said none (it failed first, and its status says so)."""
-    said = b""
-    while chunk := os.read(report, _REPORT_MAX):
-        said += chunk
-    if not said.isdigit():
-        return child
-    os.waitpid(child, 0)  # it exits once it has said it
-    return int(said)
+    """The pid of the process the child forked to go on in a PID namespace, as the child says
+    it (in one write, so one read has it all); the child's own when it said none (it failed
+    first, and its status says so). The child's exit is not waited for (its memory is freed
+    before its end of the pipe closes): it gives its own child to the forker, a subreaper, and
+    is reaped with the rest."""
+    said = os.read(report, _REPORT_MAX)
+    return int(said) if said.isdigit() else child
 
 
 def _child(request: Request, fds: list[int]) -> None:
@@ -149,7 +175,7 @@ def _child(request: Request, fds: list[int]) -> None:
                 pidone.serve(request.argv, request.env, EXEC_FAILED)
         argv = request.argv
         if request.inside is not None:
-            reached = enclosure.enter(request.inside, report=3)
+            reached = enclosure.enter(request.inside)
             argv = enclosure.named(argv, request.inside.socket, reached)
         os.execvpe(argv[0], argv, request.env)
     except BaseException as e:  # nothing may return into the forker's loop

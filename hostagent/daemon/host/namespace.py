@@ -45,11 +45,12 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from hostagent.daemon.host import pidone
 from hostagent.sandboxmounts import Mode, Mount
 
 FAILED = 124  # the held child's exit status when its sandbox could not be made
 
-_CLONE_NEWNS, CLONE_NEWUSER, _CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+_CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_SLAVE = 0x20, 0x1000, 0x4000, 0x80000
 _AT_FDCWD = -100
@@ -206,13 +207,17 @@ def _node(root: str, path: str) -> str:
 
 def _enter(plan: Plan, report: int) -> None:
     if plan.mounts or plan.veils or plan.own_pids:
+        # As root, the forker forked this one into its PID namespace (forker.py); as the
+        # owner it makes the user namespace that gives it the right first, then forks.
         if os.geteuid() == 0:
             _call(libc.unshare(_CLONE_NEWNS), "unshare")
         else:
             _own_user_namespace()
+            if plan.own_pids:
+                _own_pids(report)
         _mount(None, "/", None, _MS_REC | _MS_SLAVE)
-        if plan.own_pids:  # first, so that a word about /proc applies to the session's own
-            _own_pids(report)
+        if plan.own_pids:  # before the words, so that one about /proc applies to this one
+            _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
         # Each read-write path and each veiled directory's own entry as it is now, before any
         # word changes it. An entry is the owner's to replace: a link there is not followed.
         copies = {m.path: _clone(m.path) for m in plan.mounts if m.mode == Mode.READ_WRITE}
@@ -237,22 +242,11 @@ def _enter(plan: Plan, report: int) -> None:
 
 def _own_pids(report: int) -> None:
     """Into a PID namespace of the session's own: this process forks the namespace's first
-    process, says its pid on report and exits; that one, pid 1 inside, mounts the /proc that
-    shows the session its own processes only, and goes on (pidone.py's loop, then)."""
-    _call(libc.unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
-    into_child(report)
-    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-
-
-def into_child(report: int) -> None:
-    """Go on in a child, its own process group, in the PID namespace this process made or
-    joined for its children: this process says the child's pid on report and exits."""
-    pid = os.fork()
-    if pid:
-        os.write(report, str(pid).encode())
-        os._exit(0)
-    os.close(report)
-    os.setpgid(0, 0)
+    process, says its pid on report and exits; that one, pid 1 inside, goes on to mount the
+    /proc that shows the session its own processes only (in its own mount namespace, as only
+    a process of the PID namespace can), and then to pidone.py's loop."""
+    _call(libc.unshare(CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+    pidone.into_child(report)
 
 
 @functools.cache  # the host's, for the daemon's life
@@ -265,7 +259,7 @@ def own_pids_as_user() -> bool:
         try:
             _own_user_namespace()
             _mount(None, "/", None, _MS_REC | _MS_SLAVE)
-            _call(libc.unshare(_CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+            _call(libc.unshare(CLONE_NEWPID), "unshare(CLONE_NEWPID)")
             inner = os.fork()
             if inner == 0:
                 try:

@@ -1,4 +1,6 @@
-"""A session's first process in its own PID namespace: pid 1 there, which holds the start,
+"""A session's own PID namespace: the fork into it (only a child enters a PID namespace its
+parent made or joined: ``into_child`` for the session's first process, ``waited_child`` for a
+tmux client of the daemon's), and that first process, pid 1 there, which holds the start,
 starts the session's program, and reaps until no process of the session is left.
 
 A session with a PID namespace of its own (``namespace.Plan.own_pids``) sees, signals, traces
@@ -22,11 +24,14 @@ processes it is meant for, and once none is left the init ends too.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import select
 import signal
 from typing import NoReturn
 
+_libc = ctypes.CDLL(None, use_errno=True)
+_PR_SET_PDEATHSIG = 1
 NAME = "hostagent-init"
 STATUS = b"\0hostagent-status "  # the start of the init's line, which nothing else prints
 # What systemd or a user may send all of a session's processes, which would otherwise end or
@@ -44,6 +49,33 @@ _CAUGHT = (
     signal.SIGTTIN,
     signal.SIGTTOU,
 )
+
+
+def waited_child() -> None:
+    """Go on in a child, in the PID namespace this process joined for its children: this
+    process waits for it and exits as it did (as nsenter --fork does), so whoever follows this
+    one sees the child's end; the child dies with it."""
+    parent = os.pidfd_open(os.getpid())  # its pid means nothing inside the namespace
+    pid = os.fork()
+    if pid:
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        os._exit(status if status >= 0 else 128 - status)
+    if _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        os._exit(1)
+    if select.select([parent], [], [], 0)[0]:  # it died before the line above
+        os._exit(1)
+    os.close(parent)
+
+
+def into_child(report: int) -> None:
+    """Go on in a child, its own process group, in the PID namespace this process made or
+    joined for its children: this process says the child's pid on report and exits."""
+    pid = os.fork()
+    if pid:
+        os.write(report, str(pid).encode())
+        os._exit(0)
+    os.close(report)
+    os.setpgid(0, 0)
 
 
 def split_status(out: bytes) -> tuple[bytes, int | None]:
@@ -65,18 +97,15 @@ def serve(argv: list[str], env: dict[str, str], exec_failed: int) -> NoReturn:
     poll = select.poll()
     poll.register(0, select.POLLIN)
     poll.poll()  # the word, or the pipe closed: the shim reads which
-    child = os.fork()
-    if child == 0:
-        for signum in _CAUGHT:
-            signal.signal(signum, signal.SIG_DFL)
-        try:
-            os.execvpe(argv[0], argv, env)
-        except OSError as e:
-            os.write(2, f"hostagent: cannot start {argv[0]}: {e}\n".encode(errors="replace"))
-        os._exit(exec_failed)
     null = os.open("/dev/null", os.O_RDWR)
+    try:  # posix_spawn: no copy of this interpreter's pages on the create's path
+        child = os.posix_spawnp(argv[0], argv, env, setsigdef=_CAUGHT)
+    except OSError as e:
+        os.write(2, f"hostagent: cannot start {argv[0]}: {e}\n".encode(errors="replace"))
+        child, code = 0, exec_failed
     os.dup2(null, 0)
-    code = _reap(until=child)
+    if child:
+        code = _reap(until=child)
     os.write(1, STATUS + f"{code}\n".encode())
     os.dup2(null, 1)
     os.dup2(null, 2)
