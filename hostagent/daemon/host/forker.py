@@ -14,9 +14,10 @@ comes from anyone else):
 - the daemon's request: a ``Request``, the child's stdin, stdout and stderr beside it as
   descriptors;
 - the answer: ``("started", pid)`` with a pidfd of the child beside it, or ``("failed", why)``;
-  a child whose plan gives it a PID namespace of its own forks that namespace's first process
-  and exits, and the pid said is that one's (``pidone.py``), which the forker reaps as a child
-  subreaper;
+  a child whose plan gives it a PID namespace of its own is that namespace's first process
+  (``pidone.py``): as root the forker forks it straight into the namespace; as the owner its
+  child forks it there and exits, the pid said is that one's, and the forker, a child
+  subreaper, reaps it;
 - ``("exited", pid, status)`` when a child it forked ends (a negative status: the signal that
   ended it), since the forker, not the daemon, is the one to reap it.
 
