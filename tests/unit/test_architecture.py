@@ -246,6 +246,34 @@ def process_starts(path: Path) -> list[int]:
     ]
 
 
+# The daemon's modules that start a process, as docs/architecture.md names them.
+PROCESS_STARTERS = {
+    f"hostagent.daemon.host.{name}"
+    for name in (
+        "forker",
+        "forking",
+        "namespace",
+        "pidone",
+        "heldchild",
+        "journal",
+        "sandboxing",
+        "userunit",
+    )
+}
+
+
+def test_the_processes_are_started_where_the_architecture_says() -> None:
+    starters = {
+        module
+        for module, path in MODULES.items()
+        if module.startswith("hostagent.daemon") and process_starts(path)
+    }
+    assert starters == PROCESS_STARTERS
+    text = " ".join((ROOT / "docs" / "architecture.md").read_text().split())
+    for module in PROCESS_STARTERS:
+        assert f"`host/{module.rsplit('.', 1)[1]}.py`" in text, module
+
+
 def test_no_process_is_started_outside_host() -> None:
     starts = {
         f"{module}:{line}"
