@@ -26,7 +26,11 @@ OPEN = "anyone"
 DOCS: dict[str, tuple[str, str]] = {
     "ListSessions": (OPEN, "Every session: name, preset, state, activity, owner uid, object path."),
     "GetSession": (OPEN, "The object of a session by name; NoSuchSession."),
-    "GetSessionByPID": (OPEN, "The session whose scope holds pid; NoSessionForPID."),
+    "GetSessionByPID": (
+        OPEN,
+        "The session whose scope holds pid (0: the caller's own, as the bus places it; a "
+        "process in a session's PID namespace knows only its own numbers); NoSessionForPID.",
+    ),
     "CreateSession": (
         "anyone, for themselves; `user` is root's",
         "Create and start a session; replies once its scope runs. Options: "

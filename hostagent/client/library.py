@@ -328,7 +328,8 @@ class Client:
 
     async def report_hook(self, event: str, data: dict[str, str]) -> str:
         """Report a hook of the session this process runs in; that session's name."""
-        (path,) = await self._manager("GetSessionByPID", "u", [os.getpid()], timeout=5.0)
+        # 0: this caller, placed by the bus; its own pid is its session's number, not the daemon's.
+        (path,) = await self._manager("GetSessionByPID", "u", [0], timeout=5.0)
         body = [event, {k: Variant("s", v) for k, v in data.items()}]
         await self._call(path, SESSION_INTERFACE, "ReportHook", "sa{sv}", body, timeout=5.0)
         return str(path)

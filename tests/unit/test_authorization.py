@@ -25,7 +25,13 @@ from hostagent.daemon.bus.session import SessionObject
 from hostagent.daemon.follow import containment
 from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.journal import JournalReaders
-from hostagent.errors import AccessDenied, InvalidArgs, InvalidName, NoSuchPreset
+from hostagent.errors import (
+    AccessDenied,
+    InvalidArgs,
+    InvalidName,
+    NoSessionForPID,
+    NoSuchPreset,
+)
 from hostagent.options import CreateRequest
 from hostagent.permissions import create_owner, owner_may_act, require_inside, require_reload
 from hostagent.session import Activity, Limits
@@ -290,5 +296,28 @@ def test_the_screen_text_an_explanation_matched_is_for_those_who_may_capture(
         said = await handlers._explain(obj, Call(":1.5", interactive=False))
         assert said["rule"] == "approval"
         assert (said["matched"] == secret) is sees and ("sk-alice" in str(said)) is sees
+
+    run(body())
+
+
+def test_pid_0_is_the_callers_own_session_as_the_bus_places_it(tmp_path: Path) -> None:
+    """A hook in a session's PID namespace knows only its own pid numbers: it asks for pid 0,
+    and the daemon answers with the session the bus places its connection in."""
+
+    async def body() -> None:
+        host = await Host.started(tmp_path)
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        unit = host.registry.get("a").record.unit
+        auth = Authorizer(nowhere(), use_polkit=False)
+        auth._uids.update({":1.7": me(), ":1.8": me()})
+        frontend = host.core.front(
+            auth, placed(auth.bus, {":1.7": unit, ":1.8": ""}), FakeExporter(), lambda: None
+        )
+        assert (
+            await manager._by_pid(frontend, Call(":1.7", False), 0)
+            == "/org/hostagent/HostAgent1/session/a"
+        )
+        with pytest.raises(NoSessionForPID, match="does not belong to any session"):
+            await manager._by_pid(frontend, Call(":1.8", False), 0)
 
     run(body())

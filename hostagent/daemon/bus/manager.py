@@ -159,7 +159,14 @@ async def _get(f: BusFrontend, call: Call, name: str) -> str:
     return obj.path
 
 
-def _by_pid(f: BusFrontend, call: Call, pid: int) -> str:
+async def _by_pid(f: BusFrontend, call: Call, pid: int) -> str:
+    """pid 0: the caller's own session, as the bus places it (as systemd's GetUnitByPID(0)):
+    a process in a session's PID namespace knows no pid the daemon would."""
+    if pid == 0:
+        session = await f.services.caller_session(call.sender)
+        if session is None:
+            raise NoSessionForPID("The caller does not belong to any session.")
+        return session_path(session.name)
     session = f.registry.by_unit(f.services.scopes.unit_of_pid(pid))
     if session is None:
         raise NoSessionForPID(f"PID {pid} does not belong to any session.")
