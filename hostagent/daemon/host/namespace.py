@@ -130,8 +130,9 @@ class Plan:
 
 def preexec(plan: Plan, report: int = -1) -> Callable[[], None]:
     """The function the forked child runs before it execs: it makes the plan or exits FAILED
-    with the reason on its stderr. With own_pids, it returns in the namespace's first process
-    only, whose pid the child it forked that from writes to report before it exits."""
+    with the reason on its stderr. With own_pids as the owner, it returns in the namespace's
+    first process only, whose pid the child it forked that from writes to report before it
+    exits (as root, the forker forked it into the namespace itself)."""
 
     def run() -> None:
         try:

@@ -12,8 +12,8 @@ forker's child is (``forker.py``): a fork of the forker, which imports nothing o
 
 It holds the start as the shim it runs would (``heldchild.py``): it waits until the daemon
 writes the word or closes the pipe on its stdin, without reading it, so that it is in the
-session's scope before anything of the session starts; then it forks the shim, which reads the
-word itself. It says how the shim ended as the last line of its stdout (``status_line``), since
+session's scope before anything of the session starts; then it starts the shim, which reads the
+word itself. It says how the shim ended as the last line of its stdout (``split_status``), since
 it goes on running, then lets go of its stdout and stderr: the daemon reads them to their end.
 
 It stays root (on the system daemon), so no process of the session, which all run as its

@@ -11,6 +11,7 @@ files a minute, and a buffered text file costs several times more.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -174,9 +175,14 @@ def ns_pid(pid: int) -> int:
 def apart(pid: int) -> bool:
     """Is pid in a PID namespace of its own (below this one)?"""
     try:
-        return os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+        return os.readlink(f"/proc/{pid}/ns/pid") != _own_pid_namespace()
     except OSError:
         return False
+
+
+@functools.cache  # this process's never changes
+def _own_pid_namespace() -> str:
+    return os.readlink("/proc/self/ns/pid")
 
 
 def numbered(root: int, number: int) -> int:

@@ -190,14 +190,33 @@ class Tmux:
     ) -> str:
         """One tmux command against the session's server, as its owner; its stdout
         (OutputTooLarge past limit bytes, when given; written to stdout, when given)."""
-        argv = [tmux_binary(), "-S", str(sock), *args]
+        inside = await self._inside(sock)
+        return await self._run(owner, sock, args, inside, timeout, stdin, limit, stdout)
+
+    async def _inside(self, sock: Path) -> Enclosure | None:
+        """Where the session's client runs (None without a locator: a scripted terminal)."""
         if self.locate is None:
+            return None
+        try:
+            return await self.locate(sock)
+        except NoEnclosure as e:
+            raise TmuxError(str(e)) from None
+
+    async def _run(
+        self,
+        owner: Owner,
+        sock: Path,
+        args: tuple[str, ...],
+        inside: Enclosure | None,
+        timeout: float = 10.0,
+        stdin: bytes | None = None,
+        limit: int = 0,
+        stdout: int = -1,
+    ) -> str:
+        argv = [tmux_binary(), "-S", str(sock), *args]
+        if inside is None:
             result = await self.execute(owner, argv, timeout, stdin, limit=limit, stdout=stdout)
         else:
-            try:
-                inside = await self.locate(sock)
-            except NoEnclosure as e:
-                raise TmuxError(str(e)) from None
             result = await self.execute_inside(
                 owner, argv, inside, timeout, stdin, limit=limit, stdout=stdout
             )
@@ -255,27 +274,26 @@ class Tmux:
         The job is the name of the program in the terminal's foreground when the pane's own
         first program (a shell, or an agent started in its place) has given the terminal to
         one it started; "" while that first program has it itself."""
-        out = await self.run(owner, sock, *_READ_SCREEN)
-        return _screen_and_title(out, await self._leads(sock))
+        return await self._screen(owner, sock, _READ_SCREEN)
 
     async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> tuple[str, str, str]:
         """Copy everything the pane prints into fifo (replacing an earlier pipe, if any), and
         read the screen as it is then (screen_and_title's answer), in one tmux call: after a
         restart a thousand sessions are followed again, and every tmux call is a process."""
         pipe = ("pipe-pane", "-t", SESSION, _pipe_command(fifo))
-        out = await self.run(owner, sock, *pipe, ";", *_READ_SCREEN)
-        return _screen_and_title(out, await self._leads(sock))
+        return await self._screen(owner, sock, (*pipe, ";", *_READ_SCREEN))
 
-    async def _leads(self, sock: Path) -> Callable[[int], bool]:
-        """procfs.leads_its_terminal for a pid as the session's tmux numbers it: in the
-        session's own PID namespace, if it has one (its server's, the process entered)."""
-        if self.locate is None:
-            return procfs.leads_its_terminal
-        try:
-            root = (await self.locate(sock)).pid
-        except NoEnclosure:
-            return lambda number: False
-        return lambda number: procfs.leads_its_terminal(procfs.numbered(root, number))
+    async def _screen(
+        self, owner: Owner, sock: Path, args: tuple[str, ...]
+    ) -> tuple[str, str, str]:
+        """_READ_SCREEN's answer, the pane's pid read as the session's tmux numbers it (in its
+        own PID namespace, if it has one: under the process the client entered)."""
+        inside = await self._inside(sock)
+        out = await self._run(owner, sock, args, inside)
+        if inside is None:
+            return _screen_and_title(out, procfs.leads_its_terminal)
+        root = inside.pid
+        return _screen_and_title(out, lambda n: procfs.leads_its_terminal(procfs.numbered(root, n)))
 
     async def send_text(self, owner: Owner, sock: Path, text: str, enter: bool) -> None:
         """Type text into the pane as it is (newlines stay newlines, no bracketed paste), then
