@@ -140,7 +140,8 @@ function renderSession(name) {
         Owner: users.get(p.Owner) || p.Owner, Agent: p.Preset, Directory: p.Cwd,
         Worktree: p.Worktree || "-", Branch: p.Branch || "-", Unit: p.Unit,
         Command: (p.Command || []).join(" "), Conversation: p.AgentSessionId || "-",
-        Sandbox: sandboxWords(p).join(" ") || "none", "Made from": p.Parent || "-",
+        Sandbox: sandboxWords(p).join(" ") || "none", Profile: profileShown(p),
+        "Made from": p.Parent || "-",
         Age: age(p), Memory: human(p.MemoryCurrent, "bytes"),
         "CPU time": unknown(p.CPUUsageNSec) ? "-" : human(p.CPUUsageNSec / 1e9),
         Tokens: usageCells(p)[0], Cost: usageCells(p)[1],
@@ -176,6 +177,14 @@ const SANDBOX_WORDS = ["ProtectSystem", "ProtectHome", "ReadWritePaths", "ReadOn
     "InaccessiblePaths", "PrivateTmp", "NoNewPrivileges"];
 function sandboxWords(p) {
     return (p.Properties || []).filter(w => SANDBOX_WORDS.includes(w.split("=")[0]));
+}
+
+/* The profile the session started from, and the words by which it asked for less. */
+function profileShown(p) {
+    if (!p.Profile)
+        return "none";
+    const less = p.Loosened || [];
+    return less.length ? p.Profile + ", less: " + less.join(" ") : p.Profile;
 }
 
 /* Who may act on a session, as the daemon and polkit decide: its owner, root (which

@@ -205,6 +205,17 @@ DOCS: dict[str, tuple[str, str]] = {
         "Whether its agent CLI is given hostagent's MCP server (`hostagentctl mcp`) at every "
         "start: CreateSession's `mcp`, else its preset's default, else the host's.",
     ),
+    "Profile": (
+        "",
+        '"agent" when its sandbox started from the agent profile (hostagent.yaml\'s '
+        '`sandbox.agents`: a session of every preset but `shell`), "" for none. The profile\'s '
+        "words are in Properties, as every start makes them.",
+    ),
+    "Loosened": (
+        "",
+        "The words by which its create asked for less than the agent profile "
+        "(ProtectHome=no, or those `--unconfined` stands for), as the journal said them.",
+    ),
     "Properties": (
         "",
         "Its systemd resource-control assignments beyond Limits and its sandboxing words, in "

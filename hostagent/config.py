@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hostagent import sandbox, values, yamlfile
 from hostagent.budgets import Budgets, parse_budgets
+from hostagent.profile import AgentProfile
 from hostagent.session import Limits
 from hostagent.values import INFINITY, format_limit
 
@@ -89,6 +90,7 @@ class SandboxDefaults:
 
     every: list[str] = field(default_factory=list)
     users: dict[str, list[str]] = field(default_factory=dict)
+    agents: AgentProfile = field(default_factory=AgentProfile)  # profile.py
 
     def of(self, user: str) -> list[str]:
         return self.users.get(user, self.every)
@@ -253,9 +255,33 @@ def _words(doc: yamlfile.Document, value: object, fld: str) -> list[str]:
 
 def _sandbox(doc: yamlfile.Document, data: dict[str, object]) -> SandboxDefaults:
     section = yamlfile.expect_mapping(doc, data.get("sandbox", {}), "sandbox")
-    yamlfile.reject_unknown(doc, section, {"default", "users"}, "sandbox")
+    yamlfile.reject_unknown(doc, section, {"default", "users", "agents"}, "sandbox")
     users = yamlfile.expect_mapping(doc, section.get("users", {}), "sandbox.users")
     return SandboxDefaults(
         _words(doc, section.get("default", []), "sandbox.default"),
         {str(u): _words(doc, w, f"sandbox.users.{u}") for u, w in users.items()},
+        _agents(doc, section.get("agents", {})),
     )
+
+
+def _agents(doc: yamlfile.Document, value: object) -> AgentProfile:
+    """sandbox.agents: the agent profile, each key defaulting to the built-in one's."""
+    section = yamlfile.expect_mapping(doc, value, "sandbox.agents")
+    known = {"words", "users", "caches", "loosen", "relocate"}
+    yamlfile.reject_unknown(doc, section, known, "sandbox.agents")
+    profile = AgentProfile()
+    if "words" in section:
+        profile.words = _words(doc, section["words"], "sandbox.agents.words")
+    users = yamlfile.expect_mapping(doc, section.get("users", {}), "sandbox.agents.users")
+    profile.users = {str(u): _words(doc, w, f"sandbox.agents.users.{u}") for u, w in users.items()}
+    if "caches" in section:
+        caches = yamlfile.expect_str_list(doc, section["caches"], "sandbox.agents.caches")
+        if not all(c.startswith("%h/") and ".." not in c.split("/") for c in caches):
+            raise doc.error("sandbox.agents.caches", "each must be a path in the home: %h/...")
+        profile.caches = caches
+    for key in ("loosen", "relocate"):
+        flag = section.get(key, getattr(profile, key))
+        if not isinstance(flag, bool):
+            raise doc.error(f"sandbox.agents.{key}", "must be true or false")
+        setattr(profile, key, flag)
+    return profile

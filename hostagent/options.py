@@ -84,6 +84,7 @@ class CreateRequest:
     worktree: str | None = None  # None: no worktree; "": one on the default branch
     base: str = ""
     properties: list[str] = field(default_factory=list)
+    asked: list[str] | None = None  # set by the daemon from inside: the words asked, no maker's
     mcp: bool | None = None  # None: the preset's default, else the host's
     mcp_server: list[str] = field(default_factory=list)  # set by the daemon from mcp
 

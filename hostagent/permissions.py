@@ -80,6 +80,7 @@ def made_from_inside(inside: SessionRecord, req: CreateRequest, state: list[str]
     """What a create asked for from inside session `inside` takes from it: its sandbox words
     first (sandbox_from_inside), and it as its parent, and its maker (state: where inside's CLI
     keeps its own state) for the checks the create makes once its preset is known."""
+    req.asked = list(req.properties)
     req.properties = sandbox_from_inside(inside, req.properties)
     req.parent = inside.uuid
     req.maker = Maker(inside.name, inside.cwd, inside.repo, _words(inside), state)

@@ -71,6 +71,13 @@ class Preset:
     # What a session of it may act on from inside: "tree", the sessions made from inside it
     # (and theirs), as an agent should; "owner", all of its owner's, as a person's shell may.
     rights: str = "tree"
+    # Whether its sessions start from the admin's agent profile (profile.py): an agent's do, a
+    # person's own terminal (the shell preset) does not.
+    confined: bool = True
+    # A file of the CLI's that a confined session cannot save where it lies, and where the CLI
+    # reads it first, in its state: moved there, as the owner, before a confined session starts
+    # (Claude Code's ~/.claude.json to ~/.claude/.config.json). Path templates, as state's.
+    relocate: list[tuple[str, str]] = field(default_factory=list)
     # How its CLI takes hostagent's MCP server for one run (mcp_registration.FORMATS; "" for
     # not at all), and whether its sessions get it unless a create says otherwise.
     mcp_format: str = ""
@@ -81,6 +88,7 @@ class Preset:
 _KNOWN = {
     "name", "description", "command", "env", "agent_id", "resume", "hooks", "activity",
     "worktree_setup", "prompt_args", "usage", "state", "trusted", "rights", "mcp", "extends",
+    "confined", "relocate",
 }  # fmt: skip
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
 _RESUME_KNOWN = {"args", "conversation", "turn", "list", "forks"}
@@ -173,11 +181,30 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
     preset.rights = data.get("rights", "tree")
     if preset.rights not in RIGHTS:
         raise doc.error("rights", "must be tree (the sessions it made) or owner (all its owner's)")
+    confined = data.get("confined", True)
+    if not isinstance(confined, bool):
+        raise doc.error("confined", "must be true or false")
+    preset.confined = confined
+    preset.relocate = _relocations(doc, data.get("relocate", []))
     _parse_usage(doc, data.get("usage", {}), preset)
     _parse_mcp(doc, data.get("mcp", {}), preset)
     hook_map = yamlfile.expect_str_map(doc, hooks.get("activity", {}), "hooks.activity")
     preset.activity = _parse_activity(doc, data.get("activity"), hook_map, preset.name)
     return preset
+
+
+def _relocations(doc: yamlfile.Document, value: object) -> list[tuple[str, str]]:
+    if not isinstance(value, list):
+        raise doc.error("relocate", "must be a list of {from: PATH, to: PATH}")
+    out = []
+    for entry in value:
+        pair = yamlfile.expect_mapping(doc, entry, "relocate")
+        yamlfile.reject_unknown(doc, pair, {"from", "to"}, "relocate")
+        ends = [pair.get("from"), pair.get("to")]
+        if not all(isinstance(p, str) and p.startswith(("{home}/", "{$")) for p in ends):
+            raise doc.error("relocate", "from and to must each be a path in the home ({home}/...)")
+        out.append((str(ends[0]), str(ends[1])))
+    return out
 
 
 def _parse_extension(doc: yamlfile.Document, hooks: dict[str, object], preset: Preset) -> None:

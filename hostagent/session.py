@@ -269,6 +269,8 @@ class SessionRecord:
     usage_read_at: int = 0  # when the record was last read after a run's end (now_usec)
     parent: str = ""  # the uuid of the session it was made from inside; "" for none
     mcp: bool = False  # hostagent's MCP server is registered in its CLI at every start
+    profile: str = ""  # "agent": its words started from the agent profile (profile.py)
+    loosened: list[str] = field(default_factory=list)  # the words that asked for less than it
 
     def launch_env(self) -> dict[str, str]:
         """The caller's environment over the login PATH found at creation."""
@@ -329,6 +331,8 @@ class RecordChange(TypedDict, total=False):
     usage_read_at: int
     parent: str
     mcp: bool
+    profile: str
+    loosened: list[str]
 
 
 def news(record: SessionRecord, fields: RecordChange) -> RecordChange:

@@ -134,6 +134,11 @@ def _new_options(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--cwd")
     sp.add_argument("-e", "--env", action="append", metavar="KEY=VALUE")
     sp.add_argument("-p", "--property", action="append", metavar="PROP=VALUE")
+    sp.add_argument(
+        "--unconfined",
+        action="store_true",
+        help="ask for none of the agent profile's sandbox (where the admin allows it)",
+    )
     sp.add_argument("--agent-session", help="resume this existing agent conversation id")
     sp.add_argument(
         "--prompt", help="a first message for the agent, given once (a resume never repeats it)"

@@ -10,7 +10,7 @@ import argparse
 
 from dbus_fast import Variant
 
-from hostagent import resources, sandbox, values
+from hostagent import profile, resources, sandbox, values
 
 _PROPS = {  # -p NAME=VALUE -> option key, and how the value reads (as systemd-run's -p)
     "MemoryMax": ("memory_max", "size"),
@@ -76,7 +76,8 @@ def build_options(args: argparse.Namespace) -> dict[str, Variant]:
         env[key] = value
     if env:
         options["env"] = Variant("a{ss}", env)
-    assigned: list[str] = []
+    # The words that undo the agent profile, before any -p: those still tighten what is left.
+    assigned: list[str] = list(profile.UNCONFINED) if args.unconfined else []
     for item in args.property or []:
         key, sep, value = item.partition("=")
         if sep and key in resources.PROPERTIES:

@@ -312,7 +312,7 @@ def human_age(started_usec: int | None, now: float | None = None) -> str:
 
 
 # status leaves these out at zero or empty too: a clean exit's status 0 is said in JSON only.
-_QUIET_AT_ZERO = ("Leader", "ExitStatus", "Limits", "Command", "Properties", "Mcp")
+_QUIET_AT_ZERO = ("Leader", "ExitStatus", "Limits", "Command", "Properties", "Mcp", "Loosened")
 _TIMES = ("StartedAt", "StoppedAt")
 
 
@@ -365,6 +365,8 @@ def status_lines(props: dict[str, Any], local: bool = True) -> list[str]:
         "ResumeCount",
         "Command",
         "Limits",
+        "Profile",
+        "Loosened",
         "Properties",
         "StartedAt",
         "StoppedAt",

@@ -41,6 +41,7 @@ from hostagent.errors import NotRunning, SpawnFailed
 from hostagent.identity import Owner
 from hostagent.options import CreateRequest
 from hostagent.presets import IdSource, Preset
+from hostagent.profile import AgentProfile
 from hostagent.session import Limits, SessionRecord, now_usec
 
 _PIDS = itertools.count(40000)
@@ -360,7 +361,12 @@ class Host:
     """A daemon core on fakes, with its state directory in tmp."""
 
     def __init__(
-        self, tmp: Path, config: Config | None = None, boot_id: str = "boot1", system: bool = False
+        self,
+        tmp: Path,
+        config: Config | None = None,
+        boot_id: str = "boot1",
+        system: bool = False,
+        profile: bool = False,
     ) -> None:
         self.tmp = tmp
         self.scopes = FakeScopes()
@@ -370,6 +376,8 @@ class Host:
         self.store = SidecarStore(tmp / "state")
         self.store.prepare()
         self.config = config or Config()
+        if not profile:  # the fakes' sessions are not confined unless a test asks for that
+            self.config.sandbox.agents = AgentProfile(words=[])
         self.core = Core.assemble(
             scopes=self.scopes,
             owners=self.owners,
@@ -387,9 +395,11 @@ class Host:
         self.registry.listeners.append(self)
 
     @classmethod
-    async def started(cls, tmp: Path, config: Config | None = None, system: bool = False) -> Host:
+    async def started(
+        cls, tmp: Path, config: Config | None = None, system: bool = False, profile: bool = False
+    ) -> Host:
         """A daemon that has recovered (from an empty store) and follows unit signals."""
-        host = cls(tmp, config, system=system)
+        host = cls(tmp, config, system=system, profile=profile)
         await host.core.recover()
         await host.core.look_for_ended()
         return host
@@ -397,7 +407,7 @@ class Host:
     def restart(self, boot_id: str = "boot1") -> Host:
         """A new daemon over the same state directory and the same systemd."""
         again = Host.__new__(Host)
-        Host.__init__(again, self.tmp, self.config, boot_id)
+        Host.__init__(again, self.tmp, self.config, boot_id, profile=True)
         again.scopes.systemd = again.systemd = self.systemd
         again.scopes.tmux.systemd = self.systemd
         again.systemd.on_unit = again.core.reconciler.on_unit  # the old core's no longer

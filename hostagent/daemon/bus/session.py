@@ -126,6 +126,8 @@ _CONST = [
     Property("Limits", "a{st}", lambda o: _limits(o.session.record.limits), "const"),
     Property("Properties", "as", _r("properties"), "const"),
     Property("Mcp", "b", _r("mcp"), "const"),
+    Property("Profile", "s", _r("profile"), "const"),
+    Property("Loosened", "as", _r("loosened"), "const"),
     Property("Parent", "s", lambda o: o.f.registry.name_of(o.session.record.parent), "false"),
 ]
 _CHANGING = [

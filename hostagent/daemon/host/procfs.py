@@ -239,3 +239,20 @@ def follow(pid: int, on_exit: Callable[[], None]) -> Callable[[], None] | None:
 
     loop.add_reader(fd, exited)
     return stop
+
+
+def runs(uid: int, comm: str) -> bool:
+    """Whether a process of uid's named comm (as the kernel keeps it: 15 bytes) runs on the
+    host, in any session or none."""
+    name = comm[:15]
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+        except OSError:
+            continue
+        if (read_small(f"/proc/{entry}/comm") or "").rstrip("\n") == name:
+            return True
+    return False

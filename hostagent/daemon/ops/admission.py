@@ -12,6 +12,7 @@ before starting anything.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import uuid
@@ -22,6 +23,7 @@ from hostagent.config import Config, over_caps
 from hostagent.daemon.follow.agenthooks import command_with_hooks
 from hostagent.daemon.host import sandboxing
 from hostagent.daemon.host.ports import OwnerPort
+from hostagent.daemon.ops.confining import asked_less, prepare, profile_words
 from hostagent.daemon.state.live import Session
 from hostagent.daemon.state.paths import SessionPaths
 from hostagent.daemon.state.registry import Registry
@@ -52,6 +54,8 @@ from hostagent.session import (
     unit_name,
 )
 
+log = logging.getLogger(__name__)
+
 IP_WORDS = ("IPAddressAllow", "IPAddressDeny")  # systemd enforces them with cgroup BPF
 
 
@@ -61,7 +65,7 @@ async def first_record(
     preset: Preset,
     cwd: str,
     req: CreateRequest,
-    config: Config,
+    settings: Settings,
     paths: SessionPaths,
     boot_id: str,
     owners: OwnerPort,
@@ -94,6 +98,10 @@ async def first_record(
     # an npm CLI's "#!/usr/bin/env node" finds the owner's node (nvm, a user prefix) too.
     found = await owners.find_program(owner, command[0])
     command = [found.program, *command[1:]]
+    config = settings.config
+    agents = config.sandbox.agents
+    words = profile_words(agents, preset, settings.presets.values(), owner, req)
+    loosened = asked_less(agents, words, req, name)
     agent_id = req.agent_session or launch.new_agent_id(preset)
     first = launch.first_launch(
         preset,
@@ -116,7 +124,7 @@ async def first_record(
         path=found.path,
         limits=req.limits.merged_over(config.limits),
         properties=sandbox_defaults(
-            config.sandbox.of(owner.name), list(req.properties), owner.name, req.maker
+            config.sandbox.of(owner.name), [*words, *req.properties], owner.name, req.maker
         ),
         columns=req.columns or config.columns,
         rows=req.rows or config.rows,
@@ -129,6 +137,8 @@ async def first_record(
         hook_token=secrets.token_hex(16),
         parent=req.parent,
         mcp=bool(req.mcp_server),
+        profile="agent" if words else "",
+        loosened=loosened,
     )
     problem = size_problem(first.argv, {**preset.env, **record.launch_env()})
     if problem:
@@ -141,6 +151,10 @@ async def first_record(
     # A sandbox that cannot be made here is refused before anything of the session exists;
     # each start makes it again, and says so if it no longer can.
     await plan_sandbox(record, owner, preset, req, paths, owners)
+    if loosened:
+        less = " ".join(loosened)
+        log.info("session '%s': asks for less than the agent profile: %s", name, less)
+    await prepare(name, record.properties, preset, owner, agents, owners)
     return record, owner
 
 

@@ -143,7 +143,7 @@ class Lifecycle:
             self.registry.reserved[name] = owner_uid
             try:
                 record, owner = await first_record(
-                    owner_uid, name, preset, cwd, req, self.settings.config,
+                    owner_uid, name, preset, cwd, req, self.settings,
                     self.registry.paths(owner_uid, name), self.boot_id,
                     self.owners,
                 )  # fmt: skip
