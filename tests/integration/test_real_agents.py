@@ -2,9 +2,9 @@
 first-run dialogs read blocked, a turn reads working, its own approval dialog reads blocked,
 approving reads working then idle, its conversation id is learned, stop and resume continue the
 same conversation, a session stopped before its first prompt resumes cleanly, and after a
-reboot every session is dormant and resumes into its conversation. Each session but those of
-NOT_YET_CONFINED is sandboxed to its working tree (CONFINED below), so each of these also shows
-its CLI works confined.
+reboot every session is dormant and resumes into its conversation. Each session is created with
+no sandboxing word at all, so it runs under the agent profile (hostagent/profile.py), as a
+user's agent does: each of these also shows its CLI works confined, Claude Code included.
 
 The CLIs come from their own registries (dev/agents); the model behind them is
 tests/modelapi.py on the machine's loopback. A CLI that dev/agents could not install is skipped
@@ -67,22 +67,6 @@ def agents(sandbox: Sandbox) -> dict[str, tuple[str, str]]:
     return found
 
 
-# Every real CLI runs in a sandbox: the system read-only, the home read-only but for the CLI's
-# state (its preset's), /tmp its own, the project writable.
-# Not yet confined here, as measured: Claude Code writes ~/.claude.json through a lock file
-# (~/.claude.json.lock) and a temporary file beside it that it renames over it, both in the home
-# itself; under a read-only home no write of its configuration is kept, even with the file
-# itself writable, so the API key its user approved at the first run is not used, and the next
-# prompt says "Not logged in".
-NOT_YET_CONFINED = {"claude"}
-CONFINED = (
-    "ProtectSystem=strict",
-    "ProtectHome=read-only",
-    "PrivateTmp=yes",
-    "ReadWritePaths=%{cwd}",
-)
-
-
 class Homes:
     """What a test may need that another test also makes, made on demand, so that no test
     depends on which ran before it: a user's home where a CLI's first run was answered, and a
@@ -94,12 +78,10 @@ class Homes:
         self.conversed: dict[str, tuple[RealAgent, str]] = {}  # key -> (agent, session)
 
     def create(self, agent: RealAgent, project: str, *options: str) -> str:
-        """A session of agent's, confined to its working tree as a user would confine an agent
-        with its approvals off: its CLI's own state is all else it may write."""
+        """A session of agent's with no word: the agent profile confines it to its working
+        tree, and its CLI's own state is all else it may write."""
         env = [x for k, v in agent.env.items() for x in ("-e", f"{k}={v}")]
-        confined = () if agent.preset in NOT_YET_CONFINED else CONFINED
-        words = [x for w in confined for x in ("-p", w)]
-        extra = [*env, *words, *options, *(("--", *agent.args) if agent.args else ())]
+        extra = [*env, *options, *(("--", *agent.args) if agent.args else ())]
         return create(self.sb, agent.preset, *extra, user=agent.user, cwd=project)
 
     def ensure_set_up(self, agent: RealAgent) -> str:
@@ -610,6 +592,44 @@ def carols_session(
         sb.sh(f"rm -rf {CAROLS_LEFTOVERS}")
 
 
+def test_a_claude_signed_in_unconfined_stays_signed_in_once_confined(
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes
+) -> None:
+    """carol approves her API key in a Claude of hers that is not confined; her first confined
+    session moves ~/.claude.json into ~/.claude/.config.json (as she, the journal says so),
+    takes a turn with no dialog and no "Not logged in", and her unconfined Claude afterwards
+    is still signed in: both read and save the one file."""
+    sb = sandbox
+    agent = next(a for a in AGENTS if a.key == "claude")
+    carol = dataclasses.replace(agent, user="carol")
+    homes.ensure_set_up(agent)
+    project = set_up_user(sb, carol, agents["claude"][1], agents["node22"][1])
+    env = [x for k, v in carol.env.items() for x in ("-e", f"{k}={v}")]
+    try:
+        for turn, free in enumerate((("--unconfined",), (), ("--unconfined",))):
+            name = create(sb, "claude", *env, *free, user="carol", cwd=project)
+            if turn == 0:
+                answer_first_run(sb, carol, name)  # her API key approved, not confined
+            else:
+                screen(sb, carol, name, carol.ready)  # no dialog: nothing asked again
+                assert wait(sb, carol, name, "idle") == "idle"
+            hello = f"hello {secrets.token_hex(3)}"
+            type_line(sb, carol, name, hello)
+            shown = screen(sb, carol, name, f"You said: {hello}")
+            assert "Not logged in" not in shown, shown
+            assert wait(sb, carol, name, "idle") == "idle"
+            sb.ctl("rm", name, user="carol", system=True).check()
+            moved = sb.run("test", "-s", "/home/carol/.claude/.config.json").returncode == 0
+            assert moved == (turn > 0), f"after run {turn}: moved {moved}"
+        assert sb.run("test", "-e", "/home/carol/.claude.json").returncode != 0
+        owner = sb.sh("stat -c %U /home/carol/.claude/.config.json").stdout.strip()
+        assert owner == "carol"
+        said = "moved /home/carol/.claude.json to /home/carol/.claude/.config.json"
+        assert said in sb.journal(lines=2000)
+    finally:
+        sb.sh(f"rm -rf {CAROLS_LEFTOVERS}")
+
+
 # A CLI met without a key or provider: its sign-in or provider screen reads blocked.
 SIGN_IN = [
     ("codex", {}, (), "Sign in with ChatGPT"),
@@ -705,7 +725,7 @@ def test_a_real_cli_hands_work_to_a_child_session_and_quotes_its_answer(
     may: the maker is given the stand-in agent's state, as its user would give it."""
     sb = sandbox
     program_of(agents, agent)
-    child_state = ("-p", "ReadWritePaths=-%h/.demo-agent")
+    child_state = ("-p", "ReadWritePaths=-%h/.demo-agent")  # not hidden once it is named
     name = homes.create(agent, homes.ensure_set_up(agent), "--mcp", *child_state)
     word = secrets.token_hex(3)
     try:

@@ -167,3 +167,9 @@ def test_a_create_records_the_profile_and_a_changed_one_applies_to_new_sessions(
         assert not sandbox.read(third.record.properties).confined
 
     asyncio.run(body())
+
+
+def test_another_clis_state_the_create_names_writable_is_not_hidden() -> None:
+    req = CreateRequest(properties=["ReadWritePaths=-%h/.codex"])
+    box = sandbox.read(profile_words(AgentProfile(), CLAUDE, ALL, ALICE, req))
+    assert "-%h/.codex" not in box.inaccessible and "-%h/.gemini" in box.inaccessible

@@ -38,10 +38,15 @@ def profile_words(
 ) -> list[str]:
     """The words a new session of preset's starts from (none for a preset that is not an
     agent's, or a profile the admin emptied for owner), pinned to its maker's tree when it is
-    made inside a confined session, as the maker's own words are."""
+    made inside a confined session, as the maker's own words are. Another CLI's state that the
+    create names writable (a planner given its children's) is not hidden."""
     if not preset.confined:
         return []
     own = [profile.state_word(t, preset.env) for t in preset.state]
+    try:
+        own += [p.removeprefix("-") for p in sandbox.read(req.properties).read_write]
+    except sandbox.SandboxProblem:
+        pass  # said by name where the sandbox is planned
     others = [
         profile.state_word(t, p.env) for p in presets if p.name != preset.name for t in p.state
     ]
