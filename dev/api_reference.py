@@ -71,6 +71,12 @@ DOCS: dict[str, tuple[str, str]] = {
         "Each preset with a program, as the caller's login shell finds it: name, absolute "
         'path ("" if not found), the first line of its `--version`, and what is wrong.',
     ),
+    "GetAgentProfile": (
+        "anyone, for themselves",
+        "The sandboxing words a session of the preset the caller creates from outside every "
+        "session starts from (the agent profile; none for `shell`), and notes: a file of its "
+        "CLI's that the first such create moves, whether asking for less is refused.",
+    ),
     "WaitAny": (
         OPEN,
         "The first of the sessions to reach one of the activities, or `exited`; a timeout "

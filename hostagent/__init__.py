@@ -1,6 +1,6 @@
 """hostagent: AI coding agents as transient systemd scopes, driven over D-Bus."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 BUS_NAME = "org.hostagent.HostAgent1"
 MANAGER_PATH = "/org/hostagent/HostAgent1"

@@ -118,6 +118,27 @@ def set_aside_note(files: list[str], mode: str) -> str:
     )
 
 
+async def _agent_profile(
+    c: Client, a: argparse.Namespace, ready: list[str], said: dict[str, object]
+) -> None:
+    """The agent profile a session of each ready agent would start from, and what its first
+    confined create would do (a settings file moved) or refuse."""
+    words: dict[str, list[str]] = {}
+    notes: list[str] = []
+    for name in ready:
+        words[name], told = await c.agent_profile(name)
+        notes += [n for n in told if n not in notes]
+    said |= {"agent_profile": words, "agent_profile_notes": notes}
+    if a.json:
+        return
+    confined = sorted(n for n, w in words.items() if w)
+    print(f"agents confined by default: {', '.join(confined) or 'none'}")
+    if confined:
+        print(f"the agent profile: {' '.join(words[confined[0]])}")
+    for note in notes:
+        print(f"note: {note}")
+
+
 async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
     problems: list[str] = []
     try:
@@ -142,6 +163,7 @@ async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
         print(f"presets ready here: {', '.join(sorted(here)) or 'none'}")
     if missing and not a.json:
         print(f"presets whose program is not installed for you: {', '.join(sorted(missing))}")
+    await _agent_profile(c, a, here, said)
     aside = list(props.get("SetAsideRecords") or [])
     said["set_aside_records"] = aside
     if aside and not a.json:

@@ -244,6 +244,11 @@ class Client:
         (text,) = await self._session(name, "Diff", "b", [stat], timeout=LONG_CALL)
         return str(text)
 
+    async def agent_profile(self, preset: str) -> tuple[list[str], list[str]]:
+        """The words a session of preset's would start from for the caller, and notes."""
+        words, notes = await self._manager("GetAgentProfile", "s", [preset])
+        return list(words), list(notes)
+
     async def presets(self) -> list[tuple[str, str, list[str]]]:
         (rows,) = await self._manager("ListPresets")
         return [(r[0], r[1], list(r[2])) for r in rows]

@@ -263,8 +263,8 @@ def test_the_client_library_reports_gone_back_and_a_new_version(sb: Sandbox) -> 
 
     try:
         seen = asyncio.run(follow())
-        assert ("gone", "0.1.0", "") in seen
-        assert seen[-1] == ("connected", "0.1.0+upgrade", "0.1.0")
+        assert ("gone", "0.2.0", "") in seen
+        assert seen[-1] == ("connected", "0.2.0+upgrade", "0.2.0")
     finally:
         sb.run("rm", "-rf", "/etc/systemd/system/hostagent.service.d/version.conf",
                "/opt/hostagent-next")  # fmt: skip
@@ -278,7 +278,7 @@ def upgrade(sb: Sandbox) -> None:
     sb.sh(
         "rm -rf /opt/hostagent-next && mkdir -p /opt/hostagent-next"
         " && cp -r /opt/hostagent/hostagent /opt/hostagent-next/"
-        " && sed -i 's/^__version__ = .*/__version__ = \"0.1.0+upgrade\"/'"
+        " && sed -i 's/^__version__ = .*/__version__ = \"0.2.0+upgrade\"/'"
         " /opt/hostagent-next/hostagent/__init__.py"
         " && printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/env"
         " PYTHONPATH=/opt/hostagent-next /usr/bin/python3 -m hostagent.daemon.main --system\\n'"

@@ -93,7 +93,7 @@ def test_the_pkgbuild_parses_and_installs_what_the_deb_does() -> None:
     assert host("bash", "-n", str(pkgbuild)).returncode == 0
     out = host("bash", "-c", f'source "{pkgbuild}"; echo "${{pkgname[*]}} $pkgver";'
                " declare -f package_hostagent package_hostagent-cockpit")  # fmt: skip
-    assert out.stdout.startswith("hostagent hostagent-cockpit 0.1.0")
+    assert out.stdout.startswith("hostagent hostagent-cockpit 0.2.0")
     for unit in ("hostagent.service", "sysusers.d/hostagent.conf", "hostagent.rules",
                  "usr/share/cockpit/hostagent"):  # fmt: skip
         assert unit in out.stdout
@@ -111,7 +111,7 @@ def test_the_cockpit_package_carries_the_page_and_xterms_licence(
     copyright_ = (tmp_path / "usr/share/doc/hostagent-cockpit/copyright").read_text()
     assert "Files: cockpit/vendor/*" in copyright_ and "The xterm.js authors" in copyright_
     depends = host("dpkg-deb", "-f", str(page), "Depends").stdout
-    assert "cockpit-bridge" in depends and "hostagent (= 0.1.0)" in depends
+    assert "cockpit-bridge" in depends and "hostagent (= 0.2.0)" in depends
 
 
 @pytest.fixture

@@ -28,8 +28,9 @@ from hostagent.daemon.bus.session import SESSION, SessionObject, session_path
 from hostagent.daemon.bus.usage import get_usage, lift_budget
 from hostagent.daemon.follow.terminal import MAX_WAIT_NAMES, check_activities
 from hostagent.daemon.host import sandboxing
+from hostagent.daemon.ops import confining
 from hostagent.daemon.state.live import Session
-from hostagent.errors import AccessDenied, InvalidCwd, NoSessionForPID
+from hostagent.errors import AccessDenied, InvalidCwd, NoSessionForPID, NoSuchPreset, quote
 from hostagent.identity import Owner
 from hostagent.options import (
     CREATE_ARGS_MAX,
@@ -253,6 +254,20 @@ async def _agents(f: BusFrontend, call: Call) -> list[list[str]]:
     return [[name, *found[name]] for name in programs]
 
 
+async def _agent_profile(f: BusFrontend, call: Call, preset: str) -> tuple[list[str], list[str]]:
+    """For the caller: the words a session of preset's would start from, and notes."""
+    s = f.services
+    found = s.settings.preset(preset)
+    if found is None:
+        raise NoSuchPreset(f"No preset {quote(preset)} known; 'hostagentctl presets' lists them.")
+    try:
+        owner = Owner.from_uid(await s.auth.caller_uid(call.sender))
+    except KeyError:
+        raise AccessDenied("Your user id has no account on this host.") from None
+    agents, presets = s.settings.config.sandbox.agents, s.settings.presets.values()
+    return confining.told(agents, found, presets, owner)
+
+
 async def _wait_any(
     f: BusFrontend, call: Call, names: list[str], activities: list[str], timeout: int
 ) -> tuple[str, str]:
@@ -300,6 +315,12 @@ MANAGER = Interface(
         Method("ListWorktrees", [], [("worktrees", "a(sss)")], _worktrees),
         Method("ListPresets", [], [("presets", "a(ssas)")], _presets),
         Method("ListAgents", [], [("agents", "a(ssss)")], _agents),
+        Method(
+            "GetAgentProfile",
+            [("preset", "s")],
+            [("words", "as"), ("notes", "as")],
+            _agent_profile,
+        ),
         Method(
             "WaitAny",
             [("names", "as"), ("activities", "as"), ("timeout_usec", "t")],

@@ -117,7 +117,11 @@ def session_plan(
         raise SandboxError(
             errno.EPERM,
             "this host lets no user make a user namespace, which the user daemon's sandbox is "
-            "made in; create the session on the system daemon (hostagentctl --system)",
+            "made in (an admin allows it with sysctl user.max_user_namespaces, "
+            "kernel.unprivileged_userns_clone=1 or "
+            "kernel.apparmor_restrict_unprivileged_userns=0, or a service's "
+            "RestrictNamespaces= refuses it); create the session on the system daemon "
+            "(hostagentctl --system), or ask for no sandbox (--unconfined)",
         )
     user_runtime = f"/run/user/{owner.uid}"
     ctx = context(owner, cwd, repo)

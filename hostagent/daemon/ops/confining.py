@@ -8,6 +8,7 @@ recovery) makes the same sandbox from the record alone, whatever the profile say
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import posixpath
@@ -43,10 +44,8 @@ def profile_words(
     if not preset.confined:
         return []
     own = [profile.state_word(t, preset.env) for t in preset.state]
-    try:
+    with contextlib.suppress(sandbox.SandboxProblem):  # said by name where it is planned
         own += [p.removeprefix("-") for p in sandbox.read(req.properties).read_write]
-    except sandbox.SandboxProblem:
-        pass  # said by name where the sandbox is planned
     others = [
         profile.state_word(t, p.env) for p in presets if p.name != preset.name for t in p.state
     ]
@@ -101,6 +100,24 @@ async def prepare(
         await owners.run(owner, [MKDIR, "-p", "--", *missing])
     for source, target in _moves(preset, owner, box):
         await _relocate(name, preset, owner, agents, owners, source, target)
+
+
+def told(
+    agents: AgentProfile, preset: Preset, presets: Iterable[Preset], owner: Owner
+) -> tuple[list[str], list[str]]:
+    """What a create of preset's by owner, from outside every session, would start from, and
+    what it would do first (a file of her CLI's moved) or could not be asked: for doctor."""
+    words = profile_words(agents, preset, presets, owner, CreateRequest())
+    notes = []
+    for source, target in _moves(preset, owner, sandbox.read(words)):
+        how = "moved" if agents.relocate else "not moved (sandbox.agents.relocate is off): move"
+        notes.append(
+            f"{_home_path(source, owner)} is {how} into {_home_path(target, owner)} at your "
+            f"first confined {preset.name} session, with every {preset.name} of yours quit"
+        )
+    if words and not agents.loosen:
+        notes.append("this host refuses a create that asks for less (sandbox.agents.loosen)")
+    return words, notes
 
 
 def _moves(preset: Preset, owner: Owner, box: sandbox.Sandbox) -> list[tuple[str, str]]:
