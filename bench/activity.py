@@ -16,7 +16,7 @@ from dbus_fast import Message, MessageType, Variant
 
 from bench import probe
 from bench.report import machine, percentile, table
-from hostagent import SESSION_INTERFACE
+from hostagent import SESSION_INTERFACE, profile
 from hostagent.bus.call import add_match
 from hostagent.client.library import Client
 from tests.sandbox import Sandbox
@@ -91,9 +91,8 @@ async def latency(sb: Sandbox, client: Client, preset: str, rounds: int) -> dict
     return result
 
 
-# A session confined to its working tree, as bench/create.py's sandboxed create is.
-SANDBOX = ["ProtectSystem=strict", "ProtectHome=read-only", "ReadWritePaths=%{cwd}",
-           "InaccessiblePaths=-%h/.ssh"]  # fmt: skip
+# The stand-in agent under the agent profile (no word), and the same asking for none of it.
+UNCONFINED = list(profile.UNCONFINED)
 
 
 async def turn_cost(sb: Sandbox, client: Client, rounds: int) -> dict[str, list[float]]:
@@ -102,7 +101,7 @@ async def turn_cost(sb: Sandbox, client: Client, rounds: int) -> dict[str, list[
     sessions = {"sandboxed": "turn-boxed", "plain": "turn-plain"}
     env = Variant("a{ss}", {"DEMO_AGENT_THINK": "0"})
     for kind, name in sessions.items():
-        words = {"properties": Variant("as", SANDBOX)} if kind == "sandboxed" else {}
+        words = {"properties": Variant("as", UNCONFINED)} if kind == "plain" else {}
         await client.create(name, "demo-agent", "/tmp", {"env": env, **words})
         await client.wait(name, ["idle"], WAIT)
     result: dict[str, list[float]] = {kind: [] for kind in sessions}
@@ -252,8 +251,8 @@ def figures_text(
             ],
         )
         + "\n\nA turn of the stand-in agent (a line sent, 0.5 s of work, its answer written "
-        "to its conversation under the home, idle again on the bus), in a session confined to "
-        f"its working tree ({' '.join(SANDBOX)}) and in one without, turn about:\n\n"
+        "to its conversation under the home, idle again on the bus), in a session the agent "
+        "profile confines (no word) and in one created `--unconfined`, turn about:\n\n"
         + table(
             ["session", "n", "p50 ms", "p95 ms"],
             [

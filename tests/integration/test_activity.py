@@ -21,6 +21,7 @@ WAIT = 15_000_000  # µs: a bound for the waits, never a sleep
 SCREEN_ONLY_PRESET = """\
 name: demo-screen
 command: [hostagent-demo-agent]
+state: ["{home}/.demo-agent/"]
 agent_id: {source: assigned, assign_args: ["--session-id", "{id}"]}
 activity:
   rules:
@@ -180,7 +181,7 @@ def test_an_agent_that_has_drawn_nothing_is_not_idle(sb: Sandbox, screen_preset:
     waits on a FIFO): the daemon reads the empty screen as unknown, and idle comes only once
     the prompt is drawn."""
     name = new_name()
-    gate = f"/tmp/{name}.gate"
+    gate = f"/dev/shm/{name}.gate"  # its /tmp is its own
     sb.run("mkfifo", gate).check()
     create(sb, "demo-screen", "--replace-command", "--", "sh", "-c",
            f"read go < {gate}; exec /usr/lib/hostagent/hostagent-demo-agent", name=name)  # fmt: skip

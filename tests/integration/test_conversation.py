@@ -19,6 +19,7 @@ DISCOVERED_PRESET = """\
 name: demo-found
 description: the stand-in agent as a CLI whose id must be found on disk
 command: [hostagent-demo-agent]
+state: ["{home}/.demo-agent/"]
 agent_id:
   source: discovered
   discover:

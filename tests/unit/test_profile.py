@@ -5,6 +5,8 @@ systemd by tests/integration/test_profile.py."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,8 +14,8 @@ import yaml
 
 from hostagent import profile, sandbox
 from hostagent.config import Config
-from hostagent.daemon.ops.confining import asked_less, profile_words
-from hostagent.errors import AccessDenied
+from hostagent.daemon.ops.confining import asked_less, prepare, profile_words, told
+from hostagent.errors import AccessDenied, InvalidArgs
 from hostagent.identity import Owner
 from hostagent.options import CreateRequest, Maker
 from hostagent.presets import Preset
@@ -173,3 +175,59 @@ def test_another_clis_state_the_create_names_writable_is_not_hidden() -> None:
     req = CreateRequest(properties=["ReadWritePaths=-%h/.codex"])
     box = sandbox.read(profile_words(AgentProfile(), CLAUDE, ALL, ALICE, req))
     assert "-%h/.codex" not in box.inaccessible and "-%h/.gemini" in box.inaccessible
+
+
+class RunsHere:
+    """An OwnerPort's run, as the test's own user (whose home the test made)."""
+
+    def __init__(self) -> None:
+        self.ran: list[list[str]] = []
+
+    async def run(
+        self, owner: Owner, argv: list[str], timeout: float = 10.0
+    ) -> tuple[int, bytes, bytes]:
+        self.ran.append(argv)
+        done = subprocess.run(argv, capture_output=True, check=False)
+        return done.returncode, done.stdout, done.stderr
+
+
+RELOCATING = Preset(
+    name="claude",
+    command=["hostagent-test-no-such-program"],
+    state=["{$CLAUDE_CONFIG_DIR:-{home}/.claude}/"],
+    relocate=[("{home}/.claude.json", "{$CLAUDE_CONFIG_DIR:-{home}/.claude}/.config.json")],
+)
+
+
+def test_a_clis_file_is_moved_once_as_the_owner_and_the_caches_made(tmp_path: Path) -> None:
+    owner = Owner(os.getuid(), os.getgid(), "me", str(tmp_path), "/bin/sh", ())
+    (tmp_path / ".claude.json").write_text('{"theme": "dark"}')
+    agents = AgentProfile(caches=["%h/.npm", "%h/.cargo/registry"])
+    words, notes = told(agents, RELOCATING, [RELOCATING], owner)
+    assert notes == [
+        "~/.claude.json is moved into ~/.claude/.config.json at your first confined claude "
+        "session, with every claude of yours quit"
+    ]
+    port = RunsHere()
+    asyncio.run(prepare("s", words, RELOCATING, owner, agents, port))  # type: ignore[arg-type]
+    assert (tmp_path / ".claude/.config.json").read_text() == '{"theme": "dark"}'
+    assert not (tmp_path / ".claude.json").exists()
+    assert (tmp_path / ".npm").is_dir() and (tmp_path / ".cargo/registry").is_dir()
+    assert told(agents, RELOCATING, [RELOCATING], owner)[1] == []  # nothing left to move
+    # Made once: a second create runs nothing as the owner.
+    port.ran.clear()
+    asyncio.run(prepare("t", words, RELOCATING, owner, agents, port))  # type: ignore[arg-type]
+    assert port.ran == []
+
+
+def test_a_file_not_moved_names_the_one_command_to_run(tmp_path: Path) -> None:
+    owner = Owner(os.getuid(), os.getgid(), "me", str(tmp_path), "/bin/sh", ())
+    (tmp_path / ".claude.json").write_text("{}")
+    agents = AgentProfile(caches=[], relocate=False)
+    words = list(profile.WORDS)
+    with pytest.raises(InvalidArgs, match=r"run 'mv ~/\.claude\.json ~/\.claude/\.config\.json'"):
+        asyncio.run(prepare("s", words, RELOCATING, owner, agents, RunsHere()))  # type: ignore[arg-type]
+    assert (tmp_path / ".claude.json").exists()
+    # Where the home is left writable, Claude saves the file where it is: nothing to move.
+    open_home = ["ProtectHome=no", "ProtectSystem=strict"]
+    asyncio.run(prepare("s", open_home, RELOCATING, owner, agents, RunsHere()))  # type: ignore[arg-type]
