@@ -30,6 +30,7 @@ from hostagent.daemon.state.live import Session
 from hostagent.daemon.state.paths import PANE_DIED, ROOT_HOOKS_DIR, SessionPaths
 from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
+from hostagent.identity import Owner
 from hostagent.options import CreateRequest
 from hostagent.permissions import TOKEN_ENV, token_matches
 from hostagent.presets import EXTENSIONS_DIR, Preset
@@ -110,16 +111,27 @@ class AgentHooks:
     def mcp_server_for(self, preset: Preset, req: CreateRequest) -> list[str]:
         """The MCP server of a new session of preset's, as req asks or by default; [] for
         none. Gemini CLI reads it from its hooks file, which only the system daemon can write
-        where Gemini takes it; a user's daemon closes its own bus to a sandboxed session."""
+        where Gemini takes it; a user's daemon closes its own bus to a sandboxed session, an
+        agent's under the agent profile among them (its user is the daemon's)."""
         why_not = ""
         if preset.mcp_format in hooks.ROOT_OWNED_FORMATS and not self._writes_root_owned():
             why_not = f"{preset.name} reads it only from a file a user's daemon cannot write"
-        elif not self.registry.system and sandbox.read(req.properties).confined:
-            why_not = "a sandboxed session of a user's daemon cannot reach its bus"
+        elif not self.registry.system and self._sandboxed_here(preset, req):
+            why_not = (
+                "a sandboxed session of a user's daemon cannot reach its bus (an agent's is, "
+                "under the agent profile, unless created --unconfined)"
+            )
         default = preset.mcp_default or self.settings.config.mcp
         if not mcp_registration.wanted(req.mcp, preset.mcp_format, default, preset.name, why_not):
             return []
         return mcp_registration.server_command(CTL, self.registry.system)
+
+    def _sandboxed_here(self, preset: Preset, req: CreateRequest) -> bool:
+        """Whether a create on this user's daemon makes a sandboxed session: its words over
+        the agent profile's for the daemon's own user, when its preset is an agent's."""
+        agents = self.settings.config.sandbox.agents
+        words = agents.of(Owner.from_uid(os.getuid()).name) if preset.confined else []
+        return sandbox.read([*words, *req.properties]).confined
 
     def hook_env(self, preset: Preset | None, session: Session) -> dict[str, str]:
         """Environment that points the CLI at the session's hooks file (Gemini, Qwen), and
