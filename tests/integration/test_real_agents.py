@@ -8,7 +8,7 @@ user's agent does: each of these also shows its CLI works confined, Claude Code 
 
 The CLIs come from their own registries (dev/agents); the model behind them is
 tests/modelapi.py on the machine's loopback. A CLI that dev/agents could not install is skipped
-with the reason, never passed.
+with the reason, never passed; in CI (HOSTAGENT_REQUIRE_AGENTS) it fails the run.
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import re
 import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import yaml
@@ -62,7 +64,7 @@ def sandbox() -> Iterator[Sandbox]:
 def agents(sandbox: Sandbox) -> dict[str, tuple[str, str]]:
     found = installed()
     if not found:
-        pytest.skip("no real agent CLI is installed: run dev/agents (CI does)")
+        missing("no real agent CLI is installed: run dev/agents (CI does)")
     start_model_api(sandbox)
     return found
 
@@ -177,10 +179,19 @@ def program_of(agents: dict[str, tuple[str, str]], agent: RealAgent) -> str:
     if not agent.runs_here():
         pytest.skip(f"{agent.key} runs on the {agent.system} machine (HOSTAGENT_SANDBOX_OS)")
     if agent.key not in agents:
-        pytest.skip(f"{agent.key} did not install (dev/agents keeps its log in the cache)")
+        missing(f"{agent.key} did not install (dev/agents keeps its log in the cache)")
     if "node22" not in agents:
-        pytest.skip("Node 22 did not install, and the newest CLIs need it")
+        missing("Node 22 did not install, and the newest CLIs need it")
     return agents[agent.key][1]
+
+
+def missing(why: str) -> NoReturn:
+    """A CLI that is not there: in CI (.ci/run sets HOSTAGENT_REQUIRE_AGENTS; dev/agents installs
+    every one) a failure, else a skip. A skip in CI would pass the run with fewer CLIs than the
+    suite claims to drive."""
+    if os.environ.get("HOSTAGENT_REQUIRE_AGENTS"):
+        pytest.fail(why, pytrace=False)
+    pytest.skip(why)
 
 
 def answer_first_run(sb: Sandbox, agent: RealAgent, name: str) -> None:

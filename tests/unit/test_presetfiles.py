@@ -192,7 +192,8 @@ def test_a_presets_trusted_files_are_files_named_by_absolute_templates(
 def test_the_built_in_presets_trust_only_files_under_their_state() -> None:
     """A trusted file outside the CLI's state is read-only in a sandbox anyway (ProtectHome=)."""
     presets = load_presets([BUILTIN_DIR], strict=True)
-    assert {n for n, p in presets.items() if p.trusted} == {"claude", "gemini", "qwen", "pi", "vibe", "continue"}
+    trusting = {"claude", "gemini", "qwen", "pi", "vibe", "continue"}
+    assert {n for n, p in presets.items() if p.trusted} == trusting
     for p in presets.values():
         for file in p.trusted:
             assert any(file.startswith(d) for d in p.state if d.endswith("/")), file
