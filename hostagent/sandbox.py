@@ -53,7 +53,9 @@ PATH_WORDS = {
     "InaccessiblePaths": "inaccessible",
 }
 WORDS = ("ProtectSystem", "ProtectHome", *PATH_WORDS, "PrivateTmp", "NoNewPrivileges")
-MAX_PATHS = 64  # paths one session's lists may hold together
+# Distinct paths one session's lists may hold together: the agent profile's own come to about
+# forty (the secrets, the caches, every other CLI's state), a maker's words on top of a child's.
+MAX_PATHS = 128
 # In UTF-8 bytes, checked before parsing: what a word costs is bounded (shellwords.py).
 PATH_MAX = 4096  # the kernel's, its NUL included: a path takes at most 4095 bytes
 MAX_LINE = 16 * 1024  # a word's value: a few paths at their longest, quoted, or scores of others
@@ -206,7 +208,11 @@ def _assign(box: Sandbox, word: str, value: str) -> Sandbox:
         return replace(box, no_new_privileges=_boolean(word, value))
     attr = PATH_WORDS[word]
     paths = _paths(word, value)
-    listed: tuple[str, ...] = (*getattr(box, attr), *paths) if paths else ()
+    # A path named twice is named once: a child's words repeat its maker's, the profile's.
+    known = getattr(box, attr)
+    listed: tuple[str, ...] = (
+        (*known, *(p for p in dict.fromkeys(paths) if p not in known)) if paths else ()
+    )
     return replace(box, **{attr: listed})  # type: ignore[arg-type]  # a path word's field
 
 

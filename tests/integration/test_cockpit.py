@@ -5,6 +5,7 @@ Chromium logged in as alice on loopback. The pictures in docs/ are taken by this
 from __future__ import annotations
 
 import base64
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -117,6 +118,9 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     browser.until("document.getElementById('explain').innerText.includes('rule')", "why")
     browser.until("document.getElementById('props').innerText.includes('InaccessiblePaths=')",
                   "what her session is confined to")  # fmt: skip
+    # An agent's session, with no word asking for less: it started from the agent profile.
+    shown = browser.js("document.getElementById('props').innerText")
+    assert re.search(r"Profile\s+agent\b", shown) and "ProtectHome=read-only" in shown, shown
     browser.screenshot(REPO / "docs" / "cockpit-session.png")
 
     # Stop (confirmed) and resume her own.

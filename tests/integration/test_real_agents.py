@@ -514,10 +514,11 @@ def test_codex_with_a_slow_first_request_reads_working_while_it_waits(
 def test_codex_on_its_owners_session_bus_is_flagged_for_the_bus_it_started(
     sandbox: Sandbox, agents: dict[str, tuple[str, str]]
 ) -> None:
-    """The codex preset keeps Codex off its owner's session bus. A user who gives the bus back
-    (-e DBUS_SESSION_BUS_ADDRESS) gets Codex's screen-reader check at its first run, which has
-    the bus start the accessibility bus outside the session's scope, to outlive it: the
-    session says so. bob has never run Codex, so his first run is this one."""
+    """The codex preset keeps Codex off its owner's session bus (and the agent profile closes
+    it). A user who gives the bus back (-e DBUS_SESSION_BUS_ADDRESS, unconfined) gets Codex's
+    screen-reader check at its first run, which has the bus start the accessibility bus outside
+    the session's scope, to outlive it: the session says so. bob has never run Codex, so his
+    first run is this one."""
     sb = sandbox
     agent = dataclasses.replace(next(a for a in AGENTS if a.key == "codex"), user="bob")
     project = set_up_user(sb, agent, program_of(agents, agent), agents["node22"][1])
@@ -525,7 +526,7 @@ def test_codex_on_its_owners_session_bus_is_flagged_for_the_bus_it_started(
     sb.run("systemctl", "--user", "-M", "bob@", "stop", a11y)
     env = {**agent.env, "DBUS_SESSION_BUS_ADDRESS": sb.user_env("bob")["DBUS_SESSION_BUS_ADDRESS"]}
     given = [x for k, v in env.items() for x in ("-e", f"{k}={v}")]
-    name = create(sb, agent.preset, *given, user="bob", cwd=project)
+    name = create(sb, agent.preset, *given, "--unconfined", user="bob", cwd=project)
 
     async def run(client):  # type: ignore[no-untyped-def]
         return await wait_for_property(

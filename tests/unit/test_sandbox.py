@@ -364,3 +364,10 @@ def test_the_admins_defaults_are_tightened_never_loosened(asked: list[str], allo
         return
     assert sandbox_defaults(defaults, asked, "alice") == [*defaults, *asked]
     assert sandbox_defaults([], asked, "alice") == asked  # none set: what is asked for
+
+
+def test_a_path_named_twice_counts_once() -> None:
+    words = ["InaccessiblePaths=-%h/.ssh /x", "InaccessiblePaths=/x -%h/.ssh /y /y"]
+    assert sandbox.read(words).inaccessible == ("-%h/.ssh", "/x", "/y")
+    many = [f"ReadOnlyPaths={' '.join(f'/p{i}' for i in range(sandbox.MAX_PATHS))}"]
+    assert len(sandbox.read(many * 2).read_only) == sandbox.MAX_PATHS  # the same ones again
