@@ -105,7 +105,9 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: 
           input=AGENT_SHELL).check()  # fmt: skip
     sb.ctl("reload").check()
     other = create(sb, "shell", user="alice")
-    words = [x for w in SANDBOX for x in ("-p", w)]
+    # Its child's state given to it, as a user gives a planner its workers' (else the agent
+    # profile hides another CLI's state, and a child it could not write is refused).
+    words = [x for w in (*SANDBOX, "ReadWritePaths=-%h/.demo-agent") for x in ("-p", w)]
     parent = create(sb, "agent-shell", *words, user="alice", cwd="/home/alice")
     child = f"child-{secrets.token_hex(3)}"
     out = f"/home/alice/mcp-{secrets.token_hex(3)}"  # where the parent may write

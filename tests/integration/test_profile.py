@@ -154,7 +154,9 @@ def test_the_user_daemon_confines_an_agent_by_default_and_says_why_where_it_cann
 ) -> None:
     sb = home
     presets = "/home/alice/.config/hostagent/presets.d"
-    sb.sh(f"install -d -o alice {presets} && cp /etc/hostagent/presets.d/{AGENT}.yaml {presets}/")
+    sb.sh(
+        f"mkdir -p {presets} && cp /etc/hostagent/presets.d/{AGENT}.yaml {presets}/", user="alice"
+    )
     sb.daemon_start(user="alice")
     made: list[str] = []
     try:
@@ -175,7 +177,8 @@ def test_the_user_daemon_confines_an_agent_by_default_and_says_why_where_it_cann
         sb.daemon_stop(user="alice")
         dropin = "/home/alice/.config/systemd/user/hostagent.service.d"
         sb.sh(
-            f"install -d -o alice {dropin} && printf '[Service]\\nRestrictNamespaces=~user\\n' > {dropin}/t.conf"
+            f"mkdir -p {dropin} && printf '[Service]\\nRestrictNamespaces=~user\\n' > {dropin}/t.conf",
+            user="alice",
         )
         sb.daemon_start(user="alice")
         refused = sb.ctl("new", "--preset", AGENT, user="alice")
