@@ -26,6 +26,7 @@ SESSIONS = "/var/lib/hostagent/sessions"
 SCREEN_ONLY_PRESET = """\
 name: demo-screen
 command: [hostagent-demo-agent]
+state: ["{home}/.demo-agent/"]
 activity:
   rules:
     - {activity: blocked, screen: '^Do you want to proceed\\? \\(y/n\\)$', lines: 1}

@@ -93,6 +93,10 @@ def test_an_agent_with_no_word_is_confined_and_a_shell_is_not(home: Sandbox) -> 
         shown = sb.ctl("status", agent, user="alice", system=True).stdout
         assert "Profile: agent" in shown
         assert not record(sb, shell).get("properties") and not record(sb, shell).get("profile")
+        # doctor says which agents are confined by default, and with which words.
+        doctor = sb.ctl("doctor", user="alice", system=True).stdout
+        assert f"agents confined by default: {AGENT}" in doctor or f", {AGENT}" in doctor, doctor
+        assert "the agent profile: ProtectSystem=strict ProtectHome=read-only" in doctor, doctor
     finally:
         removed(sb, agent, shell)
         sb.sh("rm -f /home/alice/written /srv/hostagent-test/written /home/alice/proj/made-here")
