@@ -64,7 +64,11 @@ def sandbox_demo() -> int:
         show(sb.run("systemctl", "status", "--no-pager", "-n0", "hostagent").stdout)
 
         say(f"{USER} creates a session of the stand-in agent")
-        ctl("new", "--preset", "demo-agent", "--name", "demo", "--cwd", f"/home/{USER}").check()
+        # An agent's session writes its working directory: a project, never the whole home.
+        sb.sh(f"mkdir -p /home/{USER}/proj", user=USER).check()
+        ctl(
+            "new", "--preset", "demo-agent", "--name", "demo", "--cwd", f"/home/{USER}/proj"
+        ).check()
         wait_screen(ctl, "demo", "> ")
         ctl("send", "demo", "hello from before the reboot").check()
         wait_screen(ctl, "demo", "You said: hello from before the reboot")

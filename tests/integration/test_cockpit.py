@@ -84,7 +84,7 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     sb.ctl("new", "--preset", "shell", "--name", "roots-one", system=True).check()
     browser.until("document.querySelector('#sessions tr[data-name=\"roots-one\"]')", "roots-one")
     # Created elsewhere, shown without a reload: the page follows SessionNew.
-    sb.ctl("new", "--preset", "demo-agent", "--name", "alices", "--cwd", "/home/alice",
+    sb.ctl("new", "--preset", "demo-agent", "--name", "alices", "--cwd", "/tmp",
            "-e", "DEMO_AGENT_THINK=0", "-p", "InaccessiblePaths=-%h/.ssh",
            user="alice", system=True).check()  # fmt: skip
     shown_after = time.monotonic()

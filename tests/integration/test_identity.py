@@ -148,7 +148,7 @@ def test_a_removed_hooks_fifo_is_made_again_and_no_hook_is_lost(sb: Sandbox) -> 
     still reads it; her next start makes the FIFO again, and the first session's hooks, which
     still go to the one it sees, arrive all the same."""
     name = new_name()
-    alice(sb, "new", "--preset", "demo-agent", "--name", name)
+    alice(sb, "new", "--preset", "demo-agent", "--name", name, "--cwd", "/tmp")
     wait_screen(sb, name, "> ")
     fifo = f"/run/hostagent/{sb.uid('alice')}/hooks.fifo"
     sb.run("rm", fifo).check()
@@ -156,7 +156,7 @@ def test_a_removed_hooks_fifo_is_made_again_and_no_hook_is_lost(sb: Sandbox) -> 
     wait_screen(sb, name, "You said: are you there")
     assert "hook" in alice(sb, "explain", name)
     other = new_name()
-    alice(sb, "new", "--preset", "demo-agent", "--name", other)
+    alice(sb, "new", "--preset", "demo-agent", "--name", other, "--cwd", "/tmp")
     until(lambda: sb.run("test", "-p", fifo).returncode == 0, "the hooks FIFO made again")
     assert "removed or replaced; making it again" in sb.journal(lines=40)
     alice(sb, "send", name, "still there")

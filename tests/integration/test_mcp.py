@@ -19,7 +19,7 @@ def test_an_agent_drives_a_session_through_the_mcp_server(sb: Sandbox) -> None:
     try:
         names = [t["name"] for t in alice.call("tools/list", {})["tools"]]
         assert {"create_session", "send_text", "wait_sessions", "capture_screen"} <= set(names)
-        created = alice.tool("create_session", preset="demo-agent", cwd="/home/alice",
+        created = alice.tool("create_session", preset="demo-agent", cwd="/tmp",
                              env={"DEMO_AGENT_THINK": "0"})  # fmt: skip
         assert created["isError"] is False, created
         made = created["structuredContent"]["name"]
@@ -108,9 +108,10 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: 
     # Its child's state given to it, as a user gives a planner its workers' (else the agent
     # profile hides another CLI's state, and a child it could not write is refused).
     words = [x for w in (*SANDBOX, "ReadWritePaths=-%h/.demo-agent") for x in ("-p", w)]
-    parent = create(sb, "agent-shell", *words, user="alice", cwd="/home/alice")
+    sb.sh("mkdir -p /home/alice/proj", user="alice").check()
+    parent = create(sb, "agent-shell", *words, user="alice", cwd="/home/alice/proj")
     child = f"child-{secrets.token_hex(3)}"
-    out = f"/home/alice/mcp-{secrets.token_hex(3)}"  # where the parent may write
+    out = f"/home/alice/proj/mcp-{secrets.token_hex(3)}"  # where the parent may write
     calls = [
         {"method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
         {"method": "tools/call", "params": {"name": "create_session", "arguments": {
@@ -147,7 +148,7 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: 
         assert results[8]["isError"] is True, results[8]
         made = props(sb, child, user="alice")
         assert made["Parent"] == parent
-        pinned = [w.replace("%{cwd}", "/home/alice") for w in SANDBOX]
+        pinned = [w.replace("%{cwd}", "/home/alice/proj") for w in SANDBOX]
         assert all(w in made["Properties"] for w in pinned), made["Properties"]
         # Outside, alice's list shows the child under its parent, and its JSON names it.
         table = sb.ctl("list", user="alice", system=True).check().stdout.splitlines()
@@ -191,8 +192,8 @@ def test_a_session_that_asks_for_the_tools_gets_the_server_in_its_cli_and_keeps_
     sb.ctl("reload").check()
     names: list[str] = []
     try:
-        given = create(sb, "shows-server", "--mcp", user="alice", cwd="/home/alice")
-        plain = create(sb, "shows-server", user="alice", cwd="/home/alice")
+        given = create(sb, "shows-server", "--mcp", user="alice", cwd="/tmp")
+        plain = create(sb, "shows-server", user="alice", cwd="/tmp")
         names += [given, plain]
         assert props(sb, given, user="alice")["Mcp"] is True
         screen = sb.screen_showing(given, '"hostagent"', user="alice", timeout=30)

@@ -226,7 +226,7 @@ def test_remove_and_purge_leave_running_sessions_to_a_reinstall(
     sb = installed
     if sb.run("systemctl", "is-active", "hostagent-pkg.scope").stdout.strip() != "active":
         sb.ctl("new", "--preset", "shell", "--name", "pkg", user="alice", system=True).check()
-    sb.ctl("new", "--preset", "demo-agent", "--name", "pkg-agent", "--cwd", "/home/alice",
+    sb.ctl("new", "--preset", "demo-agent", "--name", "pkg-agent", "--cwd", "/tmp",
            "-p", "MemoryMax=300M", user="alice", system=True).check()  # fmt: skip
     before = json.loads(sb.ctl("--json", "status", "pkg-agent", system=True).check().stdout)
     assert before["agent_session_id"] and before["preset"] == "demo-agent"

@@ -185,7 +185,7 @@ def test_the_user_daemon_confines_an_agent_by_default_and_says_why_where_it_cann
             user="alice",
         )
         sb.daemon_start(user="alice")
-        refused = sb.ctl("new", "--preset", AGENT, user="alice")
+        refused = sb.ctl("new", "--preset", AGENT, "--cwd", "/home/alice/proj", user="alice")
         assert refused.returncode != 0
         assert "user.max_user_namespaces" in refused.stderr and "--unconfined" in refused.stderr
     finally:

@@ -38,7 +38,8 @@ def _path(size: int, char: str = "a") -> str:
 
 def _line(size: int) -> str:
     """A valid path word of size bytes: distinct paths of 1000 bytes, and one for the rest."""
-    paths, left = [], size - len(WORD)
+    paths: list[str] = []
+    left = size - len(WORD)
     while left > 1001:
         paths.append(f"/{len(paths):03d}" + _path(996))
         left -= 1001

@@ -14,7 +14,7 @@ import yaml
 
 from hostagent import profile, sandbox
 from hostagent.config import Config
-from hostagent.daemon.ops.confining import asked_less, prepare, profile_words, told
+from hostagent.daemon.ops.confining import asked_less, prepare, profile_words, told, wide_cwd
 from hostagent.errors import AccessDenied, InvalidArgs
 from hostagent.identity import Owner
 from hostagent.options import CreateRequest, Maker
@@ -231,3 +231,22 @@ def test_a_file_not_moved_names_the_one_command_to_run(tmp_path: Path) -> None:
     # Where the home is left writable, Claude saves the file where it is: nothing to move.
     open_home = ["ProtectHome=no", "ProtectSystem=strict"]
     asyncio.run(prepare("s", open_home, RELOCATING, owner, agents, RunsHere()))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("cwd", "words", "refused"),
+    [
+        ("/home/alice/proj", list(profile.WORDS), False),
+        ("/home/alice", list(profile.WORDS), True),
+        ("/home/alice/", list(profile.WORDS), True),
+        ("/home", list(profile.WORDS), True),
+        ("/", list(profile.WORDS), True),
+        ("/home/alicia", list(profile.WORDS), False),  # a neighbour's name is not her home
+        ("/home/alice", [*profile.WORDS, "ProtectHome=no"], False),  # her home is hers anyway
+        ("/home/alice", [*profile.WORDS, "ReadWritePaths="], False),  # nothing writable
+    ],
+)
+def test_an_agents_tree_may_not_hold_its_owners_whole_home(
+    cwd: str, words: list[str], refused: bool
+) -> None:
+    assert bool(wide_cwd(words, cwd, ALICE)) == refused

@@ -23,7 +23,7 @@ from hostagent.config import Config, over_caps
 from hostagent.daemon.follow.agenthooks import command_with_hooks
 from hostagent.daemon.host import sandboxing
 from hostagent.daemon.host.ports import OwnerPort
-from hostagent.daemon.ops.confining import asked_less, prepare, profile_words
+from hostagent.daemon.ops.confining import asked_less, prepare, profile_words, wide_cwd
 from hostagent.daemon.state.live import Session
 from hostagent.daemon.state.paths import SessionPaths
 from hostagent.daemon.state.registry import Registry
@@ -140,6 +140,8 @@ async def first_record(
         profile="agent" if words else "",
         loosened=loosened,
     )
+    if words and (wide := wide_cwd(record.properties, record.cwd, owner)):
+        raise InvalidCwd(f"Session '{name}': {wide}.")
     problem = size_problem(first.argv, {**preset.env, **record.launch_env()})
     if problem:
         raise InvalidArgs(f"Session '{name}': {problem}.")

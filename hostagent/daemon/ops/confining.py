@@ -79,6 +79,23 @@ def asked_less(agents: AgentProfile, words: list[str], req: CreateRequest, name:
     return less
 
 
+def wide_cwd(properties: list[str], cwd: str, owner: Owner) -> str:
+    """Why an agent's session under the profile may not run in cwd, "" when it may: the
+    profile makes its working directory writable, and one that holds the owner's whole home
+    (the home itself, /home, /) would make her rc files and every other program's
+    configuration the agent's to write, unless her words leave the home writable anyway."""
+    box = sandbox.read(properties)
+    if box.protect_home == "no" or "%{cwd}" not in box.read_write:
+        return ""
+    home = owner.home.rstrip("/")
+    if cwd.rstrip("/") != home and not home.startswith(cwd.rstrip("/") + "/"):
+        return ""
+    return (
+        f"an agent's session writes its working directory, and {cwd} holds your whole home; "
+        "create it in a project directory (--cwd DIR), or ask for that (-p ProtectHome=no)"
+    )
+
+
 async def prepare(
     name: str,
     properties: list[str],
