@@ -144,5 +144,12 @@ def journal_argv(
     if since_usec:
         seconds, usec = divmod(since_usec, 1_000_000)
         since = [f"--since=@{seconds}.{usec:06d}"]
-    return ["journalctl", *unit, f"HOSTAGENT_SESSION={name}", *since, "-n", str(max(lines, 0)),
-            *(["-f"] if follow else [])]  # fmt: skip
+    return [
+        "journalctl",
+        *unit,
+        f"HOSTAGENT_SESSION={name}",
+        *since,
+        "-n",
+        str(max(lines, 0)),
+        *(["-f"] if follow else []),
+    ]

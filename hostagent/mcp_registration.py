@@ -49,7 +49,9 @@ def wanted(asked: bool | None, fmt: str, default: bool, preset: str, why_not: st
         return False
     problem = why_not or ("" if fmt else f"preset '{preset}' names no way to give its CLI one")
     if problem and asked:
-        raise InvalidArgs(f"This session cannot have hostagent's MCP server: {problem}; leave 'mcp' out.")  # fmt: skip
+        raise InvalidArgs(
+            f"This session cannot have hostagent's MCP server: {problem}; leave 'mcp' out."
+        )
     return not problem
 
 

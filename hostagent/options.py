@@ -30,12 +30,12 @@ MAX_PROPERTIES_BYTES = sandbox.MAX_LINE
 # dict entry (24), a cwd of PATH_MAX, and room for the rest (the names and the small options).
 # A call over it cannot be valid, so it is refused from its header, its body never unmarshalled.
 CREATE_ARGS_MAX = (
-    MAX_ARGV_BYTES + 8 * MAX_ARGV_ENTRIES  # command, args and prompt share one command line
-    + MAX_ENV_BYTES + 24 * MAX_ENV_ENTRIES
-    + MAX_PROPERTIES_BYTES + 8 * resources.MAX_PROPERTIES
+    (MAX_ARGV_BYTES + 8 * MAX_ARGV_ENTRIES)  # command, args and prompt share one command line
+    + (MAX_ENV_BYTES + 24 * MAX_ENV_ENTRIES)
+    + (MAX_PROPERTIES_BYTES + 8 * resources.MAX_PROPERTIES)
     + sandbox.PATH_MAX
     + 16 * 1024
-)  # fmt: skip
+)
 
 # option key -> D-Bus signature
 OPTION_TYPES: dict[str, str] = {

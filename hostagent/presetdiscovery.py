@@ -13,9 +13,16 @@ from dataclasses import dataclass
 from hostagent import yamlfile
 
 _DISCOVER_KNOWN = {
-    "glob", "id", "cwd_field", "command", "id_field", "time_field", "list_field", "database",
+    "glob",
+    "id",
+    "cwd_field",
+    "command",
+    "id_field",
+    "time_field",
+    "list_field",
+    "database",
     "table",
-}  # fmt: skip
+}
 _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -73,7 +80,10 @@ def _parse_database(doc: yamlfile.Document, rule: dict[str, object]) -> Discover
     for key in ("table", "id_field", "cwd_field", "time_field"):
         value = rule.get(key, "")
         if not isinstance(value, str) or not _COLUMN.fullmatch(value):
-            raise doc.error(f"{fld}.{key}", "must name a table or column of the database ([A-Za-z_][A-Za-z0-9_]*)")  # fmt: skip
+            raise doc.error(
+                f"{fld}.{key}",
+                "must name a table or column of the database ([A-Za-z_][A-Za-z0-9_]*)",
+            )
         names[key] = value
     if {"glob", "id", "command", "list_field"} & set(rule):
         raise doc.error(fld, "takes a database, a command or a glob, only one")

@@ -125,7 +125,11 @@ class Loader(Generic[T]):
         finally:
             self._resolving.pop()
         if base is None:
-            raise doc.error("extends", f"no preset '{base_name}' loads to be extended; name one that `hostagentctl presets` lists")  # fmt: skip
+            raise doc.error(
+                "extends",
+                f"no preset '{base_name}' loads to be extended; "
+                "name one that `hostagentctl presets` lists",
+            )
         own = {k: v for k, v in data.items() if k != "extends"}
         together = merged(base[0], {"name": name, **own})
         whole = yamlfile.Document(doc.path, together, doc.lines)

@@ -86,10 +86,25 @@ class Preset:
 
 
 _KNOWN = {
-    "name", "description", "command", "env", "agent_id", "resume", "hooks", "activity",
-    "worktree_setup", "prompt_args", "usage", "state", "trusted", "rights", "mcp", "extends",
-    "confined", "relocate",
-}  # fmt: skip
+    "name",
+    "description",
+    "command",
+    "env",
+    "agent_id",
+    "resume",
+    "hooks",
+    "activity",
+    "worktree_setup",
+    "prompt_args",
+    "usage",
+    "state",
+    "trusted",
+    "rights",
+    "mcp",
+    "extends",
+    "confined",
+    "relocate",
+}
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
 _RESUME_KNOWN = {"args", "conversation", "turn", "list", "forks"}
 _USAGE_KNOWN = {"format", "file"}
@@ -232,8 +247,11 @@ def _parse_mcp(doc: yamlfile.Document, value: object, preset: Preset) -> None:
         preset.mcp_format in mcp_registration.IN_SETTINGS
         and preset.hooks_format != preset.mcp_format
     ):
-        raise doc.error("mcp.format", f"{preset.mcp_format} takes the server in its hooks file: "
-                        f"give the preset hooks of format {preset.mcp_format}")  # fmt: skip
+        raise doc.error(
+            "mcp.format",
+            f"{preset.mcp_format} takes the server in its hooks file: "
+            f"give the preset hooks of format {preset.mcp_format}",
+        )
     default = mcp.get("default", False)
     if not isinstance(default, bool):
         raise doc.error("mcp.default", "must be true or false")

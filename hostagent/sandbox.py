@@ -287,9 +287,14 @@ def expand(path: str, ctx: Context) -> str:
     """A path with its specifiers replaced (its '-' prefix kept); SandboxProblem when one
     stands for nothing here (%{gitdir} outside a repository) or the result is not absolute."""
     table = {
-        "%h": ctx.home, "%u": ctx.user, "%U": str(ctx.uid), "%t": ctx.runtime_root, "%%": "%",
-        "%{cwd}": ctx.cwd, "%{gitdir}": ctx.gitdir,
-    }  # fmt: skip
+        "%h": ctx.home,
+        "%u": ctx.user,
+        "%U": str(ctx.uid),
+        "%t": ctx.runtime_root,
+        "%%": "%",
+        "%{cwd}": ctx.cwd,
+        "%{gitdir}": ctx.gitdir,
+    }
     optional = path.startswith("-")
     body = path[1:] if optional else path
 

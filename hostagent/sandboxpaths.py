@@ -61,7 +61,8 @@ def uncovered(paths: Iterable[str], box: Sandbox, ctx: Context, state: Iterable[
 
 def to_resolve(box: Sandbox, ctx: Context, state: Iterable[str]) -> list[str]:
     """Every path of box's words (expanded) and of state, for the owner to resolve."""
-    words = [expand(raw, ctx).lstrip("-") for raw in (*box.read_write, *box.read_only, *box.inaccessible)]  # fmt: skip
+    raws = (*box.read_write, *box.read_only, *box.inaccessible)
+    words = [expand(raw, ctx).lstrip("-") for raw in raws]
     return sorted({ctx.cwd, *words, *(p.rstrip("/") for p in state)})
 
 

@@ -164,10 +164,11 @@ def confine(tmux: str) -> None:
                 directory = os.path.isdir(f"/proc/self/fd/{fd}")
                 rule = _PathBeneath(rights if directory else rights & ~READ_DIR, fd)
                 _check(
-                    _libc.syscall(_SYS["add_rule"], ruleset, _RULE_PATH_BENEATH,
-                                  ctypes.byref(rule), 0),
+                    _libc.syscall(
+                        _SYS["add_rule"], ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0
+                    ),
                     f"landlock_add_rule({path})",
-                )  # fmt: skip
+                )
             finally:
                 os.close(fd)
         _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")

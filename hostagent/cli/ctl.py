@@ -32,8 +32,9 @@ async def run(args: argparse.Namespace) -> int:
     verb = BY_NAME[args.verb]
     if verb.connection == LOCAL:
         if args.host or args.machine or args.address or args.fleet:
-            print(f"hostagentctl {verb.name} reads this host's files; run it there.",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"hostagentctl {verb.name} reads this host's files; run it there.", file=sys.stderr
+            )
             return EXIT_USAGE
         return load(verb)(args)  # type: ignore[operator,no-any-return]
     try:

@@ -77,14 +77,32 @@ def owner_wanted(a: argparse.Namespace) -> int | None:
         raise UsageError(f"--owner: {e}") from None
 
 
-LIST_HEADER = ["Name", "Preset", "State", "Activity", "User", "Age", "Memory", "CPU", "Tokens", "Cost"]  # fmt: skip
+LIST_HEADER = [
+    "Name",
+    "Preset",
+    "State",
+    "Activity",
+    "User",
+    "Age",
+    "Memory",
+    "CPU",
+    "Tokens",
+    "Cost",
+]
 
 
 def list_row(i: dict[str, Any]) -> list[str]:
     return [
-        i["name"], i["preset"], i["state"], i["activity"], i["user"], human_age(i["started_at"]),
-        human_bytes(i["memory"]), human_nsec(i["cpu_nsec"]), *usage_cells(i["usage"]),
-    ]  # fmt: skip
+        i["name"],
+        i["preset"],
+        i["state"],
+        i["activity"],
+        i["user"],
+        human_age(i["started_at"]),
+        human_bytes(i["memory"]),
+        human_nsec(i["cpu_nsec"]),
+        *usage_cells(i["usage"]),
+    ]
 
 
 async def verb_list(c: Client, a: argparse.Namespace) -> int:

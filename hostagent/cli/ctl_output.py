@@ -184,8 +184,15 @@ def usage_json(value: Any) -> dict[str, Any] | None:
 # Usage().to_dict(), which a unit test holds it to: a shell's usage, or an agent's before its
 # first call, is shown without importing the usage module (its parsers cost a quick verb more
 # than its call to the daemon).
-NOTHING_USED = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "cost_usd": None,
-                "calls": 0, "model": ""}  # fmt: skip
+NOTHING_USED = {
+    "input": 0,
+    "output": 0,
+    "cache_read": 0,
+    "cache_write": 0,
+    "cost_usd": None,
+    "calls": 0,
+    "model": "",
+}
 
 
 def nothing_used(value: Any) -> bool:

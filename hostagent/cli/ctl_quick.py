@@ -164,13 +164,15 @@ def _list(bus: QuickBus, a: Args) -> int:
     from hostagent.errors import HostAgentError
 
     owner = owner_wanted(a)  # type: ignore[arg-type]
-    (rows,), (worktrees,) = bus.calls((*MANAGER, "ListSessions", "", ()),
-                                      (*MANAGER, "ListWorktrees", "", ()))  # fmt: skip
+    (rows,), (worktrees,) = bus.calls(
+        (*MANAGER, "ListSessions", "", ()), (*MANAGER, "ListWorktrees", "", ())
+    )
     sessions = sorted((r for r in map(_Row, rows) if wanted(r, a, owner)), key=lambda r: r.name)  # type: ignore[arg-type]
     branches = {w[0]: w[2] for w in worktrees}
     # One round trip for them all; a session removed meanwhile shows what its row says.
-    answers = bus.answers(*((r.path, PROPERTIES, "GetAll", "s", (SESSION_INTERFACE,))
-                            for r in sessions))  # fmt: skip
+    answers = bus.answers(
+        *((r.path, PROPERTIES, "GetAll", "s", (SESSION_INTERFACE,)) for r in sessions)
+    )
     items = [
         listed(r, {} if isinstance(p, HostAgentError) else p[0], branches.get(r.name, ""), True)
         for r, p in zip(sessions, answers, strict=True)

@@ -33,8 +33,12 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 PROMPT = "> "
 # What each answer "used", in Anthropic's names: 1000 fresh input tokens, 200 read from the
 # cache, 50 out; hostagent counts that as 1200 in (200 of them cache reads) and 50 out.
-USAGE = {"input_tokens": 1000, "cache_read_input_tokens": 200, "cache_creation_input_tokens": 0,
-         "output_tokens": 50}  # fmt: skip
+USAGE = {
+    "input_tokens": 1000,
+    "cache_read_input_tokens": 200,
+    "cache_creation_input_tokens": 0,
+    "output_tokens": 50,
+}
 QUESTION = "Do you want to proceed? (y/n) "
 
 

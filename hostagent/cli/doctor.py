@@ -43,9 +43,14 @@ async def _unit_file_state(c: Client) -> str:
     """What the bus's service manager says of hostagent.service's file; "" for none."""
     try:
         (state,) = await call(
-            c.bus, SYSTEMD, "/org/freedesktop/systemd1", f"{SYSTEMD}.Manager",
-            "GetUnitFileState", "s", [UNIT],
-        )  # fmt: skip
+            c.bus,
+            SYSTEMD,
+            "/org/freedesktop/systemd1",
+            f"{SYSTEMD}.Manager",
+            "GetUnitFileState",
+            "s",
+            [UNIT],
+        )
     except CallError:
         return ""
     return str(state)
@@ -76,11 +81,14 @@ async def _why_none_answers(c: Client, system: bool, err: HostAgentError) -> lis
     bus = "system" if system else "session"
     problems = []
     if not await _unit_file_state(c):
-        problems.append(f"no {UNIT} unit on this {'host' if system else 'user manager'}: "
-                        f"{GET_ONE[system]}")  # fmt: skip
+        problems.append(
+            f"no {UNIT} unit on this {'host' if system else 'user manager'}: {GET_ONE[system]}"
+        )
     if BUS_NAME not in await _names(c, "ListActivatableNames"):
-        problems.append(f"the {bus} bus cannot start hostagent: no {BUS_NAME}.service "
-                        f"activation file; {GET_ONE[system]}")  # fmt: skip
+        problems.append(
+            f"the {bus} bus cannot start hostagent: no {BUS_NAME}.service "
+            f"activation file; {GET_ONE[system]}"
+        )
     if not problems:
         user = "" if system else " --user"
         problems.append(
@@ -148,8 +156,10 @@ async def verb_doctor(c: Client, a: argparse.Namespace) -> int:
     mode = props.get("Mode", "?")
     said = {"version": props.get("Version"), "mode": mode}
     if not a.json:
-        print(f"daemon: hostagent {said['version']}, {mode} mode, answering on the "
-              f"{'system' if mode == 'system' else 'session'} bus")  # fmt: skip
+        print(
+            f"daemon: hostagent {said['version']}, {mode} mode, answering on the "
+            f"{'system' if mode == 'system' else 'session'} bus"
+        )
     local = not (a.host or a.machine or a.address)
     if local and shutil.which("tmux") is None:
         problems.append("tmux is not installed: 'apt install tmux'")

@@ -1,5 +1,5 @@
 """hostagentctl mcp: the tools an agent uses to drive sessions, served over the Model Context
-Protocol on stdin and stdout (mcp_protocol.py).
+Protocol (mcp_protocol.py) on stdin and stdout (mcp_stdio.py).
 
 Each tool is a call of the daemon's bus API through the client library, as the verb of the
 same name makes it, so what a caller may do is the daemon's to decide (docs/security.md), never
@@ -11,24 +11,20 @@ written on the standard library; docs/decisions.md says why.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import os
-import stat
-import sys
 import time
-from typing import Any, BinaryIO
+from typing import Any
 
 from dbus_fast import Variant
 
 from hostagent import __version__
 from hostagent.cli.ctl_output import as_json
-from hostagent.cli.mcp_protocol import MAX_LINE, PARSE_ERROR, Server, Tool, ToolError, error_line
+from hostagent.cli.mcp_protocol import Server, Tool, ToolError
+from hostagent.cli.mcp_stdio import serve_stdio
 from hostagent.client.library import Client, SessionRow
 from hostagent.errors import HostAgentError, Timeout
 
 TAIL_LINES = 30  # of a session's screen, with what wait_sessions answers
-EOF_GRACE = 2.0  # seconds the answers in flight get once stdin has ended
 ACTIVITIES = ["working", "blocked", "idle", "exited", "unknown"]
 NAME = {"type": "string", "description": "the session's name, as list_sessions shows it"}
 INSTRUCTIONS = (
@@ -62,10 +58,15 @@ def tools(client: Client, me: int | None = None) -> list[Tool]:
 
     async def list_sessions(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         rows = [
-            {"name": r.name, "preset": r.preset, "state": r.state, "activity": r.activity,
-             "owner": r.owner}
+            {
+                "name": r.name,
+                "preset": r.preset,
+                "state": r.state,
+                "activity": r.activity,
+                "owner": r.owner,
+            }
             for r in await visible()
-        ]  # fmt: skip
+        ]
         text = "\n".join(f"{r['name']} {r['preset']} {r['state']} {r['activity']}" for r in rows)
         return text or "no sessions", {"sessions": rows}
 
@@ -76,8 +77,13 @@ def tools(client: Client, me: int | None = None) -> list[Tool]:
 
     async def create_session(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         options: dict[str, Variant] = {}
-        for key, signature in (("prompt", "s"), ("args", "as"), ("env", "a{ss}"),
-                               ("worktree", "s"), ("properties", "as")):  # fmt: skip
+        for key, signature in (
+            ("prompt", "s"),
+            ("args", "as"),
+            ("env", "a{ss}"),
+            ("worktree", "s"),
+            ("properties", "as"),
+        ):
             if key in args:
                 options[key] = Variant(signature, args[key])
         cwd = os.path.abspath(args.get("cwd") or os.getcwd())
@@ -152,62 +158,135 @@ def tools(client: Client, me: int | None = None) -> list[Tool]:
 
     one = {"type": "object", "properties": {"name": NAME}, "required": ["name"]}
     strings = {"type": "array", "items": {"type": "string"}}
-    # fmt: off
     return [
-        Tool("list_sessions", "Every session you can see: name, preset, state (running, "
-             "stopped, dormant, failed) and activity (working, blocked, idle, exited).",
-             {"type": "object", "properties": {}}, _refusals(list_sessions)),
-        Tool("session_status", "A session's properties: state, activity, preset, working "
-             "directory, conversation id, usage, last error.", one, _refusals(session_status)),
-        Tool("create_session", "Start a new session of an agent (a preset: claude, codex, "
-             "shell, ...) in a directory, optionally with its first prompt. Returns its name.",
-             {"type": "object", "required": ["preset"], "properties": {
-                 "preset": {"type": "string", "description": "the agent to run"},
-                 "name": {"type": "string", "description": "a name; made up when left out"},
-                 "cwd": {"type": "string", "description": "its working directory (default: "
-                         "this server's)"},
-                 "prompt": {"type": "string", "description": "its first message"},
-                 "args": {**strings, "description": "more arguments for the agent's command"},
-                 "env": {"type": "object", "additionalProperties": {"type": "string"}},
-                 "worktree": {"type": "string", "description": "run it in a git worktree of "
-                              "its own on this branch ('' for hostagent/NAME)"},
-                 "properties": {**strings, "description": "systemd properties and sandboxing "
-                                "words, as ProtectSystem=strict"},
-             }}, _refusals(create_session)),
-        Tool("send_text", "Type text into a session's terminal, then Enter (unless enter is "
-             "false): to answer its question or give it work.",
-             {"type": "object", "required": ["name", "text"], "properties": {
-                 "name": NAME, "text": {"type": "string"}, "enter": {"type": "boolean"}}},
-             _refusals(send_text)),
-        Tool("wait_sessions", "Wait until the first of the named sessions (or, with all, every "
-             "one) reaches one of the activities (default idle or blocked; exited always ends "
-             "a wait). Returns which, its activity, and the end of its screen: what it "
-             "answered or asks.",
-             {"type": "object", "required": ["names"], "properties": {
-                 "names": {**strings, "description": "the sessions to wait for"},
-                 "activities": {"type": "array", "items": {"type": "string",
-                                                           "enum": ACTIVITIES}},
-                 "timeout_seconds": {"type": "number", "minimum": 0},
-                 "all": {"type": "boolean", "description": "wait for every one, not the first"},
-             }}, _refusals(wait_sessions)),
-        Tool("capture_screen", "What a session's terminal shows now (its last screen once it "
-             "ended): read what its agent answered or asks.",
-             {"type": "object", "required": ["name"], "properties": {
-                 "name": NAME, "lines": {"type": "integer", "minimum": 0,
-                                         "description": "scrollback lines above the screen"}}},
-             _refusals(capture_screen)),
-        Tool("explain_activity", "Why a session's activity is what it is: the rule and the "
-             "text it matched.", one, _refusals(explain_activity)),
-        Tool("stop_session", "Stop a session; it can be resumed into the same conversation.",
-             one, _refusals(stop_session)),
-        Tool("resume_session", "Start a stopped or dormant session again, into its "
-             "conversation.", one, _refusals(resume_session)),
-        Tool("remove_session", "Stop and forget a session (its worktree too when clean, or "
-             "with force).",
-             {"type": "object", "required": ["name"], "properties": {
-                 "name": NAME, "force": {"type": "boolean"}}}, _refusals(remove_session)),
+        Tool(
+            "list_sessions",
+            "Every session you can see: name, preset, state (running, "
+            "stopped, dormant, failed) and activity (working, blocked, idle, exited).",
+            {"type": "object", "properties": {}},
+            _refusals(list_sessions),
+        ),
+        Tool(
+            "session_status",
+            "A session's properties: state, activity, preset, working "
+            "directory, conversation id, usage, last error.",
+            one,
+            _refusals(session_status),
+        ),
+        Tool(
+            "create_session",
+            "Start a new session of an agent (a preset: claude, codex, "
+            "shell, ...) in a directory, optionally with its first prompt. Returns its name.",
+            {
+                "type": "object",
+                "required": ["preset"],
+                "properties": {
+                    "preset": {"type": "string", "description": "the agent to run"},
+                    "name": {"type": "string", "description": "a name; made up when left out"},
+                    "cwd": {
+                        "type": "string",
+                        "description": "its working directory (default: this server's)",
+                    },
+                    "prompt": {"type": "string", "description": "its first message"},
+                    "args": {**strings, "description": "more arguments for the agent's command"},
+                    "env": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "worktree": {
+                        "type": "string",
+                        "description": "run it in a git worktree of "
+                        "its own on this branch ('' for hostagent/NAME)",
+                    },
+                    "properties": {
+                        **strings,
+                        "description": "systemd properties and sandboxing "
+                        "words, as ProtectSystem=strict",
+                    },
+                },
+            },
+            _refusals(create_session),
+        ),
+        Tool(
+            "send_text",
+            "Type text into a session's terminal, then Enter (unless enter is "
+            "false): to answer its question or give it work.",
+            {
+                "type": "object",
+                "required": ["name", "text"],
+                "properties": {
+                    "name": NAME,
+                    "text": {"type": "string"},
+                    "enter": {"type": "boolean"},
+                },
+            },
+            _refusals(send_text),
+        ),
+        Tool(
+            "wait_sessions",
+            "Wait until the first of the named sessions (or, with all, every "
+            "one) reaches one of the activities (default idle or blocked; exited always ends "
+            "a wait). Returns which, its activity, and the end of its screen: what it "
+            "answered or asks.",
+            {
+                "type": "object",
+                "required": ["names"],
+                "properties": {
+                    "names": {**strings, "description": "the sessions to wait for"},
+                    "activities": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": ACTIVITIES},
+                    },
+                    "timeout_seconds": {"type": "number", "minimum": 0},
+                    "all": {"type": "boolean", "description": "wait for every one, not the first"},
+                },
+            },
+            _refusals(wait_sessions),
+        ),
+        Tool(
+            "capture_screen",
+            "What a session's terminal shows now (its last screen once it "
+            "ended): read what its agent answered or asks.",
+            {
+                "type": "object",
+                "required": ["name"],
+                "properties": {
+                    "name": NAME,
+                    "lines": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "scrollback lines above the screen",
+                    },
+                },
+            },
+            _refusals(capture_screen),
+        ),
+        Tool(
+            "explain_activity",
+            "Why a session's activity is what it is: the rule and the text it matched.",
+            one,
+            _refusals(explain_activity),
+        ),
+        Tool(
+            "stop_session",
+            "Stop a session; it can be resumed into the same conversation.",
+            one,
+            _refusals(stop_session),
+        ),
+        Tool(
+            "resume_session",
+            "Start a stopped or dormant session again, into its conversation.",
+            one,
+            _refusals(resume_session),
+        ),
+        Tool(
+            "remove_session",
+            "Stop and forget a session (its worktree too when clean, or with force).",
+            {
+                "type": "object",
+                "required": ["name"],
+                "properties": {"name": NAME, "force": {"type": "boolean"}},
+            },
+            _refusals(remove_session),
+        ),
     ]
-    # fmt: on
 
 
 def _last_lines(screen: str, count: int) -> str:
@@ -227,103 +306,6 @@ def _refusals(run: Any) -> Any:
         return result
 
     return guarded
-
-
-async def serve(server: Server, reader: asyncio.StreamReader, write: Any) -> None:
-    """Answer each line of reader until it ends, each request in a task of its own (a wait
-    must not hold up a ping), its answer written whole when it is ready."""
-    pending: set[asyncio.Task[None]] = set()
-
-    async def one(line: bytes) -> None:
-        answer = await server.answer(line)
-        if answer is not None:
-            write(answer + b"\n")
-
-    while True:
-        try:
-            line = await reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as e:
-            line = e.partial  # the last line, without its newline; b"" at the end
-            if not line.strip():
-                break
-        except asyncio.LimitOverrunError:
-            await _skip_line(reader)
-            write(error_line(None, PARSE_ERROR, f"a message is at most {MAX_LINE} bytes") + b"\n")
-            continue
-        if line.strip():
-            task = asyncio.create_task(one(line.strip()))
-            pending.add(task)
-            task.add_done_callback(pending.discard)
-    # The client closed its end, which is how it ends the server: what is answered within a
-    # moment is still written (it may read on until we exit); a wait that goes on is cancelled.
-    if pending:
-        _, waiting = await asyncio.wait(set(pending), timeout=EOF_GRACE)
-        for task in waiting:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*waiting, return_exceptions=True)
-
-
-async def _skip_line(reader: asyncio.StreamReader) -> None:
-    """Read past the rest of an overlong line."""
-    while True:
-        try:
-            await reader.readuntil(b"\n")
-            return
-        except asyncio.LimitOverrunError as e:
-            await reader.readexactly(e.consumed)
-        except asyncio.IncompleteReadError:
-            return
-
-
-async def input_reader(stream: BinaryIO | None) -> asyncio.StreamReader:
-    """A reader of stream's lines that ends when stream does. A pipe or a socket is waited on
-    in the event loop; anything else (a file, /dev/null, a terminal) is read on a thread, and
-    no stream at all (stdin closed) has ended already."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=MAX_LINE)
-    if stream is None:
-        reader.feed_eof()
-        return reader
-    try:
-        mode = os.fstat(stream.fileno()).st_mode
-    except (OSError, ValueError):
-        reader.feed_eof()  # input that cannot be read has ended
-        return reader
-    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
-        return reader
-    # asyncio takes a character device such as /dev/null and only fails later, when epoll
-    # refuses it, in a callback: the reader would never end.
-    task = loop.create_task(_feed(reader, stream))
-    _FEEDING.add(task)
-    task.add_done_callback(_FEEDING.discard)
-    return reader
-
-
-_FEEDING: set[asyncio.Task[None]] = set()
-
-
-async def _feed(reader: asyncio.StreamReader, stream: BinaryIO) -> None:
-    loop = asyncio.get_running_loop()
-    try:
-        while chunk := await loop.run_in_executor(None, os.read, stream.fileno(), 65536):
-            reader.feed_data(chunk)
-    except (OSError, ValueError):
-        pass  # input that cannot be read has ended
-    reader.feed_eof()
-
-
-async def serve_stdio(server: Server) -> None:
-    """serve on this process's stdin and stdout."""
-    reader = await input_reader(sys.stdin.buffer if sys.stdin is not None else None)
-    out = sys.stdout.buffer
-
-    def write(data: bytes) -> None:
-        out.write(data)
-        out.flush()
-
-    await serve(server, reader, write)
 
 
 async def verb_mcp(c: Client, a: argparse.Namespace) -> int:

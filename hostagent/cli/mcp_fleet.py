@@ -50,7 +50,9 @@ class FleetSessions:
     async def _listings(self) -> dict[Host, list[SessionRow]]:
         """Every host's rows (_rows), asked at once; a host down is left out."""
         answers = await asyncio.gather(*(self._rows(h) for h in self.hosts), return_exceptions=True)
-        return {h: rows for h, rows in zip(self.hosts, answers, strict=True) if isinstance(rows, list)}  # fmt: skip
+        return {
+            h: rows for h, rows in zip(self.hosts, answers, strict=True) if isinstance(rows, list)
+        }
 
     async def list_sessions(self) -> list[SessionRow]:
         """Every host's sessions of this user's, HOST:NAME; a host down is left out."""
@@ -140,8 +142,9 @@ class FleetSessions:
 async def serve_fleet(hosts: list[Host], system: bool) -> int:
     """hostagentctl mcp over the fleet, until stdin ends."""
     from hostagent import __version__
-    from hostagent.cli.mcp import INSTRUCTIONS, serve_stdio, tools
+    from hostagent.cli.mcp import INSTRUCTIONS, tools
     from hostagent.cli.mcp_protocol import Server
+    from hostagent.cli.mcp_stdio import serve_stdio
 
     fleet = FleetSessions(hosts, system)
     # Each host's rows are its own user's already (_rows): the tools show all they are given.

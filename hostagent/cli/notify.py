@@ -162,9 +162,14 @@ class Notifier:
     async def _close(self, nid: int) -> None:
         with contextlib.suppress(CallError):  # already gone
             await call(
-                self.desktop, NOTIFICATIONS, NOTIFICATIONS_PATH, NOTIFICATIONS,
-                "CloseNotification", "u", [nid],
-            )  # fmt: skip
+                self.desktop,
+                NOTIFICATIONS,
+                NOTIFICATIONS_PATH,
+                NOTIFICATIONS,
+                "CloseNotification",
+                "u",
+                [nid],
+            )
 
 
 def attach_command(terminal: str, system: bool, where: list[str] | None = None) -> list[str]:
@@ -196,8 +201,11 @@ async def serve(system: bool, terminal: str, hosts: list[Host] | None = None) ->
     if isinstance(follower, FleetFollower):
         # Ready once every host was tried: what changes on a host reached by then is told.
         down = await follower.first_attempts()
-        log.info("Following %s%s", ", ".join(follower.followers),
-                 f" ({', '.join(down)} not reached yet)" if down else "")  # fmt: skip
+        log.info(
+            "Following %s%s",
+            ", ".join(follower.followers),
+            f" ({', '.join(down)} not reached yet)" if down else "",
+        )
     else:
         log.info("Following the %s daemon", "system" if system else "user")
     sdnotify.SystemdNotifier().notify("READY=1")

@@ -49,9 +49,13 @@ class Actions:
 
     async def _background(self, args: Sequence[str]) -> None:
         proc = await asyncio.create_subprocess_exec(
-            *self.ctl, "--no-ask-password", *args,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            *self.ctl,
+            "--no-ask-password",
+            *args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         out, err = await proc.communicate()
         self.done(outcome(args, proc.returncode or 0, out.decode(), err.decode()))
 

@@ -18,7 +18,19 @@ from hostagent.cli.ctl_list import indented
 from hostagent.cli.ctl_output import human_bytes, human_nsec, human_span, usage_cells, user_name
 from hostagent.client.follow import SessionView
 
-HEADER = ("NAME", "OWNER", "PRESET", "STATE", "ACTIVITY", "MEMORY", "CPU", "TOKENS", "COST", "AGE", "BRANCH")  # fmt: skip
+HEADER = (
+    "NAME",
+    "OWNER",
+    "PRESET",
+    "STATE",
+    "ACTIVITY",
+    "MEMORY",
+    "CPU",
+    "TOKENS",
+    "COST",
+    "AGE",
+    "BRANCH",
+)
 FLEET_HEADER = ("HOST", *HEADER)  # a fleet's: an owner is a uid, which only its host can name
 ACTIVITY_COLUMN = HEADER.index("ACTIVITY")
 KEYS = "↑↓ select  ⏎ attach  n new  t type  / filter  s stop  x kill  d remove  r resume  q quit"

@@ -120,9 +120,15 @@ class Client:
         uid there, which is whose sessions are ours on that host."""
         with named_errors():
             (uid,) = await call(
-                self.bus, DBUS, "/org/freedesktop/DBus", DBUS, "GetConnectionUnixUser", "s",
-                [self.bus.unique_name], timeout=10,
-            )  # fmt: skip
+                self.bus,
+                DBUS,
+                "/org/freedesktop/DBus",
+                DBUS,
+                "GetConnectionUnixUser",
+                "s",
+                [self.bus.unique_name],
+                timeout=10,
+            )
         return int(uid)
 
     def close(self) -> None:
@@ -299,9 +305,14 @@ class Client:
         path = await self.get_session(name)
         with named_errors():
             fd = await call_for_fd(
-                self.bus, BUS_NAME, path, SESSION_INTERFACE, "CaptureByFileDescriptor", "i",
+                self.bus,
+                BUS_NAME,
+                path,
+                SESSION_INTERFACE,
+                "CaptureByFileDescriptor",
+                "i",
                 [lines],
-            )  # fmt: skip
+            )
         with os.fdopen(fd, "rb") as f:
             return f.read().decode(errors="replace")
 
@@ -314,9 +325,14 @@ class Client:
         path = await self.get_session(name)
         with named_errors():
             return await call_for_fd(
-                self.bus, BUS_NAME, path, SESSION_INTERFACE, "OpenJournal", "ib",
+                self.bus,
+                BUS_NAME,
+                path,
+                SESSION_INTERFACE,
+                "OpenJournal",
+                "ib",
                 [lines, follow],
-            )  # fmt: skip
+            )
 
     async def send_text(self, name: str, text: str, enter: bool) -> None:
         await self._session(name, "SendText", "sb", [text, enter])

@@ -32,10 +32,24 @@ SYSTEM_BUS = "unix:path=/run/dbus/system_bus_socket"
 METHOD_CALL, METHOD_RETURN, ERROR = 1, 2, 3
 ALLOW_INTERACTIVE_AUTHORIZATION = 0x4
 _FIELDS = {"path": (1, "o"), "interface": (2, "s"), "member": (3, "s"), "destination": (6, "s")}
-_ALIGN = {"y": 1, "b": 4, "n": 2, "q": 2, "i": 4, "u": 4, "x": 8, "t": 8, "d": 8, "h": 4,
-          "s": 4, "o": 4, "g": 1, "a": 4, "(": 8, "{": 8, "v": 1}  # fmt: skip
-_FIXED = {"y": "B", "b": "I", "n": "h", "q": "H", "i": "i", "u": "I", "x": "q", "t": "Q",
-          "d": "d", "h": "I"}  # fmt: skip
+_ALIGN = {  # each type code's alignment, in bytes
+    **dict.fromkeys("ygv", 1),
+    **dict.fromkeys("nq", 2),
+    **dict.fromkeys("buihsoa", 4),
+    **dict.fromkeys("xtd({", 8),
+}
+_FIXED = {  # each fixed-size type code's struct format
+    "y": "B",
+    "b": "I",
+    "n": "h",
+    "q": "H",
+    "i": "i",
+    "u": "I",
+    "x": "q",
+    "t": "Q",
+    "d": "d",
+    "h": "I",
+}
 _TIMEOUT = 25.0  # as dbus-fast's and sd-bus's default for a method call
 
 
@@ -102,9 +116,15 @@ def _end(sig: str, i: int) -> int:
 
 
 def method_call(
-    serial: int, destination: str, path: str, interface: str, member: str,
-    signature: str = "", args: tuple[Any, ...] = (), flags: int = 0,
-) -> bytes:  # fmt: skip
+    serial: int,
+    destination: str,
+    path: str,
+    interface: str,
+    member: str,
+    signature: str = "",
+    args: tuple[Any, ...] = (),
+    flags: int = 0,
+) -> bytes:
     """One METHOD_CALL message, ready for the socket."""
     body = bytearray()
     for sig, value in zip(_split(signature), args, strict=True):
@@ -119,8 +139,10 @@ def method_call(
         _pad(fields, 8)
         fields += b"\x08\x01g\0"
         _marshal(fields, "g", signature)
-    head = _struct.pack("<BBBBIII", ord("l"), METHOD_CALL, flags, 1, len(body), serial,
-                        len(fields)) + fields  # fmt: skip
+    head = (
+        _struct.pack("<BBBBIII", ord("l"), METHOD_CALL, flags, 1, len(body), serial, len(fields))
+        + fields
+    )
     return head + b"\0" * (-len(head) & 7) + body
 
 
@@ -245,8 +267,16 @@ class QuickBus:
     def close(self) -> None:
         self.sock.close()
 
-    def _queue(self, destination: str, path: str, interface: str, member: str,
-               signature: str = "", args: tuple[Any, ...] = (), flags: int = 0) -> int:  # fmt: skip
+    def _queue(
+        self,
+        destination: str,
+        path: str,
+        interface: str,
+        member: str,
+        signature: str = "",
+        args: tuple[Any, ...] = (),
+        flags: int = 0,
+    ) -> int:
         self._serial += 1
         self._pending += method_call(
             self._serial, destination, path, interface, member, signature, args, flags

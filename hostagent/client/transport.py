@@ -166,13 +166,23 @@ async def machine_bus_address(machine: str) -> str:
     local = await MessageBus(bus_type=BusType.SYSTEM).connect()
     try:
         (path,) = await call(
-            local, MACHINED, "/org/freedesktop/machine1", f"{MACHINED}.Manager",
-            "GetMachine", "s", [machine],
-        )  # fmt: skip
+            local,
+            MACHINED,
+            "/org/freedesktop/machine1",
+            f"{MACHINED}.Manager",
+            "GetMachine",
+            "s",
+            [machine],
+        )
         (leader,) = await call(
-            local, MACHINED, path, PROPERTIES, "Get", "ss",
+            local,
+            MACHINED,
+            path,
+            PROPERTIES,
+            "Get",
+            "ss",
             [f"{MACHINED}.Machine", "Leader"],
-        )  # fmt: skip
+        )
     except CallError as e:
         raise TransportError(
             f"No machine '{machine}': {e.text or e.name}; 'machinectl list' shows them."

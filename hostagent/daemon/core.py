@@ -96,9 +96,14 @@ class Core:
         )
         ledger = Ledger(store.directory / "usage", store.corrupt_dir)
         usage = UsageWatch(
-            registry, settings, background, ledger, conversations, owners,
+            registry,
+            settings,
+            background,
+            ledger,
+            conversations,
+            owners,
             lifecycle.stop_for_budget,
-        )  # fmt: skip
+        )
         store.holdings = ledger.records = registry.records
         registry.listeners += [terminal, endings, conversations, usage]
         scopes.systemd.on_unit = reconciler.on_unit
@@ -109,9 +114,19 @@ class Core:
         lifecycle.over_budget = usage.over_budget
         activations = ActivationWatch(registry, scopes, endings.guard, journal.follow)
         return cls(
-            settings, registry, scopes, terminal, conversations, hooks, endings, reconciler,
-            lifecycle, background, usage, activations,
-        )  # fmt: skip
+            settings,
+            registry,
+            scopes,
+            terminal,
+            conversations,
+            hooks,
+            endings,
+            reconciler,
+            lifecycle,
+            background,
+            usage,
+            activations,
+        )
 
     def front(
         self,
@@ -144,11 +159,15 @@ class Core:
         """Recovery at start, then one reconcile pass over the units heard of meanwhile; the
         hooks FIFOs of running sessions are read again before any client is served."""
         report = await Recovery(
-            self.registry, self.scopes, self.settings, self.reconciler, self.endings,
+            self.registry,
+            self.scopes,
+            self.settings,
+            self.reconciler,
+            self.endings,
             self.lifecycle.forget,
             Leftovers(self.registry, self.lifecycle.pending, self.lifecycle.worktrees),
             self.lifecycle.boot_id,
-        ).run()  # fmt: skip
+        ).run()
         self.reconciler.recovered()
         self.hooks.open_pipes()
         return report

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hostagent.cli import mcp
+from hostagent.cli import mcp, mcp_stdio
 from hostagent.cli.ctl_list import as_tree
 from hostagent.cli.mcp_protocol import (
     INVALID_PARAMS,
@@ -189,7 +189,7 @@ def test_a_refusal_is_the_tools_error_and_a_wait_holds_up_no_ping() -> None:
         ]  # fmt: skip
         for message in lines:
             reader.feed_data(json.dumps(message).encode() + b"\n")
-        serving = asyncio.create_task(mcp.serve(server, reader, write))
+        serving = asyncio.create_task(mcp_stdio.serve(server, reader, write))
         await asyncio.wait_for(pinged.wait(), 5)  # answered while the wait still waits
         assert not any(w.get("id") == "wait" for w in written)
         client.release.set()
@@ -219,7 +219,7 @@ def test_a_closed_stdin_cancels_what_still_waits() -> None:
         reader.feed_data(json.dumps(call).encode() + b"\n")
         reader.feed_eof()
         tools = mcp.tools(client, ALICE)  # type: ignore[arg-type]
-        await asyncio.wait_for(mcp.serve(Server(tools), reader, lambda d: None), 5)
+        await asyncio.wait_for(mcp_stdio.serve(Server(tools), reader, lambda d: None), 5)
 
     asyncio.run(body())
 
@@ -247,9 +247,9 @@ def test_the_server_ends_when_its_input_ends_whatever_the_input_is(
             stream = path.open("rb")
         written: list[bytes] = []
         try:
-            reader = await mcp.input_reader(stream)
+            reader = await mcp_stdio.input_reader(stream)
             tools = mcp.tools(FakeClient(), ALICE)  # type: ignore[arg-type]
-            await asyncio.wait_for(mcp.serve(Server(tools), reader, written.append), 5)
+            await asyncio.wait_for(mcp_stdio.serve(Server(tools), reader, written.append), 5)
         finally:
             if stream is not None:
                 stream.close()

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The real tools and protocol over a stand-in for the daemon's client.
 SERVER = """
 import asyncio
-from hostagent.cli import mcp
+from hostagent.cli import mcp, mcp_stdio
 from hostagent.cli.mcp_protocol import Server
 from hostagent.client.library import SessionRow
 from hostagent.errors import AccessDenied
@@ -32,7 +32,7 @@ class Daemon:
         raise AccessDenied(f"Access denied: session {name!r} belongs to another user.")
 
 server = Server(mcp.tools(Daemon(), 1000), version="test", instructions="drive sessions")
-asyncio.run(mcp.serve_stdio(server))
+asyncio.run(mcp_stdio.serve_stdio(server))
 """
 
 

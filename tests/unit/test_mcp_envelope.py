@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from hostagent.cli import mcp
+from hostagent.cli import mcp_stdio
 from hostagent.cli.mcp_envelope import (
     CAPABILITIES_KEY,
     INVALID_PARAMS,
@@ -216,7 +216,7 @@ def test_the_first_line_read_decides_though_all_are_answered_at_once(
             answer = json.loads(data)
             written[answer["id"]] = answer
 
-        await asyncio.wait_for(mcp.serve(Server([ECHO]), reader, write), 5)
+        await asyncio.wait_for(mcp_stdio.serve(Server([ECHO]), reader, write), 5)
         return written
 
     written = asyncio.run(body())

@@ -129,8 +129,9 @@ def test_a_stop_does_not_wait_long_for_a_busy_disk(
     """flush(timeout) gives up waiting when fsync is stuck (the thread carries on alone); the
     record itself is already written."""
     disk = threading.Event()
-    monkeypatch.setattr(store, "_sync", lambda paths: disk.wait())
-    store._syncer = type(store._syncer)(store._sync)
+    syncs = store._syncs
+    monkeypatch.setattr(syncs, "_sync", lambda paths: disk.wait())
+    syncs._syncer = type(syncs._syncer)(syncs._sync)
 
     async def scenario() -> None:
         store.save(SessionRecord(name="a", state=State.RUNNING))  # its fsync is left queued

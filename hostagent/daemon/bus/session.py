@@ -65,10 +65,13 @@ class SessionObject:
         if inside is not None:
             lineage = self.f.registry.lineage(self.session)
             act_from_inside(
-                inside.record, self.session.record, lineage, self.f.owner_rights(inside),
+                inside.record,
+                self.session.record,
+                lineage,
+                self.f.owner_rights(inside),
                 (self.f.cli_state(inside), self.f.cli_state(self.session)),
                 sandboxing.context(inside.owner, inside.record.cwd, inside.record.repo),
-            )  # fmt: skip
+            )
         return uid
 
     # ---- properties ---------------------------------------------------------------------

@@ -89,7 +89,9 @@ async def lift_budget(f: Front, call: Call, uid: int) -> list[str]:
             await s.lifecycle.resume(session)
             resumed.append(session.name)
         except Exception as e:  # one that cannot start does not keep the others stopped
-            log.warning("session '%s': Failed to resume after its budget was lifted: %s", session.name, e)  # fmt: skip
+            log.warning(
+                "session '%s': Failed to resume after its budget was lifted: %s", session.name, e
+            )
     return resumed
 
 

@@ -118,9 +118,10 @@ class Guard:
 
     async def check(self) -> None:
         running = [
-            s for s in self.registry.sessions.values()
+            s
+            for s in self.registry.sessions.values()
             if s.record.state is State.RUNNING and s.pane_pid
-        ]  # fmt: skip
+        ]
         # One trip to a thread for all of them: a thousand trees of an idle shell each are a
         # thousand short reads, not worth a thread hop each.
         trees = await asyncio.to_thread(lambda: [tree(s.pane_pid) for s in running])

@@ -178,6 +178,7 @@ class Conversations:
             if s is not session and s.record.agent_session
         }
         env = self.owners.environment(session.owner, preset.env, record.launch_env())
+        looked = (self.owners, preset.discover, session.owner, record.cwd, since, claimed, env)
         if preset.discover.command or preset.discover.database:
             command = (
                 transcript.with_program(list(preset.discover.command), preset, record.command[0])
@@ -186,16 +187,9 @@ class Conversations:
                     preset.discover, session.owner.home, record.cwd, env
                 )
             )
-            found = await discovery.discover_listed(
-                self.owners,
-                preset.discover, session.owner, record.cwd, since, claimed, env, command,
-                until_usec,
-            )  # fmt: skip
+            found = await discovery.discover_listed(*looked, command, until_usec)
         else:
-            found = await discovery.discover(
-                self.owners,
-                preset.discover, session.owner, record.cwd, since, claimed, env, until_usec,
-            )  # fmt: skip
+            found = await discovery.discover(*looked, until_usec)
         return found or ""
 
 

@@ -231,7 +231,15 @@ class UsageWatch:
         patterns = self._patterns(session, preset, agent_id)
         if not patterns:
             return {}
-        argv = [sys.executable, "-I", "-S", "-c", PROGRAM, preset.usage_format, json.dumps(patterns)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            PROGRAM,
+            preset.usage_format,
+            json.dumps(patterns),
+        ]
         # In a scope of its own under the owner's slice, as her own code runs: it parses what
         # she and her agent wrote (SQLite among it), and what that costs is hers.
         result = await self.owners.run(

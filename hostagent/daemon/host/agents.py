@@ -102,9 +102,13 @@ async def look_up(owner: Owner, program: str, fresh: bool = False) -> Found:
     env = {**passwd_env(owner), "TERM": "dumb"}
     try:
         result = await exec_as_owner(
-            owner, login_argv(owner.shell, program), LOGIN_TIMEOUT, env=env,
-            runs_user_code="login shell lookup", limit=USER_CODE_OUTPUT,
-        )  # fmt: skip
+            owner,
+            login_argv(owner.shell, program),
+            LOGIN_TIMEOUT,
+            env=env,
+            runs_user_code="login shell lookup",
+            limit=USER_CODE_OUTPUT,
+        )
     except OutputTooLarge:
         log.warning("%s's login shell printed more than %d bytes", owner.name, USER_CODE_OUTPUT)
         return Found("", DEFAULT_PATH)
@@ -137,9 +141,13 @@ async def version(owner: Owner, program: str, env: dict[str, str]) -> str:
     """The first line the program's --version prints, run as the owner; "" if none."""
     try:
         result = await exec_as_owner(
-            owner, [program, "--version"], VERSION_TIMEOUT, env=env,
-            runs_user_code=f"{os.path.basename(program)} --version", limit=USER_CODE_OUTPUT,
-        )  # fmt: skip
+            owner,
+            [program, "--version"],
+            VERSION_TIMEOUT,
+            env=env,
+            runs_user_code=f"{os.path.basename(program)} --version",
+            limit=USER_CODE_OUTPUT,
+        )
     except OutputTooLarge:
         return ""
     if result is None or result[0] != 0:

@@ -33,14 +33,15 @@ import re
 ADMIN = "worktrees"  # where a repository keeps its linked worktrees' own git directories
 
 # Settings that name a command, off for every git the daemon runs on a session's repository.
-QUIET = (
-    "-c", "core.hooksPath=/dev/null",
-    "-c", "core.fsmonitor=false",
-    "-c", "submodule.recurse=false",
-    "-c", "gc.auto=0",
-    "-c", "maintenance.auto=false",
-    "-c", "core.pager=cat",
-)  # fmt: skip
+_OFF = (
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "submodule.recurse=false",
+    "gc.auto=0",
+    "maintenance.auto=false",
+    "core.pager=cat",
+)
+QUIET = tuple(arg for setting in _OFF for arg in ("-c", setting))
 # A repository the session made inside the work tree and added (a submodule, or an embedded
 # repository) has a config of its own, which git reads when it runs git in it to see whether
 # its work tree changed: not looked into, only its commit compared.

@@ -198,9 +198,13 @@ def _node(root: str, path: str) -> str:
     """The inaccessible node that stands in for what path is (systemd's choice by type)."""
     mode = os.stat(path).st_mode
     for test, name in (
-        (stat.S_ISDIR, "dir"), (stat.S_ISREG, "reg"), (stat.S_ISFIFO, "fifo"),
-        (stat.S_ISSOCK, "sock"), (stat.S_ISCHR, "chr"), (stat.S_ISBLK, "blk"),
-    ):  # fmt: skip
+        (stat.S_ISDIR, "dir"),
+        (stat.S_ISREG, "reg"),
+        (stat.S_ISFIFO, "fifo"),
+        (stat.S_ISSOCK, "sock"),
+        (stat.S_ISCHR, "chr"),
+        (stat.S_ISBLK, "blk"),
+    ):
         if test(mode):
             return os.path.join(root, name)
     raise OSError(errno.EINVAL, "no inaccessible node for its type", path)
@@ -281,8 +285,11 @@ def _own_user_namespace() -> None:
     (mount_namespaces(7)): nothing in the session can take one away to see what it hides."""
     uid, gid = os.getuid(), os.getgid()
     _call(libc.unshare(CLONE_NEWUSER | _CLONE_NEWNS), "unshare(CLONE_NEWUSER)")
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                       ("gid_map", f"{gid} {gid} 1")):  # fmt: skip
+    for name, text in (
+        ("setgroups", "deny"),
+        ("uid_map", f"{uid} {uid} 1"),
+        ("gid_map", f"{gid} {gid} 1"),
+    ):
         fd = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
         try:
             os.write(fd, text.encode())

@@ -170,7 +170,9 @@ async def exec_as_owner(
     try:
         async with asyncio.timeout(timeout), slots.of(owner.uid), slots.total:
             if confiner is not None:
-                return await _run_confined(confiner, owner, argv, env, runs_user_code, timeout, limit)  # fmt: skip
+                return await _run_confined(
+                    confiner, owner, argv, env, runs_user_code, timeout, limit
+                )
             return await _run_helper(owner, argv, stdin, env, limit, stdout=stdout)
     except TimeoutError:
         return None
@@ -239,9 +241,14 @@ async def _run_confined(
 
     try:
         return await _run_helper(
-            owner, ["/bin/sh", "-c", HELD_EXEC, "hostagent-helper", *argv], None, env, limit,
-            held=held, started=let_go,
-        )  # fmt: skip
+            owner,
+            ["/bin/sh", "-c", HELD_EXEC, "hostagent-helper", *argv],
+            None,
+            env,
+            limit,
+            held=held,
+            started=let_go,
+        )
     finally:
         os.close(go)
         if unit:

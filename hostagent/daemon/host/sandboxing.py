@@ -71,7 +71,9 @@ def cli_state(preset: Preset | None, owner: Owner, cwd: str) -> list[str]:
     one outside the home."""
     if preset is None or not preset.state:
         return []
-    return sandboxpaths.state_paths(preset.state, owner.home, cwd, {**passwd_env(owner), **preset.env})  # fmt: skip
+    return sandboxpaths.state_paths(
+        preset.state, owner.home, cwd, {**passwd_env(owner), **preset.env}
+    )
 
 
 def cli_trusted(preset: Preset | None, owner: Owner, cwd: str) -> list[str]:
@@ -84,7 +86,9 @@ def cli_trusted(preset: Preset | None, owner: Owner, cwd: str) -> list[str]:
     return sandboxpaths.state_paths(preset.trusted, owner.home, cwd, env)
 
 
-def to_resolve(properties: list[str], owner: Owner, cwd: str, repo: str, state: list[str]) -> list[str]:  # fmt: skip
+def to_resolve(
+    properties: list[str], owner: Owner, cwd: str, repo: str, state: list[str]
+) -> list[str]:
     """Every path a confined session's plan names, for the owner to resolve; none for one with
     no sandbox. SandboxProblem for a word that names no path here."""
     box = sandbox.read(properties)
@@ -220,10 +224,13 @@ def apart(paths: SessionPaths, owner: Owner) -> list[Veil]:
         return []
     name = paths.directory.name.removesuffix(".d")
     runtime = Veil(
-        str(paths.runtime_dir), owner.uid, owner.gid, 0o700,
+        str(paths.runtime_dir),
+        owner.uid,
+        owner.gid,
+        0o700,
         keep=(paths.directory.name, hooks_fifo(paths.runtime_dir).name),
         links=((owner_link(paths.runtime_dir, name).name, LINK_TARGET.format(name=name)),),
-    )  # fmt: skip
+    )
     veils = [runtime]
     root_hooks = paths.runtime_dir.parent / ROOT_HOOKS_DIR  # the system daemon's alone
     if os.geteuid() == 0 and root_hooks.is_dir():
@@ -322,8 +329,15 @@ def ip_firewall() -> str:
     insns = ctypes.create_string_buffer(_PASS_ALL, len(_PASS_ALL))
     license_ = ctypes.create_string_buffer(b"GPL")
     attr = (ctypes.c_uint8 * 128)()
-    struct.pack_into("=IIQQ", attr, 0, _BPF_PROG_TYPE_CGROUP_SKB, 2,
-                     ctypes.addressof(insns), ctypes.addressof(license_))  # fmt: skip
+    struct.pack_into(
+        "=IIQQ",
+        attr,
+        0,
+        _BPF_PROG_TYPE_CGROUP_SKB,
+        2,
+        ctypes.addressof(insns),
+        ctypes.addressof(license_),
+    )
     fd = libc.syscall(_SYS_BPF.get(platform.machine(), -1), _BPF_PROG_LOAD, attr, 128)
     if fd < 0:
         return f"the kernel loads no cgroup BPF program here ({os.strerror(ctypes.get_errno())})"

@@ -220,9 +220,14 @@ class Scopes:
         died = tmux.died_hook(hooks_fifo(paths.runtime_dir), record.name, PANE_DIED)
         server_env, pane_env = tmux.split_env(env)
         argv = tmux.new_session_argv(
-            sock, record.columns, record.rows, launch_argv(record.last_argv, sock), output, died,
+            sock,
+            record.columns,
+            record.rows,
+            launch_argv(record.last_argv, sock),
+            output,
+            died,
             pane_env,
-        )  # fmt: skip
+        )
         tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
         plan = sandbox_plan(record, owner, paths, state or [], resolved, trusted or [])
         try:

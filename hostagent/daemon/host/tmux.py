@@ -109,9 +109,17 @@ def _pipe_command(fifo: Path) -> str:
 
 # The pane's first process, its foreground job's name and its title; then the screen.
 _READ_SCREEN = (
-    "display-message", "-p", "-t", SESSION, "#{pane_pid}\t#{pane_current_command}\t#{pane_title}",
-    ";", "capture-pane", "-p", "-t", SESSION,
-)  # fmt: skip
+    "display-message",
+    "-p",
+    "-t",
+    SESSION,
+    "#{pane_pid}\t#{pane_current_command}\t#{pane_title}",
+    ";",
+    "capture-pane",
+    "-p",
+    "-t",
+    SESSION,
+)
 
 
 def _screen_and_title(out: str, leads: Callable[[int], bool]) -> tuple[str, str, str]:
@@ -240,9 +248,14 @@ class Tmux:
     async def pane_end(self, owner: Owner, sock: Path) -> tuple[bool, int | None, int | None]:
         """Whether the pane's program has ended, with its exit status or signal."""
         out = await self.run(
-            owner, sock, "display-message", "-p", "-t", SESSION,
+            owner,
+            sock,
+            "display-message",
+            "-p",
+            "-t",
+            SESSION,
             "#{pane_dead} #{pane_dead_status} #{pane_dead_signal}",
-        )  # fmt: skip
+        )
         dead, status, signal = ([*out.strip().split(" "), "", "", ""])[:3]
         return (
             dead == "1",

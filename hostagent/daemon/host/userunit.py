@@ -100,9 +100,16 @@ def _tell_managers(run: Run) -> list[str]:
     for argv in (
         ["systemctl", "--user", "daemon-reload"],
         # dbus-daemon notices new service files itself; dbus-broker reloads on ReloadConfig.
-        ["busctl", "--user", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
-         "org.freedesktop.DBus", "ReloadConfig"],
-    ):  # fmt: skip
+        [
+            "busctl",
+            "--user",
+            "call",
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus",
+            "ReloadConfig",
+        ],
+    ):
         try:
             code, said = run(argv)
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -118,8 +125,10 @@ def install(
 ) -> tuple[list[str], list[str]]:
     """Write the user unit and the activation file; (what was done, what failed)."""
     done = []
-    for path, text in ((unit_path(env), unit_text(python)),
-                       (activation_path(env), activation_text(python))):  # fmt: skip
+    for path, text in (
+        (unit_path(env), unit_text(python)),
+        (activation_path(env), activation_text(python)),
+    ):
         _write(path, text)
         done.append(f"Created {path}.")
     return done, _tell_managers(run)

@@ -8,8 +8,9 @@ same filesystem, owned by the same user, and out of ``git status``. Ignored file
 needs (``.env``, local settings) are copied in when the repository's ``.worktreeinclude``
 names them. A failure at any step leaves nothing: no worktree, no branch.
 
-git runs outside the session's sandbox on files the session may have written: it runs here as
-gitrun.py says, its git directory taken from the record and nothing of the repository's run.
+git runs outside the session's sandbox on files the session may have written: it runs as
+gitasowner.py runs it, as gitrun.py says, its git directory taken from the record and nothing
+of the repository's run.
 """
 
 from __future__ import annotations
@@ -22,19 +23,14 @@ import shutil
 from dataclasses import dataclass
 
 from hostagent.daemon.host import gitrun
-from hostagent.daemon.host.owner import (
-    DEFAULT_PATH,
-    USER_CODE_OUTPUT,
-    OutputTooLarge,
-    exec_as_owner,
-)
+from hostagent.daemon.host.gitasowner import COMMON_DIR, GIT_TIMEOUT, GitAsOwner, read_as_owner
+from hostagent.daemon.host.owner import USER_CODE_OUTPUT, OutputTooLarge, exec_as_owner
 from hostagent.errors import WorktreeFailed, quote
 from hostagent.identity import Owner
 from hostagent.session import SessionRecord
 
 log = logging.getLogger(__name__)
 
-GIT_TIMEOUT = 120.0  # a worktree of a large repository takes a while to check out
 DIFF_MAX = 8 * 1024 * 1024  # bytes of diff a reply may carry
 INCLUDE_FILE = ".worktreeinclude"
 DIRECTORY = "hostagent-worktrees"
@@ -57,77 +53,7 @@ class Worktrees:
     def __init__(self, git: str | None = None) -> None:
         """git: its program ("": none); looked for on the daemon's PATH when not given.
         Without one, every worktree is refused, and says why."""
-        self.git = git if git is not None else shutil.which("git")
-
-    async def _git(
-        self,
-        owner: Owner,
-        *args: str,
-        timeout: float = GIT_TIMEOUT,
-        strip: bool = True,
-        env: dict[str, str] | None = None,
-        quiet: tuple[str, ...] = (),
-    ) -> tuple[int, str, str]:
-        """git args run as owner, with every setting that names a command off (gitrun.QUIET,
-        and quiet: the filters'), in env when given (the git directory named)."""
-        git = self.git
-        if not git:
-            raise WorktreeFailed("git is not installed; install it (apt install git) and retry.")
-        what = args[2] if len(args) > 2 and args[0] == "-C" else args[0]
-        argv = [git, *gitrun.QUIET, *quiet, *args]
-        try:
-            # Still the owner's code where this git reads the owner's own config.
-            result = await exec_as_owner(owner, argv, timeout, env=env, runs_user_code="git")
-        except OutputTooLarge as e:
-            raise WorktreeFailed(f"git {what} printed {e}.") from None
-        if result is None:
-            raise WorktreeFailed(f"git {what} did not finish in time.")
-        code, out, err = result
-        if not strip:  # names of files, to hand back to a command as they are
-            return code, out.decode(errors="surrogateescape"), err.decode(errors="replace").strip()
-        return code, out.decode(errors="replace").strip(), err.decode(errors="replace").strip()
-
-    async def _git_ok(
-        self, owner: Owner, *args: str, what: str, env: dict[str, str] | None = None,
-        quiet: tuple[str, ...] = (),
-    ) -> str:  # fmt: skip
-        code, out, err = await self._git(owner, *args, env=env, quiet=quiet)
-        if code != 0:
-            raise WorktreeFailed(
-                f"{what}: {(err or out).splitlines()[-1] if (err or out) else code}"
-            )
-        return out
-
-    def _repo_env(self, owner: Owner, repo: str) -> dict[str, str]:
-        """git's environment for the repository itself: its .git named, and, when that is a
-        directory (not the gitfile of an unusual layout), its common directory too."""
-        dot = gitrun.common_dir(repo)
-        named = dot if _real_dir(dot) else ""
-        return gitrun.environment(_base(owner), dot, repo, named)
-
-    async def _tree_env(self, owner: Owner, repo: str, path: str) -> dict[str, str] | None:
-        """git's environment for a worktree of the repository: its own git directory as its
-        .git file names it, when that is one of the repository's; None when it is not."""
-        common = gitrun.common_dir(repo)
-        if not _real_dir(common):  # a bare repository's worktree, a submodule's: as git finds it
-            code, common, _ = await self._git(
-                owner, "rev-parse", "--path-format=absolute", "--git-common-dir",
-                env=self._repo_env(owner, repo),
-            )  # fmt: skip
-            if code != 0:
-                return None
-        admin = gitrun.admin_dir(
-            await self._read_as_owner(owner, os.path.join(path, ".git")), path, common
-        )
-        if not admin:
-            log.warning("worktree %s: its .git file names no worktree of %s", path, repo)
-            return None
-        return gitrun.environment(_base(owner), admin, path, common)
-
-    async def _filters(self, owner: Owner, env: dict[str, str]) -> tuple[str, ...]:
-        """The options that empty every filter the config git would read in env defines."""
-        _, out, _ = await self._git(owner, *gitrun.LIST_FILTERS, env=env)
-        return tuple(gitrun.quieted(gitrun.filter_drivers(out)))
+        self.git = GitAsOwner(git if git is not None else shutil.which("git"))
 
     async def plan(
         self, owner: Owner, cwd: str, name: str, branch: str, base: str, directory: str
@@ -135,7 +61,7 @@ class Worktrees:
         """The worktree session name would get in the repository that holds cwd: every check
         made, nothing made yet (a create notes it on disk first, so that a crash in make
         leaves nothing the next start cannot find)."""
-        code, top, err = await self._git(owner, "-C", cwd, "rev-parse", "--show-toplevel")
+        code, top, err = await self.git.run(owner, "-C", cwd, "rev-parse", "--show-toplevel")
         if code != 0 and "dubious ownership" in err:
             raise WorktreeFailed(
                 f"The repository at {quote(cwd)} belongs to another user; a session's worktree "
@@ -143,19 +69,17 @@ class Worktrees:
             )
         if code != 0 or not top:
             raise WorktreeFailed(f"Working directory {quote(cwd)} is not in a git repository.")
-        common = await self._git_ok(
-            owner, "-C", top, "rev-parse", "--path-format=absolute", "--git-common-dir",
-            what="Failed to find the repository's git directory",
-        )  # fmt: skip
+        what = "Failed to find the repository's git directory"
+        common = await self.git.ok(owner, "-C", top, *COMMON_DIR, what=what)
         repo = os.path.dirname(common) if os.path.basename(common) == ".git" else top
-        code, base_ref, _ = await self._git(
+        code, base_ref, _ = await self.git.run(
             owner, "-C", top, "rev-parse", "--verify", "--quiet", f"{base or 'HEAD'}^{{commit}}"
         )
         if code != 0:
             raise WorktreeFailed(f"Base {quote(base or 'HEAD')} does not name a commit in {top}.")
         chosen = branch or f"hostagent/{name}"
         path = os.path.join(directory or os.path.join(common, DIRECTORY), name)
-        code, _, _ = await self._git(
+        code, _, _ = await self.git.run(
             owner, "-C", top, "show-ref", "--verify", "--quiet", f"refs/heads/{chosen}"
         )
         reuse = code == 0
@@ -176,12 +100,10 @@ class Worktrees:
             if tree.new_branch
             else ["worktree", "add", tree.path, tree.branch]
         )
-        env = self._repo_env(owner, tree.repo)
-        quiet = await self._filters(owner, env)  # the checkout's
-        await self._git_ok(
-            owner, *add, what=f"Failed to create the worktree at {tree.path}", env=env,
-            quiet=quiet,
-        )  # fmt: skip
+        env = self.git.repo_env(owner, tree.repo)
+        quiet = await self.git.filters(owner, env)  # the checkout's
+        what = f"Failed to create the worktree at {tree.path}"
+        await self.git.ok(owner, *add, what=what, env=env, quiet=quiet)
         try:
             # The same place inside the worktree; git keeps no empty directories, so make it.
             made = await exec_as_owner(owner, ["/bin/mkdir", "-p", "--", tree.cwd], 10.0)
@@ -198,39 +120,40 @@ class Worktrees:
     def attached(self, record: SessionRecord, tree: Worktree) -> SessionRecord:
         """A new session's record with its worktree, its cwd moved to the same place inside."""
         return dataclasses.replace(
-            record, cwd=tree.cwd, worktree=tree.path, branch=tree.branch,
-            base_ref=tree.base_ref, repo=tree.repo,
-        )  # fmt: skip
+            record,
+            cwd=tree.cwd,
+            worktree=tree.path,
+            branch=tree.branch,
+            base_ref=tree.base_ref,
+            repo=tree.repo,
+        )
 
     async def _copy_included(self, owner: Owner, top: str, path: str) -> None:
         """Copy the ignored files that .worktreeinclude names (git's pattern syntax, one a line)."""
-        text = await self._read_as_owner(owner, os.path.join(top, INCLUDE_FILE))
+        text = await read_as_owner(owner, os.path.join(top, INCLUDE_FILE))
         patterns = [p.strip() for p in text.splitlines() if p.strip() and not p.startswith("#")]
         if not patterns:
             return
-        out = await self._git_ok(
-            owner, "-C", top, "ls-files", "--others", "--ignored", "--exclude-standard",
-            what="Failed to list the repository's ignored files",
-        )  # fmt: skip
+        ignored = ("ls-files", "--others", "--ignored", "--exclude-standard")
+        what = "Failed to list the repository's ignored files"
+        out = await self.git.ok(owner, "-C", top, *ignored, what=what)
         chosen = [f for f in out.splitlines() if any(_matches(f, p) for p in patterns)]
         if chosen:
-            result = await exec_as_owner(
-                owner, ["/bin/sh", "-c", 'cd "$1" && shift && exec cp -a --parents -- "$@" "$0"',
-                        path, top, *chosen], GIT_TIMEOUT,
-            )  # fmt: skip
+            copy = 'cd "$1" && shift && exec cp -a --parents -- "$@" "$0"'
+            argv = ["/bin/sh", "-c", copy, path, top, *chosen]
+            result = await exec_as_owner(owner, argv, GIT_TIMEOUT)
             if result is None or result[0] != 0:
                 raise WorktreeFailed(f"Failed to copy the files {INCLUDE_FILE} names into {path}.")
-
-    async def _read_as_owner(self, owner: Owner, path: str) -> str:
-        result = await exec_as_owner(owner, ["/bin/cat", "--", path], 10.0)
-        return result[1].decode(errors="replace") if result and result[0] == 0 else ""
 
     async def _setup(self, owner: Owner, path: str, command: str) -> None:
         try:
             result = await exec_as_owner(
-                owner, ["/bin/sh", "-c", 'cd "$0" && exec /bin/sh -c "$1"', path, command],
-                GIT_TIMEOUT, runs_user_code="worktree setup", limit=USER_CODE_OUTPUT,
-            )  # fmt: skip
+                owner,
+                ["/bin/sh", "-c", 'cd "$0" && exec /bin/sh -c "$1"', path, command],
+                GIT_TIMEOUT,
+                runs_user_code="worktree setup",
+                limit=USER_CODE_OUTPUT,
+            )
         except OutputTooLarge as e:
             raise WorktreeFailed(f"The worktree setup command printed {e}.") from None
         if result is None:
@@ -249,12 +172,12 @@ class Worktrees:
         create, or one a crash cut short), and its branch if the create made it and nothing
         was committed on it since; best effort. What is in the worktree was put there by the
         create (checkout, included files, setup), never by a session."""
-        env = self._repo_env(owner, tree.repo)
-        await self._git(owner, "worktree", "remove", "--force", tree.path, env=env)
-        await self._git(owner, "worktree", "prune", env=env)  # a checkout cut short
+        env = self.git.repo_env(owner, tree.repo)
+        await self.git.run(owner, "worktree", "remove", "--force", tree.path, env=env)
+        await self.git.run(owner, "worktree", "prune", env=env)  # a checkout cut short
         if not tree.new_branch:
             return
-        code, tip, _ = await self._git(
+        code, tip, _ = await self.git.run(
             owner, "rev-parse", "--verify", "--quiet", f"refs/heads/{tree.branch}", env=env
         )
         if code == 0 and tip != tree.base_ref:
@@ -262,22 +185,19 @@ class Worktrees:
                 "Branch %s of a create that never finished holds commits; kept", tree.branch
             )
             return
-        await self._git(owner, "branch", "-D", tree.branch, env=env)
+        await self.git.run(owner, "branch", "-D", tree.branch, env=env)
 
     async def unrestorable(self, owner: Owner, repo: str, path: str) -> list[str]:
         """What in the worktree git could not bring back once it is removed, as git status names
         it: changes to tracked files, untracked files, and ignored ones (a rotated .env, notes)
         unless the main worktree holds the same (a file .worktreeinclude copied in, untouched).
         ["?"] when git cannot say (its .git file names no worktree of the repository)."""
-        env = await self._tree_env(owner, repo, path)
+        env = await self.git.tree_env(owner, repo, path)
         if env is None:
             return ["?"]
-        quiet = await self._filters(owner, env)  # a changed file's, which status cleans
-        code, out, _ = await self._git(
-            owner, "status", "--porcelain=v1", "-z", "--ignored", *gitrun.SUBMODULES_QUIET,
-            strip=False, env=env,
-            quiet=quiet,
-        )  # fmt: skip
+        quiet = await self.git.filters(owner, env)  # a changed file's, which status cleans
+        status = ("status", "--porcelain=v1", "-z", "--ignored", *gitrun.SUBMODULES_QUIET)
+        code, out, _ = await self.git.run(owner, *status, strip=False, env=env, quiet=quiet)
         if code != 0:
             return ["?"]
         changed: list[str] = []
@@ -324,12 +244,11 @@ class Worktrees:
                 )
         # Unforced, git's own check runs git status in the worktree, through its .git file:
         # unrestorable found it one of the repository's a moment ago.
-        env = self._repo_env(owner, repo)
+        env = self.git.repo_env(owner, repo)
         args = ["worktree", "remove", *(["--force"] if force else []), path]
-        await self._git_ok(
-            owner, *args, what=f"Failed to remove the worktree at {path}", env=env,
-            quiet=await self._filters(owner, env),
-        )  # fmt: skip
+        what = f"Failed to remove the worktree at {path}"
+        quiet = await self.git.filters(owner, env)
+        await self.git.ok(owner, *args, what=what, env=env, quiet=quiet)
         return ""
 
     async def remove_of(self, owner: Owner, record: SessionRecord, force: bool) -> str:
@@ -344,17 +263,17 @@ class Worktrees:
 
     async def diff(self, owner: Owner, repo: str, path: str, base_ref: str, stat: bool) -> str:
         """What the session changed against its base, committed and not, as git diff shows it."""
-        env = await self._tree_env(owner, repo, path)
+        env = await self.git.tree_env(owner, repo, path)
         if env is None:
             raise WorktreeFailed(
                 f"The .git file of {path} does not name a worktree of {repo}; git is not run "
                 "on a repository the session pointed it to."
             )
         args = ["diff", *gitrun.DIFF_QUIET, *(["--stat"] if stat else []), base_ref, "--"]
-        out = await self._git_ok(
-            owner, *args, what="Failed to diff the worktree", env=env,
-            quiet=await self._filters(owner, env),
-        )  # fmt: skip
+        quiet = await self.git.filters(owner, env)
+        out = await self.git.ok(
+            owner, *args, what="Failed to diff the worktree", env=env, quiet=quiet
+        )
         if len(out.encode()) > DIFF_MAX:
             raise WorktreeFailed(
                 f"The diff is larger than {DIFF_MAX // (1024 * 1024)} MiB; run "
@@ -367,15 +286,6 @@ def inside(path: str, cwd: str, top: str) -> str:
     """The place in the worktree at path that cwd is in the tree at top, normalized: %{cwd}
     stands for it, and a path word holds no '.' (the top itself was 'path/.')."""
     return os.path.normpath(os.path.join(path, os.path.relpath(cwd, top)))
-
-
-def _real_dir(path: str) -> bool:
-    return os.path.isdir(path) and not os.path.islink(path)
-
-
-def _base(owner: Owner) -> dict[str, str]:
-    """The fixed environment a helper of the owner's gets (owner.exec_as_owner's)."""
-    return {"PATH": DEFAULT_PATH, "HOME": owner.home, "LANG": "C.UTF-8"}
 
 
 def _matches(path: str, pattern: str) -> bool:

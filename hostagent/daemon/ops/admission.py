@@ -149,7 +149,9 @@ async def first_record(
     problem = sandboxing.ip_problem(os.geteuid() == 0) if walls else ""
     if problem:
         word = walls[0].partition("=")[0]
-        raise InvalidArgs(f"Session '{name}': {word}= cannot be enforced here: {problem}; leave it out.")  # fmt: skip
+        raise InvalidArgs(
+            f"Session '{name}': {word}= cannot be enforced here: {problem}; leave it out."
+        )
     # A sandbox that cannot be made here is refused before anything of the session exists;
     # each start makes it again, and says so if it no longer can.
     await plan_sandbox(record, owner, preset, req, paths, owners)

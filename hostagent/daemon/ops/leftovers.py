@@ -74,8 +74,10 @@ class Leftovers:
             elif unit_name(pending.name) in live_units:
                 log.warning(
                     "session '%s': its create was cut short after its scope started; the "
-                    "scope runs, so its worktree %s is kept", pending.name, pending.worktree,
-                )  # fmt: skip
+                    "scope runs, so its worktree %s is kept",
+                    pending.name,
+                    pending.worktree,
+                )
             elif await self._discard(pending):
                 collected.append(pending.name)
             else:
@@ -89,18 +91,26 @@ class Leftovers:
         except KeyError:
             log.warning(
                 "session '%s': its create was cut short, and its owner %d no longer exists; "
-                "its worktree %s is kept", pending.name, pending.owner, pending.worktree,
-            )  # fmt: skip
+                "its worktree %s is kept",
+                pending.name,
+                pending.owner,
+                pending.worktree,
+            )
             return False
         tree = Worktree(
-            pending.worktree, pending.branch, pending.base_ref, pending.repo, pending.worktree,
+            pending.worktree,
+            pending.branch,
+            pending.base_ref,
+            pending.repo,
+            pending.worktree,
             pending.new_branch,
-        )  # fmt: skip
+        )
         await self.worktrees.discard(owner, tree)
         log.info(
-            "session '%s': its create was cut short by the daemon's end; removed its "
-            "worktree %s", pending.name, pending.worktree,
-        )  # fmt: skip
+            "session '%s': its create was cut short by the daemon's end; removed its worktree %s",
+            pending.name,
+            pending.worktree,
+        )
         return True
 
     def sweep_runtime(self) -> int:

@@ -143,10 +143,16 @@ class Lifecycle:
             self.registry.reserved[name] = owner_uid
             try:
                 record, owner = await first_record(
-                    owner_uid, name, preset, cwd, req, self.settings,
-                    self.registry.paths(owner_uid, name), self.boot_id,
+                    owner_uid,
+                    name,
+                    preset,
+                    cwd,
+                    req,
+                    self.settings,
+                    self.registry.paths(owner_uid, name),
+                    self.boot_id,
                     self.owners,
-                )  # fmt: skip
+                )
                 tree = None
                 if req.worktree is not None:
                     tree = await self._worktree(record, owner, req, preset)
@@ -178,8 +184,13 @@ class Lifecycle:
         self.registry.enroll(session)
         if record.worktree:
             self.pending.done(record.name)  # the record names the worktree from here on
-        log.info("session '%s': created (uuid %s, preset %s, owner %d)",
-                 record.name, record.uuid, preset.name, record.owner)  # fmt: skip
+        log.info(
+            "session '%s': created (uuid %s, preset %s, owner %d)",
+            record.name,
+            record.uuid,
+            preset.name,
+            record.owner,
+        )
         await checkpoint.reached(checkpoint.CREATE_RECORDED, record.name)
 
     async def _worktree(
@@ -194,9 +205,14 @@ class Lifecycle:
             owner, record.cwd, record.name, req.worktree, req.base, config.worktrees_dir
         )
         pending = PendingCreate(
-            record.name, owner.uid, tree.path, tree.repo, tree.branch, tree.base_ref,
+            record.name,
+            owner.uid,
+            tree.path,
+            tree.repo,
+            tree.branch,
+            tree.base_ref,
             tree.new_branch,
-        )  # fmt: skip
+        )
         try:
             await self.pending.note(pending)
         except OSError as e:

@@ -85,8 +85,13 @@ class Reconciler:
             try:
                 state = await self.scopes.systemd.active_state(record.unit)
             except SystemdError as e:
-                log.warning("session '%s': Failed to ask systemd about %s: %s; retrying in %.0fs",
-                            session.name, record.unit, e, RETRY_SEC)  # fmt: skip
+                log.warning(
+                    "session '%s': Failed to ask systemd about %s: %s; retrying in %.0fs",
+                    session.name,
+                    record.unit,
+                    e,
+                    RETRY_SEC,
+                )
                 asyncio.get_running_loop().call_later(RETRY_SEC, self.queue, session)
                 return
             if state not in GONE_STATES:

@@ -111,9 +111,12 @@ class Recovery:
         for session in sessions:
             record = session.record
             decision = decide(
-                record.state, record.boot_id, units.pop(record.unit, ""), self.boot_id,
+                record.state,
+                record.boot_id,
+                units.pop(record.unit, ""),
+                self.boot_id,
                 ran=record.started_at > 0,
-            )  # fmt: skip
+            )
             await self._apply(session, decision, policy)
         live = {unit for unit, state in units.items() if state in ("active", "activating")}
         self.report.collected = await self.leftovers.collect_creates(live)
@@ -209,8 +212,10 @@ class Recovery:
         if quarantined:
             log.error(
                 "Scope %s lost its record and could not be adopted; leaving it running "
-                "(stop it with 'systemctl stop %s')", unit, unit,
-            )  # fmt: skip
+                "(stop it with 'systemctl stop %s')",
+                unit,
+                unit,
+            )
             return
         log.warning("Scope %s has no record; stopping it", unit)
         await self.systemd.stop_unit(unit)

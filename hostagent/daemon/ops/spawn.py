@@ -126,7 +126,9 @@ class Spawner:
         if confined:
             writes = f"; its CLI's state writable: {' '.join(state)}" if state else ""
             writes += f"; its CLI's trusted files not: {' '.join(trusted)}" if trusted else ""
-            log.info("session '%s': started confined: %s%s", session.name, " ".join(confined), writes)  # fmt: skip
+            log.info(
+                "session '%s': started confined: %s%s", session.name, " ".join(confined), writes
+            )
         self.endings.follow(session, started.pane_pid)
         if not record.leader_pid:
             # tmux was already gone from the scope: the agent exited at once. A server that
@@ -146,7 +148,7 @@ class Spawner:
             return [], {}
         try:
             state = sandboxing.cli_state(preset, owner, record.cwd)
-            wanted = sandboxing.to_resolve(record.properties, owner, record.cwd, record.repo, state)  # fmt: skip
+            wanted = sandboxing.to_resolve(record.properties, owner, record.cwd, record.repo, state)
         except sandbox.SandboxProblem as e:
             raise SpawnFailed(
                 f"Session '{record.name}': its sandbox cannot be made: {e}."

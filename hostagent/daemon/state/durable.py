@@ -4,6 +4,7 @@ write survive a power cut, run on a thread of their own (the event loop never wa
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -13,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+
+FLUSH_DELAY = 0.2  # seconds between a write and its fsync
 
 
 def replace_file(final: Path, data: bytes) -> None:
@@ -67,3 +70,62 @@ class Syncer:
             except OSError as e:
                 log.error("Failed to sync session records to disk: %s", e)
             done.set()
+
+
+class BatchedSync:
+    """The fsyncs of the files written into one directory, and of the directory: on a Syncer's
+    thread FLUSH_DELAY after a write, with the writes made meanwhile; at once where no event
+    loop runs (tools, tests)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._dirty: set[Path] = set()
+        self._flush_scheduled = False
+        self._syncer = Syncer(self._sync)
+
+    def written(self, path: Path | None) -> None:
+        """path was written into the directory (None: a file was removed from it)."""
+        if path is not None:
+            self._dirty.add(path)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()  # no event loop (tools, tests): sync at once
+            return
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_later(FLUSH_DELAY, self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._flush_scheduled = False
+        paths, self._dirty = self._dirty, set()
+        self._syncer.submit(paths)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Fsync every file written so far, and the directory. With a timeout (the daemon's
+        stop), wait no longer than that: the kernel finishes the writeback anyway, and a stop
+        must not hang on a busy disk. True when everything is on disk."""
+        paths, self._dirty = self._dirty, set()
+        if timeout is None:
+            self._sync(paths)
+            return True
+        return self._syncer.submit(paths).wait(timeout)
+
+    def _sync(self, paths: set[Path]) -> None:
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue  # replaced or deleted since; the newer write is synced itself
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._sync_dir()
+
+    def _sync_dir(self) -> None:
+        fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

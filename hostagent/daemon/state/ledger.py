@@ -162,8 +162,9 @@ class Ledger:
         log.error(
             "Usage books of uid %d rebuilt from the sessions' records: today's use of the "
             "sessions there are holds; what removed sessions used, and a budget lifted "
-            "today, are lost", uid,
-        )  # fmt: skip
+            "today, are lost",
+            uid,
+        )
         self._save(uid, books)
         return books
 

@@ -2,7 +2,7 @@
 
 A write goes to a temp file in the same directory and is renamed over the old record: a crash
 of the daemon leaves the old record or the new one, never half of either. The fsyncs that make
-this survive a power cut run on a worker thread shortly after (FLUSH_DELAY), batched, so that
+this survive a power cut run on a worker thread shortly after (durable.py), batched, so that
 disk latency never stalls the event loop; at shutdown ``flush`` waits for them, a few
 seconds at most.
 A record proves itself (recordfile.py); one that does not is moved to ``corrupt/`` and logged,
@@ -24,7 +24,6 @@ and makes the copies' directory again when it is gone.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import logging
@@ -35,13 +34,11 @@ from pathlib import Path
 
 import yaml
 
-from hostagent.daemon.state.durable import Syncer, file_shape, replace_file
+from hostagent.daemon.state.durable import BatchedSync, file_shape, replace_file
 from hostagent.daemon.state.recordfile import SUFFIX, RecordError, dump, parse, read
 from hostagent.session import SessionRecord
 
 log = logging.getLogger(__name__)
-
-FLUSH_DELAY = 0.2  # seconds between a write and its fsync
 
 
 class SidecarStore:
@@ -54,9 +51,7 @@ class SidecarStore:
         self.corrupt_dir = directory / "corrupt"
         self.screens_dir = directory / "screens"
         self.copies_dir = copies
-        self._dirty: set[Path] = set()
-        self._flush_scheduled = False
-        self._syncer = Syncer(self._sync)
+        self._syncs = BatchedSync(self.sessions_dir)
         self.quarantined: list[str] = []  # names whose records the last load lost for good
         self.restored: list[str] = []  # names the last load took from their copies
         self.last_error = 0  # the errno of the last save that failed
@@ -123,7 +118,7 @@ class SidecarStore:
         except OSError as e:
             self.last_error = e.errno or 0
             raise
-        self._written(final)
+        self._syncs.written(final)
         self._shapes[final] = file_shape(final)
         return text
 
@@ -138,12 +133,17 @@ class SidecarStore:
             if file_shape(path) == self._shapes.get(path):
                 copy = self._copy_path(held.name)
                 if copy is not None and file_shape(copy) != self._shapes.get(copy):
-                    log.warning("session '%s': its record's copy was removed or changed; "
-                                "written again", held.name)  # fmt: skip
+                    log.warning(
+                        "session '%s': its record's copy was removed or changed; written again",
+                        held.name,
+                    )
                     self._write_copy(held.name, dump(held, self._revisions.get(held.name, 0)))
                 continue
-            log.warning("session '%s': its record was removed or changed under hostagent; "
-                        "written again from what the daemon holds", held.name)  # fmt: skip
+            log.warning(
+                "session '%s': its record was removed or changed under hostagent; "
+                "written again from what the daemon holds",
+                held.name,
+            )
             try:
                 self.save(held)
             except OSError:  # a full disk, a plant: the copy at least (the registry retries)
@@ -163,8 +163,9 @@ class SidecarStore:
             pass
         log.error(
             "The state directory %s was removed or replaced while hostagent ran; "
-            "making it again and writing every session's record into it", self.directory,
-        )  # fmt: skip
+            "making it again and writing every session's record into it",
+            self.directory,
+        )
         try:
             self.prepare()
         except OSError as e:
@@ -207,8 +208,11 @@ class SidecarStore:
         if not self._copy_failing:
             log.warning(
                 "Failed to keep a copy of session records in %s (%s); a record lost from "
-                "%s can then not be restored", self.copies_dir, e.strerror, self.sessions_dir,
-            )  # fmt: skip
+                "%s can then not be restored",
+                self.copies_dir,
+                e.strerror,
+                self.sessions_dir,
+            )
         self._copy_failing = True
 
     def delete(self, name: str) -> None:
@@ -224,7 +228,12 @@ class SidecarStore:
             os.unlink(self.path_of(name))
         except FileNotFoundError:
             return
-        self._written(None)
+        self._syncs.written(None)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Fsync every record written so far, and the directory; with a timeout (the daemon's
+        stop), no longer than that (durable.BatchedSync.flush). True when all is on disk."""
+        return self._syncs.flush(timeout)
 
     # ---- a session's last screen, kept from its end until it is resumed or removed ----------
 
@@ -242,47 +251,6 @@ class SidecarStore:
     def delete_screen(self, name: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(self.screens_dir / f"{name}.txt")
-
-    # ---- durability ---------------------------------------------------------------------
-
-    def _written(self, path: Path | None) -> None:
-        if path is not None:
-            self._dirty.add(path)
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self.flush()  # no event loop (tools, tests): sync at once
-            return
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_later(FLUSH_DELAY, self._flush_soon)
-
-    def _flush_soon(self) -> None:
-        self._flush_scheduled = False
-        paths, self._dirty = self._dirty, set()
-        self._syncer.submit(paths)
-
-    def flush(self, timeout: float | None = None) -> bool:
-        """Fsync every record written so far, and the directory. With a timeout (the daemon's
-        stop), wait no longer than that: the kernel finishes the writeback anyway, and a stop
-        must not hang on a busy disk. True when everything is on disk."""
-        paths, self._dirty = self._dirty, set()
-        if timeout is None:
-            self._sync(paths)
-            return True
-        return self._syncer.submit(paths).wait(timeout)
-
-    def _sync(self, paths: set[Path]) -> None:
-        for path in paths:
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-            except OSError:
-                continue  # replaced or deleted since; the newer write is synced itself
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        self._sync_dir()
 
     def load_all(self) -> list[SessionRecord]:
         """Every trustworthy record, each the newer of the record and its copy; a damaged
@@ -308,8 +276,10 @@ class SidecarStore:
             why = "damaged" if name in damaged else "missing" if have is None else "older"
             log.warning(
                 "session '%s': its record was %s; restored from its copy in %s",
-                name, why, self.copies_dir,
-            )  # fmt: skip
+                name,
+                why,
+                self.copies_dir,
+            )
             found[name] = (copy, revision)
             self.restored.append(name)
             try:
@@ -369,13 +339,6 @@ class SidecarStore:
             log.error("Failed to quarantine record %s: %s", path, e)
             return
         log.error("Record %s is unusable (%s); moved to %s", path, reason, target)
-
-    def _sync_dir(self) -> None:
-        fd = os.open(self.sessions_dir, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 LOAD_ERRORS = (OSError, RecordError, yaml.YAMLError, UnicodeDecodeError)
