@@ -70,7 +70,7 @@ def traces(sb: Sandbox, path: str) -> list[tuple[str, float]]:
 async def latency(sb: Sandbox, client: Client, preset: str, rounds: int) -> dict[str, list[float]]:
     """ms from the agent showing a screen to the bus announcing its activity."""
     name = f"lat-{preset}"
-    trace = f"/tmp/trace-{name}"
+    trace = f"/dev/shm/trace-{name}"  # a session's /tmp is its own under the profile
     sb.run("rm", "-f", trace)
     env = {"DEMO_AGENT_TRACE": trace, "DEMO_AGENT_THINK": "0"}
     path = await client.create(name, preset, "/tmp", {"env": Variant("a{ss}", env)})
