@@ -1,0 +1,231 @@
+"""What a blocked agent asks, read from its screen (hostagent/question.py), against the corpus
+of real screens (tests/data/screens/, screens-held-out/), and a person's answer matched to a
+choice."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hostagent import question, screenfile
+from hostagent.question import AnswerProblem, Choice, Question
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def asked(path: str) -> Question | None:
+    return question.read(screenfile.read(DATA / path).text)
+
+
+# Each shape, on real screens: the question, its choices' labels, the highlighted one, and
+# the keys that answer the last choice.
+READ = [
+    (
+        "screens/claude/2.1.332-bash-approval.screen",
+        "Do you want to proceed?",
+        [
+            "Yes",
+            "Yes, and always allow access to /tmp/cap/home-claude/proj from this project",
+            "Yes, and switch to auto mode · auto mode handles these prompts for you",
+            "No",
+        ],
+        0,
+        ("Down", "Down", "Down", "Enter"),
+    ),
+    (
+        "screens/claude/2.1.332-api-key.screen",
+        "Do you want to use this API key?",
+        ["Yes", "No (recommended)"],
+        1,
+        ("Enter",),
+    ),
+    (
+        "screens/codex/0.171.0-trust-folder.screen",
+        None,
+        ["Trust and continue", "Back to Agent Command Center"],
+        0,
+        ("Down", "Enter"),
+    ),
+    (
+        "screens/copilot/1.0.102-command-approval.screen",
+        "Do you want to run this command?",
+        [
+            "Yes",
+            "Yes, and don't ask again for `touch` in this directory (~/proj)",
+            "No, and tell Copilot what to do differently (Esc to stop)",
+        ],
+        0,
+        ("Down", "Down", "Enter"),
+    ),
+    (
+        "screens/gemini/0.61.0-tool-approval.screen",
+        "Allow execution of [Shell]?",
+        ["Allow once", "Allow for this session", "No, suggest changes (esc)"],
+        0,
+        ("Down", "Down", "Enter"),
+    ),
+    (
+        "screens/qwen/0.24.4-edit-approval.screen",
+        "Apply this change?",
+        ["Yes, allow once", "Yes, allow always", "No, suggest changes (esc)"],
+        0,
+        ("Down", "Down", "Enter"),
+    ),
+    (
+        "screens/cline/3.0.65-question-tool.screen",
+        "Which approach do you want?",
+        ["Refactor it", "Leave it", "Type a response..."],
+        0,
+        ("Down", "Down", "Enter"),
+    ),
+    ("screens/pi/1.6.0-permission-gate.screen", "Allow?", ["Yes", "No"], 0, ("Down", "Enter")),
+    (
+        "screens/hermes/0.19.0-dangerous-command.screen",
+        "rm -rf ./scratch && touch approved-by-user.txt",
+        ["Allow once", "Allow for this session", "Add to permanent allowlist", "Deny"],
+        0,
+        ("Down", "Down", "Down", "Enter"),
+    ),
+    # No cursor drawn (the highlight is a colour): answered by number.
+    (
+        "screens/vibe/3.0.2-command-approval.screen",
+        None,
+        ["Allow once", "Allow for remainder of this session", "Always allow", "Deny"],
+        -1,
+        ("4",),
+    ),
+    (
+        "screens/kilo/7.7.7-question-tool.screen",
+        "Which approach do you want?",
+        ["Refactor it", "Leave it", "Type your own answer"],
+        -1,
+        ("3",),
+    ),
+    # A line question, its default in brackets; keys side by side.
+    (
+        "screens/aider/0.86.2-run-shell-command.screen",
+        "Run shell command?",
+        ["Yes", "No", "Don't ask again"],
+        0,
+        ("d", "Enter"),
+    ),
+    (
+        "screens/cline/3.0.65-command-approval.screen",
+        "$ touch approved-by-user.txt",
+        ["Approve", "Deny"],
+        -1,
+        ("n",),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "labels", "selected", "last_keys"),
+    READ,
+    ids=[r[0].split("/", 1)[1] for r in READ],
+)
+def test_a_dialog_is_read_with_its_choices_and_the_keys_that_answer_each(
+    path: str, text: str | None, labels: list[str], selected: int, last_keys: tuple[str, ...]
+) -> None:
+    q = asked(path)
+    assert q is not None
+    if text is not None:
+        assert q.text == text
+    assert [c.label for c in q.choices] == labels
+    assert q.selected == selected
+    assert q.choices[-1].keys == last_keys
+
+
+# Blocked screens whose question is not a choice (a sign-in, a key to type in) or whose
+# choices are told apart by colour alone, side by side: answered in the terminal.
+NOT_A_CHOICE = {
+    "claude/2.1.197-not-logged-in-after-a-message.screen",
+    "claude/2.1.332-not-logged-in-after-a-message.screen",
+    "cline/3.0.65-first-start-offer.screen",
+    "codex/0.171.0-api-key-entry.screen",
+    "copilot/1.0.102-asks-to-sign-in.screen",
+    "copilot/1.0.102-not-logged-in-after-a-message.screen",
+    "gemini/0.61.0-api-key-entry.screen",
+    "gemini/0.61.0-browserless-sign-in.screen",
+    "kilo/7.7.7-permission.screen",
+    "kilo/7.7.7-narrow-permission.screen",
+    "kilo/7.7.7-reject-permission-asks-why.screen",
+    "kilo/7.7.7-narrow-reject-asks-why.screen",
+    "opencode/1.18.33-approval-after-a-slow-request.screen",
+    "opencode/1.18.33-edit-permission.screen",
+    "opencode/1.18.33-permission.screen",
+    "pi/1.6.0-no-model-asks-to-sign-in.screen",
+}
+BLOCKED = sorted(
+    p.relative_to(DATA)
+    for p in DATA.glob("screens*/*/*.screen")
+    if screenfile.read(p).label == "blocked"
+)
+
+
+@pytest.mark.parametrize("path", BLOCKED, ids=str)
+def test_every_blocked_screen_of_the_corpus_reads_a_question_or_is_named_as_none(
+    path: Path,
+) -> None:
+    q = asked(str(path))
+    if f"{path.parent.name}/{path.name}" in NOT_A_CHOICE:
+        assert q is None, q
+        return
+    assert q is not None and len(q.choices) >= 2, q
+    assert all(c.label and c.keys for c in q.choices), q
+    assert -1 <= q.selected < len(q.choices)
+
+
+def test_a_prompt_the_person_types_at_is_not_a_choice() -> None:
+    screen = "❯ 1. make it faster\n❯ hello\n"  # the prompt's mark stands in column 0
+    assert question.read("  some text\n❯ hello there\n") is None
+    assert question.read(screen) is None
+
+
+MENU = Question(
+    "Do you want to proceed?",
+    (
+        Choice("Yes", 1, ("Enter",)),
+        Choice("Yes, and always allow access to proj/", 2, ("Down", "Enter")),
+        Choice("No", 3, ("Down", "Down", "Enter")),
+    ),
+    0,
+)
+UNNUMBERED = Question("Allow?", (Choice("Allow once"), Choice("Allow always"), Choice("Deny")))
+
+
+@pytest.mark.parametrize(
+    ("q", "answer", "index"),
+    [
+        (MENU, "1", 0),
+        (MENU, " 3 ", 2),
+        (MENU, "yes", 0),  # the whole label wins over those it only begins
+        (MENU, "YES, AND", 1),
+        (MENU, "no", 2),
+        (UNNUMBERED, "2", 1),  # where no number is drawn, its place
+        (UNNUMBERED, "deny", 2),
+    ],
+)
+def test_an_answer_names_a_choice_by_number_or_by_its_first_words(
+    q: Question, answer: str, index: int
+) -> None:
+    assert question.choose(q, answer) == index
+
+
+@pytest.mark.parametrize(
+    ("q", "answer", "said"),
+    [
+        (MENU, "4", "No choice 4; the choices are 1. Yes, 2. Yes, and always"),
+        (MENU, "maybe", "No choice starts with 'maybe'"),
+        (MENU, "", "Give a choice"),
+        (UNNUMBERED, "allow", "'allow' could be 'Allow once' or 'Allow always'"),
+        (MENU, "ye", "No choice starts with 'ye'"),  # words, not letters
+    ],
+)
+def test_an_answer_that_names_no_choice_or_two_is_refused_saying_what_to_give(
+    q: Question, answer: str, said: str
+) -> None:
+    with pytest.raises(AnswerProblem, match=re.escape(said)):
+        question.choose(q, answer)
