@@ -79,12 +79,20 @@ BUILDS = (
 def test_an_agent_with_no_word_is_confined_and_a_shell_is_not(home: Sandbox) -> None:
     sb = home
     agent, shell = new(sb, AGENT), new(sb, "shell")
+    made = [agent, shell]
     try:
         for attack in ATTACKS:
             assert typed(sb, agent, attack) != 0, f"{attack!r} got past the agent profile"
             assert typed(sb, shell, attack) == 0, f"{attack!r} fails in a shell"
         for build in BUILDS:
             assert typed(sb, agent, build) == 0, f"{build!r} fails under the agent profile"
+        # Its sibling, another agent of hers: not there to signal from inside; from her shell
+        # outside every session, there.
+        sibling = new(sb, AGENT)
+        made.append(sibling)
+        pid = status(sb, sibling)["leader"]
+        assert typed(sb, agent, f"kill -0 {pid}") != 0
+        assert sb.run("kill", "-0", str(pid), user="alice").returncode == 0
         # The caches it was given were made as alice, not root.
         owners = sb.sh("stat -c %U /home/alice/.npm /home/alice/.cargo/registry").stdout.split()
         assert owners == ["alice", "alice"]
@@ -98,7 +106,7 @@ def test_an_agent_with_no_word_is_confined_and_a_shell_is_not(home: Sandbox) -> 
         assert f"agents confined by default: {AGENT}" in doctor or f", {AGENT}" in doctor, doctor
         assert "the agent profile: ProtectSystem=strict ProtectHome=read-only" in doctor, doctor
     finally:
-        removed(sb, agent, shell)
+        removed(sb, *made)
         sb.sh("rm -f /home/alice/written /srv/hostagent-test/written /home/alice/proj/made-here")
 
 

@@ -250,3 +250,26 @@ def test_an_agents_tree_may_not_hold_its_owners_whole_home(
     cwd: str, words: list[str], refused: bool
 ) -> None:
     assert bool(wide_cwd(words, cwd, ALICE)) == refused
+
+
+def test_a_session_made_before_the_profile_keeps_what_it_had_across_a_restart_and_resume(
+    tmp_path: Path,
+) -> None:
+    """The upgrade: a session an older hostagent made (no profile, no words) is not given the
+    profile by a daemon that has one, at its adoption, its stop and its resume."""
+
+    async def body() -> None:
+        old = await Host.started(tmp_path, Config())  # no profile: as before the upgrade
+        made = await old.create(me(), "old", "assigned", str(tmp_path), CreateRequest())
+        assert made.record.properties == [] and made.record.profile == ""
+        new = old.restart()
+        new.config.sandbox.agents = FAKE_PROFILE  # the upgraded daemon has the profile
+        await new.core.recover()
+        session = new.registry.get("old")
+        await new.lifecycle.stop(session)
+        await new.lifecycle.resume(session)
+        assert session.record.properties == [] and session.record.profile == ""
+        fresh = await new.create(me(), "fresh", "assigned", str(tmp_path), CreateRequest())
+        assert fresh.record.properties == FAKE_PROFILE.words
+
+    asyncio.run(body())
