@@ -9,6 +9,7 @@ install would put them: the daemon must find them through the user's login PATH.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +48,15 @@ class RealAgent:
     system: str = "debian12"  # the machine it runs on (tests/sandbox_roots.py)
 
     def runs_here(self) -> bool:
-        """Whether this run's machines are the one it runs on (HOSTAGENT_SANDBOX_OS)."""
+        """Whether this run's machines are the one it runs on (HOSTAGENT_SANDBOX_OS); with
+        HOSTAGENT_EVERY_NODE_CLI set, a CLI that runs on Node runs on either machine (its own
+        Node 22 goes with it, where a PyPI CLI's venv is its machine's Python's)."""
+        if os.environ.get("HOSTAGENT_EVERY_NODE_CLI") and self.key not in PYPI_CLIS:
+            return True
         return self.system == DEFAULT_SYSTEM
+
+
+PYPI_CLIS = {"aider", "hermes", "vibe"}  # each in a venv of its machine's own Python
 
 
 ANTHROPIC = {
