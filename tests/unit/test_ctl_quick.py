@@ -190,3 +190,18 @@ def test_quick_list_and_status_print_what_the_full_path_prints(
         server.disconnect()
 
     asyncio.run(asyncio.wait_for(body(), 60))
+
+
+def test_the_completion_offers_every_long_option_of_new() -> None:
+    """new's options are typed most: each one the parser takes is completed."""
+    from hostagent.cli.ctl_args import parser
+
+    sub = next(a for a in parser()._actions if a.dest == "verb")
+    new = sub.choices["new"]  # type: ignore[index]
+    common = {o for a in parser()._actions for o in a.option_strings}
+    taken = {o for a in new._actions for o in a.option_strings if o.startswith("--")}
+    completion = (ROOT / "completion" / "hostagentctl").read_text()
+    offered = re.search(r'new\)\s+COMPREPLY=\(\$\(compgen -W "([^"]*)"', completion)
+    assert offered is not None
+    global_ones = common | {"--help", "--no-pager", "--json", "--no-legend"}
+    assert taken - global_ones - set(offered.group(1).split()) == set()
