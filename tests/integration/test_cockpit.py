@@ -106,8 +106,19 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
 
     # Her session's page: its screen live, and typing into it reaches the agent.
     browser.js("location.hash = '#/session/alices'")
-    browser.until("document.querySelector('#terminal .xterm-rows')?.innerText.includes('proceed')",
-                  "the live screen")  # fmt: skip
+    try:
+        browser.until(
+            "document.querySelector('#terminal .xterm-rows')?.innerText.includes('proceed')",
+            "the live screen",
+            timeout=60,  # a confined client started through cockpit-bridge, on a busy machine
+        )
+    except AssertionError:
+        shown = browser.js(
+            "[document.getElementById('terminal-note').innerText,"
+            " document.querySelector('#terminal .xterm-rows')?.innerText]"
+        )
+        attach = sb.ctl("capture", "alices", system=True).stdout
+        raise AssertionError(f"the page never showed the live screen: {shown}\n{attach}") from None
     sb.ctl("send", "alices", "y", user="alice", system=True).check()
     browser.until("document.querySelector('#terminal .xterm-rows').innerText.includes('> ')",
                   "the agent back at its prompt")  # fmt: skip
