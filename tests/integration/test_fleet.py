@@ -137,8 +137,9 @@ def test_an_agent_drives_sessions_on_every_host_through_the_mcp_server(
     try:
         listed = server.tool("list_sessions")["structuredContent"]["sessions"]
         assert {"one:job-1", "two:job-1", "three:job-1"} <= {r["name"] for r in listed}
+        # Given a directory: the server's own is alice's home, which an agent may not write.
         created = server.tool("create_session", preset="demo-agent", name="two:from-mcp",
-                              env={"DEMO_AGENT_THINK": "0"})  # fmt: skip
+                              cwd="/tmp", env={"DEMO_AGENT_THINK": "0"})  # fmt: skip
         assert created["isError"] is False, created
         made_name = created["structuredContent"]["name"]
         assert made_name == "two:from-mcp"
