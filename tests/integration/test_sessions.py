@@ -212,7 +212,7 @@ def test_process_group_kill_of_the_creator_leaves_the_session(sb: Sandbox) -> No
         "--wait",
         "sh",
         "-c",
-        f"hostagentctl --system new --preset demo-agent --name {name} && kill -KILL 0",
+        f"hostagentctl --system new --preset demo-agent --name {name} --cwd /tmp && kill -KILL 0",
     )
     assert props(sb, name)["State"] == "running"
     assert sb.run("systemctl", "is-active", f"hostagent-{name}.scope").stdout.strip() == "active"
