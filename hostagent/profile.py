@@ -21,11 +21,10 @@ Pure: the caches are made, and the words checked against the host, by the daemon
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from hostagent import sandbox
+from hostagent import sandbox, sandboxpaths
 from hostagent.sandbox import Sandbox
 
 SECRETS = (
@@ -75,14 +74,11 @@ class AgentProfile:
         return self.users.get(user, self.words)
 
 
-_VAR = re.compile(r"\{\$([A-Za-z_][A-Za-z0-9_]*):-([^{}]*(?:\{[a-z_]+\}[^{}]*)*)\}")
-
-
 def state_word(template: str, env: dict[str, str]) -> str:
     """A preset's state path template as a sandbox path with systemd's %h: {$VAR:-default}
     takes VAR from the preset's own environment only (a creator's never chooses what is
     hidden), else its default."""
-    path = _VAR.sub(lambda m: env.get(m.group(1)) or m.group(2), template)
+    path = sandboxpaths.with_vars(template, env)
     path = path.replace("%", "%%").replace("{home}", "%h").replace("{cwd}", "%{cwd}")
     return path.rstrip("/") or "/"
 

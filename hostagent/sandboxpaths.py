@@ -24,6 +24,11 @@ from hostagent.sandbox import Context, Sandbox, SandboxProblem, expand
 _VAR = re.compile(r"\{\$([A-Za-z_][A-Za-z0-9_]*):-([^{}]*(?:\{[a-z_]+\}[^{}]*)*)\}")
 
 
+def with_vars(template: str, env: Mapping[str, str]) -> str:
+    """template with each ``{$VAR:-default}`` replaced: VAR from env, else its default."""
+    return _VAR.sub(lambda m: env.get(m.group(1)) or m.group(2), template)
+
+
 def state_paths(templates: Iterable[str], home: str, cwd: str, env: Mapping[str, str]) -> list[str]:
     """A preset's state paths (where its CLI keeps its own state, writable in a sandboxed
     session) made concrete and normalized, a directory's with its '/'. env is the preset's and
@@ -31,7 +36,7 @@ def state_paths(templates: Iterable[str], home: str, cwd: str, env: Mapping[str,
     those, else its default. SandboxProblem for one not in the home (nor the home itself)."""
     out = []
     for template in templates:
-        path = _VAR.sub(lambda m: env.get(m.group(1)) or m.group(2), template)
+        path = with_vars(template, env)
         path = path.replace("{home}", home).replace("{cwd}", cwd)
         body = posixpath.normpath(path) if path.startswith("/") else path
         if not _under(body, home) or "{" in body:
