@@ -64,6 +64,12 @@ DOCS: dict[str, tuple[str, str]] = {
         "note when something was kept (a worktree holding files git could not restore: where, "
         "and how to remove it).",
     ),
+    "ListQuestions": (
+        "anyone, for what they may act on",
+        "Every question waiting that the caller may answer, oldest first: session name and "
+        "the question as the `Question` property has it, with its `text`, `choices` (as drawn) "
+        "and `numbers` (what answers each) always; from inside a session, its tree's only.",
+    ),
     "ListWorktrees": (OPEN, "Each session with a worktree of its own: name, path, branch."),
     "ListPresets": (OPEN, "Every preset: name, description, command."),
     "ListAgents": (
@@ -125,6 +131,14 @@ DOCS: dict[str, tuple[str, str]] = {
         "Type text (at most 64 KiB, no NUL), then Enter if `enter`: a key of "
         "its own, at least 0.3 s after the text and once the pane shows its last words "
         "(at most 2 s after it), so that a CLI that reads a burst as a paste submits it.",
+    ),
+    "Answer": (
+        ACTS + "; never from inside the session or a session it was made from inside",
+        "Answer the question `id` (the `Question` property's) with a choice: its number or the "
+        "words it starts with, case-insensitive (InvalidArgs when none or several match). The "
+        "screen is read again and must still show it; its keys are sent and the choice's label "
+        "returned. NoQuestion when it was answered (here or in the terminal), replaced, or is "
+        "being answered by another caller. One journal line each.",
     ),
     "WaitForActivity": (OPEN, "Wait until one of the activities, or `exited`; Timeout."),
     "ExplainActivity": (
@@ -188,6 +202,14 @@ DOCS: dict[str, tuple[str, str]] = {
     "StartedAt": ("", "µs since the epoch."),
     "StoppedAt": ("", "µs since the epoch."),
     "DormantReason": ("", "`reboot`, `lost` or `budget` while dormant, else empty."),
+    "Question": (
+        "",
+        "What the session asks while it is blocked, read from its dialog (empty when nothing): "
+        "`id` (s, new when the question changes), `since` (t, µs), `source` (s: `screen`), "
+        "`selected` (i, the highlighted choice, -1), `count` (u, choices). On a user's own bus "
+        "also `text` (s), `choices` (as) and `numbers` (au); on the system bus those are the "
+        "screen's words, for ListQuestions' callers only.",
+    ),
     "Usage": (
         "",
         "What the agent used, from its CLI's own record, across every conversation, restart "

@@ -128,6 +128,13 @@ class BadConfiguration(HostAgentError):
     dbus_name = _own("BadConfiguration")
 
 
+class NoQuestion(HostAgentError):
+    """The question an answer names is not the one the session asks now: it was answered
+    (from here, or in its terminal), replaced by another, or never asked."""
+
+    dbus_name = _own("NoQuestion")
+
+
 class InvalidArgs(HostAgentError):
     dbus_name = "org.freedesktop.DBus.Error.InvalidArgs"
 
@@ -160,6 +167,7 @@ ALL_ERRORS: tuple[type[HostAgentError], ...] = (
     StopFailed,
     WorktreeFailed,
     BadConfiguration,
+    NoQuestion,
     InvalidArgs,
     AccessDenied,
     InteractiveAuthorizationRequired,

@@ -169,6 +169,22 @@ def act_from_inside(
         )
 
 
+def answer_from_inside(
+    inside: SessionRecord, target: SessionRecord, makers: Collection[str]
+) -> None:
+    """A session never answers its own question nor one of its makers' (makers: the uuids of
+    the sessions inside was made from inside): an agent that approves itself, or has a child
+    approve it, has no approvals. Typing into its own terminal is answering, so SendText is
+    held to this as well."""
+    if inside.uuid == target.uuid or target.uuid in makers:
+        whose = "its own" if inside.uuid == target.uuid else f"its maker '{target.name}''s"
+        raise AccessDenied(
+            f"Session '{inside.name}' may not answer or type into {whose} terminal: an agent "
+            "that approves itself has no approvals; answer from outside every session "
+            f"('hostagentctl answer {target.name} CHOICE' in your own terminal)."
+        )
+
+
 def has_owner_rights(
     record: SessionRecord, records: Mapping[str, SessionRecord], rights: Callable[[str], str]
 ) -> bool:

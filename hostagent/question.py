@@ -223,6 +223,18 @@ def _keys_side_by_side(lines: list[str]) -> Question | None:
     return None
 
 
+def same(a: Question, b: Question) -> bool:
+    """Whether a and b are one question: its text and its choices, wherever the highlight
+    stands (moving it is not asking again)."""
+    return a.text == b.text and [c.label for c in a.choices] == [c.label for c in b.choices]
+
+
+def number_of(question: Question, index: int) -> int:
+    """What a person types for choice index: the number drawn before it, else its place."""
+    drawn = question.choices[index].number
+    return drawn if drawn is not None else index + 1
+
+
 def choose(question: Question, answer: str) -> int:
     """The index of the choice answer names: its number (or, where none is drawn, its place:
     1 for the first), else the words it starts with, case-insensitive; a choice whose whole
@@ -232,8 +244,8 @@ def choose(question: Question, answer: str) -> int:
         raise AnswerProblem("Give a choice: its number or the words it starts with.")
     if said.isdigit():
         wanted = int(said)
-        for index, choice in enumerate(question.choices):
-            if (choice.number if choice.number is not None else index + 1) == wanted:
+        for index in range(len(question.choices)):
+            if number_of(question, index) == wanted:
                 return index
         raise AnswerProblem(f"No choice {wanted}; the choices are {_listed(question)}.")
     exact = [i for i, c in enumerate(question.choices) if c.label.lower() == said]
@@ -257,7 +269,4 @@ def _begins(label: str, said: str) -> bool:
 
 
 def _listed(question: Question) -> str:
-    return ", ".join(
-        f"{c.number if c.number is not None else i + 1}. {c.label}"
-        for i, c in enumerate(question.choices)
-    )
+    return ", ".join(f"{number_of(question, i)}. {c.label}" for i, c in enumerate(question.choices))

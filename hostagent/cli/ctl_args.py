@@ -100,6 +100,9 @@ def _options(verb: str, sp: argparse.ArgumentParser) -> None:
     elif verb == "send":
         sp.add_argument("text", nargs="+")
         sp.add_argument("--no-enter", action="store_true")
+    elif verb == "answer":
+        sp.add_argument("choice", nargs="+", help="its number, or the words it starts with")
+        sp.add_argument("--id", help="the question's id, as inbox -o json shows it")
     elif verb == "wait":
         sp.add_argument("--for", dest="activity", default="idle,blocked")
         sp.add_argument("--timeout", default="0", help="seconds; 0 waits forever")
@@ -191,7 +194,7 @@ _TAKES_VALUE = frozenset(
         *("--address", "-H", "--host", "-M", "--machine", "-o", "--output"),
         *("--preset", "--name", "--cwd", "-e", "--env", "-p", "--property"),
         *("--agent-session", "--uid", "-n", "--lines", "--whom", "-s", "--signal"),
-        *("--for", "--timeout", "--state", "--owner", "--since", "--until"),
+        *("--for", "--timeout", "--state", "--owner", "--since", "--until", "--id"),
     }
 )
 

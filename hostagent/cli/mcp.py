@@ -18,6 +18,7 @@ from typing import Any
 from dbus_fast import Variant
 
 from hostagent import __version__
+from hostagent.cli.ctl_inbox import shown
 from hostagent.cli.ctl_output import as_json
 from hostagent.cli.mcp_protocol import Server, Tool, ToolError
 from hostagent.cli.mcp_stdio import serve_stdio
@@ -31,7 +32,7 @@ INSTRUCTIONS = (
     "Sessions are agents (or shells) that hostagent runs, each in a terminal of its own. To "
     "hand work to another agent: create_session with its preset and a prompt, wait_sessions "
     "until it is idle or blocked, then capture_screen to read what it said; send_text to "
-    "answer it. What you may act on is the daemon's decision: a refusal says why."
+    "answer it, or answer_question when it waits on a choice (list_questions). What you may act on is the daemon's decision: a refusal says why."
 )
 
 
@@ -94,6 +95,15 @@ def tools(client: Client, me: int | None = None) -> list[Tool]:
     async def send_text(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         await client.send_text(args["name"], args["text"], args.get("enter", True))
         return f"typed into {args['name']}", {"name": args["name"]}
+
+    async def list_questions(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        waiting = await client.questions()
+        text = "\n\n".join(shown(q) for q in waiting)
+        return text or "no questions waiting", {"questions": [q._asdict() for q in waiting]}
+
+    async def answer_question(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        label = await client.answer(args["name"], args["choice"], args.get("id", ""))
+        return f"answered {args['name']}: {label}", {"name": args["name"], "answered": label}
 
     async def arrived(name: str, activity: str) -> dict[str, str]:
         """A session a wait returned, with what it last said: a parent that waited on a child
@@ -165,6 +175,31 @@ def tools(client: Client, me: int | None = None) -> list[Tool]:
             "stopped, dormant, failed) and activity (working, blocked, idle, exited).",
             {"type": "object", "properties": {}},
             _refusals(list_sessions),
+        ),
+        Tool(
+            "list_questions",
+            "The questions the sessions you made wait on (a permission dialog, a choice), "
+            "oldest first: each with its session, id, text and numbered choices.",
+            {"type": "object", "properties": {}},
+            _refusals(list_questions),
+        ),
+        Tool(
+            "answer_question",
+            "Answer a session's question with a choice: its number or the words it starts "
+            "with. Refused for your own question and your makers': ask your user instead.",
+            {
+                "type": "object",
+                "required": ["name", "choice"],
+                "properties": {
+                    "name": NAME,
+                    "choice": {"type": "string", "description": "its number, or its words"},
+                    "id": {
+                        "type": "string",
+                        "description": "the question's id, to answer only that one",
+                    },
+                },
+            },
+            _refusals(answer_question),
         ),
         Tool(
             "session_status",

@@ -79,6 +79,14 @@ VERBS = (
         connection=JOURNAL,
         remote=False,
     ),
+    Verb("inbox", NOTHING, "hostagent.cli.ctl_inbox:verb_inbox", "questions agents wait on"),
+    Verb(
+        "answer",
+        ONE,
+        "hostagent.cli.ctl_inbox:verb_answer",
+        "answer a session's question with a choice",
+        acting=True,
+    ),
     Verb("wait", MANY, _CTL + "verb_wait", "wait until a session reaches an activity"),
     Verb("explain", ONE, _CTL + "verb_explain", "why a session's activity is what it is"),
     Verb(

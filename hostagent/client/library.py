@@ -18,6 +18,7 @@ from dbus_fast.aio import MessageBus
 from hostagent import BUS_NAME, MANAGER_INTERFACE, MANAGER_PATH, SESSION_INTERFACE
 from hostagent.bus.call import DBUS, PROPERTIES, CallError, call, call_for_fd
 from hostagent.bus.paths import path_decode, path_encode
+from hostagent.client.inbox import WaitingQuestion
 from hostagent.errors import InvalidArgs, from_dbus
 from hostagent.usage import Usage
 
@@ -336,6 +337,20 @@ class Client:
 
     async def send_text(self, name: str, text: str, enter: bool) -> None:
         await self._session(name, "SendText", "sb", [text, enter])
+
+    async def questions(self) -> list[WaitingQuestion]:
+        """Every question waiting that this caller may answer, oldest first."""
+        (rows,) = await self._manager("ListQuestions")
+        return [WaitingQuestion.of(str(name), plain(q)) for name, q in rows]
+
+    async def answer(self, name: str, choice: str, id: str = "") -> str:
+        """Answer session name's question (id: the one read; "" the one it asks now) with
+        choice, a number or the words a choice starts with; the label answered."""
+        if not id:
+            asked = (await self.properties(name)).get("Question") or {}
+            id = str(asked.get("id", ""))
+        (label,) = await self._session(name, "Answer", "ss", [id, choice])
+        return str(label)
 
     async def wait(self, name: str, activities: list[str], timeout_usec: int) -> str:
         (activity,) = await self._session(

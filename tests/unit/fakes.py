@@ -33,6 +33,7 @@ from hostagent.daemon.host.scope import Started, Step, unit_in_cgroup
 from hostagent.daemon.host.systemd import UnitInfo
 from hostagent.daemon.host.tmux import TmuxError
 from hostagent.daemon.host.worktree import Worktrees
+from hostagent.daemon.state.asking import Asking
 from hostagent.daemon.state.live import Session
 from hostagent.daemon.state.paths import SessionPaths
 from hostagent.daemon.state.settings import Settings
@@ -126,6 +127,7 @@ class FakeTmux:
         self.systemd = systemd
         self.screens: dict[str, tuple[str, str]] = {}  # session name -> (screen, title)
         self.typed: list[tuple[str, str, bool]] = []
+        self.pressed: list[tuple[str, tuple[str, ...]]] = []  # (session name, keys)
         self.ended: dict[str, tuple[int | None, int | None]] = {}  # name -> (status, signal)
         self.on_server_pid: Callable[[str], None] = lambda name: None
         self.capture_gate: asyncio.Event | None = None  # set: captures wait for it
@@ -171,6 +173,10 @@ class FakeTmux:
 
     async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> tuple[str, str, str]:
         return await self.screen_and_title(owner, sock)
+
+    async def send_keys(self, owner: Owner, sock: Path, keys: tuple[str, ...]) -> None:
+        self._unit(sock)
+        self.pressed.append((self._name(sock), keys))
 
     async def send_text(self, owner: Owner, sock: Path, text: str, enter: bool) -> None:
         self._unit(sock)
@@ -480,6 +486,7 @@ class ShownWatch:
     def __init__(self) -> None:
         self.verdict: Verdict | None = None
         self.last_screen = ""
+        self.asking = Asking()
 
     def report_hook(self, verdict: Verdict) -> None:
         pass

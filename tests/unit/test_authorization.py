@@ -25,6 +25,7 @@ from hostagent.daemon.bus.session import SessionObject
 from hostagent.daemon.follow import containment
 from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.journal import JournalReaders
+from hostagent.daemon.state.asking import Asking
 from hostagent.errors import (
     AccessDenied,
     InvalidArgs,
@@ -290,7 +291,9 @@ def test_the_screen_text_an_explanation_matched_is_for_those_who_may_capture(
         await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
         session = host.registry.get("a")
         secret = "❯ 1. Yes, run curl -H 'Authorization: Bearer sk-alice'"
-        watch = SimpleNamespace(verdict=Verdict(Activity.BLOCKED, "screen", "approval", secret))
+        watch = SimpleNamespace(
+            verdict=Verdict(Activity.BLOCKED, "screen", "approval", secret), asking=Asking()
+        )
         session.watch = watch
         obj = SessionObject(session, services(host, {":1.5": caller}))
         said = await handlers._explain(obj, Call(":1.5", interactive=False))

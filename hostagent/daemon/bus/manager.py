@@ -22,6 +22,7 @@ from hostagent import MANAGER_INTERFACE, MANAGER_PATH, __version__
 from hostagent.bus.compat import fix_value
 from hostagent.daemon.bus import session as bus_session
 from hostagent.daemon.bus.interface import Call, Interface, Method, Property, Signal
+from hostagent.daemon.bus.questions import list_questions
 from hostagent.daemon.bus.replies import Prepared
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SESSION, SessionObject, session_path
@@ -313,6 +314,7 @@ MANAGER = Interface(
             _remove_with_flags,
         ),
         Method("ListWorktrees", [], [("worktrees", "a(sss)")], _worktrees),
+        Method("ListQuestions", [], [("questions", "a(sa{sv})")], list_questions),
         Method("ListPresets", [], [("presets", "a(ssas)")], _presets),
         Method("ListAgents", [], [("agents", "a(ssss)")], _agents),
         Method(

@@ -15,6 +15,7 @@ from dbus_fast import Variant
 from hostagent import SESSION_INTERFACE, SESSION_PATH_PREFIX, UINT64_MAX
 from hostagent.bus.paths import path_encode
 from hostagent.config import LIMIT_PROPERTIES, over_caps
+from hostagent.daemon.bus import questions
 from hostagent.daemon.bus.interface import Call, Interface, Method, Property
 from hostagent.daemon.bus.replies import FileReply
 from hostagent.daemon.bus.services import Services
@@ -32,7 +33,12 @@ from hostagent.daemon.host import sandboxing
 from hostagent.daemon.host.scope import check_signal
 from hostagent.daemon.state.live import Session
 from hostagent.errors import InvalidArgs, LimitsExceeded
-from hostagent.permissions import act_from_inside, exempt_from_caps, require_inside
+from hostagent.permissions import (
+    act_from_inside,
+    answer_from_inside,
+    exempt_from_caps,
+    require_inside,
+)
 from hostagent.session import Limits
 
 # Capture's inline reply; more goes through CaptureByFileDescriptor, so that replies a caller
@@ -151,6 +157,9 @@ _CHANGING = [
     Property("ResumeCount", "u", _r("resume_count")),
     Property("Command", "as", _r("last_argv")),
     Property("Usage", "a{sv}", lambda o: usage_variants(usage_of(o.session))),
+    Property(
+        "Question", "a{sv}", lambda o: questions.question_variants(o.session.asked, not o.f.system)
+    ),
 ]
 _COUNTERS = [
     Property("MemoryCurrent", "t", lambda o: o._scope_counter("MemoryCurrent"), "false"),
@@ -248,6 +257,9 @@ async def _journal(o: SessionObject, call: Call, lines: int, follow: bool) -> Fi
 async def _send(o: SessionObject, call: Call, text: str, enter: bool) -> None:
     check_text(text)
     await o.authorize(call)
+    inside = await o.f.caller_session(call.sender)
+    if inside is not None:
+        answer_from_inside(inside.record, o.session.record, o.f.registry.lineage(inside))
     await o.f.terminal.send_text(o.session, text, enter)
 
 
@@ -324,6 +336,7 @@ SESSION = Interface(
             largest=MAX_TEXT + 1024,
             too_big=f"Send at most {MAX_TEXT >> 10} KiB of text at once.",
         ),
+        Method("Answer", [("id", "s"), ("choice", "s")], [("label", "s")], questions.answer),
         Method(
             "WaitForActivity",
             [("activities", "as"), ("timeout_usec", "t")],

@@ -38,6 +38,7 @@ from hostagent.activity import Rules, Verdict, View
 from hostagent.daemon.host import tmux
 from hostagent.daemon.host.ports import TmuxPort
 from hostagent.daemon.host.runtimedir import make_room
+from hostagent.daemon.state.asking import Asking
 from hostagent.identity import Owner
 from hostagent.session import Activity
 
@@ -80,6 +81,8 @@ class PaneWatch:
         # The last screen read that showed anything: what the agent drew last, kept for its
         # final screen when it clears the terminal on its way out (an alternate screen left).
         self.last_screen = ""
+        self.screen = ""  # the last screen read, whatever it showed
+        self.asking = Asking()  # what a blocked session asks on it
         self.hook: Verdict | None = None
         self.verdict: Verdict | None = None
         self.progress: int | None = None
@@ -272,6 +275,7 @@ class PaneWatch:
         # something the agent drew.
         if tmux.agent_screen(screen):
             self.last_screen = screen
+        self.screen = screen
         view = View(screen, title, self.progress, flowing, command)
         self.screen_verdict = activity.classify(self.rules, view)
         self._publish()
@@ -307,7 +311,8 @@ class PaneWatch:
                 self._stale.cancel()
             due = self._last_output + activity.HOOK_STALE_SEC
             self._stale = self._loop.call_at(due, self._on_stale)
-        if verdict != self.verdict:
+        asks = self.asking.see(verdict.activity is Activity.BLOCKED, self.screen)
+        if verdict != self.verdict or asks:
             self.verdict = verdict
             self.on_verdict(verdict)
 

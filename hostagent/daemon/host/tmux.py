@@ -323,6 +323,16 @@ class Tmux:
         if args:
             await self.run(owner, sock, *args, stdin=text.encode() if text else None)
 
+    async def send_keys(self, owner: Owner, sock: Path, keys: tuple[str, ...]) -> None:
+        """Press keys (tmux's names: Up, Down, Enter, a letter or a digit) in the pane."""
+        bad = [k for k in keys if not _KEY.fullmatch(k)]
+        if bad or not keys:
+            raise ValueError(f"not keys a dialog takes: {bad or keys}")
+        await self.run(owner, sock, "send-keys", "-t", SESSION, *keys)
+
+
+_KEY = re.compile(r"Up|Down|Enter|[0-9A-Za-z]")
+
 
 def remove_socket(sock: Path) -> None:
     with contextlib.suppress(FileNotFoundError):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from hostagent.activity import HookReport, Verdict
+from hostagent.daemon.state.asking import Asked, Asking
 from hostagent.daemon.state.paths import SessionPaths
 from hostagent.identity import Owner
 from hostagent.session import LIVE_STATES, Activity, SessionRecord, State
@@ -22,6 +23,8 @@ class Watch(Protocol):
     def verdict(self) -> Verdict | None: ...
     @property
     def last_screen(self) -> str: ...
+    @property
+    def asking(self) -> Asking: ...
     def report_hook(self, verdict: Verdict) -> None: ...
     async def look_now(self) -> None: ...
     def close(self) -> None: ...
@@ -66,6 +69,13 @@ class Session:
     @owner.setter
     def owner(self, owner: Owner) -> None:
         self._owner = owner
+
+    @property
+    def asked(self) -> Asked | None:
+        """The question the session asks now, read from its screen while it runs."""
+        if self.record.state is State.RUNNING and self.watch is not None:
+            return self.watch.asking.asked
+        return None
 
     @property
     def verdict(self) -> Verdict:

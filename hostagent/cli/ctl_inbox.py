@@ -1,0 +1,64 @@
+"""hostagentctl inbox and answer: every question an agent waits on, and its answer.
+
+``inbox`` lists ListQuestions' questions, oldest first, each with its session, since when, its
+text and its choices as a person types them; ``answer NAME CHOICE`` answers the question the
+session asks now with a choice's number or the words it starts with. The daemon decides who
+may answer (docs/security.md): from inside a session, never its own question nor its makers'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from hostagent.cli.ctl_output import emit_json
+from hostagent.client.inbox import WaitingQuestion
+from hostagent.client.library import Client
+from hostagent.escape import printable
+
+
+async def verb_inbox(c: Client, a: argparse.Namespace) -> int:
+    waiting = await c.questions()
+    if a.json:
+        emit_json(a, [q._asdict() for q in waiting])
+        return 0
+    for q in waiting:
+        print(shown(q))
+    if not a.no_legend:
+        count = len(waiting)
+        print(
+            f"\n{count} question{'' if count == 1 else 's'} waiting."
+            if count
+            else "No questions waiting."
+        )
+    return 0
+
+
+def shown(q: WaitingQuestion, now: float | None = None) -> str:
+    """A question as inbox prints it: its session, how long it has waited and its text, then
+    a line per choice, the highlighted one marked."""
+    waited = int((now if now is not None else time.time()) - q.since / 1e6)
+    head = f"{printable(q.session)} ({_ago(waited)}): {printable(q.text) or '(no text drawn)'}"
+    lines = [
+        f"  {'>' if i == q.selected else ' '} {number}. {printable(label)}"
+        for i, (number, label) in enumerate(zip(q.numbers, q.choices, strict=False))
+    ]
+    return "\n".join([head, *lines])
+
+
+def _ago(seconds: int) -> str:
+    seconds = max(0, seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
+
+
+async def verb_answer(c: Client, a: argparse.Namespace) -> int:
+    label = await c.answer(a.name, " ".join(a.choice), a.id or "")
+    if a.json:
+        emit_json(a, {"name": a.name, "answered": label})
+    elif not a.quiet:
+        print(f"{a.name}: answered '{printable(label)}'")
+    return 0

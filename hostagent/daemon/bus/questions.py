@@ -1,0 +1,123 @@
+"""The bus side of the approval inbox: a session's ``Question`` property, its ``Answer``
+method, and the Manager's ``ListQuestions``.
+
+A question's words are the session's screen, which only those who may Capture it may read:
+on the system bus, where every local user may read every session's properties, the
+``Question`` property carries the question's id, since, source and highlight, and its text and
+choices go only to those who may act on the session, through ``ListQuestions``. On a user's
+own bus the property carries the whole question.
+
+An answer is taken by the same rules as ``SendText`` (bus/session.py authorize), and one more:
+a session never answers its own question nor one of its makers' (permissions.py). Every answer
+is one journal line: who, from where, the question, the choice.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Protocol
+
+from dbus_fast import Variant
+
+from hostagent.daemon.bus.interface import Call
+from hostagent.daemon.bus.services import Services
+from hostagent.daemon.follow import answering
+from hostagent.daemon.state.asking import Asked
+from hostagent.daemon.state.live import Session
+from hostagent.permissions import answer_from_inside
+from hostagent.question import number_of
+
+log = logging.getLogger(__name__)
+
+
+class Front(Protocol):
+    """The Manager's object (bus/manager.py's BusFrontend), as ListQuestions uses it."""
+
+    services: Services
+
+
+class Target(Protocol):
+    """A Session object (bus/session.py's SessionObject), as Answer uses it."""
+
+    session: Session
+    f: Services
+
+    async def authorize(self, call: Call) -> int: ...
+
+
+def question_variants(asked: Asked | None, words: bool) -> dict[str, Variant]:
+    """The Question property: empty when the session asks nothing; its text and choices only
+    where words (whoever reads it may read the session's screen)."""
+    if asked is None:
+        return {}
+    q = asked.question
+    shown = {
+        "id": Variant("s", asked.id),
+        "since": Variant("t", asked.since),
+        "source": Variant("s", asked.source),
+        "selected": Variant("i", q.selected),
+        "count": Variant("u", len(q.choices)),
+    }
+    if words:
+        shown["text"] = Variant("s", q.text)
+        shown["choices"] = Variant("as", [c.label for c in q.choices])
+        shown["numbers"] = Variant("au", [number_of(q, i) for i in range(len(q.choices))])
+    return shown
+
+
+async def list_questions(f: Front, call: Call) -> list[list[Any]]:
+    """(name, question) for every question the caller may answer or read, oldest first: her
+    own sessions' (root's and polkit's admins': everyone's); from inside a session, its tree's."""
+    s = f.services
+    seen = await s.caller_tree(call.sender)
+    asking = sorted(
+        (session for session in s.registry.sessions.values() if session.asked is not None),
+        key=lambda session: session.asked.since if session.asked else 0,
+    )
+    found = []
+    for session in asking:
+        if seen is not None and session.record.uuid not in seen[1]:
+            continue
+        if not await s.auth.may_act(call.sender, session.record.owner):
+            continue
+        found.append([session.name, question_variants(session.asked, True)])
+    return found
+
+
+async def answer(o: Target, call: Call, id: str, choice: str) -> str:
+    """Answer the session's question id with choice; the label of the choice answered."""
+    uid = await o.authorize(call)
+    inside = await o.f.caller_session(call.sender)
+    if inside is not None:
+        answer_from_inside(inside.record, o.session.record, o.f.registry.lineage(inside))
+    asked = o.session.asked
+    chosen = await answering.answer(o.f.terminal.tmux, o.session, id, choice)
+    o.f.registry.announce(o.session)
+    where = f"inside session '{inside.name}'" if inside is not None else "outside every session"
+    log.info(
+        "session '%s': question %s (%s) answered '%s' by uid %d (%s), from %s",
+        o.session.name,
+        id,
+        asked.question.text if asked is not None else "",
+        chosen.label,
+        uid,
+        await _program(o.f, call.sender),
+        where,
+    )
+    return chosen.label
+
+
+async def _program(s: Services, sender: str) -> str:
+    """The name of the program that made the caller's connection (hostagentctl, Cockpit's
+    bridge, hostagent-notify), for the journal: a name a process gives itself, so it says
+    where, never who."""
+    opener = await s.auth.caller_process(sender)
+    try:
+        with open(f"/proc/{opener.pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip() or "?"
+    except OSError:
+        return "?"
+    finally:
+        if opener.pidfd >= 0:
+            os.close(opener.pidfd)

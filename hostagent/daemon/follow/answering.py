@@ -1,0 +1,69 @@
+"""An answer to a session's question, typed as the keys its dialog takes.
+
+The first answer to come holds the question (state/asking.py) while it reads the screen again
+and sends the keys; one arriving meanwhile, or after, is told the question is gone. The screen
+is read again first so that a question answered in the terminal, or replaced, in between is
+never answered from here: the keys go to the dialog the sender read, from where its highlight
+stands now.
+"""
+
+from __future__ import annotations
+
+from hostagent import question
+from hostagent.daemon.host import tmux
+from hostagent.daemon.host.ports import TmuxPort
+from hostagent.daemon.state.live import Session
+from hostagent.errors import InvalidArgs, NoQuestion, NotRunning
+from hostagent.question import AnswerProblem, Choice
+
+
+async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) -> Choice:
+    """Answer session's question id with the choice said names (question.choose), as the keys
+    its dialog takes, once the screen is read again and still shows it; the choice answered.
+    NoQuestion when the question is gone, replaced or being answered; InvalidArgs when said
+    names no choice, or one the terminal alone can answer."""
+    asking = session.watch.asking if session.watch is not None else None
+    asked = asking.asked if asking is not None else None
+    if asking is None or asked is None:
+        raise NoQuestion(
+            f"Session '{session.name}' asks nothing now; 'hostagentctl inbox' lists the "
+            "questions waiting."
+        )
+    if asked.id != id:
+        raise NoQuestion(
+            f"Session '{session.name}' asks another question now ({asked.id}); read it again "
+            "and answer that one."
+        )
+    if asking.answering:
+        raise NoQuestion(f"Session '{session.name}': its question is being answered already.")
+    try:
+        index = question.choose(asked.question, said)
+    except AnswerProblem as e:
+        raise InvalidArgs(str(e)) from None
+    asking.answering = True
+    try:
+        try:
+            screen, _, _ = await tmux_client.screen_and_title(session.owner, session.paths.socket)
+        except tmux.TmuxError as e:
+            raise NotRunning(f"Session '{session.name}' has no terminal: {e}") from None
+        drawn = question.read(screen)
+        still = asking.asked is not None and asking.asked.id == asked.id
+        if drawn is None or not question.same(drawn, asked.question) or not still:
+            raise NoQuestion(
+                f"Session '{session.name}': its question left the screen before the answer "
+                "came (answered in its terminal, or replaced); nothing was typed."
+            )
+        choice = drawn.choices[index]  # the keys from where the highlight stands now
+        if not choice.keys:
+            raise InvalidArgs(
+                f"Session '{session.name}': '{choice.label}' can only be chosen in its "
+                f"terminal; run 'hostagentctl attach {session.name}'."
+            )
+        try:
+            await tmux_client.send_keys(session.owner, session.paths.socket, choice.keys)
+        except tmux.TmuxError as e:
+            raise NotRunning(f"Session '{session.name}' has no terminal: {e}") from None
+        asking.took(asked)
+        return choice
+    finally:
+        asking.answering = False
