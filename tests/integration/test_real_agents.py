@@ -272,14 +272,61 @@ def approve(sb: Sandbox, agent: RealAgent, name: str) -> None:
     raise AssertionError(f"{agent.key}'s dialog took none of three presses of its answer")
 
 
+# CLIs whose approval's choices stand side by side told apart by colour alone: no question is
+# read from their screen (question.py), and their user answers in the terminal.
+ANSWERED_IN_THE_TERMINAL = {"opencode", "kilo"}
+ALLOWING = ("yes", "allow", "approve", "continue", "run", "proceed")
+
+
+def asked_in_inbox(sb: Sandbox, agent: RealAgent, name: str, other_than: str = "") -> dict:
+    """The question session name asks, once its user's inbox lists it (other_than: an id
+    already answered)."""
+    found: list[dict] = []
+
+    def listed() -> bool:
+        out = sb.ctl("inbox", "-o", "json", user=agent.user, system=True).check().stdout
+        found[:] = [q for q in json.loads(out) if q["session"] == name and q["id"] != other_than]
+        return bool(found)
+
+    until(listed, f"{agent.key}'s question in {agent.user}'s inbox", SCREEN_WAIT)
+    return found[0]
+
+
+def answer_from_inbox(sb: Sandbox, agent: RealAgent, name: str) -> None:
+    """The approval reaches the inbox in the CLI's own words and choices, the first of which
+    allows; `hostagentctl answer NAME 1` takes it as a key pressed in the terminal would, and
+    the session leaves blocked. A dialog drawn before it takes keys drops them: it is asked
+    again (a new id) and answered again."""
+    answered = ""
+    for _ in range(3):
+        q = asked_in_inbox(sb, agent, name, answered)
+        assert len(q["choices"]) >= 2 and q["choices"][0].lower().startswith(ALLOWING), q
+        out = sb.ctl("answer", "--id", q["id"], name, "1", user=agent.user, system=True)
+        assert out.returncode == 0, out.stderr
+        assert f"answered '{q['choices'][0]}'" in out.stdout, out.stdout
+        answered = q["id"]
+        moved = sb.ctl("wait", name, "--for", "working,idle", "--timeout", "10",
+                       user=agent.user, system=True, timeout=40)  # fmt: skip
+        if moved.returncode == 0:
+            return
+        shown = sb.ctl("capture", name, user=agent.user, system=True).stdout
+        if agent.approval not in shown:
+            return  # taken, and the agent is still busy with it: the caller waits on
+    raise AssertionError(f"{agent.key}'s dialog took none of three answers from the inbox")
+
+
 def approval_turn(sb: Sandbox, agent: RealAgent, name: str, project: str) -> None:
-    """The CLI's own approval dialog reads blocked; approving runs the command, then the held
-    answer reads working, then idle."""
+    """The CLI's own approval dialog reads blocked; approving it from the inbox (in the
+    terminal where the CLI's choices cannot be read) runs the command, then the held answer
+    reads working, then idle."""
     control(sb, "hold")
     type_line(sb, agent, name, agent.approval_prompt)
     screen(sb, agent, name, agent.approval)
     blocked_by_rule(sb, agent, name)
-    approve(sb, agent, name)
+    if agent.preset in ANSWERED_IN_THE_TERMINAL:
+        approve(sb, agent, name)
+    else:
+        answer_from_inbox(sb, agent, name)
     if agent.answers_after_tool:
         assert wait(sb, agent, name, "working") == "working"
         control(sb, "release")

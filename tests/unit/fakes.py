@@ -487,6 +487,10 @@ class ShownWatch:
         self.verdict: Verdict | None = None
         self.last_screen = ""
         self.asking = Asking()
+        self.looks_again: list[float] = []
+
+    def look_again(self, delay: float) -> None:
+        self.looks_again.append(delay)
 
     def report_hook(self, verdict: Verdict) -> None:
         pass

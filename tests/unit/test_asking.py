@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hostagent.daemon.follow import answering
-from hostagent.daemon.state.asking import Asking
+from hostagent.daemon.state.asking import ANSWER_TAKES, Asking
 from hostagent.errors import AccessDenied, InvalidArgs, NoQuestion
 from hostagent.options import CreateRequest
 from hostagent.permissions import answer_from_inside
@@ -57,11 +57,22 @@ def test_an_answered_question_stays_out_until_its_dialog_goes() -> None:
     asking.see(True, MENU)
     answered = asking.asked
     assert answered is not None
-    asking.took(answered)
+    asking.took(answered, at=100.0)
     assert asking.asked is None
-    assert not asking.see(True, MENU) and asking.asked is None
-    asking.see(False, PROMPT)
-    assert asking.see(True, MENU) and asking.asked is not None
+    assert not asking.see(True, MENU, at=100.5) and asking.asked is None
+    asking.see(False, PROMPT, at=101.0)
+    assert asking.see(True, MENU, at=101.5) and asking.asked is not None
+    assert asking.asked.id != answered.id
+
+
+def test_a_dialog_still_drawn_after_its_answer_dropped_the_keys_is_asked_again() -> None:
+    asking = Asking()
+    asking.see(True, MENU)
+    answered = asking.asked
+    assert answered is not None
+    asking.took(answered, at=100.0)
+    assert not asking.see(True, MENU, at=100.0 + ANSWER_TAKES - 0.1)
+    assert asking.see(True, MENU, at=100.0 + ANSWER_TAKES) and asking.asked is not None
     assert asking.asked.id != answered.id
 
 
@@ -87,6 +98,7 @@ def test_an_answer_presses_the_keys_from_where_the_highlight_stands_now(tmp_path
         chosen = await answering.answer(fake, session, id, "yes")
         assert chosen.label == "Yes" and fake.pressed == [("a", ("Up", "Enter"))]
         assert session.asked is None
+        assert session.watch.looks_again == [ANSWER_TAKES + 0.1]  # type: ignore[union-attr]
         with pytest.raises(NoQuestion, match="asks nothing now"):
             await answering.answer(fake, session, id, "yes")
 

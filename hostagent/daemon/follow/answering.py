@@ -12,6 +12,7 @@ from __future__ import annotations
 from hostagent import question
 from hostagent.daemon.host import tmux
 from hostagent.daemon.host.ports import TmuxPort
+from hostagent.daemon.state.asking import ANSWER_TAKES
 from hostagent.daemon.state.live import Session
 from hostagent.errors import InvalidArgs, NoQuestion, NotRunning
 from hostagent.question import AnswerProblem, Choice
@@ -64,6 +65,8 @@ async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) ->
         except tmux.TmuxError as e:
             raise NotRunning(f"Session '{session.name}' has no terminal: {e}") from None
         asking.took(asked)
+        if session.watch is not None:  # a dialog that dropped the keys is asked again
+            session.watch.look_again(ANSWER_TAKES + 0.1)
         return choice
     finally:
         asking.answering = False

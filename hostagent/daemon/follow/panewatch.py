@@ -294,6 +294,11 @@ class PaneWatch:
             if tmux.agent_screen(screen):
                 self.last_screen = screen
 
+    def look_again(self, delay: float) -> None:
+        """Read the screen once more after delay, whether or not it prints meanwhile: an
+        answered dialog that took no key prints nothing."""
+        self._loop.call_later(delay, self._request)
+
     def report_hook(self, verdict: Verdict) -> None:
         self.hook = verdict
         self._publish()

@@ -8,8 +8,10 @@ never answers a question that replaced the one its sender read.
 
 An answer (follow/answering.py) is taken once: it holds the question while it is typed. Once
 answered, the question stays out of the inbox while the screen still shows it (the CLI has not
-redrawn yet), and a read that shows no question ends that. An answer typed in the terminal
-ends the question the same way: the next read shows something else.
+redrawn yet), and a read that shows no question ends that; a dialog still drawn ANSWER_TAKES
+after its answer dropped the keys, and is asked again (the watch reads it again then). An
+answer typed in the terminal ends the question the same way: the next read shows something
+else.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from hostagent import question
 from hostagent.question import Question
 
 SOURCE_SCREEN = "screen"  # read from the dialog on the screen, by question.read
+# How long an answered dialog may stay drawn before it is taken as asked again: a CLI redraws
+# within a frame or two of a key it took, and one that dropped the keys (a dialog drawn
+# before it reads input) asks again rather than waiting unseen.
+ANSWER_TAKES = 2.0
 
 
 @dataclass(frozen=True)
@@ -41,11 +47,14 @@ class Asking:
         self.asked: Asked | None = None
         self.answering = False  # an answer holds the question while it is typed
         self._answered: Question | None = None  # still drawn, already answered
+        self._answered_at = 0.0  # time.monotonic() of that answer
 
-    def see(self, blocked: bool, screen: str) -> bool:
-        """Take a screen read (blocked: the session's verdict); whether the question changed."""
+    def see(self, blocked: bool, screen: str, at: float | None = None) -> bool:
+        """Take a screen read (blocked: the session's verdict; at: its time.monotonic());
+        whether the question changed."""
         now = question.read(screen) if blocked else None
-        if now is None:
+        late = (time.monotonic() if at is None else at) - self._answered_at >= ANSWER_TAKES
+        if now is None or late:
             self._answered = None
         elif self._answered is not None and question.same(now, self._answered):
             now = None
@@ -58,8 +67,10 @@ class Asking:
             self.asked = Asked(secrets.token_hex(6), now, time.time_ns() // 1000)
         return self.asked != before
 
-    def took(self, asked: Asked) -> None:
-        """asked was answered: it leaves, and stays out while its dialog is still drawn."""
+    def took(self, asked: Asked, at: float | None = None) -> None:
+        """asked was answered (at: time.monotonic()): it leaves, and stays out while its
+        dialog is still drawn, for ANSWER_TAKES at most."""
         self._answered = asked.question
+        self._answered_at = time.monotonic() if at is None else at
         if self.asked is not None and self.asked.id == asked.id:
             self.asked = None
