@@ -36,16 +36,32 @@ activity:
 
 
 class Signals:
-    """Every Activity change of every session, stamped on arrival."""
+    """Every Activity change of every session, and each question it asks (as "question"),
+    stamped on arrival."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, str, float]] = []  # (object path, activity, time)
+        self.arrived = asyncio.Event()  # set at each one, for a wait_for to look again
+
+    async def wait_for(self, path: str, kind: str, after: float) -> float:
+        """When path's kind first arrived after after: waited for, 30 s at most."""
+        async with asyncio.timeout(30):
+            while (at := self.first(path, kind, after)) is None:
+                self.arrived.clear()
+                await self.arrived.wait()
+        return at
 
     def on_message(self, msg: Message) -> None:
         if msg.message_type is not MessageType.SIGNAL or msg.member != "PropertiesChanged":
             return
-        if msg.body[0] == SESSION_INTERFACE and "Activity" in msg.body[1]:
-            self.seen.append((msg.path, msg.body[1]["Activity"].value, time.time()))
+        if msg.body[0] != SESSION_INTERFACE:
+            return
+        now = time.time()
+        if "Activity" in msg.body[1]:
+            self.seen.append((msg.path, msg.body[1]["Activity"].value, now))
+        if "id" in msg.body[1].get("Question", Variant("a{sv}", {})).value:
+            self.seen.append((msg.path, "question", now))
+        self.arrived.set()
 
     def first(self, path: str, activity: str, after: float) -> float | None:
         return next(
@@ -88,6 +104,39 @@ async def latency(sb: Sandbox, client: Client, preset: str, rounds: int) -> dict
                 announced = signals.first(path, expect, start)
                 if announced is not None:
                     result[expect].append((announced - shown[0]) * 1000)
+    await client.remove(name)
+    return result
+
+
+async def inbox_latency(sb: Sandbox, client: Client, rounds: int) -> dict[str, list[float]]:
+    """ms from the stand-in agent drawing its question to the bus carrying it in Question,
+    and from an Answer's call to the bus saying the agent left blocked."""
+    name = "lat-inbox"
+    trace = f"/dev/shm/trace-{name}"
+    sb.run("rm", "-f", trace)
+    env = {"DEMO_AGENT_TRACE": trace, "DEMO_AGENT_THINK": "0"}
+    path = await client.create(name, "demo-screen", "/tmp", {"env": Variant("a{ss}", env)})
+    signals = await subscribe(client)
+    result: dict[str, list[float]] = {"question on the bus": [], "answer → not blocked": []}
+    await client.wait(name, ["idle"], WAIT)
+    for _ in range(rounds):
+        start = time.time()
+        await client.send_text(name, "/ask", True)
+        announced = await signals.wait_for(path, "question", start)
+        question = next(q for q in await client.questions() if q.session == name)
+        shown = [t for e, t in traces(sb, trace) if e == "blocked" and t >= start]
+        if shown:
+            result["question on the bus"].append((announced - shown[0]) * 1000)
+        asked = time.time()
+        await client.answer(name, "y", question.id)
+        await client.wait(name, ["idle", "working"], WAIT)
+        left = min(
+            (t for e in ("idle", "working") if (t := signals.first(path, e, asked)) is not None),
+            default=None,
+        )
+        if left is not None:
+            result["answer → not blocked"].append((left - asked) * 1000)
+        await client.wait(name, ["idle"], WAIT)
     await client.remove(name)
     return result
 
@@ -209,6 +258,7 @@ async def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
                     f"{percentile(values, 95):.0f}",
                 ]
             )
+        inbox = await inbox_latency(sb, client, rounds)
         hooks = await hook_costs(sb, client, rounds)
         turns = await turn_cost(sb, client, rounds)
         streams = await streaming_cost(sb, client, 3 if quick else 10)
@@ -222,8 +272,27 @@ async def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         "latency_p50": max(percentile(v, 50) for v in lat.values()),
         "latency_p95": max(percentile(v, 95) for v in lat.values()),
         "sandbox_turn_ratio": percentile(turns["sandboxed"], 50) / percentile(turns["plain"], 50),
+        "question_p95": percentile(inbox["question on the bus"], 95),
+        "answer_p95": percentile(inbox["answer → not blocked"], 95),
     }
-    return figures_text(quick, rows, hooks, turns, streams, cost), figures
+    text = figures_text(quick, rows, hooks, turns, streams, cost) + inbox_text(inbox)
+    return text, figures
+
+
+def inbox_text(inbox: dict[str, list[float]]) -> str:
+    return (
+        "\nThe approval inbox, on the stand-in agent's y/n question read from its screen: from "
+        "its drawing the question to the `Question` property's PropertiesChanged reaching a "
+        "client, and from an `Answer` call to the bus saying the agent left blocked:\n\n"
+        + table(
+            ["step", "n", "p50 ms", "p95 ms"],
+            [
+                [step, str(len(v)), f"{percentile(v, 50):.0f}", f"{percentile(v, 95):.0f}"]
+                for step, v in inbox.items()
+            ],
+        )
+        + "\n"
+    )
 
 
 def figures_text(

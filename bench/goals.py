@@ -83,6 +83,8 @@ GOALS = [
     Goal("idle CPU at the largest size (whole service)", "idle_cpu", 0.5, _pct, noise=0.01),
     Goal("hook cost to the agent, p95", "hook_p95", 20.0, _ms),
     Goal("screen → PropertiesChanged, p95", "latency_p95", 100.0, _ms),
+    Goal("a question drawn → Question on the bus, p95", "question_p95", 100.0, _ms),
+    Goal("Answer → the agent no longer blocked on the bus, p95", "answer_p95", 200.0, _ms),
     Goal("READY after a restart, largest size live", "restart_s", 2.0, _s),
     Goal(
         "every session's activity known after a restart's READY, largest size", "known_s", 1.0, _s

@@ -2,9 +2,12 @@
 
 It follows a hostagent daemon (``hostagent.follow``) and speaks org.freedesktop.Notifications
 on the desktop's session bus. A notification's actions are Attach, which opens your terminal on
-the session, and Dismiss. A user unit (hostagent-notify.service) runs it in graphical sessions.
+the session, and Dismiss. A question the agent asks (its ``Question``) is told with its words
+and a button per choice: pressing one answers it (the daemon takes one answer, from anywhere),
+and the notification goes when the question does; with ``--remind``, a question still waiting
+is told again. A user unit (hostagent-notify.service) runs it in graphical sessions.
 
-    hostagent-notify [--system] [--terminal 'x-terminal-emulator -e']
+    hostagent-notify [--system] [--terminal 'x-terminal-emulator -e'] [--remind 5min]
 """
 
 from __future__ import annotations
@@ -19,15 +22,18 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import sdnotify
 from dbus_fast import BusType, Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
 
+from hostagent import values
 from hostagent.bus.call import CallError, add_match, call
 from hostagent.client.fleet import Host, fleet_hosts
 from hostagent.client.fleet_follow import FleetFollower
 from hostagent.client.follow import Follower, Link, SessionView
+from hostagent.client.inbox import WaitingQuestion
 from hostagent.client.library import Client
 from hostagent.errors import HostAgentError
 
@@ -39,6 +45,8 @@ APP = "hostagent"
 ENDED = frozenset({"stopped", "dormant", "failed"})
 # A notification is worth little late; a server that hangs must not hold one for long.
 NOTIFY_TIMEOUT = 5.0
+ANSWER = "answer:"  # an action's key that answers: answer:ID:NUMBER
+LABEL_MAX = 40  # a button's words, at most; the body has the question whole
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,7 @@ class Alert:
     summary: str
     body: str
     urgency: int  # 0 low, 1 normal, 2 critical
+    actions: tuple[tuple[str, str], ...] = (("attach", "Attach"), ("dismiss", "Dismiss"))
 
 
 def alert_for(
@@ -64,6 +73,20 @@ def alert_for(
     return None
 
 
+def question_alert(key: str, q: WaitingQuestion) -> Alert:
+    """A question told with a button per choice (its key answers it), then Attach. Pure."""
+    buttons = tuple(
+        (f"{ANSWER}{q.id}:{number}", _short(f"{number}. {label}"))
+        for number, label in zip(q.numbers, q.choices, strict=False)
+    )
+    body = q.text or "The agent asks you to choose."
+    return Alert(key, f"{key} asks", body, 2, (*buttons, ("attach", "Attach")))
+
+
+def _short(label: str) -> str:
+    return label if len(label) <= LABEL_MAX else label[: LABEL_MAX - 1] + "…"
+
+
 class Notifier:
     def __init__(
         self,
@@ -71,6 +94,7 @@ class Notifier:
         follower: Follower | FleetFollower,
         attach: list[str],
         owner: int | None,
+        remind: float = 0.0,
     ) -> None:
         self.desktop = desktop
         self.owner = owner  # only this uid's sessions (the system daemon has everybody's)
@@ -79,6 +103,9 @@ class Notifier:
         self.known: dict[str, tuple[str, str]] = {}
         self.shown: dict[int, str] = {}  # notification id -> session name
         self.by_session: dict[str, int] = {}
+        self.remind = remind  # seconds after which a question still waiting is told again
+        self.asked: dict[str, str] = {}  # session -> the id of the question it asks
+        self.telling: dict[int, str] = {}  # notification id -> the question id it tells
 
     def changed(self) -> None:
         for view in list(self._ours()):
@@ -101,22 +128,81 @@ class Notifier:
         now = (view.state, view.activity)
         before = self.known.get(view.key)
         self.known[view.key] = now
+        asks = str(view.question.get("id", "")) if view.question else ""
+        asked = self.asked.get(view.key, "")
+        self.asked[view.key] = asks
         if before is None:
             return  # first sight: nothing changed yet
+        if asks != asked:
+            if asked:
+                self._spawn(self._withdraw(view.key, asked))
+            if asks:  # told with its choices, in place of "needs you"
+                self._spawn(self._ask(view.key, asks))
+                return
         # A fleet's session is named HOST:NAME, so the notification says which host it is on.
         alert = alert_for(view.key, before, now, view.dormant_reason, view.last_error)
         if alert is not None:
-            asyncio.get_running_loop().create_task(self._notify(alert))
+            self._spawn(self._notify(alert))
 
-    async def _notify(self, alert: Alert) -> None:
+    @staticmethod
+    def _spawn(coro: Any) -> None:
+        asyncio.get_running_loop().create_task(coro)
+
+    async def _ask(self, key: str, id: str) -> None:
+        """Tell the question id session key asks, read whole from the daemon (on the system
+        bus its words are not in the property); then, with --remind, again while it waits."""
+        client, name = self.follower.client_for(key)
+        if client is None:
+            return
+        try:
+            waiting = await client.questions()
+        except HostAgentError as e:
+            log.warning("No question read for %s: %s", key, e.message)
+            return
+        q = next((q for q in waiting if q.session == name and q.id == id), None)
+        if q is None or self.asked.get(key) != id:
+            return  # answered or replaced meanwhile
+        nid = await self._notify(question_alert(key, q))
+        if nid:
+            self.telling[nid] = id
+        if self.remind > 0:
+            asyncio.get_running_loop().call_later(
+                self.remind, lambda: self._spawn(self._reminded(key, id))
+            )
+
+    async def _reminded(self, key: str, id: str) -> None:
+        if self.asked.get(key) == id:
+            log.info("Reminding: %s still asks", key)
+            await self._ask(key, id)
+
+    async def _withdraw(self, key: str, id: str) -> None:
+        """The question id of session key is gone: its notification goes too."""
+        nid = self.by_session.get(key, 0)
+        if nid and self.telling.get(nid) == id:
+            await self._close(nid)
+
+    async def _answer(self, key: str, id: str, choice: str) -> None:
+        client, name = self.follower.client_for(key)
+        if client is None:
+            log.warning("Not answered: %s's daemon is not connected", key)
+            return
+        try:
+            label = await client.answer(name, choice, id)
+        except HostAgentError as e:
+            log.warning("Not answered: %s: %s", key, e.message)
+            return
+        log.info("Answered %s: %s", key, label)
+
+    async def _notify(self, alert: Alert) -> int:
         replaces = self.by_session.get(alert.name, 0)
+        actions = ["default", "Attach", *(word for pair in alert.actions for word in pair)]
         body = [
             APP,
             replaces,
             "utilities-terminal",
             alert.summary,
             alert.body,
-            ["default", "Attach", "attach", "Attach", "dismiss", "Dismiss"],
+            actions,
             {"urgency": Variant("y", alert.urgency), "category": Variant("s", "im.received")},
             -1,
         ]
@@ -133,10 +219,12 @@ class Notifier:
             )
         except CallError as e:
             log.warning("No notification shown for %s: %s", alert.name, e.text)
-            return
+            return 0
+        self.telling.pop(int(nid), None)
         self.shown[int(nid)] = alert.name
         self.by_session[alert.name] = int(nid)
         log.info("Notified: %s", alert.summary)
+        return int(nid)
 
     def on_message(self, msg: Message) -> None:
         if msg.message_type is not MessageType.SIGNAL or msg.interface != NOTIFICATIONS:
@@ -148,8 +236,12 @@ class Notifier:
                 return
             if key in ("default", "attach"):
                 self._open_terminal(name)
-            asyncio.get_running_loop().create_task(self._close(int(nid)))
+            elif key.startswith(ANSWER):
+                id, _, choice = key[len(ANSWER) :].partition(":")
+                self._spawn(self._answer(name, id, choice))
+            self._spawn(self._close(int(nid)))
         elif msg.member == "NotificationClosed":
+            self.telling.pop(int(msg.body[0]), None)
             name = self.shown.pop(int(msg.body[0]), None)
             if name is not None and self.by_session.get(name) == int(msg.body[0]):
                 del self.by_session[name]
@@ -177,7 +269,9 @@ def attach_command(terminal: str, system: bool, where: list[str] | None = None) 
     return [*shlex.split(terminal), *ctl]
 
 
-async def serve(system: bool, terminal: str, hosts: list[Host] | None = None) -> int:
+async def serve(
+    system: bool, terminal: str, hosts: list[Host] | None = None, remind: float = 0.0
+) -> int:
     """Follow the local daemon, or with hosts a fleet's system daemons."""
     desktop = await MessageBus(bus_type=BusType.SESSION).connect()
     await add_match(desktop, f"type='signal',interface='{NOTIFICATIONS}'")
@@ -191,11 +285,13 @@ async def serve(system: bool, terminal: str, hosts: list[Host] | None = None) ->
         system = True
         follower = FleetFollower(hosts, system, lambda: notifier.changed())
         where = [w for h in hosts for w in ("-H", h.target)]
-        notifier = Notifier(desktop, follower, attach_command(terminal, system, where), None)
+        notifier = Notifier(
+            desktop, follower, attach_command(terminal, system, where), None, remind
+        )
     else:
         follower = Follower(connect, lambda: notifier.changed())
         owner = os.getuid() if system else None
-        notifier = Notifier(desktop, follower, attach_command(terminal, system), owner)
+        notifier = Notifier(desktop, follower, attach_command(terminal, system), owner, remind)
     desktop.add_message_handler(notifier.on_message)
     await follower.start()
     if isinstance(follower, FleetFollower):
@@ -237,6 +333,12 @@ def main(argv: list[str] | None = None) -> int:
         help="follow this host's system daemon over ssh (repeated: a fleet)",
     )
     p.add_argument(
+        "--remind",
+        default="0",
+        metavar="DELAY",
+        help="tell a question still waiting again after this long (30s, 5min; 0: never)",
+    )
+    p.add_argument(
         "--fleet", action="store_true", help="follow every host of the hosts file (hostagentctl(1))"
     )
     args = p.parse_args(argv)
@@ -247,7 +349,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hostagent-notify: {e.message}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(serve(args.system, args.terminal, hosts))
+        span = values.parse_timespan(args.remind)
+        remind = 0.0 if span == values.INFINITY else float(span)  # infinity: never again
+    except values.ValueProblem as e:
+        print(f"hostagent-notify: --remind: {e}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(serve(args.system, args.terminal, hosts, remind))
     except KeyboardInterrupt:
         return 130
 

@@ -134,6 +134,10 @@ class Screen:
                 put(y, activity_at, cells[activity_column], colour)
         self._draw_preview(put, 4 + table_rows, height - 3, width)
         status = status_line(self.f) + (f" · {self.keys.message}" if self.keys.message else "")
+        current = self.selected()
+        if current is not None and current.question.get("id"):
+            count = int(current.question.get("count", 0))
+            status += f" · {current.key} asks: {'1-' + str(count) if count > 1 else '1'} answers"
         put(height - 2, 0, status, curses.A_BOLD)
         put(height - 1, 0, self.keys.prompt_line() or KEYS)
         win.refresh()
@@ -234,8 +238,9 @@ async def run(
                 p.cancel()
             if waiters[1] not in done:
                 continue
-            names = [s.key for s in screen.shown()]
-            command = screen.keys.key(waiters[1].result(), names)
+            shown = screen.shown()
+            asking = {s.key: str(s.question["id"]) for s in shown if s.question.get("id")}
+            command = screen.keys.key(waiters[1].result(), [s.key for s in shown], asking)
             if command is None:
                 continue
             if command.kind == "quit":

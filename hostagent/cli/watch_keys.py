@@ -12,6 +12,7 @@ from __future__ import annotations
 import curses
 import enum
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hostagent.cli.ctl_list import indented
@@ -33,7 +34,10 @@ HEADER = (
 )
 FLEET_HEADER = ("HOST", *HEADER)  # a fleet's: an owner is a uid, which only its host can name
 ACTIVITY_COLUMN = HEADER.index("ACTIVITY")
-KEYS = "↑↓ select  ⏎ attach  n new  t type  / filter  s stop  x kill  d remove  r resume  q quit"
+KEYS = (
+    "↑↓ select  ⏎ attach  1-9 answer  n new  t type  / filter  s stop  x kill  d remove  "
+    "r resume  q quit"
+)
 # curses' colour numbers, one per activity; the ones not here are drawn plainly.
 ACTIVITY_COLOURS = {
     "working": curses.COLOR_GREEN,
@@ -130,8 +134,11 @@ class Keys:
         self.selected = max(0, min(self.selected, shown - 1))
         return self.selected if shown else None
 
-    def key(self, ch: Key, names: list[str]) -> Command | None:
-        """Act on one key; names are the sessions shown, in order."""
+    def key(
+        self, ch: Key, names: list[str], asking: Mapping[str, str] | None = None
+    ) -> Command | None:
+        """Act on one key; names are the sessions shown, in order, and asking the id of the
+        question each asks (a digit answers the selected session's with that choice)."""
         at = self.clamp(len(names))
         current = names[at] if at is not None else None
         if self.prompt is not None:
@@ -165,6 +172,9 @@ class Keys:
             self.confirming = ({"s": "stop", "x": "kill", "d": "remove"}[str(ch)], current)
         elif ch == "r":
             return Command("ctl", ("resume", current), current)
+        elif isinstance(ch, str) and ch in "123456789" and (asking or {}).get(current):
+            question = (asking or {})[current]
+            return Command("ctl", ("answer", current, ch, "--id", question), current)
         return None
 
     def _open(self, prompt: Prompt, text: str = "") -> None:

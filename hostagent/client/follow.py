@@ -54,6 +54,7 @@ class SessionView:
     usage: dict[str, Any] = field(default_factory=dict)  # the Usage property, plain
     host: str = ""  # in a fleet, the name of the host it runs on
     parent: str = ""  # the session it was made from inside, on the same host
+    question: dict[str, Any] = field(default_factory=dict)  # the Question property, plain
 
     @property
     def key(self) -> str:
@@ -84,6 +85,7 @@ _FIELDS = {
     "DormantReason": "dormant_reason",
     "LastError": "last_error",
     "Usage": "usage",
+    "Question": "question",
 }
 
 

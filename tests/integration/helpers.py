@@ -213,6 +213,16 @@ def summaries(sb: Sandbox) -> list[str]:
     return [n["summary"]["data"] for n in history["data"][0]]
 
 
+DUNSTRC, DMENU, DUNST_PICK = "/tmp/test-dunstrc", "/tmp/test-dmenu", "/tmp/test-dunst-pick"
+
+
+def press(sb: Sandbox, button: str) -> None:
+    """Press the button of alice's notification whose words hold button: through dunst's
+    context menu, as a person picks it there."""
+    sb.sh(f"cat > {DUNST_PICK}", input=button, user="alice").check()
+    sb.run("dunstctl", "context", user="alice").check()
+
+
 @contextlib.contextmanager
 def headless_desktop(sb: Sandbox) -> Iterator[None]:
     """A headless desktop for alice: Xvfb and dunst (Debian's notification server) on her
@@ -232,11 +242,16 @@ def headless_desktop(sb: Sandbox) -> Iterator[None]:
             sb.run("systemctl", "--user", "reset-failed", unit, user="alice")
 
     gone()
+    # dunst's context menu (dunstctl context) runs dmenu with a line per action: a person
+    # picks one. Here a stand-in picks the line that holds what DUNST_PICK names.
+    sb.sh(f"cat > {DUNSTRC}", input=f"[global]\n    dmenu = {DMENU}\n", user="alice").check()
+    sb.sh(f"cat > {DMENU} && chmod 755 {DMENU}", user="alice",
+          input=f'#!/bin/sh\nexec grep -m1 -F -e "$(cat {DUNST_PICK})"\n').check()  # fmt: skip
     try:
         alice("systemd-run", "--user", "--unit=test-xvfb", "/usr/bin/Xvfb", ":7",
               "-screen", "0", "1024x300x24")  # fmt: skip
         alice("systemd-run", "--user", "--unit=test-dunst", "--setenv=DISPLAY=:7",
-              "/usr/bin/dunst")  # fmt: skip
+              "/usr/bin/dunst", "-config", DUNSTRC)  # fmt: skip
         # Under two lanes' load dunst can take its time to reach the bus: a bound, not a pace.
         until(
             lambda: sb.run("busctl", "--user", "status", "org.freedesktop.Notifications",

@@ -20,6 +20,7 @@ from tests.integration.helpers import (
     displayed,
     echo_is_off,
     headless_desktop,
+    press,
     settled,
     summaries,
     until,
@@ -357,6 +358,37 @@ def test_notify_raises_blocked_and_exited_and_attach_opens_a_terminal(
         assert summaries(sb)[0] == "wants-you exited"
     finally:
         sb.ctl("rm", "wants-you", user="alice")
+
+
+def test_notify_tells_a_question_and_its_button_answers_it(sb: Sandbox, desktop: None) -> None:
+    """The agent's question is told with its words and a button per choice; pressing one
+    answers it as a key in the terminal would. A question answered elsewhere takes its
+    notification with it."""
+    sb.ctl("new", "--preset", "demo-agent", "--name", "asker", "--cwd", "/tmp",
+           "-e", "DEMO_AGENT_THINK=0", user="alice").check()  # fmt: skip
+    try:
+        sb.ctl("wait", "asker", "--for", "idle", "--timeout", "20", user="alice").check()
+        alice(sb, "systemd-run", "--user", "--unit=test-notify", "-p", "Type=notify",
+              "/usr/bin/hostagent-notify")  # fmt: skip
+        sb.ctl("send", "asker", "/ask", user="alice").check()
+        until(lambda: displayed(sb) == 1, "a notification for the question")
+        press(sb, "1. Yes")
+        until(
+            lambda: "Proceeding." in sb.ctl("capture", "asker", user="alice").stdout,
+            "the agent took the answer from the notification's button",
+        )
+        until(lambda: displayed(sb) == 0, "the notification closed after its button")
+        assert summaries(sb)[0] == "asker asks"
+        logs = sb.ctl("logs", "asker", user="alice").stdout
+        assert "answered 'Yes'" in logs and "(hostagent-notif" in logs, logs
+        # Asked again, and answered in the terminal: the notification goes with the question.
+        sb.ctl("wait", "asker", "--for", "idle", "--timeout", "20", user="alice").check()
+        sb.ctl("send", "asker", "/ask", user="alice").check()
+        until(lambda: displayed(sb) == 1, "a notification for the second question")
+        sb.ctl("answer", "asker", "no", user="alice").check()
+        until(lambda: displayed(sb) == 0, "the notification withdrawn with its question")
+    finally:
+        sb.ctl("rm", "asker", user="alice")
 
 
 def test_notify_says_when_a_budget_stopped_a_session(sb: Sandbox, desktop: None) -> None:

@@ -109,3 +109,19 @@ def test_an_actions_outcome_on_the_status_line(
     args: tuple[str, ...], code: int, stdout: str, stderr: str, said: str
 ) -> None:
     assert outcome(args, code, stdout, stderr) == said
+
+
+@pytest.mark.parametrize(
+    "asking, key, command",
+    [
+        ({"b": "q1"}, "2", Command("ctl", ("answer", "b", "2", "--id", "q1"), "b")),
+        ({}, "2", None),  # the selected session asks nothing: a digit does nothing
+        ({"a": "q0"}, "2", None),  # another session's question is not the selected one's
+        ({"b": "q1"}, "0", None),
+    ],
+)
+def test_a_digit_answers_the_selected_sessions_question(
+    asking: dict[str, str], key: str, command: Command | None
+) -> None:
+    keys = Keys(selected=1)
+    assert keys.key(key, ["a", "b"], asking) == command
