@@ -127,6 +127,64 @@ function render() {
         renderSession(cockpit.location.path[1]);
 }
 
+/* ---- the inbox: every question an agent waits on that this user may answer ------------- */
+
+let inboxReading = null; // the ListQuestions under way, and whether another is wanted after it
+
+function refreshInbox() {
+    if (inboxReading) {
+        inboxReading.again = true;
+        return;
+    }
+    inboxReading = { again: false };
+    client.call(ROOT, MANAGER, "ListQuestions", [])
+            .then(([questions]) => renderInbox(questions), showError)
+            .finally(() => {
+                const again = inboxReading.again;
+                inboxReading = null;
+                if (again)
+                    refreshInbox();
+            });
+}
+
+function renderInbox(questions) {
+    const list = $("questions");
+    list.replaceChildren();
+    for (const [name, variants] of questions) {
+        const q = unwrap(variants);
+        const item = document.createElement("div");
+        item.className = "question";
+        item.dataset.name = name;
+        const head = document.createElement("p");
+        const link = Object.assign(document.createElement("a"),
+                                   { textContent: name, href: "#/session/" + name });
+        head.append(link, document.createTextNode(": " + (q.text || "asks you to choose")));
+        item.append(head);
+        (q.choices || []).forEach((label, i) => {
+            const number = (q.numbers || [])[i] || i + 1;
+            const button = Object.assign(document.createElement("button"),
+                                         { textContent: number + ". " + label });
+            if (i === q.selected)
+                button.className = "primary";
+            button.addEventListener("click", () => answer(name, q.id, String(number), item));
+            item.append(button);
+        });
+        list.append(item);
+    }
+    $("inbox").hidden = questions.length === 0;
+}
+
+function answer(name, id, choice, item) {
+    const p = sessions.get(name);
+    if (!p)
+        return;
+    for (const button of item.querySelectorAll("button"))
+        button.disabled = true;
+    client.call(p.path, SESSION, "Answer", [id, choice], INTERACTIVE)
+            .catch(showError)
+            .finally(refreshInbox);
+}
+
 /* ---- one session ------------------------------------------------------------------------ */
 
 function renderSession(name) {
@@ -430,6 +488,7 @@ function followBus() {
         else if (signal === "SessionRemoved") {
             sessions.delete(name);
             render();
+            refreshInbox();
         }
     });
     client.subscribe({ interface: PROPERTIES, member: "PropertiesChanged", path_namespace: ROOT },
@@ -444,12 +503,16 @@ function followBus() {
                 if ("Activity" in changed && cockpit.location.path[1] === name)
                     explain(name);
             }
+            if ("Question" in changed)
+                refreshInbox();
             render();
         });
     // A daemon that restarts or is upgraded comes back under a new owner: read it all again.
     client.addEventListener("owner", (event, owner) => {
-        if (owner)
+        if (owner) {
             loadAll().catch(showError);
+            refreshInbox();
+        }
         else
             $("daemon").textContent = "hostagent is not running";
     });
@@ -484,7 +547,8 @@ document.addEventListener("DOMContentLoaded", () => {
     administrative.addEventListener("changed", render);
     followBus();
     cockpit.user().then(user => { me = user }).catch(() => {})
-        .then(loadUsers).catch(() => {}).then(loadAll).then(navigate).catch(showError)
+        .then(loadUsers).catch(() => {}).then(loadAll).then(navigate).then(refreshInbox)
+        .catch(showError)
         .finally(() => { document.body.dataset.ready = "yes" });
     window.setInterval(refreshCounters, COUNTERS_MS);
 });

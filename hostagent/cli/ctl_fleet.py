@@ -132,6 +132,10 @@ async def fleet_verb(args: argparse.Namespace, hosts: list[Host]) -> int:
         return await fleet_list(args, hosts)
     if args.verb == "wait":
         return await fleet_wait(args, hosts)
+    if args.verb == "inbox":
+        from hostagent.cli.ctl_inbox import fleet_inbox
+
+        return await fleet_inbox(args, hosts)
     if args.verb not in ONE_NAME | MANY_NAMES:
         raise UsageError(f"{args.verb} runs on one host: name it with -H HOST.")
     names = args.names if args.verb in MANY_NAMES else [args.name]

@@ -11,17 +11,36 @@ from __future__ import annotations
 import argparse
 import time
 
+from hostagent.cli.ctl_fleet import report_down
 from hostagent.cli.ctl_output import emit_json
+from hostagent.client.fleet import Host, ask
 from hostagent.client.inbox import WaitingQuestion
 from hostagent.client.library import Client
 from hostagent.escape import printable
 
 
 async def verb_inbox(c: Client, a: argparse.Namespace) -> int:
-    waiting = await c.questions()
+    show_inbox(a, await c.questions())
+    return 0
+
+
+async def fleet_inbox(a: argparse.Namespace, hosts: list[Host]) -> int:
+    """Every host's questions at once, each session named HOST:NAME, oldest first."""
+    answers = await ask(hosts, a.system_bus, lambda c: c.questions())
+    waiting = [
+        q._replace(session=f"{answer.host.name}:{q.session}")
+        for answer in answers
+        if answer.value is not None
+        for q in answer.value
+    ]
+    show_inbox(a, sorted(waiting, key=lambda q: q.since))
+    return report_down(answers)
+
+
+def show_inbox(a: argparse.Namespace, waiting: list[WaitingQuestion]) -> None:
     if a.json:
         emit_json(a, [q._asdict() for q in waiting])
-        return 0
+        return
     for q in waiting:
         print(shown(q))
     if not a.no_legend:
@@ -31,7 +50,6 @@ async def verb_inbox(c: Client, a: argparse.Namespace) -> int:
             if count
             else "No questions waiting."
         )
-    return 0
 
 
 def shown(q: WaitingQuestion, now: float | None = None) -> str:

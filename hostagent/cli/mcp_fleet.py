@@ -17,6 +17,7 @@ from typing import Any
 from dbus_fast import Variant
 
 from hostagent.client.fleet import HOST_DOWN, HOST_TIMEOUT, Host, locate, split_name, why_down
+from hostagent.client.inbox import WaitingQuestion
 from hostagent.client.library import Client, SessionRow
 from hostagent.errors import HostAgentError, InvalidArgs
 
@@ -91,6 +92,23 @@ class FleetSessions:
     async def send_text(self, name: str, text: str, enter: bool) -> None:
         _, client, bare = await self._on(name)
         await client.send_text(bare, text, enter)
+
+    async def questions(self) -> list[WaitingQuestion]:
+        """Every host's questions this user may answer, HOST:NAME, oldest first; a host down
+        is left out."""
+
+        async def on(host: Host) -> list[WaitingQuestion]:
+            client = await self._client(host)
+            waiting = await asyncio.wait_for(client.questions(), HOST_TIMEOUT)
+            return [q._replace(session=f"{host.name}:{q.session}") for q in waiting]
+
+        answers = await asyncio.gather(*(on(h) for h in self.hosts), return_exceptions=True)
+        found = [q for a in answers if isinstance(a, list) for q in a]
+        return sorted(found, key=lambda q: q.since)
+
+    async def answer(self, name: str, choice: str, id: str = "") -> str:
+        _, client, bare = await self._on(name)
+        return await client.answer(bare, choice, id)
 
     async def capture(self, name: str, lines: int) -> str:
         _, client, bare = await self._on(name)

@@ -211,6 +211,33 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     browser.until("location.hash === '#/' || location.hash === ''", "back at the list")
 
 
+def test_the_inbox_answers_an_agents_question_with_its_button(
+    console: Sandbox, browser: Browser
+) -> None:
+    """alice's agent asks; the page lists the question with a button per choice, and hers
+    answers it as a key in its terminal would; the question leaves the page."""
+    sb = console
+    sb.ctl("new", "--preset", "demo-agent", "--name", "asks-alice", "--cwd", "/tmp",
+           "-e", "DEMO_AGENT_THINK=0", user="alice", system=True).check()  # fmt: skip
+    try:
+        sb.ctl("wait", "asks-alice", "--for", "idle", "--timeout", "30", system=True).check()
+        sb.ctl("send", "asks-alice", "/ask", user="alice", system=True).check()
+        question = "document.querySelector('.question[data-name=\"asks-alice\"]')"
+        browser.until(f"{question} && {question}.innerText.includes('Do you want to proceed?')",
+                      "the question on the page")  # fmt: skip
+        buttons = browser.js(f"[...{question}.querySelectorAll('button')].map(b => b.innerText)")
+        assert buttons == ["1. Yes", "2. No"], buttons
+        browser.screenshot(REPO / "docs" / "cockpit-inbox.png")
+        browser.js(f"{question}.querySelector('button').click()")
+        until(lambda: "Proceeding." in sb.ctl("capture", "asks-alice", system=True).stdout,
+              "the agent took the answer from the page")  # fmt: skip
+        browser.until(f"!{question}", "the question gone from the page")
+        logs = sb.ctl("logs", "asks-alice").check().stdout
+        assert "answered 'Yes'" in logs and "(cockpit-bridge)" in logs, logs
+    finally:
+        sb.ctl("rm", "--force", "asks-alice", system=True)
+
+
 def test_an_admin_with_administrative_access_acts_as_root(console: Sandbox) -> None:
     """carol may use sudo. Without Cockpit's administrative access the page acts as carol and
     does not offer what the daemon would refuse her; once she turns it on (what Cockpit's

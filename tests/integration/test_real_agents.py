@@ -527,10 +527,49 @@ def test_a_real_clis_question_tool_reads_blocked_from_its_screen(
             assert why["source"] == "screen", why
             if restart:
                 sb.daemon_restart()
-        keys(sb, agent, name, ENTER)  # the first choice
+        # Read again after the restart, and answered from the inbox by its first words.
+        q = asked_in_inbox(sb, agent, name)
+        assert "Refactor it" in q["choices"] and "Leave it" in q["choices"], q
+        sb.ctl("answer", name, "refactor", user=agent.user, system=True).check()
         screen(sb, agent, name, "go with your choice")
         assert wait(sb, agent, name, "idle") == "idle"
     finally:
+        sb.ctl("rm", name, user=agent.user, system=True)
+
+
+DENYING = [a for a in AGENTS if a.key in ("claude", "copilot", "aider")]
+
+
+@pytest.mark.parametrize("agent", DENYING, ids=[a.key for a in DENYING])
+def test_a_real_cli_denied_from_the_inbox_does_not_run_the_tool(
+    sandbox: Sandbox, agents: dict[str, tuple[str, str]], homes: Homes, agent: RealAgent
+) -> None:
+    """The approval answered "no" from the inbox: the CLI goes on as if its user had said no
+    in its terminal, and the command it asked to run does not run. A second answer to the
+    same question is refused."""
+    sb = sandbox
+    program_of(agents, agent)
+    project = homes.ensure_set_up(agent)
+    done = f"{project}/approved-by-user.txt"
+    sb.run("rm", "-f", done).check()
+    name = homes.create(agent, project)
+    try:
+        screen(sb, agent, name, agent.ready)
+        assert wait(sb, agent, name, "idle") == "idle"
+        control(sb, "hold")
+        type_line(sb, agent, name, agent.approval_prompt)
+        screen(sb, agent, name, agent.approval)
+        blocked_by_rule(sb, agent, name)
+        q = asked_in_inbox(sb, agent, name)
+        out = sb.ctl("answer", "--id", q["id"], name, "no", user=agent.user, system=True)
+        assert out.returncode == 0 and "answered 'No" in out.stdout, out.stdout + out.stderr
+        again = sb.ctl("answer", "--id", q["id"], name, "yes", user=agent.user, system=True)
+        assert again.returncode != 0, again.stdout
+        control(sb, "release")
+        assert wait(sb, agent, name, "idle,blocked") in ("idle", "blocked")
+        assert sb.run("test", "-e", done).returncode != 0, f"{agent.key} ran a denied command"
+    finally:
+        control(sb, "release")
         sb.ctl("rm", name, user=agent.user, system=True)
 
 
