@@ -14,6 +14,7 @@ import copy
 import sys
 from typing import Any
 
+from hostagent.cli.ctl_inbox import show_inbox
 from hostagent.cli.ctl_list import LIST_HEADER, list_items, list_row
 from hostagent.cli.ctl_options import UsageError
 from hostagent.cli.ctl_output import EXIT_FAILURE, EXIT_USAGE, emit_json, fail, show_table
@@ -79,6 +80,19 @@ async def fleet_list(args: argparse.Namespace, hosts: list[Host]) -> int:
     return report_down(answers)
 
 
+async def fleet_inbox(a: argparse.Namespace, hosts: list[Host]) -> int:
+    """Every host's questions at once, each session named HOST:NAME, oldest first."""
+    answers = await ask(hosts, a.system_bus, lambda c: c.questions())
+    waiting = [
+        q._replace(session=f"{answer.host.name}:{q.session}")
+        for answer in answers
+        if answer.value is not None
+        for q in answer.value
+    ]
+    show_inbox(a, sorted(waiting, key=lambda q: q.since))
+    return report_down(answers)
+
+
 async def _names(c: Client) -> list[str]:
     return [r.name for r in await c.list_sessions()]
 
@@ -133,8 +147,6 @@ async def fleet_verb(args: argparse.Namespace, hosts: list[Host]) -> int:
     if args.verb == "wait":
         return await fleet_wait(args, hosts)
     if args.verb == "inbox":
-        from hostagent.cli.ctl_inbox import fleet_inbox
-
         return await fleet_inbox(args, hosts)
     if args.verb not in ONE_NAME | MANY_NAMES:
         raise UsageError(f"{args.verb} runs on one host: name it with -H HOST.")

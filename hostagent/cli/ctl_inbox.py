@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from hostagent.cli.ctl_fleet import report_down
 from hostagent.cli.ctl_output import emit_json
-from hostagent.client.fleet import Host, ask
 from hostagent.client.inbox import WaitingQuestion
 from hostagent.client.library import Client
 from hostagent.escape import printable
@@ -22,19 +20,6 @@ from hostagent.escape import printable
 async def verb_inbox(c: Client, a: argparse.Namespace) -> int:
     show_inbox(a, await c.questions())
     return 0
-
-
-async def fleet_inbox(a: argparse.Namespace, hosts: list[Host]) -> int:
-    """Every host's questions at once, each session named HOST:NAME, oldest first."""
-    answers = await ask(hosts, a.system_bus, lambda c: c.questions())
-    waiting = [
-        q._replace(session=f"{answer.host.name}:{q.session}")
-        for answer in answers
-        if answer.value is not None
-        for q in answer.value
-    ]
-    show_inbox(a, sorted(waiting, key=lambda q: q.since))
-    return report_down(answers)
 
 
 def show_inbox(a: argparse.Namespace, waiting: list[WaitingQuestion]) -> None:
