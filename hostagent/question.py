@@ -88,8 +88,12 @@ def _menu(lines: list[str]) -> Question | None:
         cursor = _OPTION.match(lines[at])
         assert cursor is not None  # _cursor_line matched it
         options = _siblings(lines, at, _label_column(cursor))
-    if len(options) < 2:  # no cursor, or a lone arrow in the text ("→ 1 question")
-        options = _numbered_run(lines)
+    numbered = _numbered_run(lines)
+    # No cursor, a lone arrow in the text ("→ 1 question"), or a cursor higher up than the
+    # numbered choices at the bottom (a side panel's "▶" row beside the dialog): the dialog is
+    # the lowest of them.
+    if len(options) < 2 or (len(numbered) > 1 and numbered[-1][0] > options[-1][0]):
+        options = numbered
     if len(options) < 2:
         return None
     matches = [m for _, m in options]
@@ -188,7 +192,8 @@ def _menu_keys(index: int, selected: int, number: int | None) -> tuple[str, ...]
 
 
 def _clean(label: str) -> str:
-    return re.sub(r"\s{2,}", "  ", label.strip())
+    """label as drawn, without what a side panel draws on the same row (past a wide gap)."""
+    return re.sub(r"\s{2,}", "  ", re.split(r"\s{8,}", label.strip())[0])
 
 
 def _line_question(lines: list[str]) -> Question | None:

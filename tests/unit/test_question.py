@@ -103,6 +103,15 @@ READ = [
         -1,
         ("3",),
     ),
+    # A side panel beside the dialog draws a "▶" row higher up: the numbered choices at the
+    # bottom are the question, and the panel's words on their rows are no part of them.
+    (
+        "screens-held-out/kilo/7.7.7-question-tool-side-panel.screen",
+        "Which approach do you want?",
+        ["Refactor it", "Leave it", "Type your own answer"],
+        -1,
+        ("3",),
+    ),
     # A line question, its default in brackets; keys side by side.
     (
         "screens/aider/0.86.2-run-shell-command.screen",
