@@ -70,6 +70,17 @@ DOCS: dict[str, tuple[str, str]] = {
         "the question as the `Question` property has it, with its `text`, `choices` (as drawn) "
         "and `numbers` (what answers each) always; from inside a session, its tree's only.",
     ),
+    "SetAnswerRules": (
+        "anyone, for themselves; never from inside a session",
+        "Keep the caller's answer rules (YAML: `rules`, each with an `answer` and at least one "
+        "of `preset`, `question` (a shell pattern of the question's text), `cwd`); an empty "
+        "text keeps none. InvalidArgs naming the first rule that cannot be kept; AccessDenied "
+        "where the admin turned rules off (`answers: {rules: false}`). Returns how many.",
+    ),
+    "GetAnswerRules": (
+        "anyone, for themselves",
+        "The caller's answer rules, as SetAnswerRules takes them.",
+    ),
     "ListWorktrees": (OPEN, "Each session with a worktree of its own: name, path, branch."),
     "ListPresets": (OPEN, "Every preset: name, description, command."),
     "ListAgents": (

@@ -112,6 +112,7 @@ class Config:
     budgets: Budgets = field(default_factory=Budgets)  # and the admin's prices (budgets.py)
     sandbox: SandboxDefaults = field(default_factory=SandboxDefaults)
     mcp: bool = False  # sessions whose CLI takes hostagent's MCP server get it by default
+    answer_rules: bool = True  # users may keep rules that answer their agents' questions
     source: str = "built-in defaults"
 
 
@@ -175,6 +176,7 @@ def parse_config(doc: yamlfile.Document) -> Config:
             "prices",
             "sandbox",
             "mcp",
+            "answers",
         },
         "",
     )
@@ -236,6 +238,12 @@ def parse_config(doc: yamlfile.Document) -> Config:
     if not isinstance(mcp, bool):
         raise doc.error("mcp", "must be true or false")
     cfg.mcp = mcp
+    answers = yamlfile.expect_mapping(doc, data.get("answers", {}), "answers")
+    yamlfile.reject_unknown(doc, answers, {"rules"}, "answers")
+    rules = answers.get("rules", True)
+    if not isinstance(rules, bool):
+        raise doc.error("answers.rules", "must be true or false")
+    cfg.answer_rules = rules
     return cfg
 
 

@@ -100,6 +100,11 @@ def _options(verb: str, sp: argparse.ArgumentParser) -> None:
     elif verb == "send":
         sp.add_argument("text", nargs="+")
         sp.add_argument("--no-enter", action="store_true")
+    elif verb == "inbox":
+        sp.add_argument("--rules", action="store_true", help="show your answer rules")
+        sp.add_argument(
+            "--set-rules", metavar="FILE", help="keep this file's answer rules (- reads stdin)"
+        )
     elif verb == "answer":
         sp.add_argument("choice", nargs="+", help="its number, or the words it starts with")
         sp.add_argument("--id", help="the question's id, as inbox -o json shows it")
@@ -194,7 +199,7 @@ _TAKES_VALUE = frozenset(
         *("--address", "-H", "--host", "-M", "--machine", "-o", "--output"),
         *("--preset", "--name", "--cwd", "-e", "--env", "-p", "--property"),
         *("--agent-session", "--uid", "-n", "--lines", "--whom", "-s", "--signal"),
-        *("--for", "--timeout", "--state", "--owner", "--since", "--until", "--id"),
+        *("--for", "--timeout", "--state", "--owner", "--since", "--until", "--id", "--set-rules"),
     }
 )
 

@@ -1,7 +1,8 @@
 """hostagentctl inbox and answer: every question an agent waits on, and its answer.
 
 ``inbox`` lists ListQuestions' questions, oldest first, each with its session, since when, its
-text and its choices as a person types them; ``answer NAME CHOICE`` answers the question the
+text and its choices as a person types them (``--rules`` shows the caller's answer rules,
+``--set-rules FILE`` keeps a file's); ``answer NAME CHOICE`` answers the question the
 session asks now with a choice's number or the words it starts with. The daemon decides who
 may answer (docs/security.md): from inside a session, never its own question nor its makers'.
 """
@@ -9,8 +10,10 @@ may answer (docs/security.md): from inside a session, never its own question nor
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
+from hostagent.cli.ctl_options import UsageError
 from hostagent.cli.ctl_output import emit_json
 from hostagent.client.inbox import WaitingQuestion
 from hostagent.client.library import Client
@@ -18,8 +21,27 @@ from hostagent.escape import printable
 
 
 async def verb_inbox(c: Client, a: argparse.Namespace) -> int:
+    if a.set_rules is not None:
+        count = await c.set_answer_rules(_read(a.set_rules))
+        if not a.quiet:
+            print(f"{count} answer rule{'' if count == 1 else 's'} kept.")
+        return 0
+    if a.rules:
+        print(await c.answer_rules(), end="")
+        return 0
     show_inbox(a, await c.questions())
     return 0
+
+
+def _read(path: str) -> str:
+    """The rules file named (- for standard input), read as the caller."""
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--set-rules: cannot read {path}: {e}") from None
 
 
 def show_inbox(a: argparse.Namespace, waiting: list[WaitingQuestion]) -> None:

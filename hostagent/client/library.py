@@ -343,6 +343,14 @@ class Client:
         (rows,) = await self._manager("ListQuestions")
         return [WaitingQuestion.of(str(name), plain(q)) for name, q in rows]
 
+    async def set_answer_rules(self, text: str) -> int:
+        (count,) = await self._manager("SetAnswerRules", "s", [text])
+        return int(count)
+
+    async def answer_rules(self) -> str:
+        (text,) = await self._manager("GetAnswerRules")
+        return str(text)
+
     async def answer(self, name: str, choice: str, id: str = "") -> str:
         """Answer session name's question (id: the one read; "" the one it asks now) with
         choice, a number or the words a choice starts with; the label answered."""

@@ -22,6 +22,7 @@ from hostagent.daemon.bus.placement import Placement
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.follow.activations import ActivationWatch
 from hostagent.daemon.follow.agenthooks import AgentHooks
+from hostagent.daemon.follow.autoanswer import AutoAnswer
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
@@ -34,6 +35,7 @@ from hostagent.daemon.ops.leftovers import Leftovers
 from hostagent.daemon.ops.lifecycle import Lifecycle
 from hostagent.daemon.ops.reconcile import Reconciler
 from hostagent.daemon.ops.recover import Recovery, RecoveryReport, resume_dormant
+from hostagent.daemon.state.answerbook import AnswerBook
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.creates import PendingCreates
 from hostagent.daemon.state.ledger import Ledger
@@ -59,6 +61,7 @@ class Core:
     background: Background
     usage: UsageWatch
     activations: ActivationWatch
+    answers: AnswerBook
 
     @classmethod
     def assemble(
@@ -105,7 +108,9 @@ class Core:
             lifecycle.stop_for_budget,
         )
         store.holdings = ledger.records = registry.records
-        registry.listeners += [terminal, endings, conversations, usage]
+        answers = AnswerBook(store.directory / "answers")
+        rules = AutoAnswer(registry, scopes.tmux, settings, answers, background)
+        registry.listeners += [terminal, endings, conversations, usage, rules]
         scopes.systemd.on_unit = reconciler.on_unit
         scopes.systemd.on_result = reconciler.on_result
         hooks.on_pane_died = endings.agent_exited_soon
@@ -126,6 +131,7 @@ class Core:
             background,
             usage,
             activations,
+            answers,
         )
 
     def front(
@@ -150,6 +156,7 @@ class Core:
             journal,
             self.usage,
             counters,
+            self.answers,
         )
         frontend = BusFrontend(services)
         self.registry.listeners.append(frontend)

@@ -184,3 +184,48 @@ def test_a_session_never_answers_its_own_question_nor_its_makers(sb: Sandbox) ->
         sb.run("rm", "-f", out)
         for name in (maker, child):
             sb.ctl("rm", "--force", name)
+
+
+RULES = "rules:\n  - {preset: demo-agent, question: '*want to proceed*', answer: yes}\n"
+
+
+def set_rules(sb: Sandbox, text: str, user: str = "alice") -> str:
+    result = sb.sh("hostagentctl --system inbox --set-rules -", input=text, user=user)
+    return result.stdout + result.stderr
+
+
+def test_an_answer_rule_kept_outside_every_session_answers_for_its_user(
+    sb: Sandbox, agent: str
+) -> None:
+    """alice keeps a rule; her agent's matching question is answered by it, said in the
+    journal. The rules are the daemon's file, which no session of hers can write; from inside
+    a session they are refused; an admin can turn rules off."""
+    helper = create(sb, "shell", user="alice")
+    try:
+        assert "1 answer rule kept." in set_rules(sb, RULES)
+        assert "want to proceed" in sb.ctl("inbox", "--rules", **ALICE).check().stdout
+        uid = sb.run("id", "-u", "alice").check().stdout.strip()
+        kept = f"/var/lib/hostagent/answers/{uid}.yaml"
+        assert sb.run("stat", "-c", "%U %a", kept).check().stdout.split() == ["root", "600"]
+        assert sb.sh(f"test -w {kept} || test -w {kept.rsplit('/', 1)[0]}",
+                     user="alice").returncode != 0  # fmt: skip
+        refused = said(sb, helper, "echo 'rules: []' | hostagentctl inbox --set-rules -")
+        assert "from outside every session" in refused, refused
+        sb.ctl("send", agent, "/ask", **ALICE).check()
+        wait_screen(sb, agent, "Proceeding.")
+        logs = sb.ctl("logs", agent).check().stdout
+        assert f"answered 'Yes' by rule 1 of uid {uid}'s answer rules" in logs, logs
+        # The admin turns rules off: her rule answers nothing, and new ones are refused.
+        with_client(sb, lambda c: c.wait(agent, ["idle"], WAIT))
+        sb.sh("cat > /etc/hostagent/hostagent.yaml", input="answers:\n  rules: false\n").check()
+        sb.ctl("reload").check()
+        assert "keeps answer rules off" in set_rules(sb, RULES)
+        second = ask(sb, agent)
+        # Still there to be answered by hand: no rule answered it meanwhile.
+        sb.ctl("answer", "--id", second["id"], agent, "no", **ALICE).check()
+        wait_screen(sb, agent, "Cancelled.")
+    finally:
+        sb.run("rm", "-f", "/etc/hostagent/hostagent.yaml")
+        sb.ctl("reload")
+        set_rules(sb, "")
+        sb.ctl("rm", "--force", helper)

@@ -185,3 +185,23 @@ def test_a_session_never_answers_its_own_question_nor_its_makers(
         return
     with pytest.raises(AccessDenied, match=refused):
         answer_from_inside(caller, asked, makers)
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_an_owners_rule_answers_her_sessions_question_once_unless_the_admin_forbids(
+    tmp_path: Path, allowed: bool
+) -> None:
+    async def body() -> None:
+        host, _ = await _asking(tmp_path, MENU)
+        host.config.answer_rules = allowed
+        host.core.answers.set(
+            me(), "rules: [{preset: shell, question: '*rm -rf build/*', answer: yes}]"
+        )
+        session = host.registry.get("a")
+        host.registry.announce(session)
+        host.registry.announce(session)  # looked at once, whatever is announced after
+        await host.core.background.settle()
+        assert host.scopes.tmux.pressed == ([("a", ("Enter",))] if allowed else [])
+        assert (session.asked is None) == allowed
+
+    run(body())

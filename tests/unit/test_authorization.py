@@ -16,7 +16,7 @@ from dbus_fast.aio import MessageBus
 
 from hostagent.activity import Verdict
 from hostagent.config import Config, UserCaps
-from hostagent.daemon.bus import manager
+from hostagent.daemon.bus import manager, questions
 from hostagent.daemon.bus import session as handlers
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.interface import Call
@@ -94,6 +94,7 @@ ACTING: dict[str, Handler] = {
     "GetAttachCommand": handlers._attach,
     "GetTmuxAttachCommand": handlers._tmux_attach,
     "OpenJournal": lambda o, c: handlers._journal(o, c, 10, False),
+    "Answer": lambda o, c: questions.answer(o, c, "q1", "1"),
 }
 
 
@@ -111,6 +112,7 @@ def services(host: Host, callers: dict[str, int]) -> Services:
         JournalReaders(system=True),
         host.core.usage,
         ScopeCounters(host.lifecycle.scopes.systemd),
+        host.core.answers,
     )
 
 

@@ -19,10 +19,11 @@ from typing import Any
 from dbus_fast import Variant
 
 from hostagent import MANAGER_INTERFACE, MANAGER_PATH, __version__
+from hostagent.answerrules import MAX_TEXT as MAX_RULES_TEXT
 from hostagent.bus.compat import fix_value
 from hostagent.daemon.bus import session as bus_session
 from hostagent.daemon.bus.interface import Call, Interface, Method, Property, Signal
-from hostagent.daemon.bus.questions import list_questions
+from hostagent.daemon.bus.questions import get_answer_rules, list_questions, set_answer_rules
 from hostagent.daemon.bus.replies import Prepared
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.session import SESSION, SessionObject, session_path
@@ -315,6 +316,15 @@ MANAGER = Interface(
         ),
         Method("ListWorktrees", [], [("worktrees", "a(sss)")], _worktrees),
         Method("ListQuestions", [], [("questions", "a(sa{sv})")], list_questions),
+        Method(
+            "SetAnswerRules",
+            [("rules", "s")],
+            [("count", "u")],
+            set_answer_rules,
+            largest=MAX_RULES_TEXT + 1024,
+            too_big=f"Answer rules are at most {MAX_RULES_TEXT >> 10} KiB.",
+        ),
+        Method("GetAnswerRules", [], [("rules", "s")], get_answer_rules),
         Method("ListPresets", [], [("presets", "a(ssas)")], _presets),
         Method("ListAgents", [], [("agents", "a(ssss)")], _agents),
         Method(

@@ -10,6 +10,9 @@ own bus the property carries the whole question.
 An answer is taken by the same rules as ``SendText`` (bus/session.py authorize), and one more:
 a session never answers its own question nor one of its makers' (permissions.py). Every answer
 is one journal line: who, from where, the question, the choice.
+
+A user's answer rules (answerrules.py) are hers to set and read, and set only from outside
+every session: rules an agent could write would be its own approvals.
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ from typing import Any, Protocol
 
 from dbus_fast import Variant
 
+from hostagent import answerrules
+from hostagent.answerrules import RulesProblem
 from hostagent.daemon.bus.interface import Call
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.follow import answering
 from hostagent.daemon.state.asking import Asked
 from hostagent.daemon.state.live import Session
+from hostagent.errors import AccessDenied, Busy, InvalidArgs
 from hostagent.permissions import answer_from_inside
 from hostagent.question import number_of
 
@@ -106,6 +112,37 @@ async def answer(o: Target, call: Call, id: str, choice: str) -> str:
         where,
     )
     return chosen.label
+
+
+async def set_answer_rules(f: Front, call: Call, text: str) -> int:
+    """Keep text as the caller's answer rules (an empty text: none); how many were kept."""
+    s = f.services
+    if not s.settings.config.answer_rules:
+        raise AccessDenied(
+            "The admin keeps answer rules off on this host (answers: {rules: false} in "
+            "hostagent.yaml); answer each question yourself."
+        )
+    inside = await s.caller_session(call.sender)
+    if inside is not None:
+        raise AccessDenied(
+            f"Answer rules are set from outside every session, not from inside session "
+            f"'{inside.name}': rules an agent writes would be its own approvals."
+        )
+    uid = await s.auth.caller_uid(call.sender)
+    try:
+        rules = s.answers.set(uid, text)
+    except RulesProblem as e:
+        raise InvalidArgs(f"{e} Nothing was changed.") from None
+    except OSError as e:
+        raise Busy(f"The rules could not be written ({e.strerror}); try again.") from None
+    log.info("uid %d set %d answer rules (%s)", uid, len(rules), await _program(s, call.sender))
+    return len(rules)
+
+
+async def get_answer_rules(f: Front, call: Call) -> str:
+    """The caller's answer rules, as set_answer_rules takes them."""
+    s = f.services
+    return answerrules.dump(s.answers.rules(await s.auth.caller_uid(call.sender)))
 
 
 async def _program(s: Services, sender: str) -> str:

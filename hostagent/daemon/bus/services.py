@@ -19,6 +19,7 @@ from hostagent.daemon.host import sandboxing
 from hostagent.daemon.host.counters import ScopeCounters
 from hostagent.daemon.host.ports import Emitter, JournalPort, OwnerPort, ScopeRunner, SystemdPort
 from hostagent.daemon.ops.lifecycle import Lifecycle
+from hostagent.daemon.state.answerbook import AnswerBook
 from hostagent.daemon.state.live import Session
 from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
@@ -38,6 +39,7 @@ class Services:
     journal: JournalPort
     usage: UsageWatch
     counters: ScopeCounters
+    answers: AnswerBook
 
     @property
     def registry(self) -> Registry:
