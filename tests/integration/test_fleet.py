@@ -183,7 +183,15 @@ def test_notifications_from_two_hosts_name_their_host(
         servers["two"].ctl("send", asks_too, "/ask").check()
         until(lambda: displayed(client) == 2, "a notification from each host")
         client.run("dunstctl", "close-all", user="alice").check()
-        assert sorted(summaries(client)[:2]) == ["one:asks needs you", "two:asks-too needs you"]
+        assert sorted(summaries(client)[:2]) == ["one:asks asks", "two:asks-too asks"]
+        # The inbox of the whole fleet, and an answer given on the host the session is on.
+        inbox = ctl(client, "--fleet", "inbox", "-o", "json")
+        assert inbox.returncode == 0, inbox.stderr
+        waiting = {q["session"]: q["choices"] for q in json.loads(inbox.stdout)}
+        assert waiting == {"one:asks": ["Yes", "No"], "two:asks-too": ["Yes", "No"]}, waiting
+        assert ctl(client, "--fleet", "answer", "one:asks", "yes").returncode == 0
+        until(lambda: "Proceeding." in servers["one"].ctl("capture", asks).stdout,
+              "the answer typed on host one")  # fmt: skip
 
 
 SOCK = "/tmp/fleet-watch.sock"

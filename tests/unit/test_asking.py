@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hostagent.daemon.bus.questions import program_name
 from hostagent.daemon.follow import answering
 from hostagent.daemon.state.asking import ANSWER_TAKES, Asking
 from hostagent.errors import AccessDenied, InvalidArgs, NoQuestion
@@ -205,3 +206,17 @@ def test_an_owners_rule_answers_her_sessions_question_once_unless_the_admin_forb
         assert (session.asked is None) == allowed
 
     run(body())
+
+
+@pytest.mark.parametrize(
+    "argv, name",
+    [
+        (["/usr/bin/python3", "/usr/bin/hostagentctl", "--system", "answer"], "hostagentctl"),
+        (["python3", "-I", "-m", "hostagent.cli.notify"], "hostagent.cli.notify"),
+        (["/usr/lib/cockpit/cockpit-bridge"], "cockpit-bridge"),
+        (["/bin/sh", "-c", "hostagentctl answer a 1"], "sh"),  # a command, not a script
+        ([], "?"),
+    ],
+)
+def test_the_journal_names_the_program_that_answered(argv: list[str], name: str) -> None:
+    assert program_name(argv) == name

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from typing import Any, Protocol
 
 from dbus_fast import Variant
@@ -146,15 +147,38 @@ async def get_answer_rules(f: Front, call: Call) -> str:
 
 
 async def _program(s: Services, sender: str) -> str:
-    """The name of the program that made the caller's connection (hostagentctl, Cockpit's
-    bridge, hostagent-notify), for the journal: a name a process gives itself, so it says
-    where, never who."""
+    """The program that made the caller's connection (hostagentctl, Cockpit's bridge,
+    hostagent-notify), for the journal: a name a process gives itself, so it says where,
+    never who."""
     opener = await s.auth.caller_process(sender)
     try:
-        with open(f"/proc/{opener.pid}/comm", encoding="utf-8", errors="replace") as f:
-            return f.read().strip() or "?"
+        with open(f"/proc/{opener.pid}/cmdline", "rb") as f:
+            argv = f.read(4096).decode(errors="replace").split("\0")
     except OSError:
         return "?"
     finally:
         if opener.pidfd >= 0:
             os.close(opener.pidfd)
+    return program_name(argv)
+
+
+INTERPRETERS = re.compile(r"(python[0-9.]*|sh|bash|dash|node|perl)")
+
+
+def program_name(argv: list[str]) -> str:
+    """A command line's program: an interpreter's script or module (python3 -m X: X), else
+    its first word; by base name. Pure."""
+    words = [w for w in argv if w]
+    if not words:
+        return "?"
+    name = os.path.basename(words[0])
+    if INTERPRETERS.fullmatch(name):
+        rest = words[1:]
+        if "-m" in rest[:-1]:
+            return rest[rest.index("-m") + 1]
+        if "-c" in rest:
+            return name  # a command line, not a script
+        script = next((w for w in rest if not w.startswith("-")), "")
+        if script:
+            return os.path.basename(script)
+    return name
