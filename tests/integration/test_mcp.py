@@ -213,3 +213,65 @@ def test_a_session_that_asks_for_the_tools_gets_the_server_in_its_cli_and_keeps_
             sb.ctl("rm", "--force", name)
         sb.run("rm", "-f", "/etc/hostagent/presets.d/shows-server.yaml")
         sb.ctl("reload")
+
+
+def test_a_planner_answers_its_childs_question_through_mcp_and_no_other(sb: Sandbox) -> None:
+    """A planner (an agent's rights) makes a child that asks; list_questions shows it the
+    child's question alone (not its owner's other session's), answer_question answers it,
+    and the other session's question and its own are refused."""
+    sb.sh("mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/agent-shell.yaml",
+          input=AGENT_SHELL).check()  # fmt: skip
+    sb.ctl("reload").check()
+    other = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="alice")
+    words = [x for w in (*SANDBOX, "ReadWritePaths=-%h/.demo-agent") for x in ("-p", w)]
+    sb.sh("mkdir -p /home/alice/proj", user="alice").check()
+    planner = create(sb, "agent-shell", *words, user="alice", cwd="/home/alice/proj")
+    child = f"child-{secrets.token_hex(3)}"
+    out = f"/home/alice/proj/mcp-{secrets.token_hex(3)}"
+    sb.ctl("wait", other, "--for", "idle", "--timeout", "30", system=True).check()
+    sb.ctl("send", other, "/ask", user="alice", system=True).check()
+    sb.ctl("wait", other, "--for", "blocked", "--timeout", "30", system=True).check()
+    tool = "tools/call"
+    calls = [
+        {"method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
+        {"method": tool, "params": {"name": "create_session", "arguments": {
+            "preset": "demo-agent", "name": child, "env": {"DEMO_AGENT_THINK": "0"}}}},
+        {"method": tool, "params": {"name": "wait_sessions", "arguments": {
+            "names": [child], "activities": ["idle"], "timeout_seconds": 30}}},
+        {"method": tool, "params": {"name": "send_text", "arguments": {
+            "name": child, "text": "/ask"}}},
+        {"method": tool, "params": {"name": "list_questions", "arguments": {}},
+         "until": "Do you want to proceed?"},
+        {"method": tool, "params": {"name": "answer_question", "arguments": {
+            "name": child, "choice": "yes"}}},
+        {"method": tool, "params": {"name": "capture_screen", "arguments": {
+            "name": child}}, "until": "Proceeding."},
+        {"method": tool, "params": {"name": "answer_question", "arguments": {
+            "name": other, "choice": "yes"}}},
+        {"method": tool, "params": {"name": "answer_question", "arguments": {
+            "name": planner, "choice": "yes"}}},
+    ]  # fmt: skip
+    sb.sh(f"cat > {out}.py", input=CALLER, user="alice").check()
+    sb.sh(f"cat > {out}.json", input=json.dumps(calls), user="alice").check()
+    try:
+        sb.ctl("send", planner, f"python3 {out}.py {out} {out}.json && mv {out}.tmp {out}",
+               user="alice", system=True).check()  # fmt: skip
+        until(lambda: sb.run("test", "-e", out).returncode == 0, "the calls were made", 90)
+        results = [a.get("result", {}) for a in json.loads(sb.run("cat", out).check().stdout)]
+        listed = results[4]["structuredContent"]["questions"]
+        assert [q["session"] for q in listed] == [child], listed  # not the other's
+        assert results[5]["isError"] is False, results[5]
+        assert results[5]["structuredContent"]["answered"] == "Yes"
+        assert "Proceeding." in results[6]["structuredContent"]["screen"]
+        assert results[7]["isError"] is True
+        assert "only the sessions it made" in results[7]["content"][0]["text"], results[7]
+        assert results[8]["isError"] is True
+        assert "its own terminal" in results[8]["content"][0]["text"], results[8]
+        # The other session's question still waits for alice, outside every session.
+        sb.ctl("answer", other, "no", user="alice", system=True).check()
+    finally:
+        for name in (other, planner, child):
+            sb.ctl("rm", "--force", name)
+        sb.run("sh", "-c", f"rm -f {out} {out}.py {out}.json {out}.tmp")
+        sb.run("rm", "-f", "/etc/hostagent/presets.d/agent-shell.yaml")
+        sb.ctl("reload")
