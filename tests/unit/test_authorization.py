@@ -36,7 +36,7 @@ from hostagent.errors import (
 from hostagent.options import CreateRequest
 from hostagent.permissions import create_owner, owner_may_act, require_inside, require_reload
 from hostagent.session import Activity, Limits
-from tests.unit.fakes import FakeExporter, Host, me, placed, run
+from tests.unit.fakes import FakeExporter, Host, ShownWatch, me, placed, run
 
 STRANGER = me() + 4242  # neither the owner nor root
 
@@ -324,5 +324,39 @@ def test_pid_0_is_the_callers_own_session_as_the_bus_places_it(tmp_path: Path) -
         )
         with pytest.raises(NoSessionForPID, match="does not belong to any session"):
             await manager._by_pid(frontend, Call(":1.8", False), 0)
+
+    run(body())
+
+
+@pytest.mark.parametrize(
+    ("caller", "system", "listed", "words"),
+    [
+        (me(), True, ["a"], False),  # her own, whole in the list; the property without words
+        (0, True, ["a"], False),
+        (STRANGER, True, [], False),  # the bus shows him the id, never the words
+        (me(), False, ["a"], True),  # her own bus: the property is hers, whole
+    ],
+)
+def test_a_question_is_listed_whole_only_to_those_who_may_answer_it(
+    tmp_path: Path, caller: int, system: bool, listed: list[str], words: bool
+) -> None:
+    async def body() -> None:
+        host = await Host.started(tmp_path, system=system)
+        await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+        session = host.registry.get("a")
+        watch = ShownWatch()
+        host.registry.watched(session, watch)
+        watch.asking.see(True, "Run rm -rf build?\n❯ 1. Yes\n  2. No\n")
+        auth = Authorizer(nowhere(), use_polkit=False)
+        auth._uids[":1.5"] = caller
+        frontend = host.core.front(
+            auth, placed(auth.bus, {":1.5": ""}), FakeExporter(), lambda: None
+        )
+        found = await questions.list_questions(frontend, Call(":1.5", False))
+        assert [name for name, _ in found] == listed
+        assert all(q["text"].value == "Run rm -rf build?" for _, q in found)
+        shown = questions.question_variants(session.asked, not system)
+        assert shown["id"].value and shown["count"].value == 2
+        assert ("text" in shown) is words
 
     run(body())
