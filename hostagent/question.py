@@ -242,8 +242,9 @@ def number_of(question: Question, index: int) -> int:
 
 def choose(question: Question, answer: str) -> int:
     """The index of the choice answer names: its number (or, where none is drawn, its place:
-    1 for the first), else the words it starts with, case-insensitive; a choice whose whole
-    label is the answer wins over those it only begins. AnswerProblem says why not."""
+    1 for the first), else the words it starts with, case-insensitive, or a letter alone its
+    first; a choice whose whole label is the answer wins over those it only begins.
+    AnswerProblem says why not."""
     said = " ".join(answer.split()).lower()
     if not said:
         raise AnswerProblem("Give a choice: its number or the words it starts with.")
@@ -257,6 +258,9 @@ def choose(question: Question, answer: str) -> int:
     if exact:
         return exact[0]
     starts = [i for i, c in enumerate(question.choices) if _begins(c.label.lower(), said)]
+    if not starts and len(said) == 1 and said.isalpha():
+        # A letter alone, as a y/n prompt takes it: the choice that starts with it.
+        starts = [i for i, c in enumerate(question.choices) if c.label.lower().startswith(said)]
     if len(starts) == 1:
         return starts[0]
     if not starts:

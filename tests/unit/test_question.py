@@ -215,6 +215,8 @@ UNNUMBERED = Question("Allow?", (Choice("Allow once"), Choice("Allow always"), C
         (MENU, "no", 2),
         (UNNUMBERED, "2", 1),  # where no number is drawn, its place
         (UNNUMBERED, "deny", 2),
+        (MENU, "n", 2),  # a letter alone, as a y/n prompt takes it: the one choice it starts
+        (UNNUMBERED, "D", 2),
     ],
 )
 def test_an_answer_names_a_choice_by_number_or_by_its_first_words(
@@ -231,6 +233,7 @@ def test_an_answer_names_a_choice_by_number_or_by_its_first_words(
         (MENU, "", "Give a choice"),
         (UNNUMBERED, "allow", "'allow' could be 'Allow once' or 'Allow always'"),
         (MENU, "ye", "No choice starts with 'ye'"),  # words, not letters
+        (MENU, "y", "'y' could be 'Yes' or 'Yes, and always"),  # a letter two choices start
     ],
 )
 def test_an_answer_that_names_no_choice_or_two_is_refused_saying_what_to_give(
