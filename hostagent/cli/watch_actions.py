@@ -28,7 +28,11 @@ def outcome(args: Sequence[str], code: int, stdout: str, stderr: str) -> str:
     lines = stderr.strip().splitlines()
     if code != 0 or lines:
         return lines[-1] if lines else f"{args[0]} {args[-1]}: failed (exit status {code})"
-    what = {"new": f"new {stdout.strip()}", "send": f"typed into {args[1]}"}
+    what = {
+        "new": f"new {stdout.strip()}",
+        "send": f"typed into {args[1]}",
+        "answer": f"answer {args[1]}",
+    }
     return f"{what.get(args[0], f'{args[0]} {args[-1]}')}: done"
 
 

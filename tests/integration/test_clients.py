@@ -94,6 +94,22 @@ def test_watch_keys_stop_and_resume_the_selected_session(sb: Sandbox, watching: 
     assert settled(sb, watching)[0] == "running"
 
 
+def test_watch_answers_the_selected_sessions_question_with_a_digit(
+    sb: Sandbox, watching: str
+) -> None:
+    until_watch_shows(sb, watching)
+    rows = [line.split()[0] for line in watch_screen(sb).splitlines()[3:] if line.strip()]
+    for _ in range(rows.index(watching)):
+        sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "Down", user="alice").check()
+    sb.ctl("wait", watching, "--for", "idle", "--timeout", "30").check()
+    sb.ctl("send", watching, "/ask").check()
+    until_watch_shows(sb, f"{watching} asks: 1-2 answers")
+    sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "1", user="alice").check()
+    until(lambda: "Proceeding." in sb.ctl("capture", watching).stdout,
+          "the question answered from watch")  # fmt: skip
+    until_watch_shows(sb, f"answer {watching}: done")
+
+
 def test_watch_asks_for_a_password_on_the_terminal_and_comes_back(sb: Sandbox) -> None:
     """carol, whom polkit asks for her own password to act on others' sessions, stops root's
     session from watch: watch hands the terminal to the prompt and comes back; a Ctrl-C there
