@@ -108,6 +108,9 @@ async def latency(sb: Sandbox, client: Client, preset: str, rounds: int) -> dict
     return result
 
 
+PACE = 1.5  # seconds between two questions of the inbox bench
+
+
 async def inbox_latency(sb: Sandbox, client: Client, rounds: int) -> dict[str, list[float]]:
     """ms from the stand-in agent drawing its question to the bus carrying it in Question,
     and from an Answer's call to the bus saying the agent left blocked."""
@@ -120,6 +123,9 @@ async def inbox_latency(sb: Sandbox, client: Client, rounds: int) -> dict[str, l
     result: dict[str, list[float]] = {"question on the bus": [], "answer → not blocked": []}
     await client.wait(name, ["idle"], WAIT)
     for _ in range(rounds):
+        # Paced as a person answers, a second or more apart: back to back, the rounds spend
+        # the pane watch's budget of screen reads (panewatch.py: RATE a second) and measure it.
+        await asyncio.sleep(PACE)
         start = time.time()
         await client.send_text(name, "/ask", True)
         announced = await signals.wait_for(path, "question", start)
@@ -281,9 +287,10 @@ async def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
 
 def inbox_text(inbox: dict[str, list[float]]) -> str:
     return (
-        "\nThe approval inbox, on the stand-in agent's y/n question read from its screen: from "
-        "its drawing the question to the `Question` property's PropertiesChanged reaching a "
-        "client, and from an `Answer` call to the bus saying the agent left blocked:\n\n"
+        "\nThe approval inbox, on the stand-in agent's y/n question read from its screen, one "
+        f"question every {PACE:g} s or so: from its drawing the question to the `Question` "
+        "property's PropertiesChanged reaching a client, and from an `Answer` call to the bus "
+        "saying the agent left blocked:\n\n"
         + table(
             ["step", "n", "p50 ms", "p95 ms"],
             [
