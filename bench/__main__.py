@@ -98,12 +98,21 @@ SCALE_HEADER = [
 
 def scale_section(sc: scale.Scale, pngs: list[Path], out: Path) -> str:
     rows = [
-        [str(p.n), f"{p.list_p50:.1f}", f"{p.list_p99:.1f}", f"{p.get_p99:.1f}",
-         f"{p.rss_mb:.0f}", f"{p.idle_cpu:.2f}", f"{p.restart_s:.2f}", f"{p.known_s:.2f}",
-         f"{p.reboot_s:.2f}",
-         f"{sc.create_s[p.n]:.0f}", f"{p.containment_ms:.1f} ({p.containment_procs} procs)"]
+        [
+            str(p.n),
+            f"{p.list_p50:.1f}",
+            f"{p.list_p99:.1f}",
+            f"{p.get_p99:.1f}",
+            f"{p.rss_mb:.0f}",
+            f"{p.idle_cpu:.2f}",
+            f"{p.restart_s:.2f}",
+            f"{p.known_s:.2f}",
+            f"{p.reboot_s:.2f}",
+            f"{sc.create_s[p.n]:.0f}",
+            f"{p.containment_ms:.1f} ({p.containment_procs} procs)",
+        ]
         for p in sc.points
-    ]  # fmt: skip
+    ]
     images = "\n".join(f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in pngs)
     return (
         "## scale and recovery\n\n"

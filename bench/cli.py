@@ -57,13 +57,18 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
     # Timed once every session sits at its prompt, not while the daemon still follows starts.
     sb.ctl("wait", "--for", "idle", "--timeout", "60", *names, system=True).check()
     try:
-        out = sb.run("python3", "-c", TIMER, json.dumps(COMMANDS), str(ROUNDS),
-                     timeout=300).check().stdout  # fmt: skip
+        out = (
+            sb.run("python3", "-c", TIMER, json.dumps(COMMANDS), str(ROUNDS), timeout=300)
+            .check()
+            .stdout
+        )
     finally:
         sb.ctl("rm", *names, system=True)
     ms = {label: median(times) * 1000 for label, times in json.loads(out).items()}
-    pairs = [("hostagentctl list", "systemctl list-units"),
-             ("hostagentctl status NAME", "systemctl status UNIT")]  # fmt: skip
+    pairs = [
+        ("hostagentctl list", "systemctl list-units"),
+        ("hostagentctl status NAME", "systemctl status UNIT"),
+    ]
     ratios = [ms[ours] / ms[theirs] for ours, theirs in pairs]
     rows = [
         [f"`{ours}` ÷ `{theirs}`", f"{ms[ours]:.1f}", f"{ms[theirs]:.1f}", f"{ratio:.2f}"]
@@ -76,8 +81,11 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         + table(["commands", "hostagentctl ms", "systemctl ms", "ratio"], rows)
         + f"\n\nThe worse ratio is {max(ratios):.2f} (goal ≤ {GOAL:.0f}).\n"
     )
-    return text, {"cli_ratio": max(ratios), "cli_list_ms": ms["hostagentctl list"],
-                  "cli_status_ms": ms["hostagentctl status NAME"]}  # fmt: skip
+    return text, {
+        "cli_ratio": max(ratios),
+        "cli_list_ms": ms["hostagentctl list"],
+        "cli_status_ms": ms["hostagentctl status NAME"],
+    }
 
 
 if __name__ == "__main__":

@@ -61,8 +61,11 @@ if hostagentctl --system --no-legend list | grep -q '^bench-'; then
 
 
 def _run(sb: Sandbox, script: str, cmd: str, first: int, last: int) -> list[float]:
-    out = sb.run("/bin/sh", "-c", script.format(cmd=cmd), "sh", str(first), str(last),
-                 timeout=600).check().stdout  # fmt: skip
+    out = (
+        sb.run("/bin/sh", "-c", script.format(cmd=cmd), "sh", str(first), str(last), timeout=600)
+        .check()
+        .stdout
+    )
     return [int(x) / 1000 for x in out.split()]
 
 
@@ -77,8 +80,12 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
     n = 10 if quick else 20
     rounds = 3 if quick else 10
     figures: dict[str, list[float]] = {
-        "raw": [], "ours": [], "raw-20": [], "ours-20": [], "boxed": [],
-    }  # fmt: skip
+        "raw": [],
+        "ours": [],
+        "raw-20": [],
+        "ours-20": [],
+        "boxed": [],
+    }
     ratios: dict[str, list[float]] = {"ratio": [], "ratio-20": [], "sandbox": []}
     sb.sh(PRESET).check()
     for r in range(rounds):
@@ -96,15 +103,30 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         ratios["sandbox"].append(median(figures["boxed"][-n:]) / median(figures["ours"][-n:]))
     med = {k: median(v) for k, v in (figures | ratios).items()}
     rows = [
-        ["one after another", f"{med['raw']:.1f}", f"{med['ours']:.1f}", f"{med['ratio']:.2f}",
-         _spread(ratios["ratio"])],
-        ["20 at once (per session)", f"{med['raw-20']:.1f}", f"{med['ours-20']:.1f}",
-         f"{med['ratio-20']:.2f}", _spread(ratios["ratio-20"])],
-    ]  # fmt: skip
+        [
+            "one after another",
+            f"{med['raw']:.1f}",
+            f"{med['ours']:.1f}",
+            f"{med['ratio']:.2f}",
+            _spread(ratios["ratio"]),
+        ],
+        [
+            "20 at once (per session)",
+            f"{med['raw-20']:.1f}",
+            f"{med['ours-20']:.1f}",
+            f"{med['ratio-20']:.2f}",
+            _spread(ratios["ratio-20"]),
+        ],
+    ]
     boxed = [
-        ["one after another", f"{med['ours']:.1f}", f"{med['boxed']:.1f}", f"{med['sandbox']:.2f}",
-         _spread(ratios["sandbox"])],
-    ]  # fmt: skip
+        [
+            "one after another",
+            f"{med['ours']:.1f}",
+            f"{med['boxed']:.1f}",
+            f"{med['sandbox']:.2f}",
+            _spread(ratios["sandbox"]),
+        ],
+    ]
     text = (
         "## create\n\n"
         f"Median ms per session over {rounds} round(s) of {n} sequential creates (a tenth of a "

@@ -58,16 +58,24 @@ def _repeated(seconds: float, *args: str) -> Callable[[Sandbox], None]:
 
 def _login_shell(seconds: float) -> Callable[[Sandbox], None]:
     def attack(sb: Sandbox) -> None:
-        sb.run("sh", "-c", f"cp {PROFILE} {PROFILE}.orig 2>/dev/null; printf '%s\\n' "
-               "\"(trap '' TERM; exec sleep 600) &\" 'yes hostagent-flood' >> " + PROFILE,
-               user="bob").check()  # fmt: skip
+        sb.run(
+            "sh",
+            "-c",
+            f"cp {PROFILE} {PROFILE}.orig 2>/dev/null; printf '%s\\n' "
+            "\"(trap '' TERM; exec sleep 600) &\" 'yes hostagent-flood' >> " + PROFILE,
+            user="bob",
+        ).check()
         try:
             deadline = time.monotonic() + seconds
             while time.monotonic() < deadline:
                 sb.ctl("presets", user="bob", system=True)
         finally:
-            sb.run("sh", "-c", f"mv {PROFILE}.orig {PROFILE} 2>/dev/null || rm -f {PROFILE}",
-                   user="bob")  # fmt: skip
+            sb.run(
+                "sh",
+                "-c",
+                f"mv {PROFILE}.orig {PROFILE} 2>/dev/null || rm -f {PROFILE}",
+                user="bob",
+            )
 
     return attack
 
@@ -79,8 +87,7 @@ def _hook_flood(seconds: float) -> Callable[[Sandbox], None]:
             'i=0; while :; do i=$((i+1)); printf "%s\\t%s\\tSessionStart\\tid-%d\\t\\t\\n"'
             f' flood "$HOSTAGENT_HOOK_TOKEN" $i; done 1<>{fifo}'
         )
-        create(sb, "shell", "--replace-command", "--", "sh", "-c", flood, user="bob",
-               name="flood")  # fmt: skip
+        create(sb, "shell", "--replace-command", "--", "sh", "-c", flood, user="bob", name="flood")
         try:
             time.sleep(seconds)  # the attack's window: the flood runs meanwhile
         finally:
@@ -166,8 +173,13 @@ def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         row += [f"{ours:.1f}×", f"{theirs:.1f}×", f"{allowed(theirs):.1f}×"]
         worst, floor = max(worst, ours), max(floor, theirs)
         excess = max(excess, ours / allowed(theirs))
-    header = ["attack", *(f"{m} p50 / p99" for m in (*METHODS, Probe.SYSTEMD)), "ours ÷ quiet",
-              "systemd's ÷ quiet", "allowed"]  # fmt: skip
+    header = [
+        "attack",
+        *(f"{m} p50 / p99" for m in (*METHODS, Probe.SYSTEMD)),
+        "ours ÷ quiet",
+        "systemd's ÷ quiet",
+        "allowed",
+    ]
     text = (
         "## what one user's attack costs the others\n\n"
         + (__doc__ or "").split("\n\n")[1].strip()

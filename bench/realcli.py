@@ -80,9 +80,12 @@ async def measure(sb: Sandbox, rounds: int) -> dict[str, list[float]] | None:
         # The first-run questions answered as Claude records the answers (the tests drive the
         # dialogs themselves): this measures the approval dialog alone.
         key = agent.env["ANTHROPIC_API_KEY"][-20:]
-        seen = {"hasCompletedOnboarding": True, "theme": "dark",
-                "customApiKeyResponses": {"approved": [key], "rejected": []},
-                "projects": {project: {"hasTrustDialogAccepted": True}}}  # fmt: skip
+        seen = {
+            "hasCompletedOnboarding": True,
+            "theme": "dark",
+            "customApiKeyResponses": {"approved": [key], "rejected": []},
+            "projects": {project: {"hasTrustDialogAccepted": True}},
+        }
         home = f"/home/{agent.user}"
         sb.sh(f"cat > {home}/.claude.json", input=json.dumps(seen), user=agent.user).check()
         # The permission mode is given on the command line instead of in settings, where
@@ -131,8 +134,14 @@ def report(lat: dict[str, list[float]] | None) -> str:
     if lat is None:
         return f"Not measured: no real {CLI} installed (dev/agents), or it failed (see stderr).\n"
     values = lat["blocked"]
-    rows = [[f"{CLI} {installed()[CLI][0]}", str(len(values)),
-             f"{percentile(values, 50):.0f}", f"{percentile(values, 95):.0f}"]]  # fmt: skip
+    rows = [
+        [
+            f"{CLI} {installed()[CLI][0]}",
+            str(len(values)),
+            f"{percentile(values, 50):.0f}",
+            f"{percentile(values, 95):.0f}",
+        ]
+    ]
     return table(["CLI", "rounds", "p50 ms", "p95 ms"], rows)
 
 

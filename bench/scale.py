@@ -62,9 +62,12 @@ class Scale:
 def ready_seconds(sb: Sandbox) -> float:
     """From the daemon's exec to its READY=1, as systemd recorded them."""
     out = sb.run(
-        "systemctl", "show", "-P",
-        "ExecMainStartTimestampMonotonic,ActiveEnterTimestampMonotonic", "hostagent",
-    ).stdout.split()  # fmt: skip
+        "systemctl",
+        "show",
+        "-P",
+        "ExecMainStartTimestampMonotonic,ActiveEnterTimestampMonotonic",
+        "hostagent",
+    ).stdout.split()
     return (int(out[1]) - int(out[0])) / 1e6
 
 
@@ -184,8 +187,11 @@ def reboots(sb: Sandbox, result: Scale) -> None:
     """Time to READY with N records after a reboot, from the largest N down."""
     by_n = {p.n: p for p in result.points}
     for n in sorted(by_n, reverse=True):
-        sb.run("sh", "-c", f"cd /var/lib/hostagent/sessions && ls | sort | tail -n +{n + 1} "
-               "| xargs -r rm -f").check()  # fmt: skip
+        sb.run(
+            "sh",
+            "-c",
+            f"cd /var/lib/hostagent/sessions && ls | sort | tail -n +{n + 1} | xargs -r rm -f",
+        ).check()
         sb.reboot()
         sb.daemon_start()
         by_n[n].reboot_s = ready_seconds(sb)

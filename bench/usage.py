@@ -116,7 +116,9 @@ async def measure(sb: Sandbox, quick: bool) -> dict[str, float]:
     preset = yaml.safe_load(DEMO.read_text())
     del preset["usage"]
     preset["name"] = "demo-unmetered"
-    sb.sh(f"mkdir -p /etc/hostagent/presets.d && cat > {UNMETERED}", input=yaml.safe_dump(preset)).check()  # fmt: skip
+    sb.sh(
+        f"mkdir -p /etc/hostagent/presets.d && cat > {UNMETERED}", input=yaml.safe_dump(preset)
+    ).check()
     sb.ctl("reload").check()
     f: dict[str, float] = {}
     f["unmetered_cpu"], f["unmetered_end_ms"] = await _phases(sb, "demo-unmetered", "u", window)

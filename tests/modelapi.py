@@ -70,17 +70,22 @@ def hold() -> None:
 
 def anthropic_usage() -> dict[str, int]:
     """Anthropic's input_tokens leaves out what was read from or written to the cache."""
-    return {"input_tokens": SERVED["input"] - SERVED["cache_read"] - SERVED["cache_write"],
-            "cache_read_input_tokens": SERVED["cache_read"],
-            "cache_creation_input_tokens": SERVED["cache_write"],
-            "output_tokens": SERVED["output"]}  # fmt: skip
+    return {
+        "input_tokens": SERVED["input"] - SERVED["cache_read"] - SERVED["cache_write"],
+        "cache_read_input_tokens": SERVED["cache_read"],
+        "cache_creation_input_tokens": SERVED["cache_write"],
+        "output_tokens": SERVED["output"],
+    }
 
 
 def chat_usage() -> dict[str, Any]:
-    return {"prompt_tokens": SERVED["input"], "completion_tokens": SERVED["output"],
-            "total_tokens": SERVED["input"] + SERVED["output"],
-            "prompt_tokens_details": {"cached_tokens": SERVED["cache_read"]},
-            "completion_tokens_details": {"reasoning_tokens": SERVED["reasoning"]}}  # fmt: skip
+    return {
+        "prompt_tokens": SERVED["input"],
+        "completion_tokens": SERVED["output"],
+        "total_tokens": SERVED["input"] + SERVED["output"],
+        "prompt_tokens_details": {"cached_tokens": SERVED["cache_read"]},
+        "completion_tokens_details": {"reasoning_tokens": SERVED["reasoning"]},
+    }
 
 
 def anthropic(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -91,13 +96,22 @@ def anthropic(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     tools = [(t["name"], t.get("input_schema", {})) for t in body.get("tools", []) if "name" in t]
     kind, text, step = script(body, result, tools)
     usage = {**anthropic_usage(), "output_tokens": 1}
-    message = {"id": f"msg_{time.time_ns()}", "type": "message", "role": "assistant",
-               "model": body.get("model", "stand-in"), "content": [], "stop_reason": None,
-               "stop_sequence": None, "usage": usage}  # fmt: skip
+    message = {
+        "id": f"msg_{time.time_ns()}",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "stand-in"),
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": usage,
+    }
     yield "message_start", {"type": "message_start", "message": message}
     words = text.split(" ")
-    yield "content_block_start", {"type": "content_block_start", "index": 0,
-                                  "content_block": {"type": "text", "text": ""}}  # fmt: skip
+    yield (
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    )
     for i, word in enumerate(words):
         delta = {"type": "text_delta", "text": word + (" " if i < len(words) - 1 else "")}
         yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
@@ -108,15 +122,22 @@ def anthropic(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     if calls_tool(kind, tools):
         name, args = step or pick_tool(tools, kind, text)
         block = {"type": "tool_use", "id": f"toolu_{time.time_ns()}", "name": name, "input": {}}
-        yield "content_block_start", {"type": "content_block_start", "index": 1,
-                                      "content_block": block}  # fmt: skip
+        yield (
+            "content_block_start",
+            {"type": "content_block_start", "index": 1, "content_block": block},
+        )
         delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
         yield "content_block_delta", {"type": "content_block_delta", "index": 1, "delta": delta}
         yield "content_block_stop", {"type": "content_block_stop", "index": 1}
         stop = "tool_use"
-    yield "message_delta", {"type": "message_delta",
-                            "delta": {"stop_reason": stop, "stop_sequence": None},
-                            "usage": {"output_tokens": SERVED["output"]}}  # fmt: skip
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+            "usage": {"output_tokens": SERVED["output"]},
+        },
+    )
     yield "message_stop", {"type": "message_stop"}
 
 
@@ -153,8 +174,12 @@ def chat(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     if kind in ("tool", "late-tool") and not tools:
         # A CLI without tools (Aider) runs the shell blocks of an answer, once the user agrees.
         text += f"\n\n```bash\n{TOOL_COMMAND}\n```\n"
-    base = {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": body.get("model", "stand-in")}  # fmt: skip
+    base = {
+        "id": f"chatcmpl-{time.time_ns()}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body.get("model", "stand-in"),
+    }
     words = text.split(" ")
     for i, word in enumerate(words):
         delta: dict[str, Any] = {"content": word + (" " if i < len(words) - 1 else "")}
@@ -172,17 +197,29 @@ def chat(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         # A free-form patch tool (Copilot's): its input is the patch text, not JSON.
         path = next((w for w in text.split() if w.startswith("/")), "notes.txt")
         patch = f"*** Begin Patch\n*** Add File: {path}\n+written by the stand-in model\n*** End Patch\n"
-        call = {"index": 0, "id": f"call_{time.time_ns()}", "type": "custom",
-                "custom": {"name": "apply_patch", "input": patch}}  # fmt: skip
-        yield {**base, "choices": [{"index": 0, "delta": {"tool_calls": [call]},
-                                    "finish_reason": None}]}  # fmt: skip
+        call = {
+            "index": 0,
+            "id": f"call_{time.time_ns()}",
+            "type": "custom",
+            "custom": {"name": "apply_patch", "input": patch},
+        }
+        yield {
+            **base,
+            "choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}],
+        }
         finish = "tool_calls"
     elif calls_tool(kind, tools):
         name, args = step or pick_tool(tools, kind, text)
-        call = {"index": 0, "id": f"call_{time.time_ns()}", "type": "function",
-                "function": {"name": name, "arguments": json.dumps(args)}}  # fmt: skip
-        yield {**base, "choices": [{"index": 0, "delta": {"tool_calls": [call]},
-                                    "finish_reason": None}]}  # fmt: skip
+        call = {
+            "index": 0,
+            "id": f"call_{time.time_ns()}",
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)},
+        }
+        yield {
+            **base,
+            "choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}],
+        }
         finish = "tool_calls"
     usage = chat_usage()
     yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage}
@@ -198,10 +235,14 @@ def chat_whole(body: dict[str, Any]) -> dict[str, Any]:
     for call in calls:
         call.pop("index", None)
     message = {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
-    return {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion",
-            "created": int(time.time()), "model": body.get("model", "stand-in"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": chat_usage()}  # fmt: skip
+    return {
+        "id": f"chatcmpl-{time.time_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model", "stand-in"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": chat_usage(),
+    }
 
 
 def responses(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -237,40 +278,69 @@ def responses(body: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     response = {"id": rid, "object": "response", "status": "in_progress", "output": []}
     yield "response.created", {"type": "response.created", "response": response}
     msg_id = f"msg_{time.time_ns()}"
-    item = {"type": "message", "id": msg_id, "role": "assistant", "status": "in_progress",
-            "content": []}  # fmt: skip
-    yield "response.output_item.added", {"type": "response.output_item.added",
-                                         "output_index": 0, "item": item}  # fmt: skip
+    item = {
+        "type": "message",
+        "id": msg_id,
+        "role": "assistant",
+        "status": "in_progress",
+        "content": [],
+    }
+    yield (
+        "response.output_item.added",
+        {"type": "response.output_item.added", "output_index": 0, "item": item},
+    )
     words = text.split(" ")
     for i, word in enumerate(words):
-        yield "response.output_text.delta", {
-            "type": "response.output_text.delta", "item_id": msg_id, "output_index": 0,
-            "content_index": 0, "delta": word + (" " if i < len(words) - 1 else ""),
-        }  # fmt: skip
+        yield (
+            "response.output_text.delta",
+            {
+                "type": "response.output_text.delta",
+                "item_id": msg_id,
+                "output_index": 0,
+                "content_index": 0,
+                "delta": word + (" " if i < len(words) - 1 else ""),
+            },
+        )
         if kind in HOLDING and i == 0:
             hold()
-    done = {**item, "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}  # fmt: skip
-    yield "response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
-                                        "item": done}  # fmt: skip
+    done = {
+        **item,
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    yield (
+        "response.output_item.done",
+        {"type": "response.output_item.done", "output_index": 0, "item": done},
+    )
     output = [done]
     if calls_tool(kind, tools):
         name, args = step or pick_tool(tools, kind, text)
-        call = {"type": "function_call", "id": f"fc_{time.time_ns()}", "status": "completed",
-                "call_id": f"call_{time.time_ns()}", "name": name,
-                "arguments": json.dumps(args)}  # fmt: skip
+        call = {
+            "type": "function_call",
+            "id": f"fc_{time.time_ns()}",
+            "status": "completed",
+            "call_id": f"call_{time.time_ns()}",
+            "name": name,
+            "arguments": json.dumps(args),
+        }
         if name in spaces:
             call["namespace"], call["name"] = spaces[name]
-        yield "response.output_item.added", {"type": "response.output_item.added",
-                                             "output_index": 1, "item": call}  # fmt: skip
-        yield "response.output_item.done", {"type": "response.output_item.done",
-                                            "output_index": 1, "item": call}  # fmt: skip
+        yield (
+            "response.output_item.added",
+            {"type": "response.output_item.added", "output_index": 1, "item": call},
+        )
+        yield (
+            "response.output_item.done",
+            {"type": "response.output_item.done", "output_index": 1, "item": call},
+        )
         output.append(call)
-    usage = {"input_tokens": SERVED["input"],
-             "input_tokens_details": {"cached_tokens": SERVED["cache_read"]},
-             "output_tokens": SERVED["output"],
-             "output_tokens_details": {"reasoning_tokens": SERVED["reasoning"]},
-             "total_tokens": SERVED["input"] + SERVED["output"]}  # fmt: skip
+    usage = {
+        "input_tokens": SERVED["input"],
+        "input_tokens_details": {"cached_tokens": SERVED["cache_read"]},
+        "output_tokens": SERVED["output"],
+        "output_tokens_details": {"reasoning_tokens": SERVED["reasoning"]},
+        "total_tokens": SERVED["input"] + SERVED["output"],
+    }
     final = {**response, "status": "completed", "output": output, "usage": usage}
     yield "response.completed", {"type": "response.completed", "response": final}
 
@@ -283,12 +353,14 @@ def gemini(body: dict[str, Any]) -> Iterator[dict[str, Any]]:
     config = body.get("generationConfig", {})
     schema = config.get("responseJsonSchema") or config.get("responseSchema")
     # Gemini counts the tool-use prompt beside the prompt, and the thoughts beside the answer.
-    usage = {"promptTokenCount": SERVED["input"] - SERVED["tool"],
-             "toolUsePromptTokenCount": SERVED["tool"],
-             "cachedContentTokenCount": SERVED["cache_read"],
-             "candidatesTokenCount": SERVED["output"] - SERVED["reasoning"],
-             "thoughtsTokenCount": SERVED["reasoning"],
-             "totalTokenCount": SERVED["input"] + SERVED["output"]}  # fmt: skip
+    usage = {
+        "promptTokenCount": SERVED["input"] - SERVED["tool"],
+        "toolUsePromptTokenCount": SERVED["tool"],
+        "cachedContentTokenCount": SERVED["cache_read"],
+        "candidatesTokenCount": SERVED["output"] - SERVED["reasoning"],
+        "thoughtsTokenCount": SERVED["reasoning"],
+        "totalTokenCount": SERVED["input"] + SERVED["output"],
+    }
 
     def chunk(parts: list[dict[str, Any]], finish: str | None = None) -> dict[str, Any]:
         cand: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
@@ -368,9 +440,17 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
         if path.endswith("/models"):
-            models = [{"id": m, "object": "model", "created": 0, "owned_by": "stand-in",
-                       "name": f"models/{m}", "supportedGenerationMethods": ["generateContent"]}
-                      for m in ("stand-in", "gpt-4o", "gemini-2.5-pro")]  # fmt: skip
+            models = [
+                {
+                    "id": m,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "stand-in",
+                    "name": f"models/{m}",
+                    "supportedGenerationMethods": ["generateContent"],
+                }
+                for m in ("stand-in", "gpt-4o", "gemini-2.5-pro")
+            ]
             self._json({"object": "list", "data": models, "models": models})
         else:
             self._json({"ok": True})
@@ -388,8 +468,11 @@ class Handler(BaseHTTPRequestHandler):
             err = {"type": "overloaded_error", "message": "Overloaded", "code": status}
         elif "refused" in said:
             status = 400
-            err = {"type": "invalid_request_error", "message": "Refused by the stand-in model",
-                   "code": status}  # fmt: skip
+            err = {
+                "type": "invalid_request_error",
+                "message": "Refused by the stand-in model",
+                "code": status,
+            }
         else:
             return False
         self._json({"type": "error", "error": err}, status)

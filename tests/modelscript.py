@@ -15,14 +15,30 @@ TOOL_COMMAND = "touch approved-by-user.txt"
 # The same, in the shape a permission gate asks about (Pi's example gate, Hermes): asked for by
 # a prompt that says "dangerous".
 DANGEROUS_COMMAND = "rm -rf ./scratch && touch approved-by-user.txt"
-SHELL_TOOLS = ("Bash", "bash", "run_shell_command", "shell", "exec_command", "shell_command",
-               "terminal", "run_commands")  # fmt: skip
+SHELL_TOOLS = (
+    "Bash",
+    "bash",
+    "run_shell_command",
+    "shell",
+    "exec_command",
+    "shell_command",
+    "terminal",
+    "run_commands",
+)
 EDIT_TOOLS = ("Write", "write_file", "write", "create", "str_replace_based_edit_tool", "edit")
 # The tools with which each CLI lets the model ask the user a question with choices: Claude's,
 # Codex's, Gemini's and Qwen's, OpenCode's and Pi's, Copilot's form (ask_user with a schema),
 # Hermes's, Cline's, Vibe's and Continue's.
-QUESTION_TOOLS = ("AskUserQuestion", "request_user_input", "ask_user", "question", "clarify",
-                  "ask_question", "ask_user_question", "AskQuestion")  # fmt: skip
+QUESTION_TOOLS = (
+    "AskUserQuestion",
+    "request_user_input",
+    "ask_user",
+    "question",
+    "clarify",
+    "ask_question",
+    "ask_user_question",
+    "AskQuestion",
+)
 # The kinds answered with a call of one of the CLI's tools; "late-tool" holds its reply first.
 TOOL_KINDS = ("tool", "late-tool", "edit", "ask")
 HOLDING = ("slow", "late-tool")  # the kinds whose reply waits for POST /control/release
@@ -32,8 +48,14 @@ CHOICES = (("Refactor it", "Clean the code up first"), ("Leave it", "Keep the co
 # records them can be found, and what it recorded summed (docs/presets.md, "Usage"). Each wire
 # format says them in its own words; as hostagent counts them, input holds the cached parts
 # and the tool-use prompt, output the reasoning (cache_write: Anthropic's format only).
-SERVED = {"input": 4321, "output": 876, "cache_read": 1111, "cache_write": 2222,
-          "reasoning": 55, "tool": 66}  # fmt: skip
+SERVED = {
+    "input": 4321,
+    "output": 876,
+    "cache_read": 1111,
+    "cache_write": 2222,
+    "reasoning": 55,
+    "tool": 66,
+}
 _CONTEXT = re.compile(r"^\s*(<([\w:-]+)[^>]*>.*?</\2>\s*)+", re.S)
 
 
@@ -216,10 +238,15 @@ def question_args(schema: dict[str, Any]) -> dict[str, Any]:
             },
         }
     question: dict[str, Any] = {
-        "question": QUESTION, "header": "Approach", "id": "approach", "type": "choice",
+        "question": QUESTION,
+        "header": "Approach",
+        "id": "approach",
+        "type": "choice",
         "options": [{"label": label, "description": why} for label, why in CHOICES],
-        "multiSelect": False, "multiple": False, "choices": [label for label, _ in CHOICES],
-    }  # fmt: skip
+        "multiSelect": False,
+        "multiple": False,
+        "choices": [label for label, _ in CHOICES],
+    }
     if props.get("options", {}).get("items", {}).get("type") == "string":  # Cline's: labels
         question["options"] = question["choices"]
     if "questions" not in props:  # one question, not a list of them (Pi's example tool)

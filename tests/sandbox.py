@@ -184,10 +184,18 @@ class Sandbox(DaemonControl):
         """
         for controller in LIMIT_CONTROLLERS:
             subprocess.run(
-                ["nsenter", "-t", str(self.leader), "-m", "mount", "-o", "remount,bind,rw",
-                 f"/sys/fs/cgroup/{controller}"],
+                [
+                    "nsenter",
+                    "-t",
+                    str(self.leader),
+                    "-m",
+                    "mount",
+                    "-o",
+                    "remount,bind,rw",
+                    f"/sys/fs/cgroup/{controller}",
+                ],
                 check=True,
-            )  # fmt: skip
+            )
         self.run("systemctl", "daemon-reexec").check()
         self.run("systemctl", "is-system-running", "--wait", timeout=BOOT_TIMEOUT)
 

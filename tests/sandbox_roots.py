@@ -29,14 +29,38 @@ BUILD_TIMEOUT = 1200.0
 # What a machine needs for the suite: the daemon's dependencies as Debian names them, the tools
 # tests run inside (setpriv, script, useradd, busctl), and the .deb's build dependencies.
 PACKAGES = (
-    "systemd", "systemd-sysv", "dbus", "dbus-user-session", "libpam-systemd", "polkitd",
-    "pkexec", "tmux", "python3", "python3-dbus-fast", "python3-yaml", "python3-sdnotify",
-    "util-linux", "bsdutils", "procps", "passwd", "login", "iproute2", "man-db",
-    "bash-completion", "git", "build-essential", "debhelper", "dh-python", "pybuild-plugin-pyproject",
-    "python3-all", "python3-setuptools", "sudo", "pipx",
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "dbus-user-session",
+    "libpam-systemd",
+    "polkitd",
+    "pkexec",
+    "tmux",
+    "python3",
+    "python3-dbus-fast",
+    "python3-yaml",
+    "python3-sdnotify",
+    "util-linux",
+    "bsdutils",
+    "procps",
+    "passwd",
+    "login",
+    "iproute2",
+    "man-db",
+    "bash-completion",
+    "git",
+    "build-essential",
+    "debhelper",
+    "dh-python",
+    "pybuild-plugin-pyproject",
+    "python3-all",
+    "python3-setuptools",
+    "sudo",
+    "pipx",
     # Mistral Vibe wants Python 3.12 or newer: dev/agents makes its venv with this tree's python3.
     "python3-venv",
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)
@@ -98,10 +122,20 @@ def _build(system: System, tree: Path) -> None:
     partial = tree.with_name(tree.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     result = subprocess.run(
-        ["mmdebstrap", "--variant=apt", "--mode=root", "--format=directory",
-         f"--include={','.join(PACKAGES)}", system.suite, str(partial), debian_mirror()],
-        capture_output=True, text=True, timeout=BUILD_TIMEOUT,
-    )  # fmt: skip
+        [
+            "mmdebstrap",
+            "--variant=apt",
+            "--mode=root",
+            "--format=directory",
+            f"--include={','.join(PACKAGES)}",
+            system.suite,
+            str(partial),
+            debian_mirror(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+    )
     if result.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
         raise SandboxError(f"mmdebstrap failed for {system.title}: {result.stderr[-2000:]}")

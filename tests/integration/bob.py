@@ -69,7 +69,9 @@ async def owner_of(bus: MessageBus, name: str) -> str:
     return str(reply.body[0])
 
 
-def unicast(bus: MessageBus, to: str, path: str, iface: str, member: str, sig: str, body: list[Any]) -> None:  # fmt: skip
+def unicast(
+    bus: MessageBus, to: str, path: str, iface: str, member: str, sig: str, body: list[Any]
+) -> None:
     msg = Message.new_signal(path, iface, member, sig, body)
     msg.destination = to
     bus.send(msg)
@@ -81,16 +83,37 @@ async def spoof_systemd(seconds: str) -> dict[str, Any]:
     bus = await connect()
     daemon = await owner_of(bus, BUS)
     systemd = await owner_of(bus, SYSTEMD)
-    unicast(bus, daemon, "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
-            "sss", [SYSTEMD, systemd, bus.unique_name])  # fmt: skip
+    unicast(
+        bus,
+        daemon,
+        "/org/freedesktop/DBus",
+        "org.freedesktop.DBus",
+        "NameOwnerChanged",
+        "sss",
+        [SYSTEMD, systemd, bus.unique_name],
+    )
     sent, end, job = 0, time.monotonic() + float(seconds), 1
     while time.monotonic() < end:
         for _ in range(200):
             unit = f"hostagent-a{job % 50}.scope"
-            unicast(bus, daemon, "/org/freedesktop/systemd1", SYSTEMD_MANAGER, "JobRemoved",
-                    "uoss", [job, f"/org/freedesktop/systemd1/job/{job}", unit, "failed"])  # fmt: skip
-            unicast(bus, daemon, "/org/freedesktop/systemd1", SYSTEMD_MANAGER, "UnitRemoved",
-                    "so", [unit, "/org/freedesktop/systemd1/unit/x"])  # fmt: skip
+            unicast(
+                bus,
+                daemon,
+                "/org/freedesktop/systemd1",
+                SYSTEMD_MANAGER,
+                "JobRemoved",
+                "uoss",
+                [job, f"/org/freedesktop/systemd1/job/{job}", unit, "failed"],
+            )
+            unicast(
+                bus,
+                daemon,
+                "/org/freedesktop/systemd1",
+                SYSTEMD_MANAGER,
+                "UnitRemoved",
+                "so",
+                [unit, "/org/freedesktop/systemd1/unit/x"],
+            )
             job, sent = job + 1, sent + 2
         await asyncio.sleep(0.01)  # let the writer drain
     await call(bus, "ListSessions", "", [])  # every signal went out before this reply
@@ -144,8 +167,11 @@ async def big_options(megabytes: str, to: str = "hostagent") -> dict[str, Any]:
     per = 1000
     env = {f"K{i}": "v" * per for i in range(int(megabytes) * 1024 * 1024 // per)}
     body = ["big", "shell", "", {"env": Variant("a{ss}", env)}]
-    where = {"destination": SYSTEMD, "path": "/org/freedesktop/systemd1",
-             "interface": SYSTEMD_MANAGER} if to == "systemd" else {}  # fmt: skip
+    where = (
+        {"destination": SYSTEMD, "path": "/org/freedesktop/systemd1", "interface": SYSTEMD_MANAGER}
+        if to == "systemd"
+        else {}
+    )
     started = time.monotonic()
     result = await call(bus, "GetUnit" if where else "CreateSession", "sssa{sv}", body, **where)
     return {**result, "seconds": time.monotonic() - started}
@@ -167,13 +193,17 @@ async def million_options(times: str, to: str = "hostagent") -> dict[str, Any]:
     return {"errors": sorted(errors), "slowest": slowest}
 
 
-async def path_words(kilobytes: str, clients: str, each: str, where: str = "properties", to: str = "hostagent") -> dict[str, Any]:  # fmt: skip
+async def path_words(
+    kilobytes: str, clients: str, each: str, where: str = "properties", to: str = "hostagent"
+) -> dict[str, Any]:
     """17: creates whose one path is kilobytes of quoted text, in a ReadWritePaths= word
     (where "properties") or as the cwd ("cwd"), each times from each of clients connections
     at once; to "systemd": the same sent to systemd's Manager (as GetUnit, which it refuses).
     The errors, the longest error text, and the slowest reply's seconds."""
     path = "/" + "a" * (int(kilobytes) * 1000)
-    options = {"properties": Variant("as", [f"ReadWritePaths='{path}'"])} if where == "properties" else {}  # fmt: skip
+    options = (
+        {"properties": Variant("as", [f"ReadWritePaths='{path}'"])} if where == "properties" else {}
+    )
     cwd = path if where == "cwd" else "/tmp"
     buses = [await connect() for _ in range(int(clients))]
     member, where = _aimed(to, "CreateSession")
@@ -204,8 +234,11 @@ def _aimed(to: str, member: str) -> tuple[str, dict[str, str]]:
     refuses for its arguments (what being sent such a message costs a service not ours)."""
     if to != "systemd":
         return member, {}
-    return "GetUnit", {"destination": SYSTEMD, "path": "/org/freedesktop/systemd1",
-                       "interface": SYSTEMD_MANAGER}  # fmt: skip
+    return "GetUnit", {
+        "destination": SYSTEMD,
+        "path": "/org/freedesktop/systemd1",
+        "interface": SYSTEMD_MANAGER,
+    }
 
 
 async def create(name: str, options_json: str = "{}", cwd: str = "") -> dict[str, Any]:
@@ -222,7 +255,9 @@ async def fill(count: str, char: str, times: str) -> dict[str, Any]:
     text = ""
     for i in range(int(count)):
         options = {"args": Variant("as", [char * int(times)])}
-        result = await call(bus, "CreateSession", "sssa{sv}", [f"fill-{i}", "shell", "/tmp", options])  # fmt: skip
+        result = await call(
+            bus, "CreateSession", "sssa{sv}", [f"fill-{i}", "shell", "/tmp", options]
+        )
         errors[result.get("error", "ok")] = errors.get(result.get("error", "ok"), 0) + 1
         text = result.get("text", "")
     return {"errors": errors, "text": text}
@@ -232,10 +267,25 @@ async def forge_follow(target: str, session: str) -> dict[str, Any]:
     """9: tell alice's follower about sessions that do not exist, and that hers is gone."""
     bus = await connect()
     path = await session_path(bus, session)
-    unicast(bus, target, MANAGER, MANAGER_IFACE, "SessionNew", "so", ["forged", f"{MANAGER}/session/forged"])  # fmt: skip
+    unicast(
+        bus,
+        target,
+        MANAGER,
+        MANAGER_IFACE,
+        "SessionNew",
+        "so",
+        ["forged", f"{MANAGER}/session/forged"],
+    )
     unicast(bus, target, MANAGER, MANAGER_IFACE, "SessionRemoved", "so", [session, path])
-    unicast(bus, target, path, "org.freedesktop.DBus.Properties", "PropertiesChanged", "sa{sv}as",
-            [SESSION_IFACE, {"Activity": Variant("s", "blocked")}, []])  # fmt: skip
+    unicast(
+        bus,
+        target,
+        path,
+        "org.freedesktop.DBus.Properties",
+        "PropertiesChanged",
+        "sa{sv}as",
+        [SESSION_IFACE, {"Activity": Variant("s", "blocked")}, []],
+    )
     await call(bus, "ListSessions", "", [])
     return {"sent": 3}
 
@@ -340,8 +390,13 @@ def hook_with_stale_pid() -> None:
     sock.sendall(b"\0AUTH EXTERNAL " + str(os.getuid()).encode().hex().encode() + b"\r\n")
     assert sock.recv(4096).startswith(b"OK")
     sock.sendall(b"BEGIN\r\n")
-    hello = Message(destination="org.freedesktop.DBus", path="/org/freedesktop/DBus",
-                    interface="org.freedesktop.DBus", member="Hello", serial=1)  # fmt: skip
+    hello = Message(
+        destination="org.freedesktop.DBus",
+        path="/org/freedesktop/DBus",
+        interface="org.freedesktop.DBus",
+        member="Hello",
+        serial=1,
+    )
     sock.sendall(_raw_message(hello))
     reader = RawReader(sock)
     unique = reader.next_reply().get(6, "")  # DESTINATION: the name the bus gave us
@@ -352,10 +407,15 @@ def hook_with_stale_pid() -> None:
     line = sys.stdin.readline().split()
     if line[:1] != ["go"]:
         return
-    report = Message(destination=BUS, path=line[1],
-                     interface=SESSION_IFACE, member="ReportHook", signature="sa{sv}",
-                     body=["SessionStart", {"session_id": Variant("s", "forged-by-pid")}],
-                     serial=2)  # fmt: skip
+    report = Message(
+        destination=BUS,
+        path=line[1],
+        interface=SESSION_IFACE,
+        member="ReportHook",
+        signature="sa{sv}",
+        body=["SessionStart", {"session_id": Variant("s", "forged-by-pid")}],
+        serial=2,
+    )
     sock.sendall(_raw_message(report))
     sock.settimeout(30)
     reply = reader.next_reply()
@@ -374,14 +434,21 @@ def _raw_connection(fds: bool) -> socket.socket:
         sock.sendall(b"NEGOTIATE_UNIX_FD\r\n")
         assert sock.recv(4096).startswith(b"AGREE_UNIX_FD")
     sock.sendall(b"BEGIN\r\n")
-    hello = Message(destination="org.freedesktop.DBus", path="/org/freedesktop/DBus",
-                    interface="org.freedesktop.DBus", member="Hello", serial=1)  # fmt: skip
+    hello = Message(
+        destination="org.freedesktop.DBus",
+        path="/org/freedesktop/DBus",
+        interface="org.freedesktop.DBus",
+        member="Hello",
+        serial=1,
+    )
     sock.sendall(_raw_message(hello))
     RawReader(sock).next_reply()
     return sock
 
 
-async def unread_captures(session: str, lines: str, count: str, method: str, hold: str) -> dict[str, Any]:  # fmt: skip
+async def unread_captures(
+    session: str, lines: str, count: str, method: str, hold: str
+) -> dict[str, Any]:
     """1: ask for count captures of a long history, then never read a reply for hold
     seconds (on connections that take descriptors, for CaptureByFileDescriptor)."""
     bus = await connect()
@@ -389,8 +456,15 @@ async def unread_captures(session: str, lines: str, count: str, method: str, hol
     bus.disconnect()
     socks = [_raw_connection(fds=method == "CaptureByFileDescriptor") for _ in range(2)]
     for i in range(int(count)):
-        msg = Message(destination=BUS, path=path, interface=SESSION_IFACE, member=method,
-                      signature="i", body=[int(lines)], serial=2 + i)  # fmt: skip
+        msg = Message(
+            destination=BUS,
+            path=path,
+            interface=SESSION_IFACE,
+            member=method,
+            signature="i",
+            body=[int(lines)],
+            serial=2 + i,
+        )
         socks[i % 2].sendall(_raw_message(msg))
     await asyncio.sleep(float(hold))
     for sock in socks:

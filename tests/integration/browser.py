@@ -21,10 +21,17 @@ from typing import Any
 from tests.sandbox import Sandbox
 
 FLAGS = (
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-dev-shm-usage", "--window-size=1280,900", "--user-data-dir=/var/tmp/chromium",
-)  # fmt: skip
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1280,900",
+    "--user-data-dir=/var/tmp/chromium",
+)
 
 
 class BrowserError(Exception):
@@ -68,8 +75,13 @@ class Browser:
                         self._replies[message["id"]] = message
                         self._arrived.notify_all()
 
-    def send(self, method: str, params: dict[str, Any] | None = None, timeout: float = 30,
-             session: bool = True) -> dict[str, Any]:  # fmt: skip
+    def send(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        timeout: float = 30,
+        session: bool = True,
+    ) -> dict[str, Any]:
         """One DevTools command, to the page unless session is False; its result."""
         number = next(self._ids)
         message: dict[str, Any] = {"id": number, "method": method, "params": params or {}}
@@ -88,8 +100,11 @@ class Browser:
     def open(self, url: str) -> None:
         """A page of its own, showing url."""
         target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)
-        attached = self.send("Target.attachToTarget",
-                             {"targetId": target["targetId"], "flatten": True}, session=False)  # fmt: skip
+        attached = self.send(
+            "Target.attachToTarget",
+            {"targetId": target["targetId"], "flatten": True},
+            session=False,
+        )
         self.session = attached["sessionId"]
         self.send("Page.enable")
         self.go(url)
@@ -99,8 +114,10 @@ class Browser:
 
     def js(self, expression: str) -> Any:
         """The value of expression in the page (a promise is awaited)."""
-        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                                 "awaitPromise": True})  # fmt: skip
+        result = self.send(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+        )
         if "exceptionDetails" in result:
             raise BrowserError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -124,8 +141,16 @@ class Browser:
         """Type text into whatever has the focus, then Enter."""
         self.send("Input.insertText", {"text": text})
         for kind in ("keyDown", "keyUp"):
-            self.send("Input.dispatchKeyEvent", {"type": kind, "key": "Enter", "code": "Enter",
-                                                 "windowsVirtualKeyCode": 13, "text": "\r"})  # fmt: skip
+            self.send(
+                "Input.dispatchKeyEvent",
+                {
+                    "type": kind,
+                    "key": "Enter",
+                    "code": "Enter",
+                    "windowsVirtualKeyCode": 13,
+                    "text": "\r",
+                },
+            )
 
     def screenshot(self, path: Path) -> None:
         shot = self.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})

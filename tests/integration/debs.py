@@ -46,10 +46,15 @@ def guide_machine(into: Path) -> Iterator[Sandbox]:
     with Sandbox(install=False) as sb:
         copy_checkout(sb.root / BUILD_DIR.lstrip("/") / "hostagent")
         result = sb.run(
-            "bash", "-euo", "pipefail", "-c", doc_block("docs/admin-guide.md", "install"),
-            cwd=f"{BUILD_DIR}/hostagent", timeout=900,
+            "bash",
+            "-euo",
+            "pipefail",
+            "-c",
+            doc_block("docs/admin-guide.md", "install"),
+            cwd=f"{BUILD_DIR}/hostagent",
+            timeout=900,
             env={"DEBIAN_FRONTEND": "noninteractive"},
-        )  # fmt: skip
+        )
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         (into / "build.log").write_text(result.stdout + result.stderr)
         for built in (sb.root / BUILD_DIR.lstrip("/")).glob("hostagent*_*"):

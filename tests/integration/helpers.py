@@ -245,19 +245,42 @@ def headless_desktop(sb: Sandbox) -> Iterator[None]:
     # dunst's context menu (dunstctl context) runs dmenu with a line per action: a person
     # picks one. Here a stand-in picks the line that holds what DUNST_PICK names.
     sb.sh(f"cat > {DUNSTRC}", input=f"[global]\n    dmenu = {DMENU}\n", user="alice").check()
-    sb.sh(f"cat > {DMENU} && chmod 755 {DMENU}", user="alice",
-          input=f'#!/bin/sh\nexec grep -m1 -F -e "$(cat {DUNST_PICK})"\n').check()  # fmt: skip
+    sb.sh(
+        f"cat > {DMENU} && chmod 755 {DMENU}",
+        user="alice",
+        input=f'#!/bin/sh\nexec grep -m1 -F -e "$(cat {DUNST_PICK})"\n',
+    ).check()
     try:
-        alice("systemd-run", "--user", "--unit=test-xvfb", "/usr/bin/Xvfb", ":7",
-              "-screen", "0", "1024x300x24")  # fmt: skip
-        alice("systemd-run", "--user", "--unit=test-dunst", "--setenv=DISPLAY=:7",
-              "/usr/bin/dunst", "-config", DUNSTRC)  # fmt: skip
+        alice(
+            "systemd-run",
+            "--user",
+            "--unit=test-xvfb",
+            "/usr/bin/Xvfb",
+            ":7",
+            "-screen",
+            "0",
+            "1024x300x24",
+        )
+        alice(
+            "systemd-run",
+            "--user",
+            "--unit=test-dunst",
+            "--setenv=DISPLAY=:7",
+            "/usr/bin/dunst",
+            "-config",
+            DUNSTRC,
+        )
         # Under two lanes' load dunst can take its time to reach the bus: a bound, not a pace.
         until(
-            lambda: sb.run("busctl", "--user", "status", "org.freedesktop.Notifications",
-                           user="alice").returncode == 0,
-            "dunst on the bus", timeout=90,
-        )  # fmt: skip
+            lambda: (
+                sb.run(
+                    "busctl", "--user", "status", "org.freedesktop.Notifications", user="alice"
+                ).returncode
+                == 0
+            ),
+            "dunst on the bus",
+            timeout=90,
+        )
         yield
     finally:
         gone()

@@ -94,10 +94,21 @@ class Probe:
                 if self.reference:
                     # At the same moment as ListSessions, on a connection of its own: a stall of
                     # the bus itself then shows in both, not only in whichever asked first.
-                    await asyncio.gather(listed, self._timed(self.SYSTEMD, call(
-                        reference, SYSTEMD, "/org/freedesktop/systemd1", f"{SYSTEMD}.Manager",
-                        "GetUnit", "s", ["init.scope"],
-                    )))  # fmt: skip
+                    await asyncio.gather(
+                        listed,
+                        self._timed(
+                            self.SYSTEMD,
+                            call(
+                                reference,
+                                SYSTEMD,
+                                "/org/freedesktop/systemd1",
+                                f"{SYSTEMD}.Manager",
+                                "GetUnit",
+                                "s",
+                                ["init.scope"],
+                            ),
+                        ),
+                    )
                 else:
                     await listed
                 await self._timed("GetSession", client.get_session(ALICES))
@@ -128,8 +139,19 @@ def long_history(sb: Sandbox, name: str, row: str, timeout: float = 60) -> bool:
     assert "ok" in made, made
     sock = f"/run/hostagent/{sb.uid('bob')}/{name}.sock"
     printer = f'python3 -c \'print(("{row}" + "\\n") * 20000, end=""); print("printed")\''
-    sb.run("tmux", "-S", sock, "set", "-g", "history-limit", "30000", ";",
-           "new-window", f"{printer}; sleep 3600", user="bob").check()  # fmt: skip
+    sb.run(
+        "tmux",
+        "-S",
+        sock,
+        "set",
+        "-g",
+        "history-limit",
+        "30000",
+        ";",
+        "new-window",
+        f"{printer}; sleep 3600",
+        user="bob",
+    ).check()
     return bool(sb.screen_showing(name, "printed", user="bob", timeout=timeout))
 
 

@@ -18,8 +18,14 @@ class McpClient:
         where = where or ("--system",)
         self.proc: subprocess.Popen = sb.popen("hostagentctl", *where, "mcp", user=user)
         self.next_id = 0
-        hello = self.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                         "clientInfo": {"name": "test", "version": "0"}})  # fmt: skip
+        hello = self.call(
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        )
         assert hello["protocolVersion"] == "2025-06-18"
         self.notify("notifications/initialized")
 

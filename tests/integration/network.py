@@ -36,8 +36,20 @@ def switch(count: int) -> Iterator[list[str]]:
         _ip("-n", hub, "link", "add", "br0", "type", "bridge")
         _ip("-n", hub, "link", "set", "br0", "up")
         for n, space in enumerate(spaces):
-            _ip("link", "add", f"h{n}{tag}", "netns", space, "type", "veth",
-                "peer", "name", f"p{n}{tag}", "netns", hub)  # fmt: skip
+            _ip(
+                "link",
+                "add",
+                f"h{n}{tag}",
+                "netns",
+                space,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                f"p{n}{tag}",
+                "netns",
+                hub,
+            )
             _ip("-n", hub, "link", "set", f"p{n}{tag}", "master", "br0", "up")
             _ip("-n", space, "addr", "add", f"{address(n)}/24", "dev", f"h{n}{tag}")
             _ip("-n", space, "link", "set", f"h{n}{tag}", "up")
@@ -51,8 +63,17 @@ def switch(count: int) -> Iterator[list[str]]:
 def ssh_client(client: Sandbox) -> str:
     """alice's key on the client, and an ssh that asks nothing (the key, new host keys
     accepted); returns the public key."""
-    client.run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
-               "/home/alice/.ssh/id_ed25519", user="alice").check()  # fmt: skip
+    client.run(
+        "ssh-keygen",
+        "-q",
+        "-t",
+        "ed25519",
+        "-N",
+        "",
+        "-f",
+        "/home/alice/.ssh/id_ed25519",
+        user="alice",
+    ).check()
     client.sh(
         "printf 'Host *\\n  StrictHostKeyChecking accept-new\\n  BatchMode yes\\n' > ~/.ssh/config",
         user="alice",

@@ -59,8 +59,13 @@ def main(member: str, name: str = "", handshake: str = "") -> None:
     sock.sendall(b"\0AUTH EXTERNAL " + str(os.getuid()).encode().hex().encode() + b"\r\n")
     assert sock.recv(4096).startswith(b"OK")
     sock.sendall(b"BEGIN\r\n")
-    hello = Message(destination="org.freedesktop.DBus", path="/org/freedesktop/DBus",
-                    interface="org.freedesktop.DBus", member="Hello", serial=1)  # fmt: skip
+    hello = Message(
+        destination="org.freedesktop.DBus",
+        path="/org/freedesktop/DBus",
+        interface="org.freedesktop.DBus",
+        member="Hello",
+        serial=1,
+    )
     sock.sendall(_raw_message(hello))
     reader = RawReader(sock)
     reader.next_reply()
@@ -75,8 +80,15 @@ def main(member: str, name: str = "", handshake: str = "") -> None:
             f.write(str(opener))
         os.rename(f"{handshake}.pid.tmp", f"{handshake}.pid")
         appears(f"{handshake}.go")
-    call = Message(destination=BUS, path=MANAGER, interface=MANAGER_IFACE, member=member,
-                   signature=signature, body=body, serial=2)  # fmt: skip
+    call = Message(
+        destination=BUS,
+        path=MANAGER,
+        interface=MANAGER_IFACE,
+        member=member,
+        signature=signature,
+        body=body,
+        serial=2,
+    )
     sock.sendall(_raw_message(call))
     sock.settimeout(30)
     reply = reader.next_reply()

@@ -67,97 +67,184 @@ ANTHROPIC = {
 }
 AGENTS = (
     RealAgent(
-        "claude", "claude", "alice", ANTHROPIC, approval="Do you want to proceed?",
-        first_run=(("Yes, I trust this folder", DOWN), ("❯ Yes, I trust this folder", ENTER),
-                   ("Do you want to use this API key?", UP), ("❯ Yes", ENTER),
-                   ("Make auto mode your default permission mode?", DOWN),
-                   ("❯ No, keep manual mode", ENTER)),
-        ready="? for shortcuts", hooks=True,
+        "claude",
+        "claude",
+        "alice",
+        ANTHROPIC,
+        approval="Do you want to proceed?",
+        first_run=(
+            ("Yes, I trust this folder", DOWN),
+            ("❯ Yes, I trust this folder", ENTER),
+            ("Do you want to use this API key?", UP),
+            ("❯ Yes", ENTER),
+            ("Make auto mode your default permission mode?", DOWN),
+            ("❯ No, keep manual mode", ENTER),
+        ),
+        ready="? for shortcuts",
+        hooks=True,
     ),
     RealAgent(
-        "claude-old", "claude", "bob", ANTHROPIC, approval="Do you want to proceed?",
-        first_run=(("Yes, I trust this folder", ENTER),
-                   ("Do you want to use this API key?", UP), ("❯ 1. Yes", ENTER)),
-        ready="? for shortcuts", hooks=True,
+        "claude-old",
+        "claude",
+        "bob",
+        ANTHROPIC,
+        approval="Do you want to proceed?",
+        first_run=(
+            ("Yes, I trust this folder", ENTER),
+            ("Do you want to use this API key?", UP),
+            ("❯ 1. Yes", ENTER),
+        ),
+        ready="? for shortcuts",
+        hooks=True,
     ),
     RealAgent(
-        "codex", "codex", "alice", {"OPENAI_API_KEY": "sk-standin"},
-        first_run=(("Trust this folder?", ENTER),), ready="Ask Codex to do anything",
+        "codex",
+        "codex",
+        "alice",
+        {"OPENAI_API_KEY": "sk-standin"},
+        first_run=(("Trust this folder?", ENTER),),
+        ready="Ask Codex to do anything",
         approval="Would you like to run the following command?",
         git_project=True,
     ),
     RealAgent(
-        "gemini", "gemini", "alice",
+        "gemini",
+        "gemini",
+        "alice",
         {"GEMINI_API_KEY": "standin", "GOOGLE_GEMINI_BASE_URL": API},
-        first_run=(("Do you trust the files in this folder?", ENTER),
-                   ("How would you like to authenticate", ENTER),
-                   ("Enter Gemini API Key", ENTER)),
-        ready="Type your message", hooks=True, approval="Allow execution of",
+        first_run=(
+            ("Do you trust the files in this folder?", ENTER),
+            ("How would you like to authenticate", ENTER),
+            ("Enter Gemini API Key", ENTER),
+        ),
+        ready="Type your message",
+        hooks=True,
+        approval="Allow execution of",
     ),
     RealAgent(
-        "qwen", "qwen", "alice",
-        {"OPENAI_API_KEY": "sk-standin", "OPENAI_BASE_URL": f"{API}/v1", "OPENAI_MODEL": "stand-in"},
+        "qwen",
+        "qwen",
+        "alice",
+        {
+            "OPENAI_API_KEY": "sk-standin",
+            "OPENAI_BASE_URL": f"{API}/v1",
+            "OPENAI_MODEL": "stand-in",
+        },
         args=("--auth-type", "openai", "--approval-mode", "default"),
-        ready="Type your message", hooks=True, approval="Allow execution of",
+        ready="Type your message",
+        hooks=True,
+        approval="Allow execution of",
     ),
     RealAgent(
-        "qwen-old", "qwen", "bob",
-        {"OPENAI_API_KEY": "sk-standin", "OPENAI_BASE_URL": f"{API}/v1", "OPENAI_MODEL": "stand-in"},
+        "qwen-old",
+        "qwen",
+        "bob",
+        {
+            "OPENAI_API_KEY": "sk-standin",
+            "OPENAI_BASE_URL": f"{API}/v1",
+            "OPENAI_MODEL": "stand-in",
+        },
         args=("--auth-type", "openai", "--approval-mode", "default"),
-        ready="Type your message", hooks=True, approval="Allow execution of",
+        ready="Type your message",
+        hooks=True,
+        approval="Allow execution of",
     ),
     RealAgent(
         "opencode", "opencode", "alice", ready="ctrl+p commands", approval="Permission required"
     ),
     RealAgent(
-        "copilot", "copilot", "alice",
-        {"COPILOT_OFFLINE": "true", "COPILOT_PROVIDER_BASE_URL": f"{API}/v1",
-         "COPILOT_PROVIDER_API_KEY": "sk-standin", "COPILOT_MODEL": "gpt-4o",
-         "COPILOT_AUTO_UPDATE": "false"},
+        "copilot",
+        "copilot",
+        "alice",
+        {
+            "COPILOT_OFFLINE": "true",
+            "COPILOT_PROVIDER_BASE_URL": f"{API}/v1",
+            "COPILOT_PROVIDER_API_KEY": "sk-standin",
+            "COPILOT_MODEL": "gpt-4o",
+            "COPILOT_AUTO_UPDATE": "false",
+        },
         # "Yes" trusts the folder for this session only: the next session would ask again.
-        first_run=(("Do you trust the files in this folder?", DOWN),
-                   ("❯ 2. Yes, and remember", ENTER)),
-        ready="/ commands", approval="Do you want to run this command?",
+        first_run=(
+            ("Do you trust the files in this folder?", DOWN),
+            ("❯ 2. Yes, and remember", ENTER),
+        ),
+        ready="/ commands",
+        approval="Do you want to run this command?",
     ),
     RealAgent("kilo", "kilo", "alice", ready="ctrl+p commands", approval="Permission required"),
     # Cline approves every tool itself unless told not to, as its user does here.
     RealAgent(
-        "cline", "cline", "alice", args=("--auto-approve", "false"), ready="● Act (Tab)",
-        approval="Cline needs permission", approve="y",
+        "cline",
+        "cline",
+        "alice",
+        args=("--auto-approve", "false"),
+        ready="● Act (Tab)",
+        approval="Cline needs permission",
+        approve="y",
     ),
     # Pi asks nothing before a tool runs: its user has added the permission gate and the
     # question tool of Pi's own examples as extensions (set_up_user).
     RealAgent(
-        "pi", "pi", "alice", {"PI_OFFLINE": "1"}, ready="(auto)",
-        approval="Dangerous command:", approval_prompt="please run it slowly, a dangerous one",
+        "pi",
+        "pi",
+        "alice",
+        {"PI_OFFLINE": "1"},
+        ready="(auto)",
+        approval="Dangerous command:",
+        approval_prompt="please run it slowly, a dangerous one",
         hooks=True,  # through hostagent's own extension for Pi
     ),
     # Hermes asks only before a dangerous command, as Pi's gate does.
     RealAgent(
-        "hermes", "hermes", "alice", ready="/help for commands", approval="Dangerous Command",
+        "hermes",
+        "hermes",
+        "alice",
+        ready="/help for commands",
+        approval="Dangerous Command",
         approval_prompt="please run it slowly, a dangerous one",
     ),
     # Continue's model is in its user's config.yaml; its approval's first choice is "Continue".
     RealAgent(
-        "continue", "continue", "alice", ready="Ask anything, @ for context",
+        "continue",
+        "continue",
+        "alice",
+        ready="Ask anything, @ for context",
         approval="Would you like to continue?",
     ),
     # Vibe wants Python 3.12 or newer, which Debian 12 has not: it runs on the Debian 13
     # machine, in a venv of that machine's Python (dev/agents).
     RealAgent(
-        "vibe", "vibe", "alice", ready="accept edits", approval="Permission for the",
+        "vibe",
+        "vibe",
+        "alice",
+        ready="accept edits",
+        approval="Permission for the",
         system="debian13",
     ),
     RealAgent(
-        "aider", "aider", "alice", {"OPENAI_API_KEY": "sk-standin"},
-        args=("--model", "openai/stand-in", "--openai-api-base", f"{API}/v1",
-              "--no-check-update", "--no-show-release-notes", "--analytics-disable",
-              "--edit-format", "diff", "--no-show-model-warnings"),
+        "aider",
+        "aider",
+        "alice",
+        {"OPENAI_API_KEY": "sk-standin"},
+        args=(
+            "--model",
+            "openai/stand-in",
+            "--openai-api-base",
+            f"{API}/v1",
+            "--no-check-update",
+            "--no-show-release-notes",
+            "--analytics-disable",
+            "--edit-format",
+            "diff",
+            "--no-show-model-warnings",
+        ),
         first_run=(("No git repo found, create one", "y" + ENTER),),
-        ready="diff>", approval="Run shell command?", approve="y" + ENTER,
+        ready="diff>",
+        approval="Run shell command?",
+        approve="y" + ENTER,
         answers_after_tool=False,
     ),
-)  # fmt: skip
+)
 
 
 def installed() -> dict[str, tuple[str, str]]:
@@ -198,22 +285,36 @@ _OPENCODE_CONFIG = {
 
 _PI_MODELS = {
     "providers": {
-        "standin": {"baseUrl": f"{API}/v1", "api": "openai-completions", "apiKey": "sk-standin",
-                    "models": [{"id": "stand-in"}]}
+        "standin": {
+            "baseUrl": f"{API}/v1",
+            "api": "openai-completions",
+            "apiKey": "sk-standin",
+            "models": [{"id": "stand-in"}],
+        }
     }
-}  # fmt: skip
+}
 _HERMES_CONFIG = f"""model:
   provider: custom
   base_url: {API}/v1
   default: stand-in
 """
 _CLINE_PROVIDERS = {
-    "version": 1, "lastUsedProvider": "openai-compatible", "modes": {},
-    "providers": {"openai-compatible": {
-        "settings": {"provider": "openai-compatible", "apiKey": "sk-standin", "model": "stand-in",
-                     "baseUrl": f"{API}/v1"},
-        "updatedAt": "2026-12-06T00:00:00.000Z", "tokenSource": "manual"}},
-}  # fmt: skip
+    "version": 1,
+    "lastUsedProvider": "openai-compatible",
+    "modes": {},
+    "providers": {
+        "openai-compatible": {
+            "settings": {
+                "provider": "openai-compatible",
+                "apiKey": "sk-standin",
+                "model": "stand-in",
+                "baseUrl": f"{API}/v1",
+            },
+            "updatedAt": "2026-12-06T00:00:00.000Z",
+            "tokenSource": "manual",
+        }
+    },
+}
 _CONTINUE_CONFIG = f"""name: Local
 version: 1.0.0
 schema: v1
@@ -296,15 +397,20 @@ def set_up_user(sb: Sandbox, agent: RealAgent, program: str, node: str) -> str:
     project directory the session runs in."""
     home = f"/home/{agent.user}"
     name = program_name(agent)
-    script = [f"mkdir -p {home}/.local/bin", f"ln -sfn {node} {home}/.local/bin/node",
-              f"ln -sfn {program} {home}/.local/bin/{name}"]  # fmt: skip
+    script = [
+        f"mkdir -p {home}/.local/bin",
+        f"ln -sfn {node} {home}/.local/bin/node",
+        f"ln -sfn {program} {home}/.local/bin/{name}",
+    ]
     for rel, text in (home_files(agent) if agent.configured else {}).items():
         path = f"{home}/{rel}"
         script.append(f"mkdir -p $(dirname {path}) && cat > {path} <<'EOF'\n{text}\nEOF")
     if agent.preset == "pi" and agent.configured:
         examples = f"{Path(program).parents[1]}/@earendil-works/pi-coding-agent/examples/extensions"
-        script.append(f"mkdir -p {home}/.pi/agent/extensions && cd {examples} && "
-                      f"cp {' '.join(PI_EXTENSIONS)} {home}/.pi/agent/extensions/")  # fmt: skip
+        script.append(
+            f"mkdir -p {home}/.pi/agent/extensions && cd {examples} && "
+            f"cp {' '.join(PI_EXTENSIONS)} {home}/.pi/agent/extensions/"
+        )
     project = f"{home}/proj-{agent.key}"
     script.append(f"rm -rf {project} && mkdir -p {project}")
     if agent.git_project:
@@ -332,9 +438,14 @@ def start_model_api(sb: Sandbox) -> None:
     sb.run("systemctl", "stop", "hostagent-modelapi.service")
     sb.run("systemctl", "reset-failed", "hostagent-modelapi.service")
     sb.run(
-        "systemd-run", "--unit=hostagent-modelapi", "--property=Restart=no",
-        "/usr/bin/python3", "/opt/hostagent/tests/modelapi.py", str(API_PORT), API_LOG,
-    ).check()  # fmt: skip
+        "systemd-run",
+        "--unit=hostagent-modelapi",
+        "--property=Restart=no",
+        "/usr/bin/python3",
+        "/opt/hostagent/tests/modelapi.py",
+        str(API_PORT),
+        API_LOG,
+    ).check()
     deadline = time.monotonic() + 30
     while control(sb, "hold") != 0:
         if time.monotonic() > deadline:

@@ -183,8 +183,16 @@ def test_an_agent_that_has_drawn_nothing_is_not_idle(sb: Sandbox, screen_preset:
     name = new_name()
     gate = f"/dev/shm/{name}.gate"  # its /tmp is its own
     sb.run("mkfifo", gate).check()
-    create(sb, "demo-screen", "--replace-command", "--", "sh", "-c",
-           f"read go < {gate}; exec /usr/lib/hostagent/hostagent-demo-agent", name=name)  # fmt: skip
+    create(
+        sb,
+        "demo-screen",
+        "--replace-command",
+        "--",
+        "sh",
+        "-c",
+        f"read go < {gate}; exec /usr/lib/hostagent/hostagent-demo-agent",
+        name=name,
+    )
     try:
         explained: dict[str, str] = {}
 
@@ -218,8 +226,9 @@ def test_a_cli_without_a_preset_is_read_by_its_screen_and_never_working_at_its_p
     is: it has the terminal itself (no job in front), so its prompt reads idle, its turn
     working while it draws, its question blocked, and a command the shell runs stays
     working while it runs."""
-    name = create(sb, "shell", "-e", "DEMO_AGENT_THINK=0", "--replace-command", "--",
-                  "hostagent-demo-agent")  # fmt: skip
+    name = create(
+        sb, "shell", "-e", "DEMO_AGENT_THINK=0", "--replace-command", "--", "hostagent-demo-agent"
+    )
     shell = create(sb, "shell")
     try:
         assert wait(sb, name, "idle") == "idle"
@@ -242,7 +251,9 @@ def test_a_cli_without_a_preset_is_read_by_its_screen_and_never_working_at_its_p
         send(sb, shell, "sleep 600")
         assert wait(sb, shell, "working") == "working"
         # The echo of the line typed reads working first (output flowing); then the job does.
-        until(lambda: with_client(sb, lambda c: c.explain(shell))["matched"] == "foreground: sleep",
-              "the shell's job read working by its foreground rule")  # fmt: skip
+        until(
+            lambda: with_client(sb, lambda c: c.explain(shell))["matched"] == "foreground: sleep",
+            "the shell's job read working by its foreground rule",
+        )
     finally:
         sb.ctl("rm", name, shell)

@@ -50,9 +50,22 @@ def until_watch_shows(sb: Sandbox, text: str, timeout: float = 20.0) -> str:
 def watching(sb: Sandbox) -> Iterator[str]:
     name = create(sb, "demo-agent", user="alice")
     sb.run(
-        "tmux", "-S", SOCK, "-f", "/dev/null", "new-session", "-d", "-s", "watch",
-        "-x", "140", "-y", "30", "hostagentctl --system watch", user="alice",
-    ).check()  # fmt: skip
+        "tmux",
+        "-S",
+        SOCK,
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "watch",
+        "-x",
+        "140",
+        "-y",
+        "30",
+        "hostagentctl --system watch",
+        user="alice",
+    ).check()
     yield name
     sb.run("tmux", "-S", SOCK, "kill-server", user="alice")
     sb.ctl("rm", name)
@@ -105,8 +118,10 @@ def test_watch_answers_the_selected_sessions_question_with_a_digit(
     sb.ctl("send", watching, "/ask").check()
     until_watch_shows(sb, f"{watching} asks: 1-2 answers")
     sb.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "1", user="alice").check()
-    until(lambda: "Proceeding." in sb.ctl("capture", watching).stdout,
-          "the question answered from watch")  # fmt: skip
+    until(
+        lambda: "Proceeding." in sb.ctl("capture", watching).stdout,
+        "the question answered from watch",
+    )
     until_watch_shows(sb, f"answer {watching}: done")
 
 
@@ -132,8 +147,14 @@ def test_watch_asks_for_a_password_on_the_terminal_and_comes_back(sb: Sandbox) -
 
     try:
         # In a login session of hers, as she would run it: polkit finds the terminal's agent.
-        sb.run("su", "-l", "carol", "-c", f"tmux -S {sock} -f /dev/null new-session -d "
-               "-s watch -x 140 -y 30 'hostagentctl --system watch'").check()  # fmt: skip
+        sb.run(
+            "su",
+            "-l",
+            "carol",
+            "-c",
+            f"tmux -S {sock} -f /dev/null new-session -d "
+            "-s watch -x 140 -y 30 'hostagentctl --system watch'",
+        ).check()
         rows = [line.split()[0] for line in shows(roots).splitlines()[3:] if line.strip()]
         for _ in range(rows.index(roots)):
             press("Down")
@@ -167,8 +188,9 @@ def keys(sb: Sandbox, *keys: str, sock: str = SOCK) -> None:
 def coloured(sb: Sandbox, word: str, sock: str = SOCK) -> set[str]:
     """The SGR parameters in force where word is drawn on the watch's screen, read from tmux's
     own record of each cell (capture-pane -e)."""
-    screen = sb.run("tmux", "-S", sock, "capture-pane", "-e", "-p", "-t", "watch",
-                    user="alice").stdout  # fmt: skip
+    screen = sb.run(
+        "tmux", "-S", sock, "capture-pane", "-e", "-p", "-t", "watch", user="alice"
+    ).stdout
     found: set[str] = set()
     for match in re.finditer(r"((?:\x1b\[[\d;]*m)+)" + re.escape(word), screen):
         for params in re.findall(r"\x1b\[([\d;]*)m", match.group(1)):
@@ -216,8 +238,10 @@ def test_watch_previews_colours_and_its_keys_create_type_filter_kill_and_remove(
         until_watch_shows(sb, "kill made-in-watch: done")
         assert settled(sb, "made-in-watch")[0] in ("stopped", "failed")
         # Its preview is the last screen its shell drew, not tmux's padding and dead line.
-        until(lambda: "alice@" in watch_screen(sb).split("── made-in-watch ")[-1],
-              "the ended session's last screen in the preview")  # fmt: skip
+        until(
+            lambda: "alice@" in watch_screen(sb).split("── made-in-watch ")[-1],
+            "the ended session's last screen in the preview",
+        )
         assert "Pane is dead" not in watch_screen(sb)
         keys(sb, "d")
         keys(sb, "y")
@@ -231,12 +255,30 @@ def test_watch_has_no_colour_with_no_color(sb: Sandbox) -> None:
     name = create(sb, "demo-agent", user="alice")
     sock = "/tmp/plain.sock"
     try:
-        sb.run("tmux", "-S", sock, "-f", "/dev/null", "new-session", "-d", "-s", "watch",
-               "-x", "140", "-y", "30", "NO_COLOR=1 hostagentctl --system watch",
-               user="alice").check()  # fmt: skip
+        sb.run(
+            "tmux",
+            "-S",
+            sock,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "watch",
+            "-x",
+            "140",
+            "-y",
+            "30",
+            "NO_COLOR=1 hostagentctl --system watch",
+            user="alice",
+        ).check()
         deadline = time.monotonic() + 20
-        while "idle" not in sb.run("tmux", "-S", sock, "capture-pane", "-p", "-t", "watch",
-                                   user="alice").stdout:  # fmt: skip
+        while (
+            "idle"
+            not in sb.run(
+                "tmux", "-S", sock, "capture-pane", "-p", "-t", "watch", user="alice"
+            ).stdout
+        ):
             assert time.monotonic() < deadline, "the plain watch never showed the idle agent"
             time.sleep(0.1)
         assert not {"31", "32", "36", "33"} & coloured(sb, "idle", sock)
@@ -283,8 +325,12 @@ def test_the_client_library_reports_gone_back_and_a_new_version(sb: Sandbox) -> 
         assert ("gone", "0.2.0", "") in seen
         assert seen[-1] == ("connected", "0.2.0+upgrade", "0.2.0")
     finally:
-        sb.run("rm", "-rf", "/etc/systemd/system/hostagent.service.d/version.conf",
-               "/opt/hostagent-next")  # fmt: skip
+        sb.run(
+            "rm",
+            "-rf",
+            "/etc/systemd/system/hostagent.service.d/version.conf",
+            "/opt/hostagent-next",
+        )
         sb.run("systemctl", "daemon-reload")
         sb.daemon_restart()
         sb.ctl("rm", name)
@@ -319,24 +365,46 @@ def desktop(sb: Sandbox) -> Iterator[None]:
 
 
 def test_notify_outlives_a_notification_server_that_hangs(sb: Sandbox, desktop: None) -> None:
-    sb.ctl("new", "--preset", "demo-agent", "--name", "hung-up", "--cwd", "/tmp",
-           "-e", "DEMO_AGENT_THINK=0", user="alice").check()  # fmt: skip
+    sb.ctl(
+        "new",
+        "--preset",
+        "demo-agent",
+        "--name",
+        "hung-up",
+        "--cwd",
+        "/tmp",
+        "-e",
+        "DEMO_AGENT_THINK=0",
+        user="alice",
+    ).check()
     try:
         sb.ctl("wait", "hung-up", "--for", "idle", "--timeout", "20", user="alice").check()
-        alice(sb, "systemd-run", "--user", "--unit=test-notify", "-p", "Type=notify",
-              "/usr/bin/hostagent-notify")  # fmt: skip
-        sb.run("systemctl", "--user", "kill", "--signal=SIGSTOP", "test-dunst",
-               user="alice").check()  # fmt: skip
+        alice(
+            sb,
+            "systemd-run",
+            "--user",
+            "--unit=test-notify",
+            "-p",
+            "Type=notify",
+            "/usr/bin/hostagent-notify",
+        )
+        sb.run(
+            "systemctl", "--user", "kill", "--signal=SIGSTOP", "test-dunst", user="alice"
+        ).check()
         sb.ctl("send", "hung-up", "/ask", user="alice").check()
 
         def notifier_says(text: str) -> bool:
             log = sb.run("journalctl", "_SYSTEMD_USER_UNIT=test-notify.service", "-o", "cat")
             return text in log.stdout
 
-        until(lambda: notifier_says("No notification shown for hung-up: Notify got no reply"),
-              "the call to the hung server given up", timeout=30)  # fmt: skip
-        sb.run("systemctl", "--user", "kill", "--signal=SIGCONT", "test-dunst",
-               user="alice").check()  # fmt: skip
+        until(
+            lambda: notifier_says("No notification shown for hung-up: Notify got no reply"),
+            "the call to the hung server given up",
+            timeout=30,
+        )
+        sb.run(
+            "systemctl", "--user", "kill", "--signal=SIGCONT", "test-dunst", user="alice"
+        ).check()
         sb.ctl("kill", "--whom", "all", "hung-up", user="alice").check()
         until(lambda: notifier_says("Notified: hung-up exited"), "the next notification shown")
         assert alice(sb, "systemctl", "--user", "is-active", "test-notify").strip() == "active"
@@ -347,25 +415,41 @@ def test_notify_outlives_a_notification_server_that_hangs(sb: Sandbox, desktop: 
 def test_notify_raises_blocked_and_exited_and_attach_opens_a_terminal(
     sb: Sandbox, desktop: None
 ) -> None:
-    sb.ctl("new", "--preset", "demo-agent", "--name", "wants-you", "--cwd", "/tmp",
-           user="alice").check()  # fmt: skip
+    sb.ctl(
+        "new", "--preset", "demo-agent", "--name", "wants-you", "--cwd", "/tmp", user="alice"
+    ).check()
     try:
-        assert sb.ctl("wait", "wants-you", "--for", "idle", "--timeout", "20",
-                      user="alice").stdout.strip() == "idle"  # fmt: skip
+        assert (
+            sb.ctl(
+                "wait", "wants-you", "--for", "idle", "--timeout", "20", user="alice"
+            ).stdout.strip()
+            == "idle"
+        )
         # Type=notify: systemd-run returns once the notifier follows the daemon.
-        alice(sb, "systemd-run", "--user", "--unit=test-notify", "-p", "Type=notify",
-              "/usr/bin/hostagent-notify", "--terminal",
-              "tmux -S /tmp/attached.sock new-session -d")  # fmt: skip
+        alice(
+            sb,
+            "systemd-run",
+            "--user",
+            "--unit=test-notify",
+            "-p",
+            "Type=notify",
+            "/usr/bin/hostagent-notify",
+            "--terminal",
+            "tmux -S /tmp/attached.sock new-session -d",
+        )
         sb.ctl("send", "wants-you", "/ask", user="alice").check()
         until(lambda: displayed(sb) == 1, "a notification for the blocked agent")
         # dunst's default action is what a click does: Attach.
         alice(sb, "dunstctl", "action", "0")
         until(
-            lambda: "Do you want to proceed?" in sb.run(
-                "tmux", "-S", "/tmp/attached.sock", "capture-pane", "-p", user="alice"
-            ).stdout,
+            lambda: (
+                "Do you want to proceed?"
+                in sb.run(
+                    "tmux", "-S", "/tmp/attached.sock", "capture-pane", "-p", user="alice"
+                ).stdout
+            ),
             "a terminal attached to the session",
-        )  # fmt: skip
+        )
         until(lambda: displayed(sb) == 0, "the notification closed after its action")
         assert summaries(sb)[0] == "wants-you asks"  # its question, told with its choices
         sb.ctl("kill", "--whom", "all", "wants-you", user="alice").check()
@@ -380,12 +464,29 @@ def test_notify_tells_a_question_and_its_button_answers_it(sb: Sandbox, desktop:
     """The agent's question is told with its words and a button per choice; pressing one
     answers it as a key in the terminal would. A question answered elsewhere takes its
     notification with it."""
-    sb.ctl("new", "--preset", "demo-agent", "--name", "asker", "--cwd", "/tmp",
-           "-e", "DEMO_AGENT_THINK=0", user="alice").check()  # fmt: skip
+    sb.ctl(
+        "new",
+        "--preset",
+        "demo-agent",
+        "--name",
+        "asker",
+        "--cwd",
+        "/tmp",
+        "-e",
+        "DEMO_AGENT_THINK=0",
+        user="alice",
+    ).check()
     try:
         sb.ctl("wait", "asker", "--for", "idle", "--timeout", "20", user="alice").check()
-        alice(sb, "systemd-run", "--user", "--unit=test-notify", "-p", "Type=notify",
-              "/usr/bin/hostagent-notify")  # fmt: skip
+        alice(
+            sb,
+            "systemd-run",
+            "--user",
+            "--unit=test-notify",
+            "-p",
+            "Type=notify",
+            "/usr/bin/hostagent-notify",
+        )
         sb.ctl("send", "asker", "/ask", user="alice").check()
         until(lambda: displayed(sb) == 1, "a notification for the question")
         press(sb, "1. Yes")
@@ -411,15 +512,35 @@ def test_notify_says_when_a_budget_stopped_a_session(sb: Sandbox, desktop: None)
     """alice's own daemon with a budget of one token a session: her first turn passes it, the
     session stops at the turn's end, and her desktop hears why."""
     config = "/home/alice/.config/hostagent/hostagent.yaml"
-    sb.sh(f"mkdir -p {config.rsplit('/', 1)[0]} && cat > {config}",
-          input="budgets:\n  session:\n    tokens_per_day: 1\n", user="alice").check()  # fmt: skip
+    sb.sh(
+        f"mkdir -p {config.rsplit('/', 1)[0]} && cat > {config}",
+        input="budgets:\n  session:\n    tokens_per_day: 1\n",
+        user="alice",
+    ).check()
     sb.ctl("reload", user="alice").check()
-    sb.ctl("new", "--preset", "demo-agent", "--name", "spender", "--cwd", "/tmp",
-           "-e", "DEMO_AGENT_THINK=0", user="alice").check()  # fmt: skip
+    sb.ctl(
+        "new",
+        "--preset",
+        "demo-agent",
+        "--name",
+        "spender",
+        "--cwd",
+        "/tmp",
+        "-e",
+        "DEMO_AGENT_THINK=0",
+        user="alice",
+    ).check()
     try:
         sb.ctl("wait", "spender", "--for", "idle", "--timeout", "20", user="alice").check()
-        alice(sb, "systemd-run", "--user", "--unit=test-notify", "-p", "Type=notify",
-              "/usr/bin/hostagent-notify")  # fmt: skip
+        alice(
+            sb,
+            "systemd-run",
+            "--user",
+            "--unit=test-notify",
+            "-p",
+            "Type=notify",
+            "/usr/bin/hostagent-notify",
+        )
         sb.ctl("send", "spender", "spend it", user="alice").check()
         until(lambda: displayed(sb) == 1, "a notification for the budget")
         alice(sb, "dunstctl", "close")

@@ -28,10 +28,13 @@ SCREEN = (
 )
 PAGE = "http://127.0.0.1:9090/cockpit/@localhost/hostagent/index.html"
 pytestmark = pytest.mark.skipif(
-    not (shutil.which("chromium") and Path("/usr/lib/cockpit/cockpit-ws").exists()
-         and shutil.which("cockpit-bridge")),
+    not (
+        shutil.which("chromium")
+        and Path("/usr/lib/cockpit/cockpit-ws").exists()
+        and shutil.which("cockpit-bridge")
+    ),
     reason="needs chromium, cockpit-ws and cockpit-bridge (./dev/setup installs them)",
-)  # fmt: skip
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +45,14 @@ def console(debs: Path) -> Iterator[Sandbox]:
         for deb in debs.glob("hostagent*_all.deb"):
             shutil.copy2(deb, sb.root / "var" / "tmp" / deb.name)
         names = [f"/var/tmp/{d.name}" for d in debs.glob("hostagent*_all.deb")]
-        result = sb.run("apt-get", "install", "-y", *names,
-                        env={"DEBIAN_FRONTEND": "noninteractive"}, timeout=300)  # fmt: skip
+        result = sb.run(
+            "apt-get",
+            "install",
+            "-y",
+            *names,
+            env={"DEBIAN_FRONTEND": "noninteractive"},
+            timeout=300,
+        )
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
         sb.run("systemctl", "enable", "--now", "hostagent", "cockpit.socket").check()
         sb.run("chpasswd", input=f"alice:{PASSWORD}\ncarol:{PASSWORD}\n").check()
@@ -62,8 +71,9 @@ def logged_in(sb: Sandbox, user: str) -> Browser:
             "Network.setExtraHTTPHeaders", {"headers": {"Authorization": f"Basic {basic}"}}
         )
         chromium.go("http://127.0.0.1:9090/cockpit/login")
-        chromium.until("document.body && document.body.innerText.includes('csrf-token')",
-                       "the login accepted")  # fmt: skip
+        chromium.until(
+            "document.body && document.body.innerText.includes('csrf-token')", "the login accepted"
+        )
         chromium.send("Network.setExtraHTTPHeaders", {"headers": {}})
         chromium.go(PAGE)
         chromium.until("document.body && document.body.dataset.ready === 'yes'", "the page")
@@ -82,9 +92,11 @@ def browser(console: Sandbox) -> Iterator[Browser]:
 
 def rows(browser: Browser) -> dict[str, str]:
     """Each listed session's name and its row's class (activity-...)."""
-    return dict(browser.js(
-        "[...document.querySelectorAll('#sessions tbody tr')].map(r => [r.dataset.name, r.className])"
-    ))  # fmt: skip
+    return dict(
+        browser.js(
+            "[...document.querySelectorAll('#sessions tbody tr')].map(r => [r.dataset.name, r.className])"
+        )
+    )
 
 
 def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: Browser) -> None:
@@ -92,9 +104,21 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     sb.ctl("new", "--preset", "shell", "--name", "roots-one", system=True).check()
     browser.until("document.querySelector('#sessions tr[data-name=\"roots-one\"]')", "roots-one")
     # Created elsewhere, shown without a reload: the page follows SessionNew.
-    sb.ctl("new", "--preset", "demo-agent", "--name", "alices", "--cwd", "/tmp",
-           "-e", "DEMO_AGENT_THINK=0", "-p", "InaccessiblePaths=-%h/.ssh",
-           user="alice", system=True).check()  # fmt: skip
+    sb.ctl(
+        "new",
+        "--preset",
+        "demo-agent",
+        "--name",
+        "alices",
+        "--cwd",
+        "/tmp",
+        "-e",
+        "DEMO_AGENT_THINK=0",
+        "-p",
+        "InaccessiblePaths=-%h/.ssh",
+        user="alice",
+        system=True,
+    ).check()
     shown_after = time.monotonic()
     browser.until("document.querySelector('#sessions tr[data-name=\"alices\"]')", "alices")
     print(f"a new session was on the page {time.monotonic() - shown_after:.3f}s after its create")
@@ -108,8 +132,10 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
         "alices' tokens in her row",
     )
     sb.ctl("send", "alices", "/ask", user="alice", system=True).check()
-    browser.until("document.querySelector('tr[data-name=\"alices\"].activity-blocked')",
-                  "alices marked blocked")  # fmt: skip
+    browser.until(
+        "document.querySelector('tr[data-name=\"alices\"].activity-blocked')",
+        "alices marked blocked",
+    )
     browser.screenshot(REPO / "docs" / "cockpit-list.png")
 
     # Her session's page: its screen live, and typing into it reaches the agent.
@@ -119,11 +145,15 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     browser.until(f"{SCREEN}.includes('> ')", "the agent back at its prompt")
     browser.js("document.querySelector('#terminal .xterm-helper-textarea').focus()")
     browser.type("typed in cockpit")
-    until(lambda: "You said: typed in cockpit" in sb.ctl("capture", "alices", system=True).stdout,
-          "the line typed in the browser reached the agent")  # fmt: skip
+    until(
+        lambda: "You said: typed in cockpit" in sb.ctl("capture", "alices", system=True).stdout,
+        "the line typed in the browser reached the agent",
+    )
     browser.until("document.getElementById('explain').innerText.includes('rule')", "why")
-    browser.until("document.getElementById('props').innerText.includes('InaccessiblePaths=')",
-                  "what her session is confined to")  # fmt: skip
+    browser.until(
+        "document.getElementById('props').innerText.includes('InaccessiblePaths=')",
+        "what her session is confined to",
+    )
     # An agent's session, with no word asking for less: it started from the agent profile.
     shown = browser.js("document.getElementById('props').innerText")
     assert re.search(r"Profile\s+agent\b", shown) and "ProtectHome=read-only" in shown, shown
@@ -134,19 +164,26 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     browser.until("!document.getElementById('confirm').hidden", "the confirmation")
     browser.js("document.getElementById('confirm-yes').click()")
     until(lambda: props(sb, "alices")["State"] == "stopped", "alices stopped from the page")
-    browser.until("document.getElementById('session-state').innerText.startsWith('stopped')",
-                  "the page saying stopped")  # fmt: skip
+    browser.until(
+        "document.getElementById('session-state').innerText.startsWith('stopped')",
+        "the page saying stopped",
+    )
     browser.js("document.getElementById('resume').click()")
     until(lambda: props(sb, "alices")["State"] == "running", "alices resumed from the page")
 
     # root's session: what the daemon would refuse her is not offered, and the page says why.
     browser.js("location.hash = '#/session/roots-one'")
     browser.until("document.getElementById('session-name').innerText === 'roots-one'", "roots")
-    note = browser.until("!document.getElementById('not-yours').hidden && "
-                         "document.getElementById('not-yours').innerText", "why not")  # fmt: skip
+    note = browser.until(
+        "!document.getElementById('not-yours').hidden && "
+        "document.getElementById('not-yours').innerText",
+        "why not",
+    )
     assert "root's session" in note, note
-    offered = browser.js("['stop', 'kill', 'remove', 'resume', 'send-text']"
-                         ".filter(id => !document.getElementById(id).disabled)")  # fmt: skip
+    offered = browser.js(
+        "['stop', 'kill', 'remove', 'resume', 'send-text']"
+        ".filter(id => !document.getElementById(id).disabled)"
+    )
     assert offered == [], offered
     assert browser.js("document.getElementById('terminal').hidden"), "no screen she may not see"
     assert "see this session's screen" in browser.js(
@@ -156,11 +193,25 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     assert props(sb, "roots-one")["State"] == "running"
 
     # Her session that failed: marked in the list, and its page shows the last screen.
-    sb.ctl("new", "--preset", "shell", "--name", "alice-fails", "--cwd", "/home/alice", "--",
-           "-c", "echo the build broke; exit 3", user="alice", system=True).check()  # fmt: skip
+    sb.ctl(
+        "new",
+        "--preset",
+        "shell",
+        "--name",
+        "alice-fails",
+        "--cwd",
+        "/home/alice",
+        "--",
+        "-c",
+        "echo the build broke; exit 3",
+        user="alice",
+        system=True,
+    ).check()
     browser.js("location.hash = '#/'")
-    browser.until("document.querySelector('tr[data-name=\"alice-fails\"].state-failed')",
-                  "the failed session marked in the list")  # fmt: skip
+    browser.until(
+        "document.querySelector('tr[data-name=\"alice-fails\"].state-failed')",
+        "the failed session marked in the list",
+    )
     browser.js("location.hash = '#/session/alice-fails'")
     browser.until(f"{SCREEN}.includes('the build broke')", "its last screen")
     assert "Pane is dead" not in browser.js("document.querySelector('#terminal').innerText")
@@ -171,8 +222,10 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     # New session, from the form: only installed agents are offered.
     browser.js("location.hash = '#/'")
     browser.js("document.getElementById('new-button').click()")
-    offered = browser.until("[...document.getElementById('new-preset').options].map(o => o.value)"
-                            ".join(' ')", "the agents offered")  # fmt: skip
+    offered = browser.until(
+        "[...document.getElementById('new-preset').options].map(o => o.value).join(' ')",
+        "the agents offered",
+    )
     assert "shell" in offered and "demo-agent" in offered and "claude" not in offered
     browser.js("""(() => {
         document.getElementById('new-preset').value = 'shell';
@@ -186,14 +239,17 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
     assert props(sb, "from-cockpit")["Owner"] == sb.uid("alice")
     runtime = sb.run("systemctl", "show", "-P", "RuntimeMaxUSec", "hostagent-from-cockpit.scope")
     assert runtime.stdout.strip() == "1h 30min", "the form takes systemd's time spans"
-    browser.until("document.getElementById('session-name').innerText === 'from-cockpit'",
-                  "its page")  # fmt: skip
+    browser.until(
+        "document.getElementById('session-name').innerText === 'from-cockpit'", "its page"
+    )
     # A line sent from the form, then Kill and Remove, each confirmed.
     browser.js("""(() => {
         document.getElementById('send-text').value = 'echo sent-$((20 + 22))';
         document.querySelector('#send-form button').click(); })()""")
-    until(lambda: "sent-42" in sb.ctl("capture", "from-cockpit", system=True).stdout,
-          "the line sent from the form ran")  # fmt: skip
+    until(
+        lambda: "sent-42" in sb.ctl("capture", "from-cockpit", system=True).stdout,
+        "the line sent from the form ran",
+    )
     for button in ("kill", "remove"):
         browser.js(f"document.getElementById('{button}').click()")
         browser.until("!document.getElementById('confirm').hidden", f"{button} confirmed first")
@@ -206,8 +262,10 @@ def test_the_page_lists_follows_and_drives_sessions(console: Sandbox, browser: B
                 "the last screen of the ended session",
             )
             assert browser.js("document.getElementById('send-text').disabled")
-    until(lambda: sb.ctl("status", "from-cockpit", system=True).returncode == 4,
-          "removed from the page")  # fmt: skip
+    until(
+        lambda: sb.ctl("status", "from-cockpit", system=True).returncode == 4,
+        "removed from the page",
+    )
     browser.until("location.hash === '#/' || location.hash === ''", "back at the list")
 
 
@@ -217,20 +275,35 @@ def test_the_inbox_answers_an_agents_question_with_its_button(
     """alice's agent asks; the page lists the question with a button per choice, and hers
     answers it as a key in its terminal would; the question leaves the page."""
     sb = console
-    sb.ctl("new", "--preset", "demo-agent", "--name", "asks-alice", "--cwd", "/tmp",
-           "-e", "DEMO_AGENT_THINK=0", user="alice", system=True).check()  # fmt: skip
+    sb.ctl(
+        "new",
+        "--preset",
+        "demo-agent",
+        "--name",
+        "asks-alice",
+        "--cwd",
+        "/tmp",
+        "-e",
+        "DEMO_AGENT_THINK=0",
+        user="alice",
+        system=True,
+    ).check()
     try:
         sb.ctl("wait", "asks-alice", "--for", "idle", "--timeout", "30", system=True).check()
         sb.ctl("send", "asks-alice", "/ask", user="alice", system=True).check()
         question = "document.querySelector('.question[data-name=\"asks-alice\"]')"
-        browser.until(f"{question} && {question}.innerText.includes('Do you want to proceed?')",
-                      "the question on the page")  # fmt: skip
+        browser.until(
+            f"{question} && {question}.innerText.includes('Do you want to proceed?')",
+            "the question on the page",
+        )
         buttons = browser.js(f"[...{question}.querySelectorAll('button')].map(b => b.innerText)")
         assert buttons == ["1. Yes", "2. No"], buttons
         browser.screenshot(REPO / "docs" / "cockpit-inbox.png")
         browser.js(f"{question}.querySelector('button').click()")
-        until(lambda: "Proceeding." in sb.ctl("capture", "asks-alice", system=True).stdout,
-              "the agent took the answer from the page")  # fmt: skip
+        until(
+            lambda: "Proceeding." in sb.ctl("capture", "asks-alice", system=True).stdout,
+            "the agent took the answer from the page",
+        )
         browser.until(f"!{question}", "the question gone from the page")
         logs = sb.ctl("logs", "asks-alice").check().stdout
         assert "answered 'Yes'" in logs and "(cockpit-bridge)" in logs, logs
@@ -251,25 +324,34 @@ def test_an_admin_with_administrative_access_acts_as_root(console: Sandbox) -> N
 
         def open_it() -> None:
             carol.js("location.hash = '#/session/alices-own'")
-            carol.until("document.getElementById('session-name').innerText === 'alices-own'",
-                        "its page")  # fmt: skip
+            carol.until(
+                "document.getElementById('session-name').innerText === 'alices-own'", "its page"
+            )
 
         open_it()  # as carol: not offered
         carol.until("!document.getElementById('not-yours').hidden", "why she may not act")
         assert carol.js("document.getElementById('stop').disabled")
         # Cockpit's promise is a thenable, not a Promise, which the browser would not await:
         # the page must not be reloaded before the root bridge is up.
-        carol.js("Promise.resolve(cockpit.dbus(null, {bus: 'internal'})"
-                 ".call('/superuser', 'cockpit.Superuser', 'Start', ['sudo']))")  # fmt: skip
+        carol.js(
+            "Promise.resolve(cockpit.dbus(null, {bus: 'internal'})"
+            ".call('/superuser', 'cockpit.Superuser', 'Start', ['sudo']))"
+        )
         carol.go(PAGE)
         carol.until("document.body && document.body.dataset.ready === 'yes'", "the page again")
         open_it()  # as root now
         carol.until("!document.getElementById('stop').disabled", "the stop offered")
-        carol.js("document.getElementById('stop').click(); "
-                 "document.getElementById('confirm-yes').click()")  # fmt: skip
-        until(lambda: props(sb, "alices-own")["State"] == "stopped"
-              or not carol.js("document.getElementById('alert').hidden"),
-              "the stop done, or refused")  # fmt: skip
+        carol.js(
+            "document.getElementById('stop').click(); "
+            "document.getElementById('confirm-yes').click()"
+        )
+        until(
+            lambda: (
+                props(sb, "alices-own")["State"] == "stopped"
+                or not carol.js("document.getElementById('alert').hidden")
+            ),
+            "the stop done, or refused",
+        )
         assert carol.js("document.getElementById('alert-text').innerText") == ""
         assert props(sb, "alices-own")["State"] == "stopped"
     finally:

@@ -103,8 +103,14 @@ def test_a_session_writes_only_its_working_tree_and_keeps_to_it_after_a_resume(
     alices_home: Sandbox,
 ) -> None:
     sb = alices_home
-    name = session(sb, "ProtectSystem=strict", "ProtectHome=read-only", "ReadWritePaths=%{cwd}",
-                   "InaccessiblePaths=%h/.ssh", cwd="/home/alice/proj")  # fmt: skip
+    name = session(
+        sb,
+        "ProtectSystem=strict",
+        "ProtectHome=read-only",
+        "ReadWritePaths=%{cwd}",
+        "InaccessiblePaths=%h/.ssh",
+        cwd="/home/alice/proj",
+    )
     try:
         for _ in range(2):
             assert typed(sb, name, "touch /home/alice/proj/made-here") == 0
@@ -240,8 +246,9 @@ def test_the_admins_defaults_confine_every_new_session_and_only_tighten(
         assert typed(sb, plain, f"cat {SECRET}") != 0
         made.append(tighter := session(sb, "ProtectSystem=full"))
         assert typed(sb, tighter, "touch /etc/hostagent-test/written") != 0
-        loosened = sb.ctl("new", "--preset", "shell", "-p", "InaccessiblePaths=",
-                          user="alice", system=True)  # fmt: skip
+        loosened = sb.ctl(
+            "new", "--preset", "shell", "-p", "InaccessiblePaths=", user="alice", system=True
+        )
         assert loosened.returncode != 0
         assert "by the admin" in loosened.stderr, loosened.stderr
         bobs = create(sb, "shell", user="bob")
@@ -258,9 +265,13 @@ def test_ip_address_deny_is_enforced_or_refused_never_ignored(alices_home: Sandb
     cannot attach one; hostagent refuses it there instead, with the reason doctor gives."""
     sb = alices_home
     port = 47000 + secrets.randbelow(1000)
-    sb.run("systemd-run", "--unit=hostagent-test-listener", "/usr/bin/python3", "-c",
-           f"import socket, time; s = socket.create_server(('127.0.0.1', {port})); "
-           "time.sleep(600)").check()  # fmt: skip
+    sb.run(
+        "systemd-run",
+        "--unit=hostagent-test-listener",
+        "/usr/bin/python3",
+        "-c",
+        f"import socket, time; s = socket.create_server(('127.0.0.1', {port})); time.sleep(600)",
+    ).check()
     connect = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 3)\""
     said = json.loads(sb.ctl("--json", "doctor", user="alice", system=True).stdout)
     enforced = said["sandboxing"]["ip_address_deny"] == "yes"
@@ -268,8 +279,9 @@ def test_ip_address_deny_is_enforced_or_refused_never_ignored(alices_home: Sandb
     try:
         until(lambda: sb.run("/bin/sh", "-c", connect).returncode == 0, "the listener listens")
         if not enforced:
-            refused = sb.ctl("new", "--preset", "shell", "-p", "IPAddressDeny=any",
-                             user="alice", system=True)  # fmt: skip
+            refused = sb.ctl(
+                "new", "--preset", "shell", "-p", "IPAddressDeny=any", user="alice", system=True
+            )
             assert refused.returncode != 0
             assert "IPAddressDeny= cannot be enforced here" in refused.stderr, refused.stderr
             return
@@ -292,8 +304,11 @@ def test_the_user_daemon_makes_the_sandbox_in_a_user_namespace(alices_home: Sand
 
     def new(*words: str) -> str:
         extra = [arg for word in words for arg in ("-p", word)]
-        out = sb.ctl("new", "--preset", "shell", "--cwd", "/home/alice/proj", *extra,
-                     user="alice").check().stdout.strip()  # fmt: skip
+        out = (
+            sb.ctl("new", "--preset", "shell", "--cwd", "/home/alice/proj", *extra, user="alice")
+            .check()
+            .stdout.strip()
+        )
         made.append(out)
         return out
 
@@ -351,9 +366,17 @@ def test_each_word_means_what_it_means_to_systemd(alices_home: Sandbox, words: l
     sb = alices_home
     props = [arg for word in words for arg in ("-p", word)]
     service = sb.run(
-        "systemd-run", "--quiet", "--wait", "--pipe", "-p", "User=alice", *props,
-        "/bin/sh", "-c", PROBE,
-    ).check()  # fmt: skip
+        "systemd-run",
+        "--quiet",
+        "--wait",
+        "--pipe",
+        "-p",
+        "User=alice",
+        *props,
+        "/bin/sh",
+        "-c",
+        PROBE,
+    ).check()
     name = session(sb, *words)
     out = f"/dev/shm/hostagent-test-probe-{name}"
     try:
@@ -381,10 +404,23 @@ def test_a_bad_word_is_invalid_args_naming_what_it_takes(
     assert ctl.returncode != 0 and says in ctl.stderr, ctl.stderr
     # The daemon reads it too, for a caller that is not hostagentctl.
     call = sb.run(
-        "busctl", "call", BUS_NAME, "/org/hostagent/HostAgent1", f"{BUS_NAME}.Manager",
-        "CreateSession", "sssa{sv}", name, "shell", "/tmp", "1", "properties", "as", "1", word,
+        "busctl",
+        "call",
+        BUS_NAME,
+        "/org/hostagent/HostAgent1",
+        f"{BUS_NAME}.Manager",
+        "CreateSession",
+        "sssa{sv}",
+        name,
+        "shell",
+        "/tmp",
+        "1",
+        "properties",
+        "as",
+        "1",
+        word,
         user="alice",
-    )  # fmt: skip
+    )
     assert call.returncode != 0 and says in call.stderr, call.stderr
     assert record(sb, name) is None
 
@@ -395,9 +431,18 @@ def test_a_sandbox_that_cannot_be_made_fails_the_create_whole_and_says_what_to_d
     sb = alices_home
     name = new_name()
     ctl = sb.ctl(
-        "new", "--preset", "shell", "--name", name, "--cwd", "/tmp",
-        "-p", "ReadOnlyPaths=/srv/not-there", user="alice", system=True,
-    )  # fmt: skip
+        "new",
+        "--preset",
+        "shell",
+        "--name",
+        name,
+        "--cwd",
+        "/tmp",
+        "-p",
+        "ReadOnlyPaths=/srv/not-there",
+        user="alice",
+        system=True,
+    )
     assert ctl.returncode != 0
     assert "'/srv/not-there' does not exist; prefix it with '-'" in ctl.stderr, ctl.stderr
     assert ctl.stderr.count("\n") == 1, ctl.stderr
@@ -405,9 +450,18 @@ def test_a_sandbox_that_cannot_be_made_fails_the_create_whole_and_says_what_to_d
     assert name not in sb.ctl("list", user="alice", system=True).stdout
     # The same path marked as one that may be missing is passed over.
     sb.ctl(
-        "new", "--preset", "shell", "--name", name, "--cwd", "/tmp",
-        "-p", "ReadOnlyPaths=-/srv/not-there", user="alice", system=True,
-    ).check()  # fmt: skip
+        "new",
+        "--preset",
+        "shell",
+        "--name",
+        name,
+        "--cwd",
+        "/tmp",
+        "-p",
+        "ReadOnlyPaths=-/srv/not-there",
+        user="alice",
+        system=True,
+    ).check()
     removed(sb, name)
 
 

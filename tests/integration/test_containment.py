@@ -24,9 +24,13 @@ def test_processes_left_behind_by_the_agent_are_flagged_and_stopped(sandbox: San
 
     async def run(client):  # type: ignore[no-untyped-def]
         return await wait_for_property(
-            client, name, "Containment", bool,
-            lambda: sb.ctl("send", name, "bye").check(), GUARD_WAIT,
-        )  # fmt: skip
+            client,
+            name,
+            "Containment",
+            bool,
+            lambda: sb.ctl("send", name, "bye").check(),
+            GUARD_WAIT,
+        )
 
     seen = with_client(sb, run)
     assert "1 process left behind by the agent: sleep" in seen[-1]
@@ -88,17 +92,31 @@ def test_a_service_the_agent_has_its_session_bus_start_is_flagged(sandbox: Sandb
     )
     name = new_name()
     sb.ctl(
-        "new", "--name", name, "-e", f"DBUS_SESSION_BUS_ADDRESS={bus}", "--replace-command",
-        "--", "sh", "-c", asker, user="alice", system=True,
-    ).check()  # fmt: skip
+        "new",
+        "--name",
+        name,
+        "-e",
+        f"DBUS_SESSION_BUS_ADDRESS={bus}",
+        "--replace-command",
+        "--",
+        "sh",
+        "-c",
+        asker,
+        user="alice",
+        system=True,
+    ).check()
     try:
         assert sb.screen_showing(name, "ready", user="alice")
 
         async def run(client):  # type: ignore[no-untyped-def]
             return await wait_for_property(
-                client, name, "Containment", bool,
-                lambda: sb.ctl("send", name, "go", user="alice", system=True).check(), GUARD_WAIT,
-            )  # fmt: skip
+                client,
+                name,
+                "Containment",
+                bool,
+                lambda: sb.ctl("send", name, "go", user="alice", system=True).check(),
+                GUARD_WAIT,
+            )
 
         seen = with_client(sb, run)
         assert seen[-1] == (

@@ -148,8 +148,10 @@ def test_an_id_the_cli_chose_is_discovered_on_disk_and_resumed(sb: Sandbox, cloc
             sb.run("touch", "-d", "1 hour ago", conversation, user="alice").check()
         alice(sb, "stop", name)
         # The run's end is one write; the look on disk that follows it is a write of its own.
-        until(lambda: props(sb, name)["AgentSessionId"] == own.group(1),
-              "the id was found on disk after the stop")  # fmt: skip
+        until(
+            lambda: props(sb, name)["AgentSessionId"] == own.group(1),
+            "the id was found on disk after the stop",
+        )
         alice(sb, "resume", name)
         assert props(sb, name)["Command"][-2:] == ["--resume", own.group(1)]
         wait_screen(sb, name, "[user] find me")
@@ -171,8 +173,10 @@ def test_an_id_the_cli_chose_is_learned_while_the_session_runs(sb: Sandbox) -> N
         assert props(sb, name)["AgentSessionId"] is None  # no conversation on disk yet
         alice(sb, "send", name, "find me while I run")
         wait_screen(sb, name, "You said: find me while I run")
-        until(lambda: props(sb, name)["AgentSessionId"] == own.group(1),
-              "the id was learned at the turn's end")  # fmt: skip
+        until(
+            lambda: props(sb, name)["AgentSessionId"] == own.group(1),
+            "the id was learned at the turn's end",
+        )
         assert props(sb, name)["State"] == "running"
     finally:
         sb.ctl("rm", name)

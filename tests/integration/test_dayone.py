@@ -104,8 +104,22 @@ def test_a_full_screen_agent_that_clears_its_screen_leaves_its_last_frame(sb: Sa
     frame = "working on it\\nDo you want to proceed? (y/n)"
     script = f'printf "\\033[?1049h\\033[H{frame}"; read x; printf "\\033[?1049l"; exit 5'
     name = new_name()
-    sb.ctl("new", "--name", name, "--preset", "demo-agent", "--cwd", "/tmp",
-           "--replace-command", "--", "sh", "-c", script, user="alice", system=True).check()  # fmt: skip
+    sb.ctl(
+        "new",
+        "--name",
+        name,
+        "--preset",
+        "demo-agent",
+        "--cwd",
+        "/tmp",
+        "--replace-command",
+        "--",
+        "sh",
+        "-c",
+        script,
+        user="alice",
+        system=True,
+    ).check()
     try:
         sb.ctl(
             "wait", name, "--for", "blocked", "--timeout", "30", user="alice", system=True
@@ -158,7 +172,9 @@ def test_a_broken_config_is_refused_and_answered_at_once_until_fixed(sb: Sandbox
     with file, line, field and fix (an exiting daemon left each call waiting 25 s on
     activation); a reload with the file fixed starts it for real and adopts what runs."""
     # The package's Restart=on-failure (the sandbox turns restarts off for other tests).
-    sb.sh(f"mkdir -p {RESTARTING.rsplit('/', 1)[0]} && printf '[Service]\\nRestart=on-failure\\n' > {RESTARTING}").check()  # fmt: skip
+    sb.sh(
+        f"mkdir -p {RESTARTING.rsplit('/', 1)[0]} && printf '[Service]\\nRestart=on-failure\\n' > {RESTARTING}"
+    ).check()
     sb.run("systemctl", "daemon-reload").check()
     live = create(sb, "shell", user="alice")
     try:
@@ -182,8 +198,15 @@ def test_a_broken_config_is_refused_and_answered_at_once_until_fixed(sb: Sandbox
             listed = sb.run("hostagentctl", "--system", "list", user="alice", timeout=10)
             assert listed.returncode == 1 and listed.stderr.count("\n") == 1, listed.stderr
             assert where in listed.stderr and "systemctl reload hostagent" in listed.stderr
-        busctl = sb.run("busctl", "call", BUS_NAME, "/org/hostagent/HostAgent1",
-                        f"{BUS_NAME}.Manager", "ListSessions", timeout=10)  # fmt: skip
+        busctl = sb.run(
+            "busctl",
+            "call",
+            BUS_NAME,
+            "/org/hostagent/HostAgent1",
+            f"{BUS_NAME}.Manager",
+            "ListSessions",
+            timeout=10,
+        )
         assert "BadConfiguration" in busctl.stderr or where in busctl.stderr, busctl.stderr
         assert (show("NRestarts"), show("MainPID")) == ("0", refusing), "no call restarts it"
         doctor = sb.run("hostagentctl", "--system", "doctor", user="alice", timeout=10)
@@ -193,7 +216,9 @@ def test_a_broken_config_is_refused_and_answered_at_once_until_fixed(sb: Sandbox
         assert sb.ctl("reload", user="alice", system=True).returncode != 0
         assert sb.run("systemctl", "reload", "hostagent").returncode != 0
         # memory sizes and time spans read as systemd writes them.
-        sb.sh(f"echo 'limits: {{memory_max: 4G, runtime_max_sec: 1h, tasks_max: infinity}}' > {CONFIG}").check()  # fmt: skip
+        sb.sh(
+            f"echo 'limits: {{memory_max: 4G, runtime_max_sec: 1h, tasks_max: infinity}}' > {CONFIG}"
+        ).check()
         sb.run("systemctl", "reload", "hostagent").check()
         assert "alice" in sb.ctl("status", live).check().stdout
         name = create(sb, "shell", user="alice")
@@ -215,8 +240,18 @@ def test_a_broken_config_is_refused_and_answered_at_once_until_fixed(sb: Sandbox
 
 def test_list_shows_whose_how_old_and_filters_and_new_takes_systemds_values(sb: Sandbox) -> None:
     # root creates for alice by name, with no --cwd: her home, not root's.
-    made = sb.ctl("new", "--uid", "alice", "--preset", "shell", "-p", "RuntimeMaxSec=1h",
-                  "-p", "MemoryMax=infinity", system=True)  # fmt: skip
+    made = sb.ctl(
+        "new",
+        "--uid",
+        "alice",
+        "--preset",
+        "shell",
+        "-p",
+        "RuntimeMaxSec=1h",
+        "-p",
+        "MemoryMax=infinity",
+        system=True,
+    )
     assert made.returncode == 0, made.stderr
     name = made.stdout.strip()
     try:
@@ -227,8 +262,15 @@ def test_list_shows_whose_how_old_and_filters_and_new_takes_systemds_values(sb: 
         out = sb.ctl("list", "--owner", "alice", name, user="alice", system=True).check().stdout
         lines = out.splitlines()
         assert lines[0].split()[:8] == [
-            "NAME", "PRESET", "STATE", "ACTIVITY", "USER", "AGE", "MEMORY", "CPU"
-        ]  # fmt: skip
+            "NAME",
+            "PRESET",
+            "STATE",
+            "ACTIVITY",
+            "USER",
+            "AGE",
+            "MEMORY",
+            "CPU",
+        ]
         row = lines[1].split()
         assert row[0] == name and row[4] == "alice" and row[5].endswith(("s", "min"))
         (item,) = json.loads(sb.ctl("--json", "list", name, system=True).stdout)
@@ -247,22 +289,49 @@ def test_systemds_other_resource_properties_are_taken_kept_and_shown_back(sb: Sa
     """-p takes systemd's resource-control properties beyond hostagent's limits, in systemd's
     words; the scope carries them, status shows them back, and a resume gives them again."""
     name = new_name()
-    given = ["CPUQuota=50%", "CPUQuotaPeriodSec=10ms", "AllowedCPUs=0", "IOWeight=50",
-             "MemorySwapMax=0", "MemoryLow=64M", "IPAddressDeny=any", "IPAddressAllow=localhost",
-             "TasksAccounting=yes", "IOReadBandwidthMax=/dev/null 1M"]  # fmt: skip
+    given = [
+        "CPUQuota=50%",
+        "CPUQuotaPeriodSec=10ms",
+        "AllowedCPUs=0",
+        "IOWeight=50",
+        "MemorySwapMax=0",
+        "MemoryLow=64M",
+        "IPAddressDeny=any",
+        "IPAddressAllow=localhost",
+        "TasksAccounting=yes",
+        "IOReadBandwidthMax=/dev/null 1M",
+    ]
     # Where systemd cannot enforce the IP words they are refused at create instead
     # (test_confinement.py shows it either way), so they are asked for only where it can.
     said = json.loads(sb.ctl("--json", "doctor", user="alice", system=True).stdout)
     ip_enforced = said["sandboxing"]["ip_address_deny"] == "yes"
     if not ip_enforced:
         given = [p for p in given if not p.startswith("IPAddress")]
-    sb.ctl("new", "--preset", "shell", "--name", name, "--cwd", "/tmp",
-           *[arg for p in given for arg in ("-p", p)], user="alice", system=True).check()  # fmt: skip
+    sb.ctl(
+        "new",
+        "--preset",
+        "shell",
+        "--name",
+        name,
+        "--cwd",
+        "/tmp",
+        *[arg for p in given for arg in ("-p", p)],
+        user="alice",
+        system=True,
+    ).check()
     scope = f"hostagent-{name}.scope"
-    wanted = {"CPUQuotaPerSecUSec": "500ms", "CPUQuotaPeriodUSec": "10ms", "AllowedCPUs": "0",
-              "IOWeight": "50", "MemorySwapMax": "0", "MemoryLow": str(64 << 20),
-              "IPAddressDeny": "0.0.0.0/0 ::/0", "IPAddressAllow": "127.0.0.0/8 ::1/128",
-              "TasksAccounting": "yes", "IOReadBandwidthMax": "/dev/null 1048576"}  # fmt: skip
+    wanted = {
+        "CPUQuotaPerSecUSec": "500ms",
+        "CPUQuotaPeriodUSec": "10ms",
+        "AllowedCPUs": "0",
+        "IOWeight": "50",
+        "MemorySwapMax": "0",
+        "MemoryLow": str(64 << 20),
+        "IPAddressDeny": "0.0.0.0/0 ::/0",
+        "IPAddressAllow": "127.0.0.0/8 ::1/128",
+        "TasksAccounting": "yes",
+        "IOReadBandwidthMax": "/dev/null 1048576",
+    }
 
     if not ip_enforced:
         wanted = {k: v for k, v in wanted.items() if not k.startswith("IPAddress")}
@@ -284,8 +353,7 @@ def test_systemds_other_resource_properties_are_taken_kept_and_shown_back(sb: Sa
         sb.ctl("stop", name, user="alice", system=True).check()
         sb.ctl("resume", name, user="alice", system=True).check()
         assert shown() == wanted
-        refused = sb.ctl("new", "--preset", "shell", "-p", "CPUQuota=0%", user="alice",
-                         system=True)  # fmt: skip
+        refused = sb.ctl("new", "--preset", "shell", "-p", "CPUQuota=0%", user="alice", system=True)
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
         assert "CPUQuota" in refused.stderr and "50%" in refused.stderr
     finally:
@@ -418,9 +486,15 @@ def test_a_shell_is_working_while_a_command_runs(sb: Sandbox) -> None:
     try:
         sb.ctl("wait", "--for", "idle", "--timeout", "30", name).check()
         sb.ctl("send", name, "sleep 600", user="alice", system=True).check()
-        assert sb.ctl("wait", "--for", "working", "--timeout", "30", name).check().stdout.strip() == "working"  # fmt: skip
+        assert (
+            sb.ctl("wait", "--for", "working", "--timeout", "30", name).check().stdout.strip()
+            == "working"
+        )
         sock = f"/run/hostagent/{sb.uid('alice')}/{name}.sock"
         sb.run("tmux", "-S", sock, "send-keys", "-t", "main", "C-c", user="alice").check()
-        assert sb.ctl("wait", "--for", "idle", "--timeout", "30", name).check().stdout.strip() == "idle"  # fmt: skip
+        assert (
+            sb.ctl("wait", "--for", "idle", "--timeout", "30", name).check().stdout.strip()
+            == "idle"
+        )
     finally:
         sb.ctl("rm", name)

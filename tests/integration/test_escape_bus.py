@@ -15,8 +15,14 @@ from tests.integration.helpers import create, until
 from tests.sandbox import GUEST_REPO, Sandbox
 
 SECRET = "/home/alice/.ssh/id_ed25519"
-CONFINED = ("ProtectSystem=strict", "ProtectHome=read-only", "ReadWritePaths=%h/proj",
-            "InaccessiblePaths=%h/.ssh", "PrivateTmp=yes", "NoNewPrivileges=yes")  # fmt: skip
+CONFINED = (
+    "ProtectSystem=strict",
+    "ProtectHome=read-only",
+    "ReadWritePaths=%h/proj",
+    "InaccessiblePaths=%h/.ssh",
+    "PrivateTmp=yes",
+    "NoNewPrivileges=yes",
+)
 ORPHAN = (
     f"PYTHONPATH={GUEST_REPO} PYTHONPYCACHEPREFIX=/tmp/orphan-pycache "
     "python3 -m tests.integration.orphan"
@@ -52,8 +58,13 @@ def said(sb: Sandbox, name: str, command: str) -> str:
     which every sandbox leaves as it is. An orphan's answer is printed by the child it leaves
     behind, after the shell has gone on: waited for until it is there."""
     out = f"/dev/shm/hostagent-test-{secrets.token_hex(4)}"
-    sb.ctl("send", name, f"{{ {command}; }} > {out}.tmp 2>&1; mv {out}.tmp {out}",
-           user="alice", system=True).check()  # fmt: skip
+    sb.ctl(
+        "send",
+        name,
+        f"{{ {command}; }} > {out}.tmp 2>&1; mv {out}.tmp {out}",
+        user="alice",
+        system=True,
+    ).check()
     until(lambda: sb.run("test", "-e", out).returncode == 0, f"{command!r} ran in {name}", 60)
     if command.startswith(ORPHAN):
         until(lambda: sb.run("test", "-s", out).returncode == 0, f"{command!r} answered", 60)
@@ -106,8 +117,13 @@ def test_an_orphaned_connection_whose_pid_is_reused_outside_is_refused(home: San
     handshake = f"/dev/shm/hostagent-test-{secrets.token_hex(4)}"
     out = f"{handshake}.out"
     try:
-        sb.ctl("send", agent, f"{ORPHAN} ListSessions '' {handshake} > {out}.tmp 2>&1; "
-               f"mv {out}.tmp {out}", user="alice", system=True).check()  # fmt: skip
+        sb.ctl(
+            "send",
+            agent,
+            f"{ORPHAN} ListSessions '' {handshake} > {out}.tmp 2>&1; mv {out}.tmp {out}",
+            user="alice",
+            system=True,
+        ).check()
         until(lambda: sb.run("test", "-e", f"{handshake}.pid").returncode == 0, "the opener left")
         stale = int(sb.run("cat", f"{handshake}.pid").check().stdout)
         # Root makes the next pid in the container the stale one: alice's, outside sessions.

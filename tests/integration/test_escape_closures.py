@@ -17,9 +17,13 @@ from tests.sandbox import Sandbox
 
 # The attacker: the agent inside alice's session, confined as this.
 CONFINED = (
-    "ProtectSystem=strict", "ProtectHome=read-only", "ReadWritePaths=%{cwd}",
-    "InaccessiblePaths=%h/.ssh", "PrivateTmp=yes", "NoNewPrivileges=yes",
-)  # fmt: skip
+    "ProtectSystem=strict",
+    "ProtectHome=read-only",
+    "ReadWritePaths=%{cwd}",
+    "InaccessiblePaths=%h/.ssh",
+    "PrivateTmp=yes",
+    "NoNewPrivileges=yes",
+)
 PROJ = "/home/alice/proj"
 # Anything, started by her user manager: outside every sandbox.
 ESCAPE = "XDG_RUNTIME_DIR=/run/user/$(id -u) systemd-run --user --quiet --wait true"
@@ -114,8 +118,10 @@ def test_no_word_from_inside_reopens_her_runtime_directory(alice: Sandbox) -> No
         assert f"InaccessiblePaths=-/run/user/{uid}/x" in record(sb, child)["properties"]  # type: ignore[index]
         assert typed(sb, child, BUS) != 0
         assert typed(sb, child, ESCAPE) != 0
-        for made, word in ((loose, f"ReadWritePaths=/run/user/{uid}"),
-                           (loose_ro, "ReadOnlyPaths=/run/user/%U")):  # fmt: skip
+        for made, word in (
+            (loose, f"ReadWritePaths=/run/user/{uid}"),
+            (loose_ro, "ReadOnlyPaths=/run/user/%U"),
+        ):
             assert typed(sb, maker, f"{new} {made} -p {word}") != 0, word
             assert record(sb, made) is None, word
         # Nor by a link to it, which a word names read-only: the cover is made first, so the
@@ -141,10 +147,24 @@ def test_on_the_user_daemon_a_session_ends_with_her_user_manager(alice: Sandbox)
     sb.daemon_start(user="alice")
     name = ""
     try:
-        name = sb.ctl(
-            "new", "--preset", "shell", "--cwd", PROJ, "-p", "ProtectHome=read-only",
-            "-p", "ReadWritePaths=%{cwd}", "-p", "InaccessiblePaths=%h/.ssh", user="alice",
-        ).check().stdout.strip()  # fmt: skip
+        name = (
+            sb.ctl(
+                "new",
+                "--preset",
+                "shell",
+                "--cwd",
+                PROJ,
+                "-p",
+                "ProtectHome=read-only",
+                "-p",
+                "ReadWritePaths=%{cwd}",
+                "-p",
+                "InaccessiblePaths=%h/.ssh",
+                user="alice",
+            )
+            .check()
+            .stdout.strip()
+        )
         # (Her bus is there, as the manager's inaccessible socket: no connection is made to it.)
         assert typed(sb, name, ESCAPE, system=False) != 0
         assert _escapes_outside(sb)

@@ -21,8 +21,12 @@ SECRET = "/home/alice/.ssh/id_ed25519"
 REPO = "/home/alice/proj"
 GITDIR = f"{REPO}/.git"
 TREES = f"{GITDIR}/hostagent-worktrees"
-CONFINED = ("ProtectSystem=strict", "ProtectHome=read-only", "PrivateTmp=yes",
-            "InaccessiblePaths=%h/.ssh")  # fmt: skip
+CONFINED = (
+    "ProtectSystem=strict",
+    "ProtectHome=read-only",
+    "PrivateTmp=yes",
+    "InaccessiblePaths=%h/.ssh",
+)
 TRUSTING_PRESET = """\
 name: shell-trusting
 extends: shell
@@ -96,8 +100,18 @@ def test_the_daemons_git_runs_no_hook_or_fsmonitor_a_session_planted(alices_repo
         assert typed(sb, planter, f"cat {SECRET}") != 0  # the key is out of its reach
         # alice, outside: worktree sessions (git worktree add: a checkout, post-checkout hook)
         for tree in (kept, gone):
-            sb.ctl("new", "--preset", "shell", "--name", tree, "--cwd", REPO, "--worktree",
-                   user="alice", system=True).check()  # fmt: skip
+            sb.ctl(
+                "new",
+                "--preset",
+                "shell",
+                "--name",
+                tree,
+                "--cwd",
+                REPO,
+                "--worktree",
+                user="alice",
+                system=True,
+            ).check()
             alice(sb, f"echo changed > {props(sb, tree, user='alice')['Worktree']}/a.txt")
         diff = sb.ctl("diff", kept, user="alice", system=True).check().stdout
         assert "+changed" in diff
@@ -115,9 +129,12 @@ def test_the_daemons_git_runs_no_hook_or_fsmonitor_a_session_planted(alices_repo
     finally:
         removed(sb, planter, kept, gone)
         sb.run("rm", "-f", leak)
-        alice(sb, f"cd {REPO} && git config --unset core.fsmonitor; git config --remove-section"
-                  f" filter.x; rm -f .git/hooks/post-checkout; rm -rf {TREES}/{kept};"
-                  " git worktree prune; git rm -q .gitattributes && git commit -qm clean; true")  # fmt: skip
+        alice(
+            sb,
+            f"cd {REPO} && git config --unset core.fsmonitor; git config --remove-section"
+            f" filter.x; rm -f .git/hooks/post-checkout; rm -rf {TREES}/{kept};"
+            " git worktree prune; git rm -q .gitattributes && git commit -qm clean; true",
+        )
 
 
 def test_a_worktrees_git_file_pointed_elsewhere_is_not_followed(alices_repo: Sandbox) -> None:
@@ -125,9 +142,19 @@ def test_a_worktrees_git_file_pointed_elsewhere_is_not_followed(alices_repo: San
     set; alice diffs and removes it: the daemon's git refuses it, and runs nothing."""
     sb, leak = alices_repo, marker()
     tree = f"w-{secrets.token_hex(3)}"
-    sb.ctl("new", "--preset", "shell", "--name", tree, "--cwd", REPO, "--worktree",
-           *(a for w in (*CONFINED, "ReadWritePaths=%{cwd}") for a in ("-p", w)),
-           user="alice", system=True).check()  # fmt: skip
+    sb.ctl(
+        "new",
+        "--preset",
+        "shell",
+        "--name",
+        tree,
+        "--cwd",
+        REPO,
+        "--worktree",
+        *(a for w in (*CONFINED, "ReadWritePaths=%{cwd}") for a in ("-p", w)),
+        user="alice",
+        system=True,
+    ).check()
     try:
         steal = f"cp {SECRET} {leak}"
         plant = (
@@ -169,8 +196,11 @@ def test_git_hooks_and_config_are_read_only_inside_and_alices_outside(
         alice(sb, f"echo y > {GITDIR}/hooks/y && git -C {REPO} config hostagent.test yes")
     finally:
         removed(sb, confined, opened)
-        alice(sb, f"rm -f {GITDIR}/hooks/x {GITDIR}/hooks/y; "
-                  f"git -C {REPO} config --unset hostagent.test; true")  # fmt: skip
+        alice(
+            sb,
+            f"rm -f {GITDIR}/hooks/x {GITDIR}/hooks/y; "
+            f"git -C {REPO} config --unset hostagent.test; true",
+        )
 
 
 def test_other_sessions_worktrees_are_read_only_inside(alices_repo: Sandbox) -> None:
@@ -178,8 +208,19 @@ def test_other_sessions_worktrees_are_read_only_inside(alices_repo: Sandbox) -> 
     words = [a for w in (*CONFINED, "ReadWritePaths=%{cwd} %{gitdir}") for a in ("-p", w)]
     one, two = f"w-{secrets.token_hex(3)}", f"w-{secrets.token_hex(3)}"
     for name in (one, two):
-        sb.ctl("new", "--preset", "shell", "--name", name, "--cwd", REPO, "--worktree", *words,
-               user="alice", system=True).check()  # fmt: skip
+        sb.ctl(
+            "new",
+            "--preset",
+            "shell",
+            "--name",
+            name,
+            "--cwd",
+            REPO,
+            "--worktree",
+            *words,
+            user="alice",
+            system=True,
+        ).check()
     try:
         assert typed(sb, one, "echo mine > README && git commit -qam mine") == 0
         assert typed(sb, one, f"echo theirs > {TREES}/{two}/README") != 0
@@ -196,8 +237,18 @@ def test_a_clis_trusted_file_is_read_only_though_its_state_is_writable(
 ) -> None:
     sb = alices_repo
     name = f"t-{secrets.token_hex(3)}"
-    sb.ctl("new", "--preset", "shell-trusting", "--name", name, "--cwd", REPO,
-           *(a for w in CONFINED for a in ("-p", w)), user="alice", system=True).check()  # fmt: skip
+    sb.ctl(
+        "new",
+        "--preset",
+        "shell-trusting",
+        "--name",
+        name,
+        "--cwd",
+        REPO,
+        *(a for w in CONFINED for a in ("-p", w)),
+        user="alice",
+        system=True,
+    ).check()
     try:
         assert typed(sb, name, "echo kept > ~/.cli/state.json") == 0
         for attack in (

@@ -68,8 +68,9 @@ def _ratio_to(quiet: Samples) -> Callable[[Samples, str], float]:
     return lambda samples, method: p99(samples, method) / p99(quiet, method)
 
 
-def _judged(sb: Sandbox, at_us: Callable[[], object], at_systemd: Callable[[], object],
-            what: str) -> None:  # fmt: skip
+def _judged(
+    sb: Sandbox, at_us: Callable[[], object], at_systemd: Callable[[], object], what: str
+) -> None:
     """Time the bystander in three windows: quiet, the flood aimed at hostagent (at_us), the
     same aimed at systemd; assert the bound on its ListSessions p99 (the bench's), and no call
     over STALL. A bound missed is measured once more and must hold then: the machine is shared,
@@ -149,14 +150,22 @@ def test_words_at_the_caps_still_make_alices_confined_session(sandbox: Sandbox) 
     refused, by its size, and the error is short."""
     at_cap = "/tmp/" + "/".join(["d" * 200] * 20)
     at_cap += "e" * (4095 - len(at_cap))
-    name = create(sandbox, "shell", "-p", "ProtectSystem=strict", "-p",
-                  f"ReadWritePaths=-{at_cap}", user="alice")  # fmt: skip
+    name = create(
+        sandbox,
+        "shell",
+        "-p",
+        "ProtectSystem=strict",
+        "-p",
+        f"ReadWritePaths=-{at_cap}",
+        user="alice",
+    )
     try:
         assert settled(sandbox, name)[0] == "running"
     finally:
         sandbox.ctl("rm", "--force", name, user="alice", system=True)
-    over = sandbox.ctl("new", "--preset", "shell", "-p", f"ReadWritePaths=-{at_cap}e",
-                       user="alice", system=True)  # fmt: skip
+    over = sandbox.ctl(
+        "new", "--preset", "shell", "-p", f"ReadWritePaths=-{at_cap}e", user="alice", system=True
+    )
     assert over.returncode != 0
     assert "takes at most 4095 bytes; this one takes 4096" in over.stderr, over.stderr
     assert len(over.stderr) < 500

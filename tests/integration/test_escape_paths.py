@@ -77,15 +77,26 @@ def test_a_worktree_session_writes_its_tree_under_the_admins_cwd_default(
     sb = admin_default
     repo = "/home/alice/wrepo"
     sb.run(
-        "/bin/sh", "-c",
+        "/bin/sh",
+        "-c",
         f"rm -rf {repo} && mkdir -p {repo} && cd {repo} && git init -q -b main && "
         "git -c user.email=a@example.org -c user.name=A commit -q --allow-empty -m start",
         user="alice",
-    ).check()  # fmt: skip
+    ).check()
     name = new_name()
     try:
-        made = sb.ctl("new", "--preset", "shell", "--name", name, "--cwd", repo, "--worktree",
-                      user="alice", system=True)  # fmt: skip
+        made = sb.ctl(
+            "new",
+            "--preset",
+            "shell",
+            "--name",
+            name,
+            "--cwd",
+            repo,
+            "--worktree",
+            user="alice",
+            system=True,
+        )
         assert made.returncode == 0, made.stderr
         cwd = record(sb, name)["cwd"]  # type: ignore[index]
         assert not cwd.endswith("/."), cwd
@@ -125,17 +136,37 @@ def test_a_child_picks_no_writable_state_path_through_its_environment(
     """Attack 3: a preset's state path took the creator's environment, unnormalised: the
     child got the whole home writable (its .profile, run by the next ListAgents)."""
     sb = escape_preset
-    maker = session(sb, "ProtectSystem=strict", "ProtectHome=read-only",
-                    "ReadWritePaths=%{cwd}", "InaccessiblePaths=%h/.ssh", cwd=PROJ)  # fmt: skip
+    maker = session(
+        sb,
+        "ProtectSystem=strict",
+        "ProtectHome=read-only",
+        "ReadWritePaths=%{cwd}",
+        "InaccessiblePaths=%h/.ssh",
+        cwd=PROJ,
+    )
     child, outside = new_name(), new_name()
     try:
         attack = f"{CTL} new --preset escape --name {child} --cwd {PROJ} -e ESCAPE_DIR={where}"
         assert typed(sb, maker, attack) != 0  # its maker writes no ~/.escape either
         assert not escaped(sb, child)
         # From alice's own shell: made, and ~/.ssh and her login files are still out of reach.
-        sb.ctl("new", "--preset", "escape", "--name", outside, "--cwd", PROJ,
-               "-e", f"ESCAPE_DIR={where}", "-p", "ProtectHome=read-only",
-               "-p", "InaccessiblePaths=%h/.ssh", user="alice", system=True).check()  # fmt: skip
+        sb.ctl(
+            "new",
+            "--preset",
+            "escape",
+            "--name",
+            outside,
+            "--cwd",
+            PROJ,
+            "-e",
+            f"ESCAPE_DIR={where}",
+            "-p",
+            "ProtectHome=read-only",
+            "-p",
+            "InaccessiblePaths=%h/.ssh",
+            user="alice",
+            system=True,
+        ).check()
         assert not escaped(sb, outside)
         assert typed(sb, outside, "touch ~/.escape/written") == 0  # its own state, as before
     finally:
@@ -149,9 +180,21 @@ def test_a_child_of_the_same_preset_is_made_from_inside(escape_preset: Sandbox) 
     sb = escape_preset
     maker, child, other = new_name(), new_name(), new_name()
     try:
-        sb.ctl("new", "--preset", "escape", "--name", maker, "--cwd", PROJ,
-               "-p", "ProtectHome=read-only", "-p", "InaccessiblePaths=%h/.ssh",
-               user="alice", system=True).check()  # fmt: skip
+        sb.ctl(
+            "new",
+            "--preset",
+            "escape",
+            "--name",
+            maker,
+            "--cwd",
+            PROJ,
+            "-p",
+            "ProtectHome=read-only",
+            "-p",
+            "InaccessiblePaths=%h/.ssh",
+            user="alice",
+            system=True,
+        ).check()
         assert typed(sb, maker, f"{CTL} new --preset escape --name {child} --cwd {PROJ}") == 0
         assert typed(sb, child, "touch ~/.escape/written-by-the-child") == 0
         assert typed(sb, child, f"cat {SECRET}") != 0
@@ -173,14 +216,24 @@ def test_a_symlinked_cwd_does_not_undo_the_admins_default(admin_default: Sandbox
         typed(sb, maker, f"{CTL} new --preset shell --name {child} --cwd {via}")
         assert not escaped(sb, child)
         # From alice's own shell: refused, by name, with what to do.
-        refused = sb.ctl("new", "--preset", "shell", "--name", outside, "--cwd", via,
-                         user="alice", system=True)  # fmt: skip
+        refused = sb.ctl(
+            "new", "--preset", "shell", "--name", outside, "--cwd", via, user="alice", system=True
+        )
         assert refused.returncode != 0 and not exists(sb, outside)
         assert "which InaccessiblePaths=-%h/.ssh hides" in refused.stderr, refused.stderr
         # A link to a place that is not hidden still works, resolved.
         sb.run("ln", "-sfn", PROJ, "/home/alice/plink", user="alice").check()
-        sb.ctl("new", "--preset", "shell", "--name", linked, "--cwd", "/home/alice/plink",
-               user="alice", system=True).check()  # fmt: skip
+        sb.ctl(
+            "new",
+            "--preset",
+            "shell",
+            "--name",
+            linked,
+            "--cwd",
+            "/home/alice/plink",
+            user="alice",
+            system=True,
+        ).check()
         assert record(sb, linked)["cwd"] == PROJ  # type: ignore[index]
         assert typed(sb, linked, f"touch {PROJ}/written-through-the-link") == 0
     finally:
@@ -199,8 +252,14 @@ def test_a_link_made_in_a_writable_path_is_refused_at_the_next_start(
     sb = alices_home
     gitdir = f"{PROJ}/.git"
     sb.run("rm", "-rf", gitdir).check()
-    s = session(sb, "ProtectSystem=strict", "ProtectHome=read-only",
-                "ReadWritePaths=%{cwd} -%{gitdir}", "InaccessiblePaths=-%h/.ssh", cwd=PROJ)  # fmt: skip
+    s = session(
+        sb,
+        "ProtectSystem=strict",
+        "ProtectHome=read-only",
+        "ReadWritePaths=%{cwd} -%{gitdir}",
+        "InaccessiblePaths=-%h/.ssh",
+        cwd=PROJ,
+    )
     child = new_name()
     try:
         assert typed(sb, s, f"ln -s {target} {gitdir}") == 0

@@ -131,8 +131,9 @@ def attached(sb: Sandbox, name: str) -> tuple[str, str]:
     an outer tmux); (outer server's name, what that terminal shows once the attach is over)."""
     outer = f"outer-{name}"
     command = f"hostagentctl --system attach {name}; echo attach-ended; sleep 120"
-    sb.run("tmux", "-L", outer, "new-session", "-d", "-x", "120", "-y", "30", command,
-           user="alice").check()  # fmt: skip
+    sb.run(
+        "tmux", "-L", outer, "new-session", "-d", "-x", "120", "-y", "30", command, user="alice"
+    ).check()
 
     def screen() -> str:
         return sb.run("tmux", "-L", outer, "capture-pane", "-p", user="alice").stdout
@@ -181,17 +182,29 @@ def test_a_confined_attach_shows_the_session(sandbox: Sandbox) -> None:
     try:
         assert typed(sb, confined, "echo shown-in-the-attach") == 0
         command = f"hostagentctl --system attach {confined}; echo attach-ended; sleep 120"
-        sb.run("tmux", "-L", outer, "new-session", "-d", "-x", "120", "-y", "30", command,
-               user="alice").check()  # fmt: skip
+        sb.run(
+            "tmux", "-L", outer, "new-session", "-d", "-x", "120", "-y", "30", command, user="alice"
+        ).check()
 
         def screen() -> str:
             return sb.run("tmux", "-L", outer, "capture-pane", "-p", user="alice").stdout
 
         until(lambda: "shown-in-the-attach" in screen(), "the session's screen in the attach")
-        sb.run("tmux", "-S", f"/run/hostagent/{sb.uid('alice')}/{confined}.sock",
-               "detach-client", "-a", user="alice")  # fmt: skip
-        sb.run("tmux", "-S", f"/run/hostagent/{sb.uid('alice')}/{confined}.sock",
-               "detach-client", user="alice")  # fmt: skip
+        sb.run(
+            "tmux",
+            "-S",
+            f"/run/hostagent/{sb.uid('alice')}/{confined}.sock",
+            "detach-client",
+            "-a",
+            user="alice",
+        )
+        sb.run(
+            "tmux",
+            "-S",
+            f"/run/hostagent/{sb.uid('alice')}/{confined}.sock",
+            "detach-client",
+            user="alice",
+        )
         until(lambda: "attach-ended" in screen(), "the detach")
     finally:
         sb.run("tmux", "-L", outer, "kill-server", user="alice")

@@ -45,11 +45,23 @@ def test_a_host_that_fails_says_why_in_one_line(fleet: tuple[Sandbox, dict[str, 
     reachable host's sessions listed, exit status 1."""
     client, servers = fleet
     two = servers["two"]
-    two.sh(f"systemctl stop hostagent && mv {ACTIVATION} /root/ && busctl call "
-           "org.freedesktop.DBus / org.freedesktop.DBus ReloadConfig").check()  # fmt: skip
+    two.sh(
+        f"systemctl stop hostagent && mv {ACTIVATION} /root/ && busctl call "
+        "org.freedesktop.DBus / org.freedesktop.DBus ReloadConfig"
+    ).check()
     try:
-        listed = ctl(client, "-H", f"alice@{address(1)}", "-H", f"alice@{address(2)}",
-                     "-H", f"bob@{address(3)}", "list", "-o", "json")  # fmt: skip
+        listed = ctl(
+            client,
+            "-H",
+            f"alice@{address(1)}",
+            "-H",
+            f"alice@{address(2)}",
+            "-H",
+            f"bob@{address(3)}",
+            "list",
+            "-o",
+            "json",
+        )
         assert listed.returncode == 1
         lines = listed.stderr.strip().splitlines()
         assert len(lines) == 2, lines
@@ -58,8 +70,10 @@ def test_a_host_that_fails_says_why_in_one_line(fleet: tuple[Sandbox, dict[str, 
         assert "Permission denied" in lines[1]
         assert {r["host"] for r in json.loads(listed.stdout)} == {address(1)}
     finally:
-        two.sh(f"mv /root/{ACTIVATION.rsplit('/', 1)[1]} {ACTIVATION} && busctl call "
-               "org.freedesktop.DBus / org.freedesktop.DBus ReloadConfig")  # fmt: skip
+        two.sh(
+            f"mv /root/{ACTIVATION.rsplit('/', 1)[1]} {ACTIVATION} && busctl call "
+            "org.freedesktop.DBus / org.freedesktop.DBus ReloadConfig"
+        )
         two.daemon_start()
 
 
@@ -138,8 +152,13 @@ def test_an_agent_drives_sessions_on_every_host_through_the_mcp_server(
         listed = server.tool("list_sessions")["structuredContent"]["sessions"]
         assert {"one:job-1", "two:job-1", "three:job-1"} <= {r["name"] for r in listed}
         # Given a directory: the server's own is alice's home, which an agent may not write.
-        created = server.tool("create_session", preset="demo-agent", name="two:from-mcp",
-                              cwd="/tmp", env={"DEMO_AGENT_THINK": "0"})  # fmt: skip
+        created = server.tool(
+            "create_session",
+            preset="demo-agent",
+            name="two:from-mcp",
+            cwd="/tmp",
+            env={"DEMO_AGENT_THINK": "0"},
+        )
         assert created["isError"] is False, created
         made_name = created["structuredContent"]["name"]
         assert made_name == "two:from-mcp"
@@ -147,9 +166,13 @@ def test_an_agent_drives_sessions_on_every_host_through_the_mcp_server(
         waited = server.tool("wait_sessions", names=[made_name], timeout_seconds=60)
         assert waited["structuredContent"]["name"] == made_name, waited
         assert server.tool("send_text", name=made_name, text="hello fleet")["isError"] is False
-        until(lambda: "You said: hello fleet"
-              in server.tool("capture_screen", name=made_name)["structuredContent"]["screen"],
-              "the answer read back from host two")  # fmt: skip
+        until(
+            lambda: (
+                "You said: hello fleet"
+                in server.tool("capture_screen", name=made_name)["structuredContent"]["screen"]
+            ),
+            "the answer read back from host two",
+        )
         ambiguous = server.tool("stop_session", name="job-2")
         assert ambiguous["isError"] is True
         assert "use one of one:job-2" in ambiguous["content"][0]["text"], ambiguous
@@ -171,8 +194,16 @@ def test_notifications_from_two_hosts_name_their_host(
         for host, name in (("one", asks), ("two", asks_too)):
             servers[host].ctl("wait", name, "--for", "idle", "--timeout", "30").check()
         # Type=notify: systemd-run returns once the notifier follows every host.
-        client.run("systemd-run", "--user", "--unit=test-notify", "-p", "Type=notify",
-                   "/usr/bin/hostagent-notify", "--fleet", user="alice").check()  # fmt: skip
+        client.run(
+            "systemd-run",
+            "--user",
+            "--unit=test-notify",
+            "-p",
+            "Type=notify",
+            "/usr/bin/hostagent-notify",
+            "--fleet",
+            user="alice",
+        ).check()
         assert (
             "Following one, two, three"
             in client.run(
@@ -190,8 +221,10 @@ def test_notifications_from_two_hosts_name_their_host(
         waiting = {q["session"]: q["choices"] for q in json.loads(inbox.stdout)}
         assert waiting == {"one:asks": ["Yes", "No"], "two:asks-too": ["Yes", "No"]}, waiting
         assert ctl(client, "--fleet", "answer", "one:asks", "yes").returncode == 0
-        until(lambda: "Proceeding." in servers["one"].ctl("capture", asks).stdout,
-              "the answer typed on host one")  # fmt: skip
+        until(
+            lambda: "Proceeding." in servers["one"].ctl("capture", asks).stdout,
+            "the answer typed on host one",
+        )
 
 
 SOCK = "/tmp/fleet-watch.sock"
@@ -201,8 +234,9 @@ def watch_shows(client: Sandbox, *texts: str, timeout: float = 60) -> str:
     """The fleet watch's screen once it shows every one of texts."""
     deadline = time.monotonic() + timeout
     while True:
-        screen = client.run("tmux", "-S", SOCK, "capture-pane", "-p", "-t", "watch",
-                            user="alice").stdout  # fmt: skip
+        screen = client.run(
+            "tmux", "-S", SOCK, "capture-pane", "-p", "-t", "watch", user="alice"
+        ).stdout
         if all(t in screen for t in texts):
             return screen
         assert time.monotonic() < deadline, f"the watch never showed {texts}:\n{screen}"
@@ -213,14 +247,28 @@ def test_a_host_powered_off_is_shown_down_and_comes_back_dormant(
     fleet: tuple[Sandbox, dict[str, Sandbox]],
 ) -> None:
     client, servers = fleet
-    client.run("tmux", "-S", SOCK, "-f", "/dev/null", "new-session", "-d", "-s", "watch",
-               "-x", "160", "-y", "100", "hostagentctl --fleet watch", user="alice").check()  # fmt: skip
+    client.run(
+        "tmux",
+        "-S",
+        SOCK,
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "watch",
+        "-x",
+        "160",
+        "-y",
+        "100",
+        "hostagentctl --fleet watch",
+        user="alice",
+    ).check()
     try:
         watch_shows(client, "one: connected · two: connected · three: connected", "job-19")
         # The first row is one's job-0: its screen below the table, and s, y stop it there.
         watch_shows(client, "── one:job-0 ")
-        client.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "s", "y",
-                   user="alice").check()  # fmt: skip
+        client.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "s", "y", user="alice").check()
         until(lambda: servers["one"].ctl("status", "job-0").returncode == 3, "one's job-0 stopped")
         assert servers["two"].ctl("status", "job-0").returncode == 0
         client.run("tmux", "-S", SOCK, "send-keys", "-t", "watch", "r", user="alice").check()

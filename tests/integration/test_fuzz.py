@@ -70,11 +70,23 @@ variants = st.one_of(
 variants = st.one_of(variants, huge_variants)
 option_keys = st.one_of(
     st.sampled_from(
-        ["command", "args", "env", "agent_session", "memory_max", "memory_high", "cpu_weight",
-         "tasks_max", "runtime_max_sec", "columns", "rows", "user"]
+        [
+            "command",
+            "args",
+            "env",
+            "agent_session",
+            "memory_max",
+            "memory_high",
+            "cpu_weight",
+            "tasks_max",
+            "runtime_max_sec",
+            "columns",
+            "rows",
+            "user",
+        ]
     ),
     text,
-)  # fmt: skip
+)
 options = st.dictionaries(option_keys, variants, max_size=5)
 SHORT = st.integers(1, 20_000)  # µs: a wait that never blocks the run
 
@@ -82,25 +94,44 @@ Call = tuple[str, str, str, list[Any]]  # path, member, signature, body
 SIGNAL = "signal"  # a Call whose path starts so is a unicast signal sent to the daemon
 SYSTEMD_MANAGER = "org.freedesktop.systemd1.Manager"
 signals: st.SearchStrategy[Call] = st.one_of(
-    st.tuples(st.sampled_from(["org.freedesktop.systemd1", BUS, "org.freedesktop.PolicyKit1"]),
-              text, text).map(
-        lambda a: (f"{SIGNAL}:/org/freedesktop/DBus:org.freedesktop.DBus", "NameOwnerChanged",
-                   "sss", list(a))
+    st.tuples(
+        st.sampled_from(["org.freedesktop.systemd1", BUS, "org.freedesktop.PolicyKit1"]), text, text
+    ).map(
+        lambda a: (
+            f"{SIGNAL}:/org/freedesktop/DBus:org.freedesktop.DBus",
+            "NameOwnerChanged",
+            "sss",
+            list(a),
+        )
     ),
-    st.tuples(st.integers(0, 2**32 - 1), names, st.sampled_from(["done", "failed", "canceled"])).map(
-        lambda a: (f"{SIGNAL}:/org/freedesktop/systemd1:{SYSTEMD_MANAGER}", "JobRemoved", "uoss",
-                   [a[0], f"/org/freedesktop/systemd1/job/{a[0]}", f"hostagent-{a[1]}.scope", a[2]])
+    st.tuples(
+        st.integers(0, 2**32 - 1), names, st.sampled_from(["done", "failed", "canceled"])
+    ).map(
+        lambda a: (
+            f"{SIGNAL}:/org/freedesktop/systemd1:{SYSTEMD_MANAGER}",
+            "JobRemoved",
+            "uoss",
+            [a[0], f"/org/freedesktop/systemd1/job/{a[0]}", f"hostagent-{a[1]}.scope", a[2]],
+        )
     ),
     names.map(
-        lambda n: (f"{SIGNAL}:/org/freedesktop/systemd1:{SYSTEMD_MANAGER}", "UnitRemoved", "so",
-                   [f"hostagent-{n}.scope", "/org/freedesktop/systemd1/unit/x"])
+        lambda n: (
+            f"{SIGNAL}:/org/freedesktop/systemd1:{SYSTEMD_MANAGER}",
+            "UnitRemoved",
+            "so",
+            [f"hostagent-{n}.scope", "/org/freedesktop/systemd1/unit/x"],
+        )
     ),
     st.tuples(text, text).map(
-        lambda a: (f"{SIGNAL}:/org/freedesktop/systemd1/unit/hostagent_2dgood_2d0_2escope:"
-                   "org.freedesktop.DBus.Properties", "PropertiesChanged", "sa{sv}as",
-                   ["org.freedesktop.systemd1.Unit", {"ActiveState": Variant("s", a[0])}, [a[1]]])
+        lambda a: (
+            f"{SIGNAL}:/org/freedesktop/systemd1/unit/hostagent_2dgood_2d0_2escope:"
+            "org.freedesktop.DBus.Properties",
+            "PropertiesChanged",
+            "sa{sv}as",
+            ["org.freedesktop.systemd1.Unit", {"ActiveState": Variant("s", a[0])}, [a[1]]],
+        )
     ),
-)  # fmt: skip
+)
 calls: st.SearchStrategy[Call] = st.one_of(
     signals,
     st.tuples(names, presets, paths, options).map(
@@ -147,9 +178,14 @@ async def run_batch(address: str, batch: list[Call]) -> list[tuple[Call, str]]:
     """Every call with its outcome: "ok" or the error name; created sessions are removed."""
     client = await Client.connect(True, address)
     (daemon,) = await call(
-        client.bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-        "GetNameOwner", "s", [BUS],
-    )  # fmt: skip
+        client.bus,
+        "org.freedesktop.DBus",
+        "/org/freedesktop/DBus",
+        "org.freedesktop.DBus",
+        "GetNameOwner",
+        "s",
+        [BUS],
+    )
     outcomes = []
     try:
         for path, member, signature, body in batch:

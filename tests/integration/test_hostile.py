@@ -233,8 +233,16 @@ def test_6_a_hook_from_a_reused_pid_is_refused(sb: Sandbox, guarded: Probe) -> N
                 break
             sb.run("pkill", "-u", "alice", "-x", "sleep")
         # The pid is hers now: the daemon itself says so.
-        by_pid = sb.run("busctl", "call", "org.hostagent.HostAgent1", "/org/hostagent/HostAgent1",
-                        "org.hostagent.HostAgent1.Manager", "GetSessionByPID", "u", str(stale))  # fmt: skip
+        by_pid = sb.run(
+            "busctl",
+            "call",
+            "org.hostagent.HostAgent1",
+            "/org/hostagent/HostAgent1",
+            "org.hostagent.HostAgent1.Manager",
+            "GetSessionByPID",
+            "u",
+            str(stale),
+        )
         assert "pid_2dtarget" in by_pid.stdout, by_pid
         path = path_encode("/org/hostagent/HostAgent1/session", target)
         out, _ = holder.communicate(f"go {path}\n", timeout=60)
@@ -248,9 +256,10 @@ def test_6_a_hook_from_a_reused_pid_is_refused(sb: Sandbox, guarded: Probe) -> N
 
 @pytest.fixture
 def capped(sb: Sandbox) -> Iterator[None]:
-    sb.sh(f"mkdir -p /etc/hostagent && cat > {CONFIG}", input=(
-        "limits: {tasks_max: 40}\nusers: {sessions: 3, tasks_max: 60}\n"
-    )).check()  # fmt: skip
+    sb.sh(
+        f"mkdir -p /etc/hostagent && cat > {CONFIG}",
+        input=("limits: {tasks_max: 40}\nusers: {sessions: 3, tasks_max: 60}\n"),
+    ).check()
     reload(sb)
     yield
     sb.run("rm", "-f", CONFIG).check()
@@ -259,8 +268,14 @@ def capped(sb: Sandbox) -> Iterator[None]:
 
 def reload(sb: Sandbox) -> None:
     """Reload over the bus: it returns once the daemon has the new settings."""
-    sb.run("busctl", "call", "org.hostagent.HostAgent1", "/org/hostagent/HostAgent1",
-           "org.hostagent.HostAgent1.Manager", "Reload").check()  # fmt: skip
+    sb.run(
+        "busctl",
+        "call",
+        "org.hostagent.HostAgent1",
+        "/org/hostagent/HostAgent1",
+        "org.hostagent.HostAgent1.Manager",
+        "Reload",
+    ).check()
 
 
 @pytest.mark.needs_limits
@@ -283,8 +298,17 @@ def test_7_limits_are_caps_and_bobs_slice_holds_his_fork_bombs(
         assert sb.run("cat", pids_max).stdout.strip() == "60"
         sock = f"/run/hostagent/{sb.uid('bob')}"
         for bomb in bombs:
-            sb.run("tmux", "-S", f"{sock}/{bomb}.sock", "respawn-pane", "-k", "-t", "main",
-                   "bash -c 'f() { f & f & wait; }; f'", user="bob").check()  # fmt: skip
+            sb.run(
+                "tmux",
+                "-S",
+                f"{sock}/{bomb}.sock",
+                "respawn-pane",
+                "-k",
+                "-t",
+                "main",
+                "bash -c 'f() { f & f & wait; }; f'",
+                user="bob",
+            ).check()
         deadline = time.monotonic() + 30
         while int(sb.run("systemctl", "show", "-P", "TasksCurrent", slice_).stdout or 0) < 60:
             assert time.monotonic() < deadline, "the fork bombs never reached the slice's cap"
@@ -303,8 +327,17 @@ def test_7_an_admin_goes_past_the_caps_only_where_the_admin_allows(
     sb: Sandbox, guarded: Probe, capped: None
 ) -> None:
     def carol_asks() -> tuple[int, str]:
-        result = sb.ctl("new", "--preset", "shell", "--name", "carols", "-p", "TasksMax=100",
-                        user="carol", system=True)  # fmt: skip
+        result = sb.ctl(
+            "new",
+            "--preset",
+            "shell",
+            "--name",
+            "carols",
+            "-p",
+            "TasksMax=100",
+            user="carol",
+            system=True,
+        )
         return result.returncode, result.stderr
 
     code, err = carol_asks()
@@ -362,9 +395,13 @@ def test_10_the_smaller_ones(sb: Sandbox, guarded: Probe, alices: str) -> None:
     big = bob(sb, "big-options", "31")
     assert big["error"] == "org.freedesktop.DBus.Error.InvalidArgs", big
     # 64 KiB of text reaches a running session whole.
-    typed = bobs(sb, "typist", "--", "-c", "stty raw -echo; head -c 65536 > /tmp/bob-typed; sleep 600")  # fmt: skip
+    typed = bobs(
+        sb, "typist", "--", "-c", "stty raw -echo; head -c 65536 > /tmp/bob-typed; sleep 600"
+    )
     try:
-        sb.run("hostagentctl", "--system", "send", "--no-enter", typed, "y" * 65536, user="bob").check()  # fmt: skip
+        sb.run(
+            "hostagentctl", "--system", "send", "--no-enter", typed, "y" * 65536, user="bob"
+        ).check()
         deadline = time.monotonic() + 30
         while sb.run("stat", "-c", "%s", "/tmp/bob-typed").stdout.strip() != "65536":
             assert time.monotonic() < deadline, "the text never arrived whole"
@@ -436,9 +473,17 @@ def test_11_captures_nobody_reads_stall_no_one(sb: Sandbox, guarded: Probe) -> N
             and "CaptureByFileDescriptor" in inline["text"]
         )
         path = path_encode("/org/hostagent/HostAgent1/session", "unread")
-        by_fd = sb.run("busctl", "call", "org.hostagent.HostAgent1", path,
-                       "org.hostagent.HostAgent1.Session", "CaptureByFileDescriptor", "i", "20000",
-                       user="bob").check()  # fmt: skip
+        by_fd = sb.run(
+            "busctl",
+            "call",
+            "org.hostagent.HostAgent1",
+            path,
+            "org.hostagent.HostAgent1.Session",
+            "CaptureByFileDescriptor",
+            "i",
+            "20000",
+            user="bob",
+        ).check()
         assert by_fd.stdout.startswith("h ")
     finally:
         sb.ctl("rm", "unread")
@@ -452,10 +497,15 @@ def test_12_a_login_shell_that_misbehaves_runs_in_a_scope_of_bobs(
     1 MiB of output; when the lookup is done, the scope and the child are gone, and none of
     it ever ran in hostagent.service."""
     profile = "/home/bob/.profile"
-    sb.run("sh", "-c", f"cp {profile} {profile}.orig 2>/dev/null; cat >> {profile} <<'EOF'\n"
-           "(trap '' TERM; exec sleep 600) &\n"
-           "yes hostagent-flood\n"
-           "EOF", user="bob").check()  # fmt: skip
+    sb.run(
+        "sh",
+        "-c",
+        f"cp {profile} {profile}.orig 2>/dev/null; cat >> {profile} <<'EOF'\n"
+        "(trap '' TERM; exec sleep 600) &\n"
+        "yes hostagent-flood\n"
+        "EOF",
+        user="bob",
+    ).check()
     made = ""
     try:
         for _ in range(4):
@@ -472,8 +522,9 @@ def test_12_a_login_shell_that_misbehaves_runs_in_a_scope_of_bobs(
         helpers = sb.run("systemctl", "list-units", "--plain", "--no-legend", bobs_helpers)
         assert helpers.stdout.strip() == ""
     finally:
-        sb.run("sh", "-c", f"mv {profile}.orig {profile} 2>/dev/null || rm -f {profile}",
-               user="bob")  # fmt: skip
+        sb.run(
+            "sh", "-c", f"mv {profile}.orig {profile} 2>/dev/null || rm -f {profile}", user="bob"
+        )
         if made:
             sb.ctl("rm", made)
 
@@ -513,8 +564,10 @@ def test_13_a_valid_hook_flood_is_taken_at_a_bounded_rate(sb: Sandbox, guarded: 
 def test_14_a_resume_runs_within_the_caps_of_today(sb: Sandbox, guarded: Probe) -> None:
     """bob's session was made under caps of 500 tasks and 2G; the admin lowers them to 100
     and 1G; his resume runs with the lower ones."""
-    sb.sh(f"mkdir -p /etc/hostagent && cat > {CONFIG}",
-          input="limits: {tasks_max: 500, memory_max: 2G}\n").check()  # fmt: skip
+    sb.sh(
+        f"mkdir -p /etc/hostagent && cat > {CONFIG}",
+        input="limits: {tasks_max: 500, memory_max: 2G}\n",
+    ).check()
     reload(sb)
     name = bobs(sb, "old-caps", "-p", "TasksMax=500", "-p", "MemoryMax=2G")
     try:
@@ -537,9 +590,25 @@ def test_15_escapes_in_what_bob_controls_reach_no_terminal(sb: Sandbox, guarded:
     journal show them escaped."""
     cwd = "/tmp/bob\x1b]0;owned\x07\x1b[2J\nOwner: 0"
     sb.run("mkdir", "-p", cwd, user="bob").check()
-    name = sb.ctl("new", "--preset", "shell", "--cwd", cwd, "--replace-command", "--",
-                  "sh", "-c", "exec sleep 600", "\x1b[2Jx\nOwner: 0",
-                  user="bob", system=True).check().stdout.strip()  # fmt: skip
+    name = (
+        sb.ctl(
+            "new",
+            "--preset",
+            "shell",
+            "--cwd",
+            cwd,
+            "--replace-command",
+            "--",
+            "sh",
+            "-c",
+            "exec sleep 600",
+            "\x1b[2Jx\nOwner: 0",
+            user="bob",
+            system=True,
+        )
+        .check()
+        .stdout.strip()
+    )
     try:
         for args in (("status", name), ("list",)):
             out = sb.ctl(*args, user="alice", system=True).stdout

@@ -23,8 +23,18 @@ from tests.sandbox import Sandbox
 
 REPO = "/home/alice/ident"
 # What a session is, beyond what systemd and tmux can tell of it.
-IDENTITY = ("uuid", "preset", "agent_session", "hook_token", "limits", "worktree", "branch",
-            "argv", "cwd", "created_at")  # fmt: skip
+IDENTITY = (
+    "uuid",
+    "preset",
+    "agent_session",
+    "hook_token",
+    "limits",
+    "worktree",
+    "branch",
+    "argv",
+    "cwd",
+    "created_at",
+)
 
 # Each way the chaos runs damage a record; {path} is the record.
 DAMAGE = {
@@ -46,12 +56,13 @@ def repo(sb: Sandbox) -> None:
     if sb.run("test", "-d", f"{REPO}/.git").returncode == 0:
         return
     sb.run(
-        "/bin/sh", "-c",
+        "/bin/sh",
+        "-c",
         f"git config --global user.email a@example.org && git config --global user.name Alice"
         f" && mkdir -p {REPO} && cd {REPO} && git init -q -b main && echo hi > README"
         " && git add . && git commit -qm start",
         user="alice",
-    ).check()  # fmt: skip
+    ).check()
 
 
 def talking_session(sb: Sandbox) -> tuple[str, dict]:
@@ -59,8 +70,19 @@ def talking_session(sb: Sandbox) -> tuple[str, dict]:
     conversation: everything a record holds that a scope does not."""
     repo(sb)
     name = new_name()
-    alice(sb, "new", "--preset", "demo-agent", "--name", name, "--cwd", REPO, "--worktree",
-          "-p", "MemoryMax=300M")  # fmt: skip
+    alice(
+        sb,
+        "new",
+        "--preset",
+        "demo-agent",
+        "--name",
+        name,
+        "--cwd",
+        REPO,
+        "--worktree",
+        "-p",
+        "MemoryMax=300M",
+    )
     wait_screen(sb, name, "> ")
     alice(sb, "send", name, "remember me")
     wait_screen(sb, name, "You said: remember me")

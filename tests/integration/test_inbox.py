@@ -136,8 +136,7 @@ def test_a_question_waiting_across_a_daemon_restart_is_read_again(sb: Sandbox, a
 def said(sb: Sandbox, name: str, command: str) -> str:
     """What command printed, typed into alice's session name (through /dev/shm)."""
     out = f"/dev/shm/hostagent-inbox-{secrets.token_hex(4)}"
-    sb.ctl("send", name, f"{{ {command}; }} > {out}.tmp 2>&1; mv {out}.tmp {out}",
-           **ALICE).check()  # fmt: skip
+    sb.ctl("send", name, f"{{ {command}; }} > {out}.tmp 2>&1; mv {out}.tmp {out}", **ALICE).check()
     until(lambda: sb.run("test", "-e", out).returncode == 0, f"{command!r} ran in {name}", 60)
     text = sb.run("cat", out).check().stdout
     sb.run("rm", "-f", out)
@@ -207,8 +206,10 @@ def test_an_answer_rule_kept_outside_every_session_answers_for_its_user(
         uid = sb.run("id", "-u", "alice").check().stdout.strip()
         kept = f"/var/lib/hostagent/answers/{uid}.yaml"
         assert sb.run("stat", "-c", "%U %a", kept).check().stdout.split() == ["root", "600"]
-        assert sb.sh(f"test -w {kept} || test -w {kept.rsplit('/', 1)[0]}",
-                     user="alice").returncode != 0  # fmt: skip
+        assert (
+            sb.sh(f"test -w {kept} || test -w {kept.rsplit('/', 1)[0]}", user="alice").returncode
+            != 0
+        )
         refused = said(sb, helper, "echo 'rules: []' | hostagentctl inbox --set-rules -")
         assert "from outside every session" in refused, refused
         sb.ctl("send", agent, "/ask", **ALICE).check()

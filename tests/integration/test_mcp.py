@@ -19,8 +19,9 @@ def test_an_agent_drives_a_session_through_the_mcp_server(sb: Sandbox) -> None:
     try:
         names = [t["name"] for t in alice.call("tools/list", {})["tools"]]
         assert {"create_session", "send_text", "wait_sessions", "capture_screen"} <= set(names)
-        created = alice.tool("create_session", preset="demo-agent", cwd="/tmp",
-                             env={"DEMO_AGENT_THINK": "0"})  # fmt: skip
+        created = alice.tool(
+            "create_session", preset="demo-agent", cwd="/tmp", env={"DEMO_AGENT_THINK": "0"}
+        )
         assert created["isError"] is False, created
         made = created["structuredContent"]["name"]
         waited = alice.tool("wait_sessions", names=[made], activities=["idle"], timeout_seconds=30)
@@ -30,9 +31,13 @@ def test_an_agent_drives_a_session_through_the_mcp_server(sb: Sandbox) -> None:
         assert [w["name"] for w in every["structuredContent"]["sessions"]] == [made], every
         assert alice.tool("send_text", name=made, text="hello from a parent")["isError"] is False
         # Its answer, once the agent has read the line (idle before and after it).
-        until(lambda: "You said: hello from a parent"
-              in alice.tool("capture_screen", name=made)["structuredContent"]["screen"],
-              "the child's answer read through the server")  # fmt: skip
+        until(
+            lambda: (
+                "You said: hello from a parent"
+                in alice.tool("capture_screen", name=made)["structuredContent"]["screen"]
+            ),
+            "the child's answer read through the server",
+        )
         status = alice.tool("session_status", name=made)["structuredContent"]
         assert (status["state"], status["preset"]) == ("running", "demo-agent")
     finally:
@@ -44,8 +49,14 @@ def test_an_agent_drives_a_session_through_the_mcp_server(sb: Sandbox) -> None:
         refused = bob.tool("send_text", name=made, text="typed by bob")
         assert refused["isError"] is True
         assert "belongs to another user" in refused["content"][0]["text"], refused
-        for tool in ("session_status", "explain_activity", "capture_screen", "stop_session",
-                     "resume_session", "remove_session"):  # fmt: skip
+        for tool in (
+            "session_status",
+            "explain_activity",
+            "capture_screen",
+            "stop_session",
+            "resume_session",
+            "remove_session",
+        ):
             assert bob.tool(tool, name=made)["isError"] is True, tool
         assert bob.tool("wait_sessions", names=[made], timeout_seconds=1)["isError"] is True
         # A broken line is answered with an error, and the server serves on.
@@ -101,8 +112,10 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: 
     makes a child through the MCP server from inside, types into it and reads it; it sees only
     itself and the child, and its owner's other session is refused. The child is confined as
     its parent, names it, shows under it in list, and outlives its removal."""
-    sb.sh("mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/agent-shell.yaml",
-          input=AGENT_SHELL).check()  # fmt: skip
+    sb.sh(
+        "mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/agent-shell.yaml",
+        input=AGENT_SHELL,
+    ).check()
     sb.ctl("reload").check()
     other = create(sb, "shell", user="alice")
     # Its child's state given to it, as a user gives a planner its workers' (else the agent
@@ -114,28 +127,64 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: 
     out = f"/home/alice/proj/mcp-{secrets.token_hex(3)}"  # where the parent may write
     calls = [
         {"method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
-        {"method": "tools/call", "params": {"name": "create_session", "arguments": {
-            "preset": "demo-agent", "name": child, "env": {"DEMO_AGENT_THINK": "0"}}}},
-        {"method": "tools/call", "params": {"name": "wait_sessions", "arguments": {
-            "names": [child], "activities": ["idle"], "timeout_seconds": 30}}},
-        {"method": "tools/call", "params": {"name": "send_text", "arguments": {
-            "name": child, "text": "from my parent"}}},
-        {"method": "tools/call", "params": {"name": "wait_sessions", "arguments": {
-            "names": [child], "activities": ["idle"], "timeout_seconds": 30}}},
-        {"method": "tools/call", "params": {"name": "capture_screen", "arguments": {
-            "name": child}}, "until": "You said: from my parent"},
-        {"method": "tools/call", "params": {"name": "send_text", "arguments": {
-            "name": other, "text": "not yours to type into"}}},
+        {
+            "method": "tools/call",
+            "params": {
+                "name": "create_session",
+                "arguments": {
+                    "preset": "demo-agent",
+                    "name": child,
+                    "env": {"DEMO_AGENT_THINK": "0"},
+                },
+            },
+        },
+        {
+            "method": "tools/call",
+            "params": {
+                "name": "wait_sessions",
+                "arguments": {"names": [child], "activities": ["idle"], "timeout_seconds": 30},
+            },
+        },
+        {
+            "method": "tools/call",
+            "params": {"name": "send_text", "arguments": {"name": child, "text": "from my parent"}},
+        },
+        {
+            "method": "tools/call",
+            "params": {
+                "name": "wait_sessions",
+                "arguments": {"names": [child], "activities": ["idle"], "timeout_seconds": 30},
+            },
+        },
+        {
+            "method": "tools/call",
+            "params": {"name": "capture_screen", "arguments": {"name": child}},
+            "until": "You said: from my parent",
+        },
+        {
+            "method": "tools/call",
+            "params": {
+                "name": "send_text",
+                "arguments": {"name": other, "text": "not yours to type into"},
+            },
+        },
         {"method": "tools/call", "params": {"name": "list_sessions", "arguments": {}}},
-        {"method": "tools/call", "params": {"name": "session_status", "arguments": {
-            "name": other}}},
-    ]  # fmt: skip
+        {
+            "method": "tools/call",
+            "params": {"name": "session_status", "arguments": {"name": other}},
+        },
+    ]
     sb.sh(f"cat > {out}.py", input=CALLER, user="alice").check()
     sb.sh(f"cat > {out}.json", input=json.dumps(calls), user="alice").check()
     try:
         # Typed into the parent's own shell: the server runs inside it, as its agent's would.
-        sb.ctl("send", parent, f"python3 {out}.py {out} {out}.json && mv {out}.tmp {out}",
-               user="alice", system=True).check()  # fmt: skip
+        sb.ctl(
+            "send",
+            parent,
+            f"python3 {out}.py {out} {out}.json && mv {out}.tmp {out}",
+            user="alice",
+            system=True,
+        ).check()
         until(lambda: sb.run("test", "-e", out).returncode == 0, "the calls were made", 90)
         results = [a.get("result", {}) for a in json.loads(sb.run("cat", out).check().stdout)]
         assert results[1]["isError"] is False, results[1]
@@ -152,8 +201,11 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: 
         assert all(w in made["Properties"] for w in pinned), made["Properties"]
         # Outside, alice's list shows the child under its parent, and its JSON names it.
         table = sb.ctl("list", user="alice", system=True).check().stdout.splitlines()
-        rows = [line.split()[0] + (line.split()[1] if line.startswith("└") else "")
-                for line in table if line.strip()]  # fmt: skip
+        rows = [
+            line.split()[0] + (line.split()[1] if line.startswith("└") else "")
+            for line in table
+            if line.strip()
+        ]
         assert rows.index(f"└{child}") == rows.index(parent) + 1, table
         listed = json.loads(sb.ctl("list", "-o", "json", user="alice", system=True).stdout)
         assert next(i for i in listed if i["name"] == child)["parent"] == parent
@@ -187,8 +239,10 @@ def test_a_session_that_asks_for_the_tools_gets_the_server_in_its_cli_and_keeps_
     """--mcp registers `hostagentctl --system mcp` the way the preset's CLI takes a server for
     one run (here Claude's --mcp-config, a file of the session's own), at every start; a
     preset whose CLI takes none is refused saying so; without --mcp nothing is added."""
-    sb.sh("mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/shows-server.yaml",
-          input=SHOWS_ITS_SERVER).check()  # fmt: skip
+    sb.sh(
+        "mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/shows-server.yaml",
+        input=SHOWS_ITS_SERVER,
+    ).check()
     sb.ctl("reload").check()
     names: list[str] = []
     try:
@@ -219,8 +273,10 @@ def test_a_planner_answers_its_childs_question_through_mcp_and_no_other(sb: Sand
     """A planner (an agent's rights) makes a child that asks; list_questions shows it the
     child's question alone (not its owner's other session's), answer_question answers it,
     and the other session's question and its own are refused."""
-    sb.sh("mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/agent-shell.yaml",
-          input=AGENT_SHELL).check()  # fmt: skip
+    sb.sh(
+        "mkdir -p /etc/hostagent/presets.d && cat > /etc/hostagent/presets.d/agent-shell.yaml",
+        input=AGENT_SHELL,
+    ).check()
     sb.ctl("reload").check()
     other = create(sb, "demo-agent", "-e", "DEMO_AGENT_THINK=0", user="alice")
     words = [x for w in (*SANDBOX, "ReadWritePaths=-%h/.demo-agent") for x in ("-p", w)]
@@ -234,28 +290,61 @@ def test_a_planner_answers_its_childs_question_through_mcp_and_no_other(sb: Sand
     tool = "tools/call"
     calls = [
         {"method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
-        {"method": tool, "params": {"name": "create_session", "arguments": {
-            "preset": "demo-agent", "name": child, "env": {"DEMO_AGENT_THINK": "0"}}}},
-        {"method": tool, "params": {"name": "wait_sessions", "arguments": {
-            "names": [child], "activities": ["idle"], "timeout_seconds": 30}}},
-        {"method": tool, "params": {"name": "send_text", "arguments": {
-            "name": child, "text": "/ask"}}},
-        {"method": tool, "params": {"name": "list_questions", "arguments": {}},
-         "until": "Do you want to proceed?"},
-        {"method": tool, "params": {"name": "answer_question", "arguments": {
-            "name": child, "choice": "yes"}}},
-        {"method": tool, "params": {"name": "capture_screen", "arguments": {
-            "name": child}}, "until": "Proceeding."},
-        {"method": tool, "params": {"name": "answer_question", "arguments": {
-            "name": other, "choice": "yes"}}},
-        {"method": tool, "params": {"name": "answer_question", "arguments": {
-            "name": planner, "choice": "yes"}}},
-    ]  # fmt: skip
+        {
+            "method": tool,
+            "params": {
+                "name": "create_session",
+                "arguments": {
+                    "preset": "demo-agent",
+                    "name": child,
+                    "env": {"DEMO_AGENT_THINK": "0"},
+                },
+            },
+        },
+        {
+            "method": tool,
+            "params": {
+                "name": "wait_sessions",
+                "arguments": {"names": [child], "activities": ["idle"], "timeout_seconds": 30},
+            },
+        },
+        {
+            "method": tool,
+            "params": {"name": "send_text", "arguments": {"name": child, "text": "/ask"}},
+        },
+        {
+            "method": tool,
+            "params": {"name": "list_questions", "arguments": {}},
+            "until": "Do you want to proceed?",
+        },
+        {
+            "method": tool,
+            "params": {"name": "answer_question", "arguments": {"name": child, "choice": "yes"}},
+        },
+        {
+            "method": tool,
+            "params": {"name": "capture_screen", "arguments": {"name": child}},
+            "until": "Proceeding.",
+        },
+        {
+            "method": tool,
+            "params": {"name": "answer_question", "arguments": {"name": other, "choice": "yes"}},
+        },
+        {
+            "method": tool,
+            "params": {"name": "answer_question", "arguments": {"name": planner, "choice": "yes"}},
+        },
+    ]
     sb.sh(f"cat > {out}.py", input=CALLER, user="alice").check()
     sb.sh(f"cat > {out}.json", input=json.dumps(calls), user="alice").check()
     try:
-        sb.ctl("send", planner, f"python3 {out}.py {out} {out}.json && mv {out}.tmp {out}",
-               user="alice", system=True).check()  # fmt: skip
+        sb.ctl(
+            "send",
+            planner,
+            f"python3 {out}.py {out} {out}.json && mv {out}.tmp {out}",
+            user="alice",
+            system=True,
+        ).check()
         until(lambda: sb.run("test", "-e", out).returncode == 0, "the calls were made", 90)
         results = [a.get("result", {}) for a in json.loads(sb.run("cat", out).check().stdout)]
         listed = results[4]["structuredContent"]["questions"]

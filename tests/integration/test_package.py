@@ -91,11 +91,19 @@ def test_the_rpm_spec_parses_and_lints() -> None:
 def test_the_pkgbuild_parses_and_installs_what_the_deb_does() -> None:
     pkgbuild = REPO / "packaging" / "arch" / "PKGBUILD"
     assert host("bash", "-n", str(pkgbuild)).returncode == 0
-    out = host("bash", "-c", f'source "{pkgbuild}"; echo "${{pkgname[*]}} $pkgver";'
-               " declare -f package_hostagent package_hostagent-cockpit")  # fmt: skip
+    out = host(
+        "bash",
+        "-c",
+        f'source "{pkgbuild}"; echo "${{pkgname[*]}} $pkgver";'
+        " declare -f package_hostagent package_hostagent-cockpit",
+    )
     assert out.stdout.startswith("hostagent hostagent-cockpit 0.2.0")
-    for unit in ("hostagent.service", "sysusers.d/hostagent.conf", "hostagent.rules",
-                 "usr/share/cockpit/hostagent"):  # fmt: skip
+    for unit in (
+        "hostagent.service",
+        "sysusers.d/hostagent.conf",
+        "hostagent.rules",
+        "usr/share/cockpit/hostagent",
+    ):
         assert unit in out.stdout
 
 
@@ -126,9 +134,13 @@ def test_enable_now_and_activation_by_the_first_call(installed: Sandbox) -> None
     assert sb.run("systemctl", "is-active", "hostagent").stdout.strip() == "active"
     sb.run("systemctl", "stop", "hostagent").check()
     sb.run(
-        "busctl", "call", "org.hostagent.HostAgent1", "/org/hostagent/HostAgent1",
-        "org.hostagent.HostAgent1.Manager", "ListSessions",
-    ).check()  # fmt: skip
+        "busctl",
+        "call",
+        "org.hostagent.HostAgent1",
+        "/org/hostagent/HostAgent1",
+        "org.hostagent.HostAgent1.Manager",
+        "ListSessions",
+    ).check()
     assert sb.run("systemctl", "is-active", "hostagent").stdout.strip() == "active"
     assert sb.run("getent", "group", "hostagent-admin").returncode == 0  # sysusers.d ran
     assert sb.run("stat", "-c", "%a", "/var/lib/hostagent").stdout.strip() == "700"
@@ -159,8 +171,17 @@ def test_a_broken_configuration_is_answered_at_once_through_the_packages_alias(
 
 def test_a_session_runs_unhardened_and_man_and_completion_work(installed: Sandbox) -> None:
     sb = installed
-    sb.ctl("new", "--preset", "shell", "--name", "pkg", "--cwd", "/home/alice", user="alice",
-           system=True).check()  # fmt: skip
+    sb.ctl(
+        "new",
+        "--preset",
+        "shell",
+        "--name",
+        "pkg",
+        "--cwd",
+        "/home/alice",
+        user="alice",
+        system=True,
+    ).check()
     assert sb.run("systemctl", "is-active", "hostagent-pkg.scope").stdout.strip() == "active"
     # Her slice got its caps at runtime, and systemd does not call it changed on disk.
     slice_ = f"hostagent-u{sb.uid('alice')}.slice"
@@ -226,8 +247,19 @@ def test_remove_and_purge_leave_running_sessions_to_a_reinstall(
     sb = installed
     if sb.run("systemctl", "is-active", "hostagent-pkg.scope").stdout.strip() != "active":
         sb.ctl("new", "--preset", "shell", "--name", "pkg", user="alice", system=True).check()
-    sb.ctl("new", "--preset", "demo-agent", "--name", "pkg-agent", "--cwd", "/tmp",
-           "-p", "MemoryMax=300M", user="alice", system=True).check()  # fmt: skip
+    sb.ctl(
+        "new",
+        "--preset",
+        "demo-agent",
+        "--name",
+        "pkg-agent",
+        "--cwd",
+        "/tmp",
+        "-p",
+        "MemoryMax=300M",
+        user="alice",
+        system=True,
+    ).check()
     before = json.loads(sb.ctl("--json", "status", "pkg-agent", system=True).check().stdout)
     assert before["agent_session_id"] and before["preset"] == "demo-agent"
     env = {"DEBIAN_FRONTEND": "noninteractive"}

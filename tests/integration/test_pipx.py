@@ -52,9 +52,14 @@ def machine() -> Iterator[Sandbox]:
 
 def as_user(sb: Sandbox, script: str) -> Result:
     return sb.run(
-        "bash", "-lc", script, user=USER, cwd=CHECKOUT, timeout=600,
+        "bash",
+        "-lc",
+        script,
+        user=USER,
+        cwd=CHECKOUT,
+        timeout=600,
         env={"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELS},
-    )  # fmt: skip
+    )
 
 
 def test_the_readmes_pipx_block_ends_in_a_session_created_and_listed(machine: Sandbox) -> None:

@@ -66,8 +66,16 @@ def test_two_resumes_at_once_one_wins_the_other_gets_already_running(sb: Sandbox
     with sb.park(checkpoint.SPAWN_STARTED) as parked:
         first = background_ctl(sb, "resume", name)
         parked.wait()
-        second = sb.run("busctl", "call", "org.hostagent.HostAgent1", "/org/hostagent/HostAgent1",
-                        "org.hostagent.HostAgent1.Manager", "ResumeSession", "s", name)  # fmt: skip
+        second = sb.run(
+            "busctl",
+            "call",
+            "org.hostagent.HostAgent1",
+            "/org/hostagent/HostAgent1",
+            "org.hostagent.HostAgent1.Manager",
+            "ResumeSession",
+            "s",
+            name,
+        )
         idempotent = sb.ctl("resume", name)  # hostagentctl, as systemctl start: nothing to do
         parked.release()
     assert second.returncode != 0

@@ -115,8 +115,17 @@ def homes(sandbox: Sandbox, agents: dict[str, tuple[str, str]]) -> Homes:
 
 
 def wait(sb: Sandbox, agent: RealAgent, name: str, activities: str) -> str:
-    result = sb.ctl("wait", name, "--for", activities, "--timeout", WAIT, user=agent.user,
-                    system=True, timeout=float(WAIT) + 30)  # fmt: skip
+    result = sb.ctl(
+        "wait",
+        name,
+        "--for",
+        activities,
+        "--timeout",
+        WAIT,
+        user=agent.user,
+        system=True,
+        timeout=float(WAIT) + 30,
+    )
     if result.returncode != 0:
         why = sb.ctl("explain", name, user=agent.user, system=True).stdout
         shown = sb.ctl("capture", name, user=agent.user, system=True).stdout
@@ -216,10 +225,14 @@ def conversation_continues(sb: Sandbox, agent: RealAgent, name: str, earlier: st
     sent = [body for body in sent if hello in body]
     if not any(earlier in body for body in sent):
         lines = [x for x in sb.journal(lines=400).splitlines() if f"'{name}'" in x]
-        asked = [f"{r['path']} {len(r['body'].get('messages', []))} {json.dumps(r['body'])[-300:]}"
-                 for r in requests_since(sb, offset)]  # fmt: skip
-        files = sb.sh(f"ls -la --time-style=+%T /home/{agent.user}/.gemini/tmp/*/chats/ "
-                      f"2>&1 | tail -20", user=agent.user).stdout  # fmt: skip
+        asked = [
+            f"{r['path']} {len(r['body'].get('messages', []))} {json.dumps(r['body'])[-300:]}"
+            for r in requests_since(sb, offset)
+        ]
+        files = sb.sh(
+            f"ls -la --time-style=+%T /home/{agent.user}/.gemini/tmp/*/chats/ 2>&1 | tail -20",
+            user=agent.user,
+        ).stdout
         raise AssertionError(
             f"{agent.key} started a new conversation:\n" + "\n".join([*lines, *asked, files])
         )
@@ -243,7 +256,9 @@ def used(sb: Sandbox, agent: RealAgent, name: str, calls: int) -> Usage:
         assert got.input > 0 and got.output > 0, got
     else:
         figures = (got.input, got.output, got.cache_read, got.cache_write)
-        assert figures == tuple(n * got.calls for n in (each.input, each.output, each.cache_read, each.cache_write)), got  # fmt: skip
+        assert figures == tuple(
+            n * got.calls for n in (each.input, each.output, each.cache_read, each.cache_write)
+        ), got
     return got
 
 
@@ -305,8 +320,17 @@ def answer_from_inbox(sb: Sandbox, agent: RealAgent, name: str) -> None:
         assert out.returncode == 0, out.stderr
         assert f"answered '{q['choices'][0]}'" in out.stdout, out.stdout
         answered = q["id"]
-        moved = sb.ctl("wait", name, "--for", "working,idle", "--timeout", "10",
-                       user=agent.user, system=True, timeout=40)  # fmt: skip
+        moved = sb.ctl(
+            "wait",
+            name,
+            "--for",
+            "working,idle",
+            "--timeout",
+            "10",
+            user=agent.user,
+            system=True,
+            timeout=40,
+        )
         if moved.returncode == 0:
             return
         shown = sb.ctl("capture", name, user=agent.user, system=True).stdout
@@ -365,8 +389,10 @@ def test_a_real_cli_from_first_run_to_resume(
     assert wait(sb, agent, name, "idle") == "idle"
     if agent.preset != "aider":
         # Learned while the session runs, those a CLI chooses itself (Codex, OpenCode) too.
-        until(lambda: props(sb, name, agent.user)["AgentSessionId"],
-              f"{agent.key}'s conversation id learned after a turn, while it runs")  # fmt: skip
+        until(
+            lambda: props(sb, name, agent.user)["AgentSessionId"],
+            f"{agent.key}'s conversation id learned after a turn, while it runs",
+        )
     first = used(sb, agent, name, 1)
 
     approval_turn(sb, agent, name, project)
@@ -621,9 +647,14 @@ def test_codex_on_its_owners_session_bus_is_flagged_for_the_bus_it_started(
 
     async def run(client):  # type: ignore[no-untyped-def]
         return await wait_for_property(
-            client, name, "Containment", lambda said: "org.a11y.Bus" in said, lambda: None, 60,
+            client,
+            name,
+            "Containment",
+            lambda said: "org.a11y.Bus" in said,
+            lambda: None,
+            60,
             already=True,
-        )  # fmt: skip
+        )
 
     try:
         seen = with_client(sb, run)
@@ -674,9 +705,9 @@ def test_presets_say_which_agents_each_user_has_installed(
 
 # What carol's CLIs leave in her home: gone before the next test makes her a fresh user again.
 CAROLS_LEFTOVERS = " ".join(
-    f"/home/carol/{p}" for p in (".local/bin", ".codex", ".qwen", ".pi", ".claude",
-                                 ".claude.json", ".copilot")
-)  # fmt: skip
+    f"/home/carol/{p}"
+    for p in (".local/bin", ".codex", ".qwen", ".pi", ".claude", ".claude.json", ".copilot")
+)
 
 
 @contextlib.contextmanager
@@ -762,10 +793,14 @@ def test_a_real_cli_without_a_key_asks_to_sign_in_and_reads_blocked(
 # A CLI that starts without a key and asks for a sign-in under its prompt (Copilot), or says so
 # when a message is sent (Claude): blocked until the user acts; what she types there is hers.
 NOT_SIGNED_IN = [
-    ("claude", {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"},
-     "hello", "Please run /login"),
+    (
+        "claude",
+        {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"},
+        "hello",
+        "Please run /login",
+    ),
     ("copilot", {"COPILOT_AUTO_UPDATE": "false"}, "", "Please use /login to sign in"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -806,7 +841,9 @@ def delegation_requests(sb: Sandbox, offset: int) -> list[str]:
     for r in requests_since(sb, offset):
         body = r["body"]
         tools = [t.get("name") or t.get("function", {}).get("name") for t in body.get("tools", [])]
-        tools += [d["name"] for t in body.get("tools", []) for d in t.get("functionDeclarations", [])]  # fmt: skip
+        tools += [
+            d["name"] for t in body.get("tools", []) for d in t.get("functionDeclarations", [])
+        ]
         shown.append(f"{r['path']} tools={tools} results={tool_outputs(body)}")
     return shown
 

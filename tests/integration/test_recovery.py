@@ -181,8 +181,17 @@ def test_daemon_killed_adopts_live_sessions_and_a_lost_one_is_dormant_lost(
         shown = ("display", "-p", "-t", "main", "#{pane_pid}")
         number = sb.run("tmux", "-S", f"{sock}/{exited}.sock", *shown, user="alice").stdout.strip()
         agent = machine_pid(sb, exited, number)
-        sb.run("tmux", "-S", f"{sock}/{exited}.sock", "send-keys", "-t", "main", "/exit", "Enter",
-               user="alice")  # fmt: skip
+        sb.run(
+            "tmux",
+            "-S",
+            f"{sock}/{exited}.sock",
+            "send-keys",
+            "-t",
+            "main",
+            "/exit",
+            "Enter",
+            user="alice",
+        )
         # The agent has ended once its process is gone or a zombie (tmux 3.3 may not reap it).
         deadline = time.monotonic() + 10
         while sb.run("sh", "-c", f"grep -qs '^[^)]*) [^Z]' /proc/{agent}/stat").returncode == 0:

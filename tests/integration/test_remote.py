@@ -63,12 +63,22 @@ def test_attach_goes_through_ssh_with_a_terminal(machines: tuple[Sandbox, Sandbo
     client, server = machines
     name = create(server, "demo-agent", user="alice")
     try:
-        client.run("tmux", "-S", "/tmp/remote.sock", "-f", "/dev/null", "new-session", "-d",
-                   f"hostagentctl -H {TARGET} attach {name}", user="alice").check()  # fmt: skip
+        client.run(
+            "tmux",
+            "-S",
+            "/tmp/remote.sock",
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            f"hostagentctl -H {TARGET} attach {name}",
+            user="alice",
+        ).check()
         deadline = time.monotonic() + 20
         while True:  # the remote screen arrives through ssh; read it as a person would
-            screen = client.run("tmux", "-S", "/tmp/remote.sock", "capture-pane", "-p",
-                                user="alice").stdout  # fmt: skip
+            screen = client.run(
+                "tmux", "-S", "/tmp/remote.sock", "capture-pane", "-p", user="alice"
+            ).stdout
             if "Demo Agent" in screen:
                 break
             assert time.monotonic() < deadline, screen
@@ -95,10 +105,20 @@ def test_machine_by_name_through_machined(machines: tuple[Sandbox, Sandbox]) -> 
         server.run("systemd-run", "--unit=fake-machine", "sleep", "600").check()
         pid = server.run("systemctl", "show", "-P", "MainPID", "fake-machine").stdout.strip()
         server.run(
-            "busctl", "call", "org.freedesktop.machine1", "/org/freedesktop/machine1",
-            "org.freedesktop.machine1.Manager", "RegisterMachine", "sayssus",
-            "inner", "0", "hostagent-test", "container", pid, "/",
-        ).check()  # fmt: skip
+            "busctl",
+            "call",
+            "org.freedesktop.machine1",
+            "/org/freedesktop/machine1",
+            "org.freedesktop.machine1.Manager",
+            "RegisterMachine",
+            "sayssus",
+            "inner",
+            "0",
+            "hostagent-test",
+            "container",
+            pid,
+            "/",
+        ).check()
         for machine in ("inner", ".host"):
             listed = server.run("hostagentctl", "-M", machine, "--no-legend", "list")
             assert name in listed.stdout, (machine, listed.stderr)

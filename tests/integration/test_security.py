@@ -144,12 +144,17 @@ def test_alice_gets_nothing_running_as_anyone_else(sb: Sandbox) -> None:
         user="alice",
     ).check()
     hostile = [
-        "-e", "PATH=/home/alice/bin:/usr/bin:/bin",
-        "-e", "LD_PRELOAD=/home/alice/evil.so",
-        "-e", "PYTHONPATH=/home/alice/bin",
-        "-e", "HOME=/root",
-        "-e", "XDG_CONFIG_HOME=/home/alice/bin",
-    ]  # fmt: skip
+        "-e",
+        "PATH=/home/alice/bin:/usr/bin:/bin",
+        "-e",
+        "LD_PRELOAD=/home/alice/evil.so",
+        "-e",
+        "PYTHONPATH=/home/alice/bin",
+        "-e",
+        "HOME=/root",
+        "-e",
+        "XDG_CONFIG_HOME=/home/alice/bin",
+    ]
     for cwd, expected in (("/root", "not accessible"), ("/home/alice/rootlink", "not accessible")):
         code, err = as_user(sb, "alice", "new", "--preset", "shell", "--cwd", cwd, *hostile)
         assert code != 0 and expected in err, (cwd, err)
@@ -157,9 +162,15 @@ def test_alice_gets_nothing_running_as_anyone_else(sb: Sandbox) -> None:
         sb, "alice", "new", "--preset", "shell", "--cwd", "/home/alice/shadowlink", *hostile
     )
     assert code != 0 and "not a directory" in err
-    name = create(sb, "shell", *hostile, "--", "-c",
-                  "id -G > /tmp/agent-groups; id -u > /tmp/agent-uid; exec sleep 600",
-                  user="alice")  # fmt: skip
+    name = create(
+        sb,
+        "shell",
+        *hostile,
+        "--",
+        "-c",
+        "id -G > /tmp/agent-groups; id -u > /tmp/agent-uid; exec sleep 600",
+        user="alice",
+    )
     try:
         sb.run("timeout", "10", "sh", "-c", "until [ -s /tmp/agent-uid ]; do sleep 0.1; done")
         assert sb.run("cat", "/tmp/agent-uid").stdout.strip() == str(uid)
@@ -207,9 +218,12 @@ def test_files_are_private_and_the_environment_stays_off_the_bus(sb: Sandbox) ->
         assert record(sb, name)["env"] == {"SECRET_TOKEN": "hunter2"}  # kept for resume
         everything = json.dumps(props(sb, name, user="bob"))
         introspection = sb.run(
-            "busctl", "introspect", "org.hostagent.HostAgent1",
-            f"/org/hostagent/HostAgent1/session/{name.replace('-', '_2d')}", user="bob",
-        ).stdout  # fmt: skip
+            "busctl",
+            "introspect",
+            "org.hostagent.HostAgent1",
+            f"/org/hostagent/HostAgent1/session/{name.replace('-', '_2d')}",
+            user="bob",
+        ).stdout
         assert "hunter2" not in everything and "hunter2" not in introspection
     finally:
         sb.ctl("rm", name)
@@ -217,10 +231,17 @@ def test_files_are_private_and_the_environment_stays_off_the_bus(sb: Sandbox) ->
 
 def test_only_root_may_own_the_bus_name(sb: Sandbox) -> None:
     result = sb.run(
-        "busctl", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
-        "org.freedesktop.DBus", "RequestName", "su", "org.hostagent.HostAgent1", "0",
+        "busctl",
+        "call",
+        "org.freedesktop.DBus",
+        "/org/freedesktop/DBus",
+        "org.freedesktop.DBus",
+        "RequestName",
+        "su",
+        "org.hostagent.HostAgent1",
+        "0",
         user="alice",
-    )  # fmt: skip
+    )
     assert result.returncode != 0 and "Access denied" in result.stderr
 
 
@@ -240,11 +261,29 @@ def test_a_fork_bomb_and_a_memory_hog_are_contained_by_their_scopes(sb: Sandbox)
         assert pids.stdout.strip() == "40", "TasksMax is not enforced here; refusing to fork-bomb"
         assert scope_value(sb, hog, "MemoryMax") == str(64 << 20)
         sock = f"/run/hostagent/{sb.uid('alice')}"
-        sb.run("tmux", "-S", f"{sock}/{bomb}.sock", "respawn-pane", "-k", "-t", "main",
-               "bash -c 'f() { f & f & wait; }; f'", user="alice").check()  # fmt: skip
-        sb.run("tmux", "-S", f"{sock}/{hog}.sock", "respawn-pane", "-k", "-t", "main",
-               "python3 -c 'b = [bytearray(1 << 20) for _ in range(1024)]; print(\"got\", 1 << 30)';"
-               " sleep 600", user="alice").check()  # fmt: skip
+        sb.run(
+            "tmux",
+            "-S",
+            f"{sock}/{bomb}.sock",
+            "respawn-pane",
+            "-k",
+            "-t",
+            "main",
+            "bash -c 'f() { f & f & wait; }; f'",
+            user="alice",
+        ).check()
+        sb.run(
+            "tmux",
+            "-S",
+            f"{sock}/{hog}.sock",
+            "respawn-pane",
+            "-k",
+            "-t",
+            "main",
+            "python3 -c 'b = [bytearray(1 << 20) for _ in range(1024)]; print(\"got\", 1 << 30)';"
+            " sleep 600",
+            user="alice",
+        ).check()
         deadline = time.monotonic() + 30
         while int(scope_value(sb, bomb, "TasksCurrent") or 0) < 40:
             assert time.monotonic() < deadline, "the fork bomb never reached its limit"

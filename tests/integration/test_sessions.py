@@ -339,10 +339,19 @@ def test_a_command_line_up_to_the_documented_limit_starts(sb: Sandbox) -> None:
     name = new_name()
     big = "x" * 50_000 + "é" * 25_000  # 100 000 bytes, 75 000 characters
     sb.ctl(
-        "new", "--name", name, "--cwd", "/tmp", "--replace-command", "--",
-        "sh", "-c", 'printf "got %s bytes\\n" "$(printf %s "$1" | wc -c)"; exec sleep 600',
-        "sh", big,
-    ).check()  # fmt: skip
+        "new",
+        "--name",
+        name,
+        "--cwd",
+        "/tmp",
+        "--replace-command",
+        "--",
+        "sh",
+        "-c",
+        'printf "got %s bytes\\n" "$(printf %s "$1" | wc -c)"; exec sleep 600',
+        "sh",
+        big,
+    ).check()
     wait_screen(sb, name, "got 100000 bytes")
     assert props(sb, name)["Command"][-1] == big
     sb.ctl("rm", name).check()
@@ -354,8 +363,13 @@ def test_a_command_of_one_word_runs_as_it_is_written(sb: Sandbox) -> None:
     name = new_name()
     program = "/opt/my tools/$agent"
     sb.run("mkdir", "-p", "/opt/my tools").check()
-    sb.run("sh", "-c", 'printf "#!/bin/sh\\necho started-as-written\\nexec sleep 600\\n" > "$1"'
-           ' && chmod +x "$1"', "sh", program).check()  # fmt: skip
+    sb.run(
+        "sh",
+        "-c",
+        'printf "#!/bin/sh\\necho started-as-written\\nexec sleep 600\\n" > "$1" && chmod +x "$1"',
+        "sh",
+        program,
+    ).check()
     try:
         sb.ctl("new", "--name", name, "--cwd", "/tmp", "--replace-command", "--", program).check()
         wait_screen(sb, name, "started-as-written")

@@ -24,9 +24,14 @@ def test_the_machine_boots_the_layout_asked_for(sb: Sandbox) -> None:
 def counting(sb: Sandbox, loops: int) -> str:
     """A session of alice's that spends some CPU time counting, then sleeps: its name, once
     the count is done."""
-    name = create(sb, "shell", "--", "-c",
-                  f"i=0; while [ $i -lt {loops} ]; do i=$((i+1)); done; echo counted; sleep 600",
-                  user="alice")  # fmt: skip
+    name = create(
+        sb,
+        "shell",
+        "--",
+        "-c",
+        f"i=0; while [ $i -lt {loops} ]; do i=$((i+1)); done; echo counted; sleep 600",
+        user="alice",
+    )
     wait_screen(sb, name, "counted")
     return name
 
@@ -36,8 +41,10 @@ def test_cpu_time_is_accounted_and_list_shows_it(sb: Sandbox) -> None:
     try:
         cpu = props(sb, name)["CPUUsageNSec"]
         if sb.layout == "hybrid" and cpu == UINT64_MAX:
-            pytest.skip("hybrid layout: systemd 252 reads CPU time from the cpuacct controller, "
-                        "which this host does not lend")  # fmt: skip
+            pytest.skip(
+                "hybrid layout: systemd 252 reads CPU time from the cpuacct controller, "
+                "which this host does not lend"
+            )
         assert 0 < cpu < UINT64_MAX
         (row,) = sb.ctl("list", name, user="alice", system=True).check().stdout.splitlines()[1:2]
         assert re.fullmatch(r"\d+(ms|s|m\d\ds)", row.split()[7]), row
@@ -53,11 +60,16 @@ def test_the_counters_are_the_ones_systemctl_shows(sb: Sandbox) -> None:
     try:
         unit = props(sb, name)["Unit"]
         before = counters(props(sb, name))
-        shown = sb.run("systemctl", "show", "-p", "CPUUsageNSec", "-p", "MemoryCurrent",
-                       unit).check().stdout  # fmt: skip
+        shown = (
+            sb.run("systemctl", "show", "-p", "CPUUsageNSec", "-p", "MemoryCurrent", unit)
+            .check()
+            .stdout
+        )
         after = counters(props(sb, name))
-        systemd = {k: (UINT64_MAX if v == "[not set]" else int(v))
-                   for k, _, v in (line.partition("=") for line in shown.splitlines())}  # fmt: skip
+        systemd = {
+            k: (UINT64_MAX if v == "[not set]" else int(v))
+            for k, _, v in (line.partition("=") for line in shown.splitlines())
+        }
         assert before["CPUUsageNSec"] <= systemd["CPUUsageNSec"] <= after["CPUUsageNSec"]
         memory = (before["MemoryCurrent"], systemd["MemoryCurrent"], after["MemoryCurrent"])
         if UINT64_MAX in memory:
@@ -75,8 +87,10 @@ def counters(p: dict) -> dict[str, int]:
 
 def test_memory_is_accounted_where_the_controller_is(sb: Sandbox) -> None:
     if "memory" not in sb.controllers():
-        pytest.skip(f"{sb.layout} layout: this host binds the memory controller to cgroup v1, "
-                    "so the machine's cgroups have none")  # fmt: skip
+        pytest.skip(
+            f"{sb.layout} layout: this host binds the memory controller to cgroup v1, "
+            "so the machine's cgroups have none"
+        )
     name = create(sb, "demo-agent", user="alice")
     try:
         wait_screen(sb, name, "> ")
@@ -89,9 +103,17 @@ def test_memory_is_accounted_where_the_controller_is(sb: Sandbox) -> None:
 
 
 def test_the_string_length_shim_is_on_only_for_the_dbus_fast_that_needs_it(sb: Sandbox) -> None:
-    probe = sb.run("python3", "-c", "import dbus_fast.__version__ as v; "
-                   "from hostagent.bus import compat; print(v.__version__, compat.BROKEN)",
-                   env={"PYTHONPATH": GUEST_REPO}).check().stdout.split()  # fmt: skip
+    probe = (
+        sb.run(
+            "python3",
+            "-c",
+            "import dbus_fast.__version__ as v; "
+            "from hostagent.bus import compat; print(v.__version__, compat.BROKEN)",
+            env={"PYTHONPATH": GUEST_REPO},
+        )
+        .check()
+        .stdout.split()
+    )
     # Debian 12's 1.84 measures strings in characters (fixed upstream in October 2023);
     # Debian 13's 2.44 measures bytes, and the shim leaves its bodies alone.
     expected = {"debian12": ("1.84", "True"), "debian13": ("2.44", "False")}[sb.system]

@@ -61,11 +61,19 @@ def test_a_turn_is_on_the_bus_in_every_client_and_survives_restart_and_resume(
         assert "TOKENS" in table and "1.2k" in table, table
         status = sb.ctl("status", name, user="alice", system=True).stdout
         assert "1.2k in (200 cache read), 50 out, 1 call, cost unknown; demo-1" in status
-        busctl = sb.run(
-            "busctl", "get-property", "org.hostagent.HostAgent1",
-            session_path(name),
-            "org.hostagent.HostAgent1.Session", "Usage", user="alice",
-        ).check().stdout  # fmt: skip
+        busctl = (
+            sb.run(
+                "busctl",
+                "get-property",
+                "org.hostagent.HostAgent1",
+                session_path(name),
+                "org.hostagent.HostAgent1.Session",
+                "Usage",
+                user="alice",
+            )
+            .check()
+            .stdout
+        )
         assert '"input" t 1200' in busctl and '"cost_usd"' not in busctl, busctl
 
         sb.daemon_restart()
@@ -108,8 +116,9 @@ def test_a_turn_made_while_the_daemon_was_down_is_counted_within_5s_of_its_start
         sb.daemon_stop()
         try:
             sock = f"/run/hostagent/{sb.uid('alice')}/{name}.sock"
-            sb.run("tmux", "-S", sock, "send-keys", "-t", "main", "meanwhile", "Enter",
-                   user="alice").check()  # fmt: skip
+            sb.run(
+                "tmux", "-S", sock, "send-keys", "-t", "main", "meanwhile", "Enter", user="alice"
+            ).check()
 
             def answered() -> bool:
                 text = sb.run("cat", transcript, user="alice").stdout

@@ -68,9 +68,22 @@ def test_three_agents_in_their_own_worktrees(fresh_sandbox: Sandbox) -> None:
     listed = sb.ctl("list", user="alice", system=True).check().stdout
     assert "BRANCH" in listed and "hostagent/wt-a" in listed
     sb.run(
-        "tmux", "-S", SOCK, "-f", "/dev/null", "new-session", "-d", "-s", "watch",
-        "-x", "160", "-y", "20", "hostagentctl --system watch", user="alice",
-    ).check()  # fmt: skip
+        "tmux",
+        "-S",
+        SOCK,
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "watch",
+        "-x",
+        "160",
+        "-y",
+        "20",
+        "hostagentctl --system watch",
+        user="alice",
+    ).check()
     until_watch_shows(sb, "hostagent/wt-c")
     sb.run("tmux", "-S", SOCK, "kill-server", user="alice")
     # diff: what each changed against its base, committed or not.

@@ -421,9 +421,14 @@ class Host:
         return again
 
     async def create(
-        self, owner: int, name: str, preset: str, cwd: str, req: CreateRequest,
+        self,
+        owner: int,
+        name: str,
+        preset: str,
+        cwd: str,
+        req: CreateRequest,
         exempt: bool = False,
-    ) -> Session:  # fmt: skip
+    ) -> Session:
         """A create as the bus makes one: admitted, then created from its admission."""
         admission = self.lifecycle.admit(owner, name, preset, req.limits, exempt)
         return await self.lifecycle.create(admission, cwd, req)

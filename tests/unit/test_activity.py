@@ -123,9 +123,17 @@ def test_last_progress(chunk: bytes, state: int | None) -> None:
 
 @pytest.mark.parametrize(
     ("command", "activity"),
-    [("bash", "idle"), ("-bash", "idle"), ("zsh", "idle"), ("sh", "idle"), ("sleep", "working"),
-     ("make", "working"), ("bashful", "working"), ("", "idle")],
-)  # fmt: skip
+    [
+        ("bash", "idle"),
+        ("-bash", "idle"),
+        ("zsh", "idle"),
+        ("sh", "idle"),
+        ("sleep", "working"),
+        ("make", "working"),
+        ("bashful", "working"),
+        ("", "idle"),
+    ],
+)
 def test_a_shell_is_working_while_a_command_runs_in_its_foreground(
     command: str, activity: str
 ) -> None:

@@ -174,9 +174,19 @@ def test_only_the_state_layer_writes_a_record() -> None:
 
 # A Session's runtime fields: what only lives while the daemon runs.
 RUNTIME_FIELDS = {
-    "removed", "waiters", "last_hook", "killed_with", "unit_result", "pane_pid", "unfollow",
-    "watch", "owner", "_owner", "settling", "paths",
-}  # fmt: skip
+    "removed",
+    "waiters",
+    "last_hook",
+    "killed_with",
+    "unit_result",
+    "pane_pid",
+    "unfollow",
+    "watch",
+    "owner",
+    "_owner",
+    "settling",
+    "paths",
+}
 
 
 def runtime_writes(path: Path) -> list[int]:
@@ -360,8 +370,9 @@ def wirings(path: Path) -> list[int]:
             owner = node.func.value if isinstance(node.func, ast.Attribute) else None
             listeners = isinstance(owner, ast.Attribute) and owner.attr == "listeners"
             if (listeners and name in ("append", "extend")) or name in (
-                "set_confiner", "set_session_fields",
-            ):  # fmt: skip
+                "set_confiner",
+                "set_session_fields",
+            ):
                 found.append(node.lineno)
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute):
             if node.target.attr == "listeners":
@@ -567,3 +578,16 @@ def test_every_module_is_in_the_architecture_table() -> None:
         if p.name != "__init__.py" and f"`{p.relative_to(PACKAGE)}`" not in table
     )
     assert unnamed == []
+
+
+def test_the_code_is_formatted_not_squeezed() -> None:
+    """ruff format's layout everywhere (dev/test checks it): no line or block kept out of it
+    to save lines, in the package, its tests, the bench or dev/."""
+    markers = ("fmt" + ": skip", "fmt" + ": off")  # spelled apart, so this file holds neither
+    squeezed = sorted(
+        str(p.relative_to(ROOT))
+        for folder in ("hostagent", "tests", "bench", "dev")
+        for p in (ROOT / folder).rglob("*.py")
+        if any(m in p.read_text(encoding="utf-8") for m in markers)
+    )
+    assert squeezed == []

@@ -28,9 +28,15 @@ from hostagent.cli.attaching import (
 
 @pytest.mark.parametrize(
     ("abi", "extra"),
-    [(1, 0), (2, REFER), (3, REFER | TRUNCATE), (4, REFER | TRUNCATE),
-     (5, REFER | TRUNCATE | IOCTL_DEV), (7, REFER | TRUNCATE | IOCTL_DEV)],
-)  # fmt: skip
+    [
+        (1, 0),
+        (2, REFER),
+        (3, REFER | TRUNCATE),
+        (4, REFER | TRUNCATE),
+        (5, REFER | TRUNCATE | IOCTL_DEV),
+        (7, REFER | TRUNCATE | IOCTL_DEV),
+    ],
+)
 def test_every_right_the_kernel_knows_is_denied_but_where_allowed(abi: int, extra: int) -> None:
     assert handled(abi) == (1 << 13) - 1 | extra
 

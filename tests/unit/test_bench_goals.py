@@ -47,7 +47,10 @@ def test_the_containment_walk_the_scale_bench_runs_in_the_sandbox_runs_here() ->
     root = Path(__file__).resolve().parents[2]
     ran = subprocess.run(
         [sys.executable, "-c", CONTAINMENT_WALK],
-        capture_output=True, text=True, timeout=60, env={"PYTHONPATH": str(root)},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": str(root)},
+    )
     assert ran.returncode == 0, ran.stderr
     assert len(ran.stdout.split()) == 3

@@ -136,20 +136,39 @@ def test_a_follower_believes_only_the_daemon(tmp_path: Path, bus_address: str) -
         target = follower.client.bus.unique_name
         bob = await MessageBus(bus_address=bus_address).connect()
         forged = [
-            Message.new_signal(MANAGER_PATH, MANAGER_INTERFACE, "SessionNew", "so",
-                               ["evil", "/org/hostagent/HostAgent1/session/evil"]),
-            Message.new_signal("/org/hostagent/HostAgent1/session/a", PROPERTIES,
-                               "PropertiesChanged", "sa{sv}as",
-                               [SESSION_INTERFACE, {"Activity": Variant("s", "blocked")}, []]),
-            Message.new_signal("/org/freedesktop/DBus", "org.freedesktop.DBus",
-                               "NameOwnerChanged", "sss", [BUS_NAME, "", bob.unique_name]),
-        ]  # fmt: skip
+            Message.new_signal(
+                MANAGER_PATH,
+                MANAGER_INTERFACE,
+                "SessionNew",
+                "so",
+                ["evil", "/org/hostagent/HostAgent1/session/evil"],
+            ),
+            Message.new_signal(
+                "/org/hostagent/HostAgent1/session/a",
+                PROPERTIES,
+                "PropertiesChanged",
+                "sa{sv}as",
+                [SESSION_INTERFACE, {"Activity": Variant("s", "blocked")}, []],
+            ),
+            Message.new_signal(
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "NameOwnerChanged",
+                "sss",
+                [BUS_NAME, "", bob.unique_name],
+            ),
+        ]
         for msg in forged:
             msg.destination = target
             bob.send(msg)
         for bus in (bob, follower.client.bus):  # round trips order what came before
-            await call(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                       "org.freedesktop.DBus", "GetId")  # fmt: skip
+            await call(
+                bus,
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "GetId",
+            )
         assert "evil" not in follower.sessions
         assert follower.sessions["a"].activity != "blocked"
         assert follower.link is Link.CONNECTED
@@ -173,8 +192,9 @@ def test_a_wait_whose_caller_left_is_dropped_and_calls_per_caller_are_capped(
         path = waiter.session_path("a")
 
         def wait() -> Awaitable[list[Any]]:
-            return waiter._call(path, SESSION_INTERFACE, "WaitForActivity", "ast",
-                                [["blocked"], 0], timeout=None)  # fmt: skip
+            return waiter._call(
+                path, SESSION_INTERFACE, "WaitForActivity", "ast", [["blocked"], 0], timeout=None
+            )
 
         forever = [asyncio.ensure_future(wait()) for _ in range(3)]
         await asyncio.sleep(0)  # the three send their calls now, in this order
@@ -198,8 +218,9 @@ def test_a_wait_whose_caller_left_is_dropped_and_calls_per_caller_are_capped(
         await add_match(watcher, "type='signal',member='NameOwnerChanged'")
         waiter.close()
         await asyncio.wait_for(gone, 5)
-        await call(server, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                   "org.freedesktop.DBus", "GetId")  # fmt: skip
+        await call(
+            server, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetId"
+        )
         if exporter._waits:  # cancelled; let them end
             await asyncio.wait(list(exporter._waits), timeout=5)
         assert host.registry.get("a").waiters == set()

@@ -22,9 +22,14 @@ from tests.unit.test_bus_export import serve
 
 def _wire(member: str, body: list[object], signature: str, serial: int) -> bytes:
     msg = Message(
-        destination=BUS_NAME, path=MANAGER_PATH, interface=MANAGER_INTERFACE, member=member,
-        signature=signature, body=body, serial=serial,
-    )  # fmt: skip
+        destination=BUS_NAME,
+        path=MANAGER_PATH,
+        interface=MANAGER_INTERFACE,
+        member=member,
+        signature=signature,
+        body=body,
+        serial=serial,
+    )
     return bytes(msg._marshall(False))
 
 
@@ -46,16 +51,22 @@ def test_the_header_says_what_the_message_is() -> None:
     header = parse_header(wire[: FIXED + int.from_bytes(wire[12:16], "little") + 8])
     assert header.kind == METHOD_CALL and header.serial == 7
     assert (header.path, header.interface, header.member) == (
-        MANAGER_PATH, MANAGER_INTERFACE, "GetSession"
-    )  # fmt: skip
+        MANAGER_PATH,
+        MANAGER_INTERFACE,
+        "GetSession",
+    )
     assert header.signature == "s" and header.body_len == 4 + len("alice-1") + 1
     assert header.wants_reply
 
 
 def test_an_oversized_message_is_refused_unread_and_the_next_ones_pass() -> None:
     small = _wire("GetSession", ["a"], "s", 2)
-    big = _wire("CreateSession", ["x", "shell", "", {"env": Variant("a{ss}", {
-        f"K{i}": "v" * 1000 for i in range(3000)})}], "sssa{sv}", 3)  # fmt: skip
+    big = _wire(
+        "CreateSession",
+        ["x", "shell", "", {"env": Variant("a{ss}", {f"K{i}": "v" * 1000 for i in range(3000)})}],
+        "sssa{sv}",
+        3,
+    )
     after = _wire("ListSessions", [], "", 4)
     ours, theirs = socket.socketpair()
     ours.setblocking(False)
@@ -131,12 +142,17 @@ def test_signals_of_a_sender_the_daemon_does_not_listen_to_are_dropped_unread(
             lambda m: heard.append(m.sender) if m.member == "JobRemoved" else None
         )
         for bus in (stranger, trusted, stranger):
-            bus.send(Message(
-                message_type=MessageType.SIGNAL, destination=server.unique_name,
-                path="/org/freedesktop/systemd1", interface="org.freedesktop.systemd1.Manager",
-                member="JobRemoved", signature="uoss",
-                body=[1, "/org/freedesktop/systemd1/job/1", "x.scope", "failed"],
-            ))  # fmt: skip
+            bus.send(
+                Message(
+                    message_type=MessageType.SIGNAL,
+                    destination=server.unique_name,
+                    path="/org/freedesktop/systemd1",
+                    interface="org.freedesktop.systemd1.Manager",
+                    member="JobRemoved",
+                    signature="uoss",
+                    body=[1, "/org/freedesktop/systemd1/job/1", "x.scope", "failed"],
+                )
+            )
         # Each connection's messages arrive in order: these replies come after its signals.
         for bus in (stranger, trusted):
             await call(bus, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListSessions")
@@ -158,16 +174,27 @@ def test_a_call_too_big_for_its_method_is_refused_by_name_and_costs_no_one(
         started = time.monotonic()
         with pytest.raises(CallError) as big:
             await call(
-                client, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "CreateSession", "sssa{sv}",
-                ["big", "shell", "", {"env": Variant("a{ss}", env)}], timeout=30,
-            )  # fmt: skip
+                client,
+                BUS_NAME,
+                MANAGER_PATH,
+                MANAGER_INTERFACE,
+                "CreateSession",
+                "sssa{sv}",
+                ["big", "shell", "", {"env": Variant("a{ss}", env)}],
+                timeout=30,
+            )
         assert big.value.name == "org.freedesktop.DBus.Error.InvalidArgs"
         assert "environment 64 KiB" in big.value.text and "CreateSession's" in big.value.text
         with pytest.raises(CallError) as names:
             await call(
-                client, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "WaitAny", "asast",
+                client,
+                BUS_NAME,
+                MANAGER_PATH,
+                MANAGER_INTERFACE,
+                "WaitAny",
+                "asast",
                 [[f"n{i}" for i in range(100_000)], ["idle"], 1],
-            )  # fmt: skip
+            )
         assert "at most 4096 sessions" in names.value.text
         (rows,) = await call(client, BUS_NAME, MANAGER_PATH, MANAGER_INTERFACE, "ListSessions")
         assert rows == []

@@ -58,9 +58,13 @@ async def _burst(address: str, daemon_pid: int, paced: bool) -> tuple[bool, list
     try:
         await asyncio.wait_for(done, 0.1)
         await call(
-            sender, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-            "GetId", timeout=10,
-        )  # fmt: skip
+            sender,
+            "org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus",
+            "GetId",
+            timeout=10,
+        )
         alive = True
     except Exception:
         alive = False

@@ -130,8 +130,14 @@ def _session(name: str, *words: str) -> SessionRecord:
     )
 
 
-MAKER = ("ProtectSystem=strict", "ProtectHome=read-only", "ReadWritePaths=%{cwd}",
-         "InaccessiblePaths=%h/.ssh", "PrivateTmp=yes", "NoNewPrivileges=yes")  # fmt: skip
+MAKER = (
+    "ProtectSystem=strict",
+    "ProtectHome=read-only",
+    "ReadWritePaths=%{cwd}",
+    "InaccessiblePaths=%h/.ssh",
+    "PrivateTmp=yes",
+    "NoNewPrivileges=yes",
+)
 
 
 @pytest.mark.parametrize(

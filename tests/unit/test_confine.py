@@ -46,9 +46,11 @@ def test_a_users_code_runs_only_once_it_is_in_its_scope(tmp_path: Path, refuse: 
     async def body() -> tuple[int, bytes, bytes] | None:
         owner_module.set_confiner(confiner)
         return await owner_module.exec_as_owner(
-            me(), ["/bin/sh", "-c", f"echo ran > {ran}; echo out"], 10,
+            me(),
+            ["/bin/sh", "-c", f"echo ran > {ran}; echo out"],
+            10,
             runs_user_code="login shell lookup",
-        )  # fmt: skip
+        )
 
     result = asyncio.run(body())
     ((_pid, cmdline, what),) = confiner.entered
@@ -75,9 +77,12 @@ def test_a_user_code_helpers_output_is_bounded() -> None:
     async def body() -> None:
         with pytest.raises(owner_module.OutputTooLarge):
             await owner_module.exec_as_owner(
-                me(), ["/bin/sh", "-c", "yes"], 10, runs_user_code="login shell lookup",
+                me(),
+                ["/bin/sh", "-c", "yes"],
+                10,
+                runs_user_code="login shell lookup",
                 limit=owner_module.USER_CODE_OUTPUT,
-            )  # fmt: skip
+            )
 
     asyncio.run(body())
 

@@ -135,8 +135,9 @@ def test_a_files_cwd_is_found_in_any_json_layout(tmp_path: Path, text: str, foun
     """Codex's JSON lines, and the pretty-printed documents of Cline and Vibe; under a
     directory the CLI's own variable names ({$VAR:-…}), as the session's environment has it."""
     field = "0.cwd" if text.startswith("[") else "task.cwd" if "task" in text else "cwd"
-    rule = Discovery("{$TOOL_HOME:-{home}/.tool}/tasks/*/task.json", r"tasks/([^/]+)/",
-                     cwd_field=field)  # fmt: skip
+    rule = Discovery(
+        "{$TOOL_HOME:-{home}/.tool}/tasks/*/task.json", r"tasks/([^/]+)/", cwd_field=field
+    )
     where = tmp_path / "elsewhere"
     (where / "tasks" / "t-1").mkdir(parents=True)
     (where / "tasks" / "t-1" / "task.json").write_text(text)
@@ -191,8 +192,12 @@ def test_qwen_hooks_use_claudes_event_names() -> None:
     assert "BeforeAgent" not in hooks_of(settings)
 
 
-LISTED = Discovery(command=("opencode", "session", "list"), id_field="id",
-                   cwd_field="directory", time_field="created")  # fmt: skip
+LISTED = Discovery(
+    command=("opencode", "session", "list"),
+    id_field="id",
+    cwd_field="directory",
+    time_field="created",
+)
 
 
 FOUR = [
@@ -240,8 +245,9 @@ def test_a_listing_prints_a_list_json_lines_or_an_object_holding_the_list(
 
 
 # Cline's and Continue's ways: nested fields, ISO times (with and without a zone).
-NESTED = Discovery(command=("x",), id_field="meta.id", cwd_field="meta.workspace.0",
-                   time_field="meta.created_at")  # fmt: skip
+NESTED = Discovery(
+    command=("x",), id_field="meta.id", cwd_field="meta.workspace.0", time_field="meta.created_at"
+)
 
 
 @pytest.mark.parametrize(
@@ -332,8 +338,12 @@ def test_a_conversation_whose_time_was_set_back_is_still_this_runs(tmp_path: Pat
     assert asyncio.run(found) == ID_B
 
 
-FOUND = Preset(name="found", command=["agent"], id_source=IdSource.DISCOVERED,
-               discover=Discovery(glob="{home}/*.jsonl", id_pattern="(.*)"))  # fmt: skip
+FOUND = Preset(
+    name="found",
+    command=["agent"],
+    id_source=IdSource.DISCOVERED,
+    discover=Discovery(glob="{home}/*.jsonl", id_pattern="(.*)"),
+)
 
 
 async def _found_session(tmp_path: Path) -> tuple[Host, Any, ShownWatch]:
@@ -443,15 +453,20 @@ def test_a_clis_database_table_is_read_as_its_listing(tmp_path: Path) -> None:
     home = tmp_path / "hermes-home"
     home.mkdir()
     now, cwd = time.time(), str(tmp_path)  # the listing runs in the session's cwd
-    _hermes_db(home / "state.db", [("20261206_000131_d3837f", cwd, now - 50),
-                                   ("20261206_000334_17fb02", cwd, now - 10),
-                                   ("20261206_000400_aaaaaa", "/other", now - 5)])  # fmt: skip
+    _hermes_db(
+        home / "state.db",
+        [
+            ("20261206_000131_d3837f", cwd, now - 50),
+            ("20261206_000334_17fb02", cwd, now - 10),
+            ("20261206_000400_aaaaaa", "/other", now - 5),
+        ],
+    )
     owner, env = _me(tmp_path), {"HERMES_HOME": str(home)}
     since = int((now - 60) * 1e6)
 
     def found(since: int, claimed: set[str], env: dict[str, str]) -> str:
         command = database_listing(rule, owner.home, cwd, env)
-        return asyncio.run(discover_listed(OWNERS, rule, owner, cwd, since, claimed, env, command))  # fmt: skip
+        return asyncio.run(discover_listed(OWNERS, rule, owner, cwd, since, claimed, env, command))
 
     assert found(since, set(), env) == "20261206_000334_17fb02"  # the newest of the cwd
     assert found(since, {"20261206_000334_17fb02"}, env) == "20261206_000131_d3837f"
@@ -459,7 +474,9 @@ def test_a_clis_database_table_is_read_as_its_listing(tmp_path: Path) -> None:
     assert found(since, set(), {}) == ""  # no database under the home's default
 
 
-@pytest.mark.parametrize("argv", [["sessions; drop table x", "id", "cwd", "t"], ["s", "id", "c-1", "t"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv", [["sessions; drop table x", "id", "cwd", "t"], ["s", "id", "c-1", "t"]]
+)
 def test_a_database_listing_puts_no_odd_name_into_sql(tmp_path: Path, argv: list[str]) -> None:
     _hermes_db(tmp_path / "state.db", [("a", "/p", 1.0)])
     assert dblisting.rows([str(tmp_path / "state.db"), *argv]) == []

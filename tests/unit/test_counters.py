@@ -20,8 +20,14 @@ class Systemd:
     """systemd's answers about one scope, and the questions it was asked."""
 
     def __init__(self, **props: Any) -> None:
-        self.props = {"ControlGroup": GROUP, "MemoryAccounting": True, "CPUAccounting": True,
-                      MEMORY: 111, CPU: 222, **props}  # fmt: skip
+        self.props = {
+            "ControlGroup": GROUP,
+            "MemoryAccounting": True,
+            "CPUAccounting": True,
+            MEMORY: 111,
+            CPU: 222,
+            **props,
+        }
         self.asked: list[str] = []
 
     async def unit_property(self, unit: str, interface: str, name: str) -> Any:
@@ -52,12 +58,16 @@ CPU_STAT = "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n"
         # No memory controller in the scope's cgroup: systemd has no value either.
         ({"cpu.stat": CPU_STAT}, {}, UINT64_MAX, 1_500_000),
         # The unit counts neither: systemd says "[not set]" though the kernel keeps both.
-        ({"memory.current": "4096\n", "cpu.stat": CPU_STAT},
-         {"MemoryAccounting": False, "CPUAccounting": False}, UINT64_MAX, UINT64_MAX),
+        (
+            {"memory.current": "4096\n", "cpu.stat": CPU_STAT},
+            {"MemoryAccounting": False, "CPUAccounting": False},
+            UINT64_MAX,
+            UINT64_MAX,
+        ),
         ({"memory.current": "4096\n", "cpu.stat": "user_usec 1\n"}, {}, 4096, UINT64_MAX),
         ({"memory.current": "garbage\n", "cpu.stat": CPU_STAT}, {}, UINT64_MAX, 1_500_000),
     ],
-)  # fmt: skip
+)
 def test_the_unified_layout_is_read_from_the_scopes_files(
     tmp_path: Path, files: dict[str, str], props: dict[str, Any], memory: int, cpu: int
 ) -> None:
@@ -106,6 +116,8 @@ def test_other_layouts_ask_systemd_every_time(tmp_path: Path) -> None:
     systemd = Systemd(**{MEMORY: None})
     counters = ScopeCounters(systemd, root=tmp_path)
     assert (read(counters, MEMORY), read(counters, CPU), read(counters, CPU)) == (
-        UINT64_MAX, 222, 222,
-    )  # fmt: skip
+        UINT64_MAX,
+        222,
+        222,
+    )
     assert systemd.asked == [MEMORY, CPU, CPU]

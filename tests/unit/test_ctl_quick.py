@@ -139,9 +139,18 @@ def test_quick_list_and_status_print_what_the_full_path_prints(
 
     async def ctl(code: str, *argv: str) -> tuple[int, str, str, set[str]]:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-X", "importtime", "-c", code, "--user", *argv,
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            sys.executable,
+            "-X",
+            "importtime",
+            "-c",
+            code,
+            "--user",
+            *argv,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         out, err = await proc.communicate()
         lines = err.decode().splitlines()
         said = "\n".join(line for line in lines if not line.startswith("import time:"))
@@ -178,9 +187,19 @@ def test_quick_list_and_status_print_what_the_full_path_prints(
         launcher = (ROOT / "packaging" / "hostagentctl").read_text().replace("@SITE@", str(ROOT))
         for argv in (["list"], ["info"]):
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-S", "-X", "importtime", "-c", launcher, "--user", *argv,
-                cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            )  # fmt: skip
+                sys.executable,
+                "-S",
+                "-X",
+                "importtime",
+                "-c",
+                launcher,
+                "--user",
+                *argv,
+                cwd="/",
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
             printed, why = await proc.communicate()
             assert proc.returncode == 0 and printed, (argv, why[-2000:])
             if argv == ["list"]:

@@ -47,13 +47,16 @@ HYBRID = "9:name=systemd:/hostagent.slice/hostagent-w.scope\n8:pids:/hostagent.s
 @pytest.mark.parametrize(
     ("text", "tracked"),
     [
-        ("0::/user.slice/user-1001.slice/hostagent-w.scope\n", "/user.slice/user-1001.slice/hostagent-w.scope"),
+        (
+            "0::/user.slice/user-1001.slice/hostagent-w.scope\n",
+            "/user.slice/user-1001.slice/hostagent-w.scope",
+        ),
         (HYBRID, "/hostagent.slice/hostagent-w.scope"),
         ("1:name=systemd:/x.scope\n0::/\n", "/x.scope"),  # legacy: the unified one at its root
         ("1:name=systemd:/x.scope\n", "/x.scope"),
         ("", ""),
     ],
-)  # fmt: skip
+)
 def test_a_process_is_tracked_by_the_hierarchy_systemd_uses(text: str, tracked: str) -> None:
     assert tracking(hierarchies(text)) == tracked
 
@@ -61,16 +64,24 @@ def test_a_process_is_tracked_by_the_hierarchy_systemd_uses(text: str, tracked: 
 @pytest.mark.parametrize(
     ("ours", "theirs", "files"),
     [
-        ("0::/system.slice/hostagent.service\n", "0::/u.slice/w.scope\n",
-         ["/sys/fs/cgroup/u.slice/w.scope/cgroup.procs"]),
+        (
+            "0::/system.slice/hostagent.service\n",
+            "0::/u.slice/w.scope\n",
+            ["/sys/fs/cgroup/u.slice/w.scope/cgroup.procs"],
+        ),
         ("0::/w.scope\n", "0::/w.scope\n", []),  # already there (the user daemon's own test)
-        ("9:name=systemd:/system.slice/hostagent.service\n8:pids:/system.slice/hostagent.service\n"
-         "1:cpu,cpuacct:/\n0::/system.slice/hostagent.service\n", HYBRID,
-         ["/sys/fs/cgroup/unified/hostagent.slice/hostagent-w.scope/cgroup.procs",
-          "/sys/fs/cgroup/systemd/hostagent.slice/hostagent-w.scope/cgroup.procs",
-          "/sys/fs/cgroup/pids/hostagent.slice/hostagent-w.scope/cgroup.procs"]),
+        (
+            "9:name=systemd:/system.slice/hostagent.service\n8:pids:/system.slice/hostagent.service\n"
+            "1:cpu,cpuacct:/\n0::/system.slice/hostagent.service\n",
+            HYBRID,
+            [
+                "/sys/fs/cgroup/unified/hostagent.slice/hostagent-w.scope/cgroup.procs",
+                "/sys/fs/cgroup/systemd/hostagent.slice/hostagent-w.scope/cgroup.procs",
+                "/sys/fs/cgroup/pids/hostagent.slice/hostagent-w.scope/cgroup.procs",
+            ],
+        ),
     ],
-)  # fmt: skip
+)
 def test_joining_writes_each_hierarchy_that_differs_the_tracked_one_first(
     ours: str, theirs: str, files: list[str]
 ) -> None:
@@ -81,12 +92,17 @@ def test_joining_writes_each_hierarchy_that_differs_the_tracked_one_first(
 @pytest.mark.parametrize(
     ("argv", "named_as"),
     [
-        (["setpriv", "--", "tmux", "-S", "/run/s.sock", "capture-pane"],
-         ["setpriv", "--", "tmux", "-S", "/proc/self/fd/5", "capture-pane"]),
-        (["tmux", "-S", "/run/other.sock", "capture-pane"], ["tmux", "-S", "/run/other.sock", "capture-pane"]),
+        (
+            ["setpriv", "--", "tmux", "-S", "/run/s.sock", "capture-pane"],
+            ["setpriv", "--", "tmux", "-S", "/proc/self/fd/5", "capture-pane"],
+        ),
+        (
+            ["tmux", "-S", "/run/other.sock", "capture-pane"],
+            ["tmux", "-S", "/run/other.sock", "capture-pane"],
+        ),
         (["tmux", "-L", "/run/s.sock"], ["tmux", "-L", "/run/s.sock"]),
     ],
-)  # fmt: skip
+)
 def test_the_client_names_the_socket_as_the_daemon_reached_it(
     argv: list[str], named_as: list[str]
 ) -> None:

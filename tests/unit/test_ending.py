@@ -177,13 +177,15 @@ def test_an_end_that_comes_with_the_shutdown_is_left_for_recovery(tmp_path: Path
     ("cgroup", "unit"),
     [
         ("0::/system.slice/hostagent.service\n", "hostagent.service"),
-        ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/hostagent.service\n",
-         "hostagent.service"),
+        (
+            "0::/user.slice/user-1000.slice/user@1000.service/app.slice/hostagent.service\n",
+            "hostagent.service",
+        ),
         ("12:pids:/\n1:name=systemd:/system.slice/hostagent.service\n0::/\n", "hostagent.service"),
         ("0::/user.slice/user-1000.slice/session-3.scope\n", ""),  # started by hand
         ("", ""),
     ],
-)  # fmt: skip
+)
 def test_scopes_are_ordered_before_the_daemons_own_service(cgroup: str, unit: str) -> None:
     assert own_unit(cgroup_path(cgroup)) == unit
 

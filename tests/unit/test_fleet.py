@@ -103,15 +103,24 @@ def test_a_name_on_two_hosts_must_say_which() -> None:
     ("error", "said"),
     [
         (TimeoutError(), "unreachable: no answer in 20 s"),
-        (TransportError("ssh: connect to host c port 22: No route to host; check …"), "unreachable: ssh: connect"),
-        (from_dbus("org.freedesktop.DBus.Error.ServiceUnknown", "The name is not activatable"), "no daemon: The name"),
-        (from_dbus("org.freedesktop.systemd1.UnitMasked", "Unit hostagent.service is masked."), "no daemon: Unit"),
+        (
+            TransportError("ssh: connect to host c port 22: No route to host; check …"),
+            "unreachable: ssh: connect",
+        ),
+        (
+            from_dbus("org.freedesktop.DBus.Error.ServiceUnknown", "The name is not activatable"),
+            "no daemon: The name",
+        ),
+        (
+            from_dbus("org.freedesktop.systemd1.UnitMasked", "Unit hostagent.service is masked."),
+            "no daemon: Unit",
+        ),
         (TransportError("alice@a: Permission denied (publickey)."), "permission: alice@a"),
         (AccessDenied("Only root may …"), "permission: Only root"),
         (FileNotFoundError(2, "No such file or directory"), "unreachable: [Errno 2]"),
         (EOFError(), "unreachable: the connection closed before the host answered"),
     ],
-)  # fmt: skip
+)
 def test_a_host_that_gave_no_answer_says_why(error: BaseException, said: str) -> None:
     assert why_down(error, 20).startswith(said)
 

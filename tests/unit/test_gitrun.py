@@ -48,8 +48,13 @@ def test_the_filter_drivers_that_run_a_command_are_found(listing: str, drivers: 
 
 def test_a_driver_is_quieted_by_emptying_each_of_its_commands() -> None:
     assert gitrun.quieted(["x"]) == [
-        "-c", "filter.x.clean=", "-c", "filter.x.smudge=", "-c", "filter.x.process=",
-    ]  # fmt: skip
+        "-c",
+        "filter.x.clean=",
+        "-c",
+        "filter.x.smudge=",
+        "-c",
+        "filter.x.process=",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -74,15 +79,22 @@ def test_a_worktree_git_file_is_followed_only_into_its_repository(gitfile: str, 
 def test_the_git_directory_is_named_and_commondir_not_followed() -> None:
     env = gitrun.environment({"HOME": "/h"}, "/r/.git", "/r", "/r/.git")
     assert env == {
-        "HOME": "/h", "GIT_DIR": "/r/.git", "GIT_WORK_TREE": "/r", "GIT_COMMON_DIR": "/r/.git",
+        "HOME": "/h",
+        "GIT_DIR": "/r/.git",
+        "GIT_WORK_TREE": "/r",
+        "GIT_COMMON_DIR": "/r/.git",
         "GIT_TERMINAL_PROMPT": "0",
-    }  # fmt: skip
+    }
     assert "GIT_COMMON_DIR" not in gitrun.environment({}, "/r/.git", "/r", "")
 
 
 def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd,
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
 
 
 def _trap(gitdir: Path, marker: Path) -> None:

@@ -40,8 +40,13 @@ def test_the_native_entry_format() -> None:
 
 def test_logs_asks_journalctl_for_the_sessions_lines() -> None:
     assert log.journal_argv("a", True, 20, False) == [
-        "journalctl", "-u", "hostagent.service", "HOSTAGENT_SESSION=a", "-n", "20"
-    ]  # fmt: skip
+        "journalctl",
+        "-u",
+        "hostagent.service",
+        "HOSTAGENT_SESSION=a",
+        "-n",
+        "20",
+    ]
     assert log.journal_argv("a", False, 5, True)[1:3] == ["--user-unit", "hostagent.service"]
     # For an owner, only what was logged since her session was created: a name used before
     # by someone else shows nothing of theirs.

@@ -29,8 +29,10 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo), *args],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def a_repo(tmp: Path) -> Path:

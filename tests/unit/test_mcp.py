@@ -35,8 +35,12 @@ async def _echo(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return args["text"], {"text": args["text"]}
 
 
-ECHO = Tool("echo", "says it back", {"type": "object", "required": ["text"],
-            "properties": {"text": {"type": "string"}}}, _echo)  # fmt: skip
+ECHO = Tool(
+    "echo",
+    "says it back",
+    {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}},
+    _echo,
+)
 
 
 def ask(server: Server, message: object) -> dict[str, Any] | None:
@@ -52,9 +56,13 @@ def request(method: str, params: object = None, ident: object = 1) -> dict[str, 
 
 @pytest.mark.parametrize(
     ("asked", "agreed"),
-    [("2025-06-18", "2025-06-18"), ("2025-11-25", "2025-11-25"), ("2026-07-28", REVISIONS[0]),
-     ("1999-01-01", REVISIONS[0])],
-)  # fmt: skip
+    [
+        ("2025-06-18", "2025-06-18"),
+        ("2025-11-25", "2025-11-25"),
+        ("2026-07-28", REVISIONS[0]),
+        ("1999-01-01", REVISIONS[0]),
+    ],
+)
 def test_the_handshake_agrees_a_revision_and_offers_tools(asked: str, agreed: str) -> None:
     answer = ask(Server([ECHO], version="9"), request("initialize", {"protocolVersion": asked}))
     assert answer is not None
@@ -91,27 +99,39 @@ def test_tools_are_listed_with_their_schemas_and_called() -> None:
         (b'{"jsonrpc": "2.0", "id": null, "method": "ping"}', INVALID_REQUEST),
         (b'{"jsonrpc": "2.0", "id": 1, "method": "resources/list"}', NO_METHOD),
         (b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}', INVALID_PARAMS),
-        (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}}',
-         INVALID_PARAMS),
-        (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
-         b'{"name": "echo", "arguments": {"text": 3}}}', INVALID_PARAMS),
+        (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}}',
+            INVALID_PARAMS,
+        ),
+        (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
+            b'{"name": "echo", "arguments": {"text": 3}}}',
+            INVALID_PARAMS,
+        ),
         (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": []}', INVALID_PARAMS),
     ],
-)  # fmt: skip
+)
 def test_a_broken_message_gets_its_error_and_the_server_reads_on(line: bytes, code: int) -> None:
     server = Server([ECHO])
     answer = ask(server, line)
     assert answer is not None and answer["error"]["code"] == code
     assert ask(server, request("ping", ident="next")) == {
-        "jsonrpc": "2.0", "id": "next", "result": {},
-    }  # fmt: skip
+        "jsonrpc": "2.0",
+        "id": "next",
+        "result": {},
+    }
 
 
 def test_notifications_and_responses_get_no_answer() -> None:
     server = Server([ECHO])
     assert ask(server, {"jsonrpc": "2.0", "method": "notifications/initialized"}) is None
-    assert ask(server, {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                        "params": {"requestId": 1}}) is None  # fmt: skip
+    assert (
+        ask(
+            server,
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+        )
+        is None
+    )
     assert ask(server, {"jsonrpc": "2.0", "id": 7, "result": {}}) is None
 
 
@@ -124,13 +144,18 @@ def test_notifications_and_responses_get_no_answer() -> None:
         ({"names": [1]}, "'names' holds an item that must be of type string"),
         ({"names": ["a"], "timeout_seconds": -1}, "'timeout_seconds' must be at least 0"),
         ({"names": ["a"], "timeout_seconds": True}, "'timeout_seconds' must be of type number"),
-        ({"names": ["a"], "activities": ["asleep"]}, "'activities' holds an item that must be "
-         "one of working, blocked, idle, exited, unknown"),
-        ({"names": ["a"], "colour": "red"}, "no argument 'colour'; it takes names, activities, "
-         "timeout_seconds, all"),
+        (
+            {"names": ["a"], "activities": ["asleep"]},
+            "'activities' holds an item that must be "
+            "one of working, blocked, idle, exited, unknown",
+        ),
+        (
+            {"names": ["a"], "colour": "red"},
+            "no argument 'colour'; it takes names, activities, timeout_seconds, all",
+        ),
         ([], "arguments are an object"),
     ],
-)  # fmt: skip
+)
 def test_arguments_are_checked_against_the_tools_schema(arguments: object, problem: str) -> None:
     wait = next(t for t in mcp.tools(FakeClient()) if t.name == "wait_sessions")  # type: ignore[arg-type]
     assert check(wait.schema, arguments) == problem
@@ -161,8 +186,10 @@ class FakeClient:
     async def list_sessions(self) -> list[SessionRow]:
         """Hers, and bob's (which her server does not show her)."""
         mine, bobs = ALICE, ALICE + 1
-        return [SessionRow(n, "shell", "running", "idle", uid, f"/s/{n}")
-                for n, uid in (("a", mine), ("other", mine), ("bobs", bobs))]  # fmt: skip
+        return [
+            SessionRow(n, "shell", "running", "idle", uid, f"/s/{n}")
+            for n, uid in (("a", mine), ("other", mine), ("bobs", bobs))
+        ]
 
     async def capture(self, name: str, lines: int) -> str:
         return "Demo Agent\n\n● You said: hello\n> \n\n\n"
@@ -184,9 +211,12 @@ def test_a_refusal_is_the_tools_error_and_a_wait_holds_up_no_ping() -> None:
         lines = [
             request("tools/call", {"name": "wait_sessions", "arguments": {"names": ["a"]}}, "wait"),
             request("ping", ident="ping"),
-            request("tools/call", {"name": "send_text",
-                                   "arguments": {"name": "other", "text": "hi"}}, "other"),
-        ]  # fmt: skip
+            request(
+                "tools/call",
+                {"name": "send_text", "arguments": {"name": "other", "text": "hi"}},
+                "other",
+            ),
+        ]
         for message in lines:
             reader.feed_data(json.dumps(message).encode() + b"\n")
         serving = asyncio.create_task(mcp_stdio.serve(server, reader, write))
@@ -203,8 +233,11 @@ def test_a_refusal_is_the_tools_error_and_a_wait_holds_up_no_ping() -> None:
     written = {str(w.get("id")): w for w in asyncio.run(body())}
     # What it last said comes with the wait: the screen's last lines that hold anything.
     screen = "Demo Agent\n● You said: hello\n>"
-    assert written["wait"]["result"]["structuredContent"] == {"name": "a", "activity": "idle",
-                                                              "screen": screen}  # fmt: skip
+    assert written["wait"]["result"]["structuredContent"] == {
+        "name": "a",
+        "activity": "idle",
+        "screen": screen,
+    }
     assert written["wait"]["result"]["content"][0]["text"].endswith(screen)
     assert written["other"]["result"]["isError"] is True
     assert "not yours" in written["other"]["result"]["content"][0]["text"]

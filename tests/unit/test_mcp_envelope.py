@@ -61,13 +61,28 @@ SUPPORTED = ["2026-07-28"]
         ("modern", "tools/list", {"_meta": {VERSION_KEY: "2026-07-28"}}, INVALID_PARAMS, None),
         ("modern", "tools/list", {"_meta": {CAPABILITIES_KEY: {}}}, INVALID_PARAMS, None),
         ("modern", "tools/list", envelope(20260728), INVALID_PARAMS, None),
-        ("modern", "tools/call", envelope("2025-11-25"), UNSUPPORTED_VERSION,
-         {"supported": SUPPORTED, "requested": "2025-11-25"}),
-        ("modern", "server/discover", envelope("2027-01-01"), UNSUPPORTED_VERSION,
-         {"supported": SUPPORTED, "requested": "2027-01-01"}),
+        (
+            "modern",
+            "tools/call",
+            envelope("2025-11-25"),
+            UNSUPPORTED_VERSION,
+            {"supported": SUPPORTED, "requested": "2025-11-25"},
+        ),
+        (
+            "modern",
+            "server/discover",
+            envelope("2027-01-01"),
+            UNSUPPORTED_VERSION,
+            {"supported": SUPPORTED, "requested": "2027-01-01"},
+        ),
         # The handshake after a modern opening: the revision's own error, naming what is served.
-        ("modern", "initialize", {"protocolVersion": "2025-11-25"}, UNSUPPORTED_VERSION,
-         {"supported": SUPPORTED, "requested": "2025-11-25"}),
+        (
+            "modern",
+            "initialize",
+            {"protocolVersion": "2025-11-25"},
+            UNSUPPORTED_VERSION,
+            {"supported": SUPPORTED, "requested": "2025-11-25"},
+        ),
         ("modern", "initialize", {}, UNSUPPORTED_VERSION, {"supported": SUPPORTED}),
         # A legacy connection: served as before, whatever its _meta, until a 2026 claim.
         ("legacy", "tools/list", {}, None, None),
@@ -76,7 +91,7 @@ SUPPORTED = ["2026-07-28"]
         ("legacy", "tools/list", envelope(), INVALID_REQUEST, None),
         ("legacy", "server/discover", envelope(), INVALID_REQUEST, None),
     ],
-)  # fmt: skip
+)
 def test_the_envelope_rules(
     era: Era, method: str, params: dict[str, Any], code: int | None, data: object
 ) -> None:
@@ -91,8 +106,12 @@ async def _echo(args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return args["text"], {"text": args["text"]}
 
 
-ECHO = Tool("echo", "says it back", {"type": "object", "required": ["text"],
-            "properties": {"text": {"type": "string"}}}, _echo)  # fmt: skip
+ECHO = Tool(
+    "echo",
+    "says it back",
+    {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}},
+    _echo,
+)
 
 
 def talk(server: Server, *messages: dict[str, Any]) -> list[dict[str, Any] | None]:
@@ -124,16 +143,33 @@ def test_a_modern_connection_discovers_lists_and_calls() -> None:
         request("tools/call", envelope(name="echo", arguments={"text": "refuse"}), 4),
     )
     stamp = {SERVER_INFO_KEY: {"name": "hostagent", "version": "9"}}
-    assert discover == {"jsonrpc": "2.0", "id": 1, "result": {
-        "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {"listChanged": False}},
-        "instructions": "use echo", "ttlMs": 0, "cacheScope": "private",
-        "resultType": "complete", "_meta": stamp}}  # fmt: skip
+    assert discover == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {"listChanged": False}},
+            "instructions": "use echo",
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "resultType": "complete",
+            "_meta": stamp,
+        },
+    }
     assert listed is not None and listed["result"]["tools"][0]["name"] == "echo"
     assert {k: listed["result"][k] for k in ("resultType", "ttlMs", "cacheScope", "_meta")} == {
-        "resultType": "complete", "ttlMs": 0, "cacheScope": "private", "_meta": stamp}  # fmt: skip
+        "resultType": "complete",
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "_meta": stamp,
+    }
     assert called is not None and called["result"] == {
-        "content": [{"type": "text", "text": "hi"}], "structuredContent": {"text": "hi"},
-        "isError": False, "resultType": "complete", "_meta": stamp}  # fmt: skip
+        "content": [{"type": "text", "text": "hi"}],
+        "structuredContent": {"text": "hi"},
+        "isError": False,
+        "resultType": "complete",
+        "_meta": stamp,
+    }
     assert refused is not None and refused["result"]["isError"] is True
     assert refused["result"]["resultType"] == "complete"
     assert server.era == "modern"
@@ -151,8 +187,14 @@ def test_a_modern_connection_refuses_each_bad_request_and_serves_on() -> None:
         request("tools/list", envelope(), 7),
     )
     assert [code(a) for a in answers] == [
-        None, INVALID_PARAMS, UNSUPPORTED_VERSION, UNSUPPORTED_VERSION, NO_METHOD,
-        INVALID_PARAMS, None]  # fmt: skip
+        None,
+        INVALID_PARAMS,
+        UNSUPPORTED_VERSION,
+        UNSUPPORTED_VERSION,
+        NO_METHOD,
+        INVALID_PARAMS,
+        None,
+    ]
     assert answers[2] is not None
     assert answers[2]["error"]["data"] == {"supported": SUPPORTED, "requested": "2025-11-25"}
 
@@ -191,15 +233,21 @@ def test_a_notification_decides_no_era_and_a_refused_opening_does() -> None:
 @pytest.mark.parametrize(
     ("first", "then", "codes"),
     [
-        (request("server/discover", envelope(), 1),
-         [request("initialize", {"protocolVersion": "2025-11-25"}, 2),
-          request("tools/list", envelope(), 3)],
-         {1: None, 2: UNSUPPORTED_VERSION, 3: None}),
-        (request("initialize", {"protocolVersion": "2025-11-25"}, 1),
-         [request("server/discover", envelope(), 2), request("tools/list", {}, 3)],
-         {1: None, 2: INVALID_REQUEST, 3: None}),
+        (
+            request("server/discover", envelope(), 1),
+            [
+                request("initialize", {"protocolVersion": "2025-11-25"}, 2),
+                request("tools/list", envelope(), 3),
+            ],
+            {1: None, 2: UNSUPPORTED_VERSION, 3: None},
+        ),
+        (
+            request("initialize", {"protocolVersion": "2025-11-25"}, 1),
+            [request("server/discover", envelope(), 2), request("tools/list", {}, 3)],
+            {1: None, 2: INVALID_REQUEST, 3: None},
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_first_line_read_decides_though_all_are_answered_at_once(
     first: dict[str, Any], then: list[dict[str, Any]], codes: dict[int, int | None]
 ) -> None:

@@ -32,7 +32,10 @@ class FakeDaemon:
         return self.uid
 
     async def list_sessions(self) -> list[SessionRow]:
-        return [SessionRow(n, "shell", "running", "idle", o, f"/s/{n}") for n, o in self.sessions.items()]  # fmt: skip
+        return [
+            SessionRow(n, "shell", "running", "idle", o, f"/s/{n}")
+            for n, o in self.sessions.items()
+        ]
 
     async def create(self, name: str, preset: str, cwd: str, options: dict[str, Variant]) -> str:
         name = name or "made-up"
@@ -44,7 +47,9 @@ class FakeDaemon:
     async def send_text(self, name: str, text: str, enter: bool) -> None:
         self.typed.append((name, text))
 
-    async def wait_any(self, names: list[str], activities: list[str], timeout: int) -> tuple[str, str]:  # fmt: skip
+    async def wait_any(
+        self, names: list[str], activities: list[str], timeout: int
+    ) -> tuple[str, str]:
         if "never" in names:
             await asyncio.Event().wait()
         return names[0], "idle"

@@ -75,8 +75,13 @@ def test_whether_a_session_gets_it(
     assert reg.wanted(asked, fmt, default, "p", why_not) is gets
 
 
-@pytest.mark.parametrize(("fmt", "why_not", "said"), [("", "", "names no way"), ("gemini", "a user's daemon", "a user's daemon")])  # fmt: skip
-def test_asked_for_where_it_cannot_be_is_refused_saying_why(fmt: str, why_not: str, said: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("fmt", "why_not", "said"),
+    [("", "", "names no way"), ("gemini", "a user's daemon", "a user's daemon")],
+)
+def test_asked_for_where_it_cannot_be_is_refused_saying_why(
+    fmt: str, why_not: str, said: str
+) -> None:
     with pytest.raises(InvalidArgs, match=said):
         reg.wanted(True, fmt, False, "p", why_not)
 

@@ -34,7 +34,7 @@ def contents(fd: int) -> bytes:
         ([b"x" * 4096] * 3, None),
         ([b"x\n"] * (LIMIT // 2 + 1), None),  # over the bound before its newlines come off
     ],
-)  # fmt: skip
+)
 def test_a_bounded_file_keeps_what_was_written_or_nothing(
     writes: list[bytes], kept: bytes | None
 ) -> None:

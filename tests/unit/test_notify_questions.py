@@ -18,9 +18,15 @@ from hostagent.client.inbox import WaitingQuestion
 from hostagent.errors import NoQuestion
 
 ASKED = WaitingQuestion(
-    "a", "q1", "Do you want to proceed?", ["Yes", "Yes, and don't ask again for rm", "No"],
-    [1, 2, 3], 0, 0, "screen",
-)  # fmt: skip
+    "a",
+    "q1",
+    "Do you want to proceed?",
+    ["Yes", "Yes, and don't ask again for rm", "No"],
+    [1, 2, 3],
+    0,
+    0,
+    "screen",
+)
 
 
 def test_a_question_is_told_with_a_button_per_choice_then_attach() -> None:
@@ -60,8 +66,16 @@ def _notifier(
 ) -> tuple[Notifier, SessionView, Daemon, list[tuple[str, list[Any]]]]:
     calls: list[tuple[str, list[Any]]] = []
 
-    async def call(bus: Any, dest: str, path: str, iface: str, member: str, sig: str,
-                   body: list[Any], timeout: float = 0) -> list[Any]:  # fmt: skip
+    async def call(
+        bus: Any,
+        dest: str,
+        path: str,
+        iface: str,
+        member: str,
+        sig: str,
+        body: list[Any],
+        timeout: float = 0,
+    ) -> list[Any]:
         calls.append((member, body))
         return [len(calls)] if member == "Notify" else []
 
@@ -84,9 +98,13 @@ async def _settle() -> None:
 def _signal(member: str, *body: Any) -> Message:
     signature = "us" if member == "ActionInvoked" else "uu"
     return Message(
-        message_type=MessageType.SIGNAL, path=notify.NOTIFICATIONS_PATH,
-        interface=NOTIFICATIONS, member=member, signature=signature, body=list(body),
-    )  # fmt: skip
+        message_type=MessageType.SIGNAL,
+        path=notify.NOTIFICATIONS_PATH,
+        interface=NOTIFICATIONS,
+        member=member,
+        signature=signature,
+        body=list(body),
+    )
 
 
 def test_a_button_answers_the_question_and_its_going_withdraws_it(

@@ -57,12 +57,16 @@ def presets(tmp: Path) -> dict[str, Preset]:
 def write_transcript(tmp: Path, kind: str, session: Session) -> None:
     """What the agent's two turns left on disk, found only at the end (no turn was seen)."""
     if kind == "usage":
-        shutil.copy(DATA / "claude" / "2.1.332-two-turns-then-stopped.jsonl",
-                    tmp / f"{session.record.agent_session}.jsonl")  # fmt: skip
+        shutil.copy(
+            DATA / "claude" / "2.1.332-two-turns-then-stopped.jsonl",
+            tmp / f"{session.record.agent_session}.jsonl",
+        )
     elif kind == "discovered":
         (tmp / "rollouts").mkdir(exist_ok=True)
-        shutil.copy(DATA / "codex" / "0.171.0-two-turns-then-stopped.jsonl",
-                    tmp / "rollouts" / f"rollout-x-{ID}.jsonl")  # fmt: skip
+        shutil.copy(
+            DATA / "codex" / "0.171.0-two-turns-then-stopped.jsonl",
+            tmp / "rollouts" / f"rollout-x-{ID}.jsonl",
+        )
 
 
 def revision(host: Host, name: str) -> int:
@@ -70,8 +74,11 @@ def revision(host: Host, name: str) -> int:
 
 
 def changed_signals(exporter: FakeExporter, name: str) -> int:
-    return sum(1 for path, _, member in exporter.emitted
-               if path == session_path(name) and member == "PropertiesChanged")  # fmt: skip
+    return sum(
+        1
+        for path, _, member in exporter.emitted
+        if path == session_path(name) and member == "PropertiesChanged"
+    )
 
 
 async def agent_exit(host: Host, session: Session) -> None:

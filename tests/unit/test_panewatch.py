@@ -35,9 +35,15 @@ def watching(
         if idle is not None and activity is Activity.IDLE:
             idle.set()
 
-    return panewatch.PaneWatch("a", Owner.from_uid(os.geteuid()), tmp_path / "a.sock",
-                               tmp_path / "a.out", GENERIC, lambda v: verdict(v.activity),
-                               tmux_client)  # fmt: skip
+    return panewatch.PaneWatch(
+        "a",
+        Owner.from_uid(os.geteuid()),
+        tmp_path / "a.sock",
+        tmp_path / "a.out",
+        GENERIC,
+        lambda v: verdict(v.activity),
+        tmux_client,
+    )
 
 
 class BusyTmux(FakeTmux):

@@ -33,8 +33,10 @@ def test_a_misread_screen_fails_the_check_and_says_which(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     preset = tmp_path / "mine.yaml"
-    preset.write_text("name: mine\ncommand: [mine]\nactivity:\n  rules:\n"
-                      "    - {activity: blocked, screen: ['nothing like it']}\n")  # fmt: skip
+    preset.write_text(
+        "name: mine\ncommand: [mine]\nactivity:\n  rules:\n"
+        "    - {activity: blocked, screen: ['nothing like it']}\n"
+    )
     code, out, err = check(capsys, str(preset), str(APPROVAL), str(IDLE))
     assert code == 1
     assert f"{APPROVAL}: idle, labelled blocked (no rule matched)" in out
@@ -47,8 +49,9 @@ def test_a_plain_capture_is_read_with_the_title_given(
     screen = tmp_path / "now.txt"
     screen.write_text("some answer\n> \n")
     preset = tmp_path / "t.yaml"
-    preset.write_text("name: t\ncommand: [t]\nactivity:\n  rules:\n"
-                      "    - {activity: working, title: '^busy'}\n")  # fmt: skip
+    preset.write_text(
+        "name: t\ncommand: [t]\nactivity:\n  rules:\n    - {activity: working, title: '^busy'}\n"
+    )
     assert check(capsys, str(preset), str(screen))[1].endswith("now.txt: idle (no rule matched)\n")
     code, out, _ = check(capsys, str(preset), str(screen), "--title", "busy now")
     assert code == 0 and "now.txt: working (t rule 1: 'busy')" in out

@@ -55,8 +55,15 @@ BASE = (
 
 
 def test_a_preset_extends_another_and_changes_only_what_it_says(tmp_path: Path) -> None:
-    dirs = tree(tmp_path, {"a/base.yaml": BASE, "a/fork.yaml": (
-        "extends: base\ncommand: [fork]\nagent_id:\n  discover:\n    command: [fork, list]\n")})  # fmt: skip
+    dirs = tree(
+        tmp_path,
+        {
+            "a/base.yaml": BASE,
+            "a/fork.yaml": (
+                "extends: base\ncommand: [fork]\nagent_id:\n  discover:\n    command: [fork, list]\n"
+            ),
+        },
+    )
     presets = load_presets(dirs, strict=True)
     fork, base = presets["fork"], presets["base"]
     assert fork.name == "fork" and fork.command == ["fork"]
@@ -71,16 +78,24 @@ def test_an_override_that_extends_its_own_name_changes_the_one_it_overrides(
     tmp_path: Path,
 ) -> None:
     """An admin's file of a built-in's name that says only what she changes."""
-    dirs = tree(tmp_path, {"builtin/base.yaml": BASE,
-                           "etc/base.yaml": "extends: base\nenv: {MODE: quiet}\n"})  # fmt: skip
+    dirs = tree(
+        tmp_path,
+        {"builtin/base.yaml": BASE, "etc/base.yaml": "extends: base\nenv: {MODE: quiet}\n"},
+    )
     base = load_presets(dirs, strict=True)["base"]
     assert base.env == {"MODE": "quiet"} and base.command == ["base"]
     assert base.description == "the base"
 
 
 def test_a_preset_extends_the_override_of_its_base(tmp_path: Path) -> None:
-    dirs = tree(tmp_path, {"builtin/base.yaml": BASE, "builtin/fork.yaml": "extends: base\n",
-                           "etc/base.yaml": BASE.replace("[base]", "[patched]")})  # fmt: skip
+    dirs = tree(
+        tmp_path,
+        {
+            "builtin/base.yaml": BASE,
+            "builtin/fork.yaml": "extends: base\n",
+            "etc/base.yaml": BASE.replace("[base]", "[patched]"),
+        },
+    )
     assert load_presets(dirs, strict=True)["fork"].command == ["patched"]
 
 
@@ -91,10 +106,12 @@ def test_a_preset_extends_the_override_of_its_base(tmp_path: Path) -> None:
         ({"a/x.yaml": "extends: x\n"}, r"x.yaml:1: field 'extends': no preset 'x'"),
         ({"a/x.yaml": "extends: [a]\n"}, r"field 'extends': must be the name of a preset"),
         ({"a/x.yaml": "extends: y\n", "a/y.yaml": "extends: x\n"}, r"in a circle"),
-        ({"a/base.yaml": BASE, "a/x.yaml": "extends: base\nresume: {args: notalist}\n"},
-         r"x.yaml:\d+: field 'resume.args'"),
+        (
+            {"a/base.yaml": BASE, "a/x.yaml": "extends: base\nresume: {args: notalist}\n"},
+            r"x.yaml:\d+: field 'resume.args'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_an_extends_that_cannot_be_used_is_named(
     tmp_path: Path, files: dict[str, str], message: str
 ) -> None:
@@ -145,12 +162,24 @@ def test_only_continue_resumes_into_a_copy_under_a_new_id(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("hooks", "message"),
     [
-        ("{extension: nothing.ts, args: ['-e', '{extension}']}", "must name one of hostagent's extensions: pi-hostagent.ts"),
-        ("{extension: ../presets.py, args: ['-e', '{extension}']}", "must name one of hostagent's extensions"),
-        ("{extension: pi-hostagent.ts, args: ['-e', 'x.ts']}", "field 'hooks.args': must pass {extension}"),
-        ("{extension: pi-hostagent.ts, args: ['-e', '{extension}'], format: claude}", "takes only args and activity"),
+        (
+            "{extension: nothing.ts, args: ['-e', '{extension}']}",
+            "must name one of hostagent's extensions: pi-hostagent.ts",
+        ),
+        (
+            "{extension: ../presets.py, args: ['-e', '{extension}']}",
+            "must name one of hostagent's extensions",
+        ),
+        (
+            "{extension: pi-hostagent.ts, args: ['-e', 'x.ts']}",
+            "field 'hooks.args': must pass {extension}",
+        ),
+        (
+            "{extension: pi-hostagent.ts, args: ['-e', '{extension}'], format: claude}",
+            "takes only args and activity",
+        ),
     ],
-)  # fmt: skip
+)
 def test_an_extension_of_hostagents_is_named_and_passed(
     tmp_path: Path, hooks: str, message: str
 ) -> None:

@@ -103,9 +103,18 @@ LESS = [
     (["InaccessiblePaths="], ["InaccessiblePaths="]),
     (["ProtectHome=tmpfs", "MemoryMax=1G"], []),
     (["InaccessiblePaths=-%h/secret", "ProtectSystem=strict"], []),
-    (list(profile.UNCONFINED), ["ProtectSystem=no", "ProtectHome=no", "PrivateTmp=no",
-                                "NoNewPrivileges=no", "ReadWritePaths=", "InaccessiblePaths="]),
-]  # fmt: skip
+    (
+        list(profile.UNCONFINED),
+        [
+            "ProtectSystem=no",
+            "ProtectHome=no",
+            "PrivateTmp=no",
+            "NoNewPrivileges=no",
+            "ReadWritePaths=",
+            "InaccessiblePaths=",
+        ],
+    ),
+]
 
 
 @pytest.mark.parametrize(("asked", "less"), LESS)

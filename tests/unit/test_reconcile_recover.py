@@ -31,12 +31,44 @@ async def running(host: Host, *names: str) -> None:
     [
         pytest.param("", "", 0, State.STOPPED, "success", "", id="unit-removed"),
         pytest.param("inactive", "", 0, State.STOPPED, "success", "", id="inactive"),
-        pytest.param("failed", "", 0, State.FAILED, "resources", "its scope ended with systemd's result 'failed'", id="failed"),
-        pytest.param("", "timeout", 0, State.FAILED, "timeout", "stopped by systemd after RuntimeMaxSec=0s", id="timeout"),
-        pytest.param("", "oom-kill", 0, State.FAILED, "oom-kill", "killed by the kernel's OOM killer (out of memory in its scope)", id="oom"),
-        pytest.param("", "", 9, State.FAILED, "signal", "killed by SIGKILL ('hostagentctl kill')", id="killed"),
+        pytest.param(
+            "failed",
+            "",
+            0,
+            State.FAILED,
+            "resources",
+            "its scope ended with systemd's result 'failed'",
+            id="failed",
+        ),
+        pytest.param(
+            "",
+            "timeout",
+            0,
+            State.FAILED,
+            "timeout",
+            "stopped by systemd after RuntimeMaxSec=0s",
+            id="timeout",
+        ),
+        pytest.param(
+            "",
+            "oom-kill",
+            0,
+            State.FAILED,
+            "oom-kill",
+            "killed by the kernel's OOM killer (out of memory in its scope)",
+            id="oom",
+        ),
+        pytest.param(
+            "",
+            "",
+            9,
+            State.FAILED,
+            "signal",
+            "killed by SIGKILL ('hostagentctl kill')",
+            id="killed",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_unit_that_ends_while_watched_says_why(
     tmp_path: Path, ends_as: str, result: str, killed: int, state: State, ended: str, error: str
 ) -> None:
@@ -93,10 +125,18 @@ def record(name: str, state: State, boot: str = "boot1", started_at: int = 1) ->
     """A record of a session that has run once (started_at 0: one whose first start never
     finished)."""
     return SessionRecord(
-        name=name, uuid="u", owner=me(), preset="shell", cwd="/", unit=unit_name(name),
-        state=state, boot_id=boot, command=["/bin/sh"], last_argv=["/bin/sh"],
+        name=name,
+        uuid="u",
+        owner=me(),
+        preset="shell",
+        cwd="/",
+        unit=unit_name(name),
+        state=state,
+        boot_id=boot,
+        command=["/bin/sh"],
+        last_argv=["/bin/sh"],
         started_at=started_at,
-    )  # fmt: skip
+    )
 
 
 # (record state, record's boot, unit now, state after, dormant reason)
@@ -292,7 +332,10 @@ def test_every_listener_hears_of_each_session_found_at_start_as_recovery_left_it
         host.systemd.units["hostagent-x.scope"] = FakeUnit("hostagent-x.scope")  # no record
         await host.core.recover()
         added = sorted(e for e in host.events if e[0] == "added")
-        assert added == [("added", "a", "dormant"), ("added", "b", "stopped"),
-                         ("added", "x", "running")]  # fmt: skip
+        assert added == [
+            ("added", "a", "dormant"),
+            ("added", "b", "stopped"),
+            ("added", "x", "running"),
+        ]
 
     run(body())

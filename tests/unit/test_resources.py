@@ -26,25 +26,48 @@ G = 1 << 30
         ("MemoryMin", "1000000", Wire("MemoryMin", "t", 1_000_000, "1000000")),  # kept exact
         ("MemorySwapMax", "50%", Wire("MemorySwapMax", "t", 2 * G, "50%")),
         ("MemorySwapMax", "infinity", Wire("MemorySwapMax", "t", (1 << 64) - 1, "infinity")),
-        ("IOReadBandwidthMax", "/dev/sda 10M",
-         Wire("IOReadBandwidthMax", "a(st)", [["/dev/sda", 10 << 20]], "/dev/sda 10M")),
-        ("IODeviceWeight", "/dev/vdb 200",
-         Wire("IODeviceWeight", "a(st)", [["/dev/vdb", 200]], "/dev/vdb 200")),
+        (
+            "IOReadBandwidthMax",
+            "/dev/sda 10M",
+            Wire("IOReadBandwidthMax", "a(st)", [["/dev/sda", 10 << 20]], "/dev/sda 10M"),
+        ),
+        (
+            "IODeviceWeight",
+            "/dev/vdb 200",
+            Wire("IODeviceWeight", "a(st)", [["/dev/vdb", 200]], "/dev/vdb 200"),
+        ),
         ("ManagedOOMSwap", "kill", Wire("ManagedOOMSwap", "s", "kill", "kill")),
         ("CPUQuotaPeriodSec", "10ms", Wire("CPUQuotaPeriodUSec", "t", 10_000, "10ms")),
         ("CPUQuotaPeriodSec", "1", Wire("CPUQuotaPeriodUSec", "t", 1_000_000, "1s")),
-        ("IODeviceLatencyTargetSec", "/dev/sda 25ms",
-         Wire("IODeviceLatencyTargetUSec", "a(st)", [["/dev/sda", 25_000]], "/dev/sda 25ms")),
+        (
+            "IODeviceLatencyTargetSec",
+            "/dev/sda 25ms",
+            Wire("IODeviceLatencyTargetUSec", "a(st)", [["/dev/sda", 25_000]], "/dev/sda 25ms"),
+        ),
         ("TasksAccounting", "off", Wire("TasksAccounting", "b", False, "no")),
         ("CPUAccounting", "yes", Wire("CPUAccounting", "b", True, "yes")),
         ("StartupAllowedCPUs", "1", Wire("StartupAllowedCPUs", "ay", bytes([2]), "1")),
-        ("IPAddressDeny", "any", Wire("IPAddressDeny", "a(iayu)",
-                                      [[2, bytes(4), 0], [10, bytes(16), 0]], "any")),
-        ("IPAddressAllow", "localhost 10.1.2.3/8", Wire("IPAddressAllow", "a(iayu)", [
-            [2, bytes([127, 0, 0, 0]), 8], [10, bytes(15) + b"\x01", 128],
-            [2, bytes([10, 0, 0, 0]), 8]], "localhost 10.1.2.3/8")),
+        (
+            "IPAddressDeny",
+            "any",
+            Wire("IPAddressDeny", "a(iayu)", [[2, bytes(4), 0], [10, bytes(16), 0]], "any"),
+        ),
+        (
+            "IPAddressAllow",
+            "localhost 10.1.2.3/8",
+            Wire(
+                "IPAddressAllow",
+                "a(iayu)",
+                [
+                    [2, bytes([127, 0, 0, 0]), 8],
+                    [10, bytes(15) + b"\x01", 128],
+                    [2, bytes([10, 0, 0, 0]), 8],
+                ],
+                "localhost 10.1.2.3/8",
+            ),
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_property_reads_as_systemd_reads_it(name: str, text: str, wire: Wire) -> None:
     assert resources.parse(name, text, physical=4 * G) == wire
     # shown back, it reads the same again

@@ -126,34 +126,74 @@ ROW = "READ_WRITE"
 @pytest.mark.parametrize(
     ("words", "mounts"),
     [
-        (["ProtectSystem=yes"], [("/boot", "READ_ONLY"), ("/efi", "READ_ONLY"), ("/usr", "READ_ONLY")]),
-        (["ProtectSystem=full"],
-         [("/boot", "READ_ONLY"), ("/efi", "READ_ONLY"), ("/etc", "READ_ONLY"), ("/usr", "READ_ONLY")]),
+        (
+            ["ProtectSystem=yes"],
+            [("/boot", "READ_ONLY"), ("/efi", "READ_ONLY"), ("/usr", "READ_ONLY")],
+        ),
+        (
+            ["ProtectSystem=full"],
+            [
+                ("/boot", "READ_ONLY"),
+                ("/efi", "READ_ONLY"),
+                ("/etc", "READ_ONLY"),
+                ("/usr", "READ_ONLY"),
+            ],
+        ),
         # strict leaves the API file systems, and the homes to ProtectHome=.
-        (["ProtectSystem=strict"],
-         [("/", "READ_ONLY"), ("/dev", ROW), ("/home", ROW), ("/proc", ROW), ("/root", ROW),
-          ("/sys", ROW), ("/run/user", ROW)]),
-        (["ProtectSystem=strict", "ProtectHome=read-only"],
-         [("/", "READ_ONLY"), ("/dev", ROW), ("/home", "READ_ONLY"), ("/proc", ROW),
-          ("/root", "READ_ONLY"), ("/sys", ROW), ("/run/user", "READ_ONLY")]),
-        (["ProtectHome=yes"],
-         [("/home", "INACCESSIBLE"), ("/root", "INACCESSIBLE"), ("/run/user", "INACCESSIBLE")]),
+        (
+            ["ProtectSystem=strict"],
+            [
+                ("/", "READ_ONLY"),
+                ("/dev", ROW),
+                ("/home", ROW),
+                ("/proc", ROW),
+                ("/root", ROW),
+                ("/sys", ROW),
+                ("/run/user", ROW),
+            ],
+        ),
+        (
+            ["ProtectSystem=strict", "ProtectHome=read-only"],
+            [
+                ("/", "READ_ONLY"),
+                ("/dev", ROW),
+                ("/home", "READ_ONLY"),
+                ("/proc", ROW),
+                ("/root", "READ_ONLY"),
+                ("/sys", ROW),
+                ("/run/user", "READ_ONLY"),
+            ],
+        ),
+        (
+            ["ProtectHome=yes"],
+            [("/home", "INACCESSIBLE"), ("/root", "INACCESSIBLE"), ("/run/user", "INACCESSIBLE")],
+        ),
         (["ProtectHome=tmpfs"], [("/home", "TMPFS"), ("/root", "TMPFS"), ("/run/user", "TMPFS")]),
         (["PrivateTmp=yes"], [("/tmp", "PRIVATE_TMP"), ("/var/tmp", "PRIVATE_TMP")]),
         # A path deeper than a word's is made after it, so it is what it says there.
-        (["ProtectHome=read-only", "ReadWritePaths=%{cwd}"],
-         [("/home", "READ_ONLY"), ("/root", "READ_ONLY"), ("/run/user", "READ_ONLY"),
-          ("/home/alice/proj", ROW)]),
+        (
+            ["ProtectHome=read-only", "ReadWritePaths=%{cwd}"],
+            [
+                ("/home", "READ_ONLY"),
+                ("/root", "READ_ONLY"),
+                ("/run/user", "READ_ONLY"),
+                ("/home/alice/proj", ROW),
+            ],
+        ),
         # Nothing under an inaccessible path is made: it could not be reached.
-        (["ProtectHome=yes", "ReadWritePaths=%{cwd}"],
-         [("/home", "INACCESSIBLE"), ("/root", "INACCESSIBLE"), ("/run/user", "INACCESSIBLE")]),
+        (
+            ["ProtectHome=yes", "ReadWritePaths=%{cwd}"],
+            [("/home", "INACCESSIBLE"), ("/root", "INACCESSIBLE"), ("/run/user", "INACCESSIBLE")],
+        ),
         # One path given twice: the stronger word wins, whatever the order.
-        (["ReadWritePaths=/srv", "InaccessiblePaths=/srv", "ReadOnlyPaths=/srv"],
-         [("/srv", "INACCESSIBLE")]),
+        (
+            ["ReadWritePaths=/srv", "InaccessiblePaths=/srv", "ReadOnlyPaths=/srv"],
+            [("/srv", "INACCESSIBLE")],
+        ),
         (["ReadWritePaths=/srv", "ReadOnlyPaths=/srv"], [("/srv", "READ_ONLY")]),
         (["NoNewPrivileges=yes"], []),
     ],
-)  # fmt: skip
+)
 def test_the_mounts_are_systemds(words: list[str], mounts: list[tuple[str, str]]) -> None:
     assert _mounts(*words) == mounts
 

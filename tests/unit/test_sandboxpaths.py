@@ -183,10 +183,16 @@ def test_no_link_below_a_writable_path_is_followed(resolved: dict[str, str], ref
 
 
 def test_every_path_is_listed_for_the_owner_to_resolve() -> None:
-    box = sandbox.read(["ReadWritePaths=%{cwd} -%{gitdir}", "ReadOnlyPaths=%h", "InaccessiblePaths=-%h/.ssh"])  # fmt: skip
+    box = sandbox.read(
+        ["ReadWritePaths=%{cwd} -%{gitdir}", "ReadOnlyPaths=%h", "InaccessiblePaths=-%h/.ssh"]
+    )
     assert sandboxpaths.to_resolve(box, CTX, [f"{HOME}/.claude/"]) == [
-        HOME, f"{HOME}/.claude", f"{HOME}/.ssh", f"{HOME}/proj", f"{HOME}/proj/.git"
-    ]  # fmt: skip
+        HOME,
+        f"{HOME}/.claude",
+        f"{HOME}/.ssh",
+        f"{HOME}/proj",
+        f"{HOME}/proj/.git",
+    ]
 
 
 def test_the_mounts_take_each_path_as_the_owner_resolved_it() -> None:

@@ -79,11 +79,15 @@ def test_a_sandboxed_session_is_shown_its_own_entries_and_nothing_else(tmp_path:
     veils = sandboxing.apart(SessionPaths.of(run, "a"), who)
     assert veils == [
         namespace.Veil(
-            str(run), 1001, 1001, 0o700, keep=("a.d", "hooks.fifo"),
+            str(run),
+            1001,
+            1001,
+            0o700,
+            keep=("a.d", "hooks.fifo"),
             links=(("a.sock", "a.d/tmux.sock"),),
         ),
         namespace.Veil(str(root / "hooks"), 0, 0, 0o755, keep=("a.json",)),
-    ]  # fmt: skip
+    ]
     # Without a hooks file of its own the root-owned directory is shown empty; a session an
     # older hostagent started has no directory of its own to be shown.
     assert sandboxing.apart(SessionPaths.of(run, "b"), who)[1].keep == ()

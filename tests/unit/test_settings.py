@@ -160,12 +160,20 @@ def test_hook_and_discovery_rules_are_checked(tmp_path: Path, text: str, field: 
 def test_discovery_follows_the_clis_own_variables_and_listed_objects_anywhere(
     tmp_path: Path,
 ) -> None:
-    write(tmp_path, "pi.yaml", "agent_id:\n  discover:\n"
-          "    glob: '{$PI_CODING_AGENT_DIR:-{home}/.pi/agent}/sessions/**/*.jsonl'\n"
-          "    id: '_([0-9a-f-]{36})[.]jsonl$'\n    cwd_field: cwd\n")  # fmt: skip
-    write(tmp_path, "cn.yaml", "agent_id:\n  discover:\n    command: [cn, ls, --json]\n"
-          "    list_field: sessions\n    id_field: sessionId\n"
-          "    cwd_field: workspaceDirectory\n    time_field: dateCreated\n")  # fmt: skip
+    write(
+        tmp_path,
+        "pi.yaml",
+        "agent_id:\n  discover:\n"
+        "    glob: '{$PI_CODING_AGENT_DIR:-{home}/.pi/agent}/sessions/**/*.jsonl'\n"
+        "    id: '_([0-9a-f-]{36})[.]jsonl$'\n    cwd_field: cwd\n",
+    )
+    write(
+        tmp_path,
+        "cn.yaml",
+        "agent_id:\n  discover:\n    command: [cn, ls, --json]\n"
+        "    list_field: sessions\n    id_field: sessionId\n"
+        "    cwd_field: workspaceDirectory\n    time_field: dateCreated\n",
+    )
     presets = load_presets([tmp_path], strict=True)
     pi, cn = presets["pi"].discover, presets["cn"].discover
     assert pi is not None and pi.glob.startswith("{$PI_CODING_AGENT_DIR:-")
@@ -175,8 +183,12 @@ def test_discovery_follows_the_clis_own_variables_and_listed_objects_anywhere(
 def test_a_clis_own_hooks_need_only_an_activity_table(tmp_path: Path) -> None:
     """Hermes's hooks live in its user's config, Pi's in an extension: each runs
     `hostagentctl hook EVENT`, and the preset says what the events mean, with no hooks file."""
-    write(tmp_path, "own.yaml", "command: [own]\nagent_id: {source: hook}\nhooks:\n"
-          "  activity: {agent_start: working, agent_end: idle, 'ask:approval': blocked}\n")  # fmt: skip
+    write(
+        tmp_path,
+        "own.yaml",
+        "command: [own]\nagent_id: {source: hook}\nhooks:\n"
+        "  activity: {agent_start: working, agent_end: idle, 'ask:approval': blocked}\n",
+    )
     preset = load_presets([tmp_path], strict=True)["own"]
     assert preset.hooks_format == ""
     assert preset.activity.hooks["agent_end"] is Activity.IDLE

@@ -227,11 +227,21 @@ def copied_store(tmp_path: Path) -> SidecarStore:
 def identity(**changes: Any) -> SessionRecord:
     """A live session's identity: what a shell adopted from the scope alone would lack."""
     rec = SessionRecord(
-        name="claude1", uuid="u1", owner=1000, preset="claude", cwd="/srv/x",
-        argv=["claude", "--session-id", "c0ffee"], agent_session="c0ffee",
-        hook_token="t0k3n", limits=Limits(memory_max=300 << 20), worktree="/w/claude1",
-        state=State.RUNNING, unit="hostagent-claude1.scope", boot_id="b", created_at=1,
-    )  # fmt: skip
+        name="claude1",
+        uuid="u1",
+        owner=1000,
+        preset="claude",
+        cwd="/srv/x",
+        argv=["claude", "--session-id", "c0ffee"],
+        agent_session="c0ffee",
+        hook_token="t0k3n",
+        limits=Limits(memory_max=300 << 20),
+        worktree="/w/claude1",
+        state=State.RUNNING,
+        unit="hostagent-claude1.scope",
+        boot_id="b",
+        created_at=1,
+    )
     return dataclasses.replace(rec, **changes)
 
 

@@ -63,10 +63,13 @@ class FakeManager:
             job = f"/org/freedesktop/systemd1/job/{len(self.calls)}"
             self.bus.send(
                 Message.new_signal(
-                    SYSTEMD_PATH, MANAGER_IFACE, "JobRemoved", "uoss",
+                    SYSTEMD_PATH,
+                    MANAGER_IFACE,
+                    "JobRemoved",
+                    "uoss",
                     [len(self.calls), job, msg.body[0], "done"],
                 )
-            )  # fmt: skip
+            )
             return Message.new_method_return(msg, "o", [job])
         if msg.member == "StartTransientUnit":
             return self._started(msg)
@@ -82,16 +85,22 @@ class FakeManager:
         self.bus.send(reply)
         self.bus.send(
             Message.new_signal(
-                unit_path(unit), PROPERTIES, "PropertiesChanged", "sa{sv}as",
+                unit_path(unit),
+                PROPERTIES,
+                "PropertiesChanged",
+                "sa{sv}as",
                 [UNIT_IFACE, changed, []],
             )
-        )  # fmt: skip
+        )
         self.bus.send(
             Message.new_signal(
-                SYSTEMD_PATH, MANAGER_IFACE, "JobRemoved", "uoss",
+                SYSTEMD_PATH,
+                MANAGER_IFACE,
+                "JobRemoved",
+                "uoss",
                 [len(self.calls), job, unit, "done"],
             )
-        )  # fmt: skip
+        )
         return True  # type: ignore[return-value]  # answered above, before the signals
 
 
@@ -129,9 +138,12 @@ def test_nobody_but_the_bus_can_say_who_systemd_is(bus_address: str) -> None:
         bob = await MessageBus(bus_address=bus_address).connect()
         # A unicast NameOwnerChanged naming bob as systemd, sent straight to the daemon.
         forged = Message.new_signal(
-            "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged", "sss",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus",
+            "NameOwnerChanged",
+            "sss",
             [SYSTEMD, owner, bob.unique_name],
-        )  # fmt: skip
+        )
         forged.destination = daemon.unique_name
         bob.send(forged)
         # Then bob's JobRemoved for a job of the daemon's: it must not be believed.
@@ -145,9 +157,13 @@ def test_nobody_but_the_bus_can_say_who_systemd_is(bus_address: str) -> None:
         # own call returns, and the daemon's before its own call returns.
         for bus in (bob, daemon):
             await bus.call(
-                Message(destination="org.freedesktop.DBus", path="/org/freedesktop/DBus",
-                        interface="org.freedesktop.DBus", member="GetId")
-            )  # fmt: skip
+                Message(
+                    destination="org.freedesktop.DBus",
+                    path="/org/freedesktop/DBus",
+                    interface="org.freedesktop.DBus",
+                    member="GetId",
+                )
+            )
         assert systemd._owner == owner
         with pytest.raises(TimeoutError):
             await systemd.wait_job(job, 0.2)

@@ -16,9 +16,18 @@ from tests.modelscript import SERVED
 
 @pytest.mark.parametrize(
     ("count", "shown"),
-    [(0, "0"), (950, "950"), (999, "999"), (1000, "1.0k"), (12_345, "12.3k"), (99_949, "99.9k"),
-     (123_456, "123k"), (4_100_000, "4.1M"), (250_000_000, "250M")],
-)  # fmt: skip
+    [
+        (0, "0"),
+        (950, "950"),
+        (999, "999"),
+        (1000, "1.0k"),
+        (12_345, "12.3k"),
+        (99_949, "99.9k"),
+        (123_456, "123k"),
+        (4_100_000, "4.1M"),
+        (250_000_000, "250M"),
+    ],
+)
 def test_tokens_as_people_read_them(count: int, shown: str) -> None:
     assert format_tokens(count) == shown
 
@@ -52,24 +61,34 @@ def test_a_usage_comes_back_whole_from_its_record() -> None:
 DATA = Path(__file__).parents[1] / "data" / "usage"
 # The per-call figures the stand-in served (tests/modelscript.py), as hostagent counts them.
 PER_CALL = Usage(SERVED["input"], SERVED["output"], SERVED["cache_read"], 0, None, 1)
-WITH_CACHE_WRITE = Usage(SERVED["input"], SERVED["output"], SERVED["cache_read"],
-                         SERVED["cache_write"], None, 1)  # fmt: skip
+WITH_CACHE_WRITE = Usage(
+    SERVED["input"], SERVED["output"], SERVED["cache_read"], SERVED["cache_write"], None, 1
+)
 
 
 def times(usage: Usage, calls: int, cost: float | None = None, model: str = "") -> Usage:
-    return Usage(usage.input * calls, usage.output * calls, usage.cache_read * calls,
-                 usage.cache_write * calls, cost, calls, model)  # fmt: skip
+    return Usage(
+        usage.input * calls,
+        usage.output * calls,
+        usage.cache_read * calls,
+        usage.cache_write * calls,
+        cost,
+        calls,
+        model,
+    )
 
 
 # Each CLI's record after two turns against the stand-in (one answer, then a command approved
 # and its answer: three model calls), and the session stopped. Aider, streaming, counts the
 # tokens itself and ignores what the server says; it knows no price for the stand-in.
 RECORDS = [
-    ("claude", "2.1.332-two-turns-then-stopped.jsonl",
-     times(WITH_CACHE_WRITE, 3, 0.09841259999999999, "claude-opus-5-5")),
+    (
+        "claude",
+        "2.1.332-two-turns-then-stopped.jsonl",
+        times(WITH_CACHE_WRITE, 3, 0.09841259999999999, "claude-opus-5-5"),
+    ),
     ("codex", "0.171.0-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
-    ("gemini", "0.61.0-two-turns-then-stopped.jsonl",
-     times(PER_CALL, 3, None, "gemini-3.8-flash")),
+    ("gemini", "0.61.0-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "gemini-3.8-flash")),
     ("qwen", "0.24.4-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
     ("opencode", "1.18.33-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
     ("copilot", "1.0.102-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "gpt-4o")),
@@ -77,15 +96,22 @@ RECORDS = [
     # Hermes's database row of the session (its running totals), as the reader is given it.
     ("hermes", "0.19.0-two-turns-then-stopped.jsonl", times(PER_CALL, 3, None, "stand-in")),
     # Cline's messages file of a session whose one turn was a command approved and its answer.
-    ("cline", "3.0.65-a-command-approved-then-stopped.messages.json",
-     times(PER_CALL, 2, None, "stand-in")),
+    (
+        "cline",
+        "3.0.65-a-command-approved-then-stopped.messages.json",
+        times(PER_CALL, 2, None, "stand-in"),
+    ),
     # Vibe's newest snapshot: its projection state, then the runtime state beside it.
     ("vibe", "3.0.2-two-turns-then-stopped.json", times(PER_CALL, 3, None, "")),
     # Continue's session file, and a fork of it whose one call is its own.
-    ("continue", "1.5.47-six-calls-then-stopped.json", times(PER_CALL, 6, 0.036438000000000005, "stand-in")),
+    (
+        "continue",
+        "1.5.47-six-calls-then-stopped.json",
+        times(PER_CALL, 6, 0.036438000000000005, "stand-in"),
+    ),
     ("continue", "1.5.47-forked-then-one-call.json", times(PER_CALL, 1, 0.006073, "stand-in")),
     ("aider", "0.86.2-two-turns-then-stopped.md", Usage(4700, 29, 0, 0, None, 2)),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("cli", "name", "expected"), RECORDS, ids=[r[0] for r in RECORDS])
@@ -112,8 +138,20 @@ def test_an_opencode_reply_still_streaming_is_not_a_call_yet() -> None:
     """OpenCode writes an assistant row when a reply starts, and its tokens when it ends: read
     in between, the row is no call (a reading then would count a call that used nothing)."""
     text = (DATA / "opencode" / "1.18.33-two-turns-then-stopped.jsonl").read_text(encoding="utf-8")
-    streaming = {"id": "msg_new", "role": "assistant", "modelID": "stand-in", "cost": 0,
-                 "tokens": {"total": 0, "input": 0, "output": 0, "reasoning": 0,
-                            "cache": {"write": 0, "read": 0}},
-                 "time": {"created": 1796267240000}}  # fmt: skip
-    assert READERS["opencode"](text + json.dumps(streaming) + "\n") == times(PER_CALL, 3, None, "stand-in")  # fmt: skip
+    streaming = {
+        "id": "msg_new",
+        "role": "assistant",
+        "modelID": "stand-in",
+        "cost": 0,
+        "tokens": {
+            "total": 0,
+            "input": 0,
+            "output": 0,
+            "reasoning": 0,
+            "cache": {"write": 0, "read": 0},
+        },
+        "time": {"created": 1796267240000},
+    }
+    assert READERS["opencode"](text + json.dumps(streaming) + "\n") == times(
+        PER_CALL, 3, None, "stand-in"
+    )

@@ -308,7 +308,11 @@ def test_an_admins_price_gives_a_cost_only_where_the_cli_states_none() -> None:
 def test_since(before: Usage, after: Usage, added: Usage) -> None:
     got = since(before, after)
     assert (got.input, got.output, got.calls) == (added.input, added.output, added.calls)
-    assert got.cost_usd == pytest.approx(added.cost_usd) if added.cost_usd else got.cost_usd in (None, 0.0)  # fmt: skip
+    assert (
+        got.cost_usd == pytest.approx(added.cost_usd)
+        if added.cost_usd
+        else got.cost_usd in (None, 0.0)
+    )
 
 
 def test_a_desktop_hears_why_a_budget_stopped_a_session() -> None:
@@ -410,8 +414,10 @@ def test_a_budget_stop_the_daemon_did_not_finish_ends_dormant_for_the_budget(
         await again.settle()
         record = again.registry.get("a").record
         assert (record.state, record.dormant_reason, record.last_error) == (
-            State.DORMANT, DormantReason.BUDGET, why,
-        )  # fmt: skip
+            State.DORMANT,
+            DormantReason.BUDGET,
+            why,
+        )
         again.core.usage.ledger.lift(me(), day_of(now_usec()))
         await again.lifecycle.resume(again.registry.get("a"))
         await again.settle()
@@ -437,8 +443,10 @@ def test_a_budget_stop_that_never_reached_systemd_leaves_the_session_running(
         await again.settle()
         record = again.registry.get("a").record
         assert (record.state, record.dormant_reason, record.last_error) == (
-            State.RUNNING, DormantReason.NONE, "",
-        )  # fmt: skip
+            State.RUNNING,
+            DormantReason.NONE,
+            "",
+        )
 
     run(body())
 

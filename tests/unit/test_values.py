@@ -178,11 +178,48 @@ def test_a_usage_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
 
 # Everything hostagentctl might be given: verbs, options, values, junk.
 WORDS = st.sampled_from(
-    ["list", "status", "new", "stop", "resume", "rm", "kill", "wait", "capture", "send", "x",
-     "--json", "--json=pretty", "-p", "TasksMax=1e9", "MemoryMax=50%", "RuntimeMaxSec=-1",
-     "-s", "NOPE", "9", "--timeout", "-5", "1e30", "--uid", "nobody-here", "--", "-n", "-1",
-     "--for", "idle", "--system", "--user", "--address", "", "\u00e9", "--whom", "all", "-o", "json"]
-)  # fmt: skip
+    [
+        "list",
+        "status",
+        "new",
+        "stop",
+        "resume",
+        "rm",
+        "kill",
+        "wait",
+        "capture",
+        "send",
+        "x",
+        "--json",
+        "--json=pretty",
+        "-p",
+        "TasksMax=1e9",
+        "MemoryMax=50%",
+        "RuntimeMaxSec=-1",
+        "-s",
+        "NOPE",
+        "9",
+        "--timeout",
+        "-5",
+        "1e30",
+        "--uid",
+        "nobody-here",
+        "--",
+        "-n",
+        "-1",
+        "--for",
+        "idle",
+        "--system",
+        "--user",
+        "--address",
+        "",
+        "\u00e9",
+        "--whom",
+        "all",
+        "-o",
+        "json",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -236,8 +273,11 @@ def test_one_json_shape_snake_case_and_null_for_unknown() -> None:
     from hostagent.cli.ctl_output import as_json, snake
 
     assert [snake(n) for n in ("StartedAt", "CPUUsageNSec", "BootID", "AgentSessionId")] == [
-        "started_at", "cpu_usage_nsec", "boot_id", "agent_session_id"
-    ]  # fmt: skip
+        "started_at",
+        "cpu_usage_nsec",
+        "boot_id",
+        "agent_session_id",
+    ]
     assert as_json({"MemoryCurrent": (1 << 64) - 1, "State": "running"}) == {
         "memory_current": None,
         "state": "running",
@@ -258,9 +298,17 @@ def test_status_lines_are_human_and_never_stale() -> None:
 
     now = int(clock.time() * 1e6)
     lines = status_lines(
-        {"Name": "a", "State": "failed", "Leader": 42, "StartedAt": now - 90_000_000,
-         "StoppedAt": now, "MemoryCurrent": (1 << 64) - 1, "ExitStatus": 3, "ExitSignal": 0}
-    )  # fmt: skip
+        {
+            "Name": "a",
+            "State": "failed",
+            "Leader": 42,
+            "StartedAt": now - 90_000_000,
+            "StoppedAt": now,
+            "MemoryCurrent": (1 << 64) - 1,
+            "ExitStatus": 3,
+            "ExitSignal": 0,
+        }
+    )
     text = "\n".join(lines)
     assert "Leader" not in text and "MemoryCurrent" not in text and "ExitSignal" not in text
     assert "ExitStatus: 3" in text
@@ -313,26 +361,49 @@ def test_spans_are_shown_as_systemd_shows_them(seconds: int, shown: str) -> None
     [
         # running: no stop, no exit yet, no worktree
         (
-            {"State": "running", "StartedAt": 5, "StoppedAt": 0, "ExitStatus": 0,
-             "ExitSignal": 0, "Worktree": "", "Leader": 42, "ResumeCount": 0},
-            {"state": "running", "started_at": 5, "stopped_at": None, "exit_status": None,
-             "exit_signal": None, "worktree": None, "leader": 42, "resume_count": 0},
+            {
+                "State": "running",
+                "StartedAt": 5,
+                "StoppedAt": 0,
+                "ExitStatus": 0,
+                "ExitSignal": 0,
+                "Worktree": "",
+                "Leader": 42,
+                "ResumeCount": 0,
+            },
+            {
+                "state": "running",
+                "started_at": 5,
+                "stopped_at": None,
+                "exit_status": None,
+                "exit_signal": None,
+                "worktree": None,
+                "leader": 42,
+                "resume_count": 0,
+            },
         ),
         # a clean exit's 0 is a status, not an unknown
         (
             {"State": "stopped", "StoppedAt": 9, "ExitStatus": 0, "ExitSignal": 0, "Leader": 0},
-            {"state": "stopped", "stopped_at": 9, "exit_status": 0, "exit_signal": None,
-             "leader": None},
+            {
+                "state": "stopped",
+                "stopped_at": 9,
+                "exit_status": 0,
+                "exit_signal": None,
+                "leader": None,
+            },
         ),
         # killed: a signal, and no status
         (
             {"State": "failed", "ExitStatus": 0, "ExitSignal": 9, "LastError": "killed"},
             {"state": "failed", "exit_status": None, "exit_signal": 9, "last_error": "killed"},
         ),
-        ({"State": "failed", "ExitStatus": 3, "ExitSignal": 0, "Result": "exit-code"},
-         {"state": "failed", "exit_status": 3, "exit_signal": None, "result": "exit-code"}),
+        (
+            {"State": "failed", "ExitStatus": 3, "ExitSignal": 0, "Result": "exit-code"},
+            {"state": "failed", "exit_status": 3, "exit_signal": None, "result": "exit-code"},
+        ),
     ],
-)  # fmt: skip
+)
 def test_status_json_says_null_for_what_is_not_known_or_not_set(
     props: dict[str, object], shown: dict[str, object]
 ) -> None:

@@ -42,13 +42,22 @@ def press(keys: Keys, *typed: str | int) -> list[Command | None]:
         (["t", "-rf", "\n"], Command("ctl", ("send", "a", "--", "-rf"), "a")),
         (["t", "\n"], None),
         (["t", "oops", "\x1b"], None),
-        (["n", "demo-agent", "\n"], Command("ctl", ("new", "--preset", "demo-agent", "--cwd", "/w"))),
-        (["n", "shell two", "\n"], Command("ctl", ("new", "--preset", "shell", "--name", "two", "--cwd", "/w"))),
-        (["n", "shelx", "\x7f", "l", "\n"], Command("ctl", ("new", "--preset", "shell", "--cwd", "/w"))),
+        (
+            ["n", "demo-agent", "\n"],
+            Command("ctl", ("new", "--preset", "demo-agent", "--cwd", "/w")),
+        ),
+        (
+            ["n", "shell two", "\n"],
+            Command("ctl", ("new", "--preset", "shell", "--name", "two", "--cwd", "/w")),
+        ),
+        (
+            ["n", "shelx", "\x7f", "l", "\n"],
+            Command("ctl", ("new", "--preset", "shell", "--cwd", "/w")),
+        ),
         (["n", "a b c", "\n"], None),
         (["n", "'open", "\n"], None),
     ],
-)  # fmt: skip
+)
 def test_each_key_does_one_thing(typed: list[str | int], command: Command | None) -> None:
     keys = Keys(cwd="/w")
     assert press(keys, *typed)[-1] == command
@@ -82,13 +91,15 @@ def test_the_filter_narrows_as_it_is_typed_and_escape_clears_it() -> None:
     [("", True), ("blocked", True), ("BLOCKED demo", True), ("idle", False), ("root", True)],
 )
 def test_a_filter_matches_every_word_anywhere(words: str, shown: bool) -> None:
-    session = SessionView("fix-1", "/p", owner=0, preset="demo-agent", state="running",
-                          activity="blocked")  # fmt: skip
+    session = SessionView(
+        "fix-1", "/p", owner=0, preset="demo-agent", state="running", activity="blocked"
+    )
     assert matches(session, words) is shown
 
 
-@pytest.mark.parametrize(("environ", "colour"), [({}, True), ({"NO_COLOR": "1"}, False),
-                                                 ({"NO_COLOR": ""}, True)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("environ", "colour"), [({}, True), ({"NO_COLOR": "1"}, False), ({"NO_COLOR": ""}, True)]
+)
 def test_no_color_turns_colour_off(environ: dict[str, str], colour: bool) -> None:
     assert wants_colour(environ) is colour
 
@@ -99,12 +110,17 @@ def test_no_color_turns_colour_off(environ: dict[str, str], colour: bool) -> Non
         (("stop", "a"), 0, "", "", "stop a: done"),
         (("new", "--preset", "shell"), 0, "t-1\n", "", "new t-1: done"),
         (("send", "a", "--", "hi"), 0, "", "", "typed into a: done"),
-        (("stop", "a"), 1, "", "Failed to stop session 'a': it belongs to root\n",
-         "Failed to stop session 'a': it belongs to root"),
+        (
+            ("stop", "a"),
+            1,
+            "",
+            "Failed to stop session 'a': it belongs to root\n",
+            "Failed to stop session 'a': it belongs to root",
+        ),
         (("stop", "a"), 130, "", "", "stop a: cancelled"),  # Ctrl-C at the password prompt
         (("rm", "a"), 1, "", "", "rm a: failed (exit status 1)"),
     ],
-)  # fmt: skip
+)
 def test_an_actions_outcome_on_the_status_line(
     args: tuple[str, ...], code: int, stdout: str, stderr: str, said: str
 ) -> None:

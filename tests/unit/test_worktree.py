@@ -64,8 +64,12 @@ def test_what_git_could_not_restore_is_named_and_an_untouched_copy_is_not(
     repo, tree = tmp_path / "repo", tmp_path / "tree"
 
     def git(*args: str, cwd: Path = repo) -> None:
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd,
-                       check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=cwd,
+            check=True,
+            capture_output=True,
+        )
 
     repo.mkdir()
     git("init", "-q", "-b", "main")
