@@ -12,6 +12,7 @@ from hostagent.daemon.bus.questions import program_name
 from hostagent.daemon.follow import answering
 from hostagent.daemon.state.asking import ANSWER_TAKES, Asking
 from hostagent.errors import AccessDenied, InvalidArgs, NoQuestion
+from hostagent.identity import Owner
 from hostagent.options import CreateRequest
 from hostagent.permissions import answer_from_inside
 from hostagent.session import SessionRecord
@@ -145,12 +146,12 @@ def test_of_two_answers_at_once_the_first_is_typed_and_the_other_told(tmp_path: 
         fake = host.scopes.tmux
         read, gate, reading = fake.screen_and_title, asyncio.Event(), asyncio.Event()
 
-        async def parked(owner, sock):  # type: ignore[no-untyped-def]
+        async def parked(owner: Owner, sock: Path) -> tuple[str, str, str]:
             reading.set()
             await gate.wait()
             return await read(owner, sock)
 
-        fake.screen_and_title = parked
+        fake.screen_and_title = parked  # type: ignore[method-assign]
         session = host.registry.get("a")
         first = asyncio.ensure_future(answering.answer(fake, session, id, "yes"))
         await reading.wait()
