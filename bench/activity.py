@@ -111,6 +111,26 @@ async def latency(sb: Sandbox, client: Client, preset: str, rounds: int) -> dict
 PACE = 1.5  # seconds between two questions of the inbox bench
 
 
+async def send_latency(sb: Sandbox, client: Client, rounds: int) -> list[float]:
+    """ms from a SendText call (a line and its Enter) to the bus saying the agent works: the
+    stand-in agent, which as Claude Code tells no paste from typing by time (enter_gap: 0),
+    with its hooks."""
+    name = "lat-send"
+    env = {"DEMO_AGENT_THINK": "0.5"}
+    path = await client.create(name, "demo-agent", "/tmp", {"env": Variant("a{ss}", env)})
+    signals = await subscribe(client)
+    found: list[float] = []
+    await client.wait(name, ["idle"], WAIT)
+    for i in range(rounds):
+        start = time.time()
+        await client.send_text(name, f"line {i}", True)
+        working = await signals.wait_for(path, "working", start)
+        found.append((working - start) * 1000)
+        await client.wait(name, ["idle"], WAIT)
+    await client.remove(name)
+    return found
+
+
 async def inbox_latency(sb: Sandbox, client: Client, rounds: int) -> dict[str, list[float]]:
     """ms from the stand-in agent drawing its question to the bus carrying it in Question,
     and from an Answer's call to the bus saying the agent left blocked."""
@@ -265,6 +285,7 @@ async def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
                 ]
             )
         inbox = await inbox_latency(sb, client, rounds)
+        sent = await send_latency(sb, client, rounds)
         hooks = await hook_costs(sb, client, rounds)
         turns = await turn_cost(sb, client, rounds)
         streams = await streaming_cost(sb, client, 3 if quick else 10)
@@ -280,12 +301,13 @@ async def run(sb: Sandbox, quick: bool) -> tuple[str, dict[str, float]]:
         "sandbox_turn_ratio": percentile(turns["sandboxed"], 50) / percentile(turns["plain"], 50),
         "question_p95": percentile(inbox["question on the bus"], 95),
         "answer_p95": percentile(inbox["answer → not blocked"], 95),
+        "send_working_p50": percentile(sent, 50),
     }
-    text = figures_text(quick, rows, hooks, turns, streams, cost) + inbox_text(inbox)
+    text = figures_text(quick, rows, hooks, turns, streams, cost) + inbox_text(inbox, sent)
     return text, figures
 
 
-def inbox_text(inbox: dict[str, list[float]]) -> str:
+def inbox_text(inbox: dict[str, list[float]], sent: list[float]) -> str:
     return (
         "\nThe approval inbox, on the stand-in agent's y/n question read from its screen, one "
         f"question every {PACE:g} s or so: from its drawing the question to the `Question` "
@@ -295,10 +317,11 @@ def inbox_text(inbox: dict[str, list[float]]) -> str:
             ["step", "n", "p50 ms", "p95 ms"],
             [
                 [step, str(len(v)), f"{percentile(v, 50):.0f}", f"{percentile(v, 95):.0f}"]
-                for step, v in inbox.items()
+                for step, v in {**inbox, "a line sent → working": sent}.items()
             ],
         )
-        + "\n"
+        + "\n\nA line sent is a SendText of the stand-in agent (enter_gap 0, as Claude Code's) "
+        "to the bus saying it works.\n"
     )
 
 

@@ -85,6 +85,7 @@ GOALS = [
     Goal("screen → PropertiesChanged, p95", "latency_p95", 100.0, _ms),
     Goal("a question drawn → Question on the bus, p95", "question_p95", 100.0, _ms),
     Goal("Answer → the agent no longer blocked on the bus, p95", "answer_p95", 200.0, _ms),
+    Goal("SendText of a line → working on the bus, p50", "send_working_p50", 50.0, _ms),
     Goal("READY after a restart, largest size live", "restart_s", 2.0, _s),
     Goal(
         "every session's activity known after a restart's READY, largest size", "known_s", 1.0, _s

@@ -36,6 +36,10 @@ class IdSource(enum.StrEnum):
     DISCOVERED = "discovered"  # we find it on disk after the first turn
 
 
+ENTER_GAP = 0.3  # a preset's enter_gap unless it says: enough for every CLI tried
+MAX_ENTER_GAP = 2.0
+
+
 @dataclass
 class Preset:
     name: str
@@ -82,6 +86,9 @@ class Preset:
     # not at all), and whether its sessions get it unless a create says otherwise.
     mcp_format: str = ""
     mcp_default: bool = False
+    # Seconds between a line's text and its Enter (SendText): a CLI that tells a paste from
+    # typing by time (Gemini CLI) takes an Enter that comes sooner as part of the paste.
+    enter_gap: float = ENTER_GAP
     source: str = "built-in"
 
 
@@ -104,6 +111,7 @@ _KNOWN = {
     "extends",
     "confined",
     "relocate",
+    "enter_gap",
 }
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
 _RESUME_KNOWN = {"args", "conversation", "turn", "list", "forks"}
@@ -113,6 +121,7 @@ _ACTIVITY_KNOWN = {"rules", "fallback"}
 _RULE_KNOWN = {"activity", "screen", "lines", "title", "progress", "output", "command", "visible"}
 _RUNNING_ACTIVITIES = ("working", "blocked", "idle", "unknown")
 HOOK_FORMATS = ("claude", "gemini", "qwen")
+
 RIGHTS = ("tree", "owner")
 
 
@@ -200,6 +209,10 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
     if not isinstance(confined, bool):
         raise doc.error("confined", "must be true or false")
     preset.confined = confined
+    gap = data.get("enter_gap", ENTER_GAP)
+    if isinstance(gap, bool) or not isinstance(gap, int | float) or not 0 <= gap <= MAX_ENTER_GAP:
+        raise doc.error("enter_gap", f"must be a number of seconds from 0 to {MAX_ENTER_GAP}")
+    preset.enter_gap = float(gap)
     preset.relocate = _relocations(doc, data.get("relocate", []))
     _parse_usage(doc, data.get("usage", {}), preset)
     _parse_mcp(doc, data.get("mcp", {}), preset)

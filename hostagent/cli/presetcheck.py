@@ -13,13 +13,25 @@ import argparse
 import sys
 from pathlib import Path
 
-from hostagent import screenfile
+from hostagent import question, screenfile
 from hostagent.activity import View, classify
 from hostagent.escape import printable
 from hostagent.presets import load_preset_file, preset_dirs
 from hostagent.yamlfile import SettingsError
 
 EXIT_MISREAD = 1
+
+
+def _asked(screen: str) -> str:
+    """What the inbox reads of a blocked screen: its question and choices, or that none."""
+    q = question.read(screen)
+    if q is None:
+        return "no question the inbox can read: answered in the terminal"
+    choices = "  ".join(
+        f"{'>' if i == q.selected else ''}{question.number_of(q, i)}. {c.label}"
+        for i, c in enumerate(q.choices)
+    )
+    return printable(f"asks: {q.text or '(no text)'} | {choices}")
 
 
 def verb_check_preset(args: argparse.Namespace) -> int:
@@ -50,6 +62,8 @@ def verb_check_preset(args: argparse.Namespace) -> int:
             print(f"{name}: {read}, labelled {screen.label} ({printable(why)})")
         else:
             print(f"{name}: {read} ({printable(why)})")
+        if read == "blocked":
+            print(f"  {_asked(screen.text)}")
     if misread:
         print(f"{misread} of {len(args.screens)} screens misread", file=sys.stderr)
     return EXIT_MISREAD if misread else 0

@@ -26,7 +26,15 @@ def test_a_preset_reads_its_clis_labelled_screens(capsys: pytest.CaptureFixture[
     assert code == 0
     assert "preset 'claude' loads" in out
     assert f"{APPROVAL}: blocked (claude rule" in out
+    # What the inbox reads of it: the question, and its choices as a person answers them.
+    assert "  asks: Do you want to proceed? | >1. Yes  2. Yes, and always allow" in out
     assert f"{IDLE}: idle" in out
+
+
+def test_a_dialog_the_inbox_cannot_read_is_said_so(capsys: pytest.CaptureFixture[str]) -> None:
+    screen = CORPUS / "opencode" / "1.18.33-permission.screen"
+    code, out, _ = check(capsys, str(BUILTIN_DIR / "opencode.yaml"), str(screen))
+    assert code == 0 and "no question the inbox can read: answered in the terminal" in out
 
 
 def test_a_misread_screen_fails_the_check_and_says_which(

@@ -1,5 +1,5 @@
 """A line sent into a session: its text, then its Enter as a key of its own once the CLI has
-drawn the text and at least ENTER_GAP after the paste. How the screen is looked at in
+drawn the text and at least the preset's enter_gap after the paste. How the screen is looked at in
 between decides what a send costs, and a look that fails must not leave a line half-sent."""
 
 from __future__ import annotations
@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hostagent.daemon.follow import terminal
 from hostagent.daemon.host import tmux
 from hostagent.identity import Owner
 from hostagent.options import CreateRequest
-from tests.unit.fakes import Host, me, run
+from tests.unit.fakes import SHELL, Host, me, run
 
 
 @pytest.mark.parametrize("fail_reads", [False, True])
@@ -22,7 +21,7 @@ def test_a_send_looks_once_after_the_gap_and_always_ends_with_its_enter(
 ) -> None:
     """The CLI draws the text at once: one look at the screen, not before the gap (the Enter
     may not come sooner anyway). A look that fails (tmux busy) still ends in the Enter."""
-    monkeypatch.setattr(terminal, "ENTER_GAP", 0.05)
+    monkeypatch.setattr(SHELL, "enter_gap", 0.05)
 
     async def body() -> None:
         host = await Host.started(tmp_path)

@@ -25,6 +25,7 @@ from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.errors import Busy, InvalidArgs, LimitsExceeded, NoSuchSession, NotRunning, Timeout
 from hostagent.identity import Owner
+from hostagent.presets import ENTER_GAP
 from hostagent.session import Activity, State
 
 log = logging.getLogger(__name__)
@@ -37,10 +38,10 @@ MAX_CAPTURE_BYTES = 16 * 1024 * 1024  # a reply must stay well under the bus's 3
 # MAX_CAPTURE_BYTES of its output in the daemon; past this a capture is refused at once, so
 # that whatever one user asks for, the daemon's memory and its one thread stay everyone's.
 MAX_CAPTURES_PER_CALLER = 4
-# How long a send waits for the CLI to draw the text before its Enter, and how often it looks.
+# How long a send waits for the CLI to draw the text before its Enter, and how often it looks;
+# at the least, the preset's enter_gap passes between the paste and its Enter.
 ENTER_WAIT = 2.0
 ENTER_POLL = 0.05
-ENTER_GAP = 0.3  # at the least, between the paste and its Enter
 
 
 def check_capture(lines: int) -> None:
@@ -254,24 +255,27 @@ class Terminal:
         its Enter after ENTER_WAIT."""
         name = self._running(session).name
         owner, sock = session.owner, session.paths.socket
+        preset = self.settings.preset(session.record.preset)
+        gap = preset.enter_gap if preset is not None else ENTER_GAP
         try:
             await self.tmux.send_text(owner, sock, text, enter and not text)
             if text and enter:
-                await self._drawn(owner, sock, text)
+                await self._drawn(owner, sock, text, gap)
                 await self.tmux.send_text(owner, sock, "", True)
         except tmux.TmuxError as e:
             raise NotRunning(f"Session '{name}' has no terminal: {e}") from None
         if enter or "\r" in text or "\n" in text:
             self.on_prompt(session)
 
-    async def _drawn(self, owner: Owner, sock: Path, text: str) -> None:
-        """Wait ENTER_GAP, then until the pane shows the end of text (its last words, spaces as
-        any run of spaces: a CLI wraps and pads), or ENTER_WAIT has passed since the paste. A
-        CLI that tells a paste from typing by time takes a key soon after a paste as part of it
-        (Gemini CLI once lost an Enter sent as soon as the text was drawn): nothing is looked at
-        before the gap, so a send costs one screen read where the CLI keeps up."""
+    async def _drawn(self, owner: Owner, sock: Path, text: str, gap: float) -> None:
+        """Wait gap (the preset's enter_gap), then until the pane shows the end of text (its
+        last words, spaces as any run of spaces: a CLI wraps and pads), or ENTER_WAIT has
+        passed since the paste. A CLI that tells a paste from typing by time takes a key soon
+        after a paste as part of it (Gemini CLI once lost an Enter sent as soon as the text was
+        drawn): nothing is looked at before the gap, so a send costs one screen read where the
+        CLI keeps up."""
         deadline = time.monotonic() + ENTER_WAIT
-        await asyncio.sleep(ENTER_GAP)
+        await asyncio.sleep(gap)
         words = text.split()[-3:]
         if not words:
             return
