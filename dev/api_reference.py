@@ -140,8 +140,10 @@ DOCS: dict[str, tuple[str, str]] = {
     "SendText": (
         ACTS,
         "Type text (at most 64 KiB, no NUL), then Enter if `enter`: a key of "
-        "its own, at least 0.3 s after the text and once the pane shows its last words "
-        "(at most 2 s after it), so that a CLI that reads a burst as a paste submits it.",
+        "its own, at least the preset's `enter_gap` (0.3 s unless it says; 0 for Claude Code) "
+        "after the text and once the pane shows its last words (at most 2 s after it), so "
+        "that a CLI that reads a burst as a paste submits it. From inside a session, never "
+        "into its own terminal or a maker's (AccessDenied): that would be answering itself.",
     ),
     "Answer": (
         ACTS + "; never from inside the session or a session it was made from inside",
