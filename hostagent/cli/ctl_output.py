@@ -153,7 +153,7 @@ def as_json(props: dict[str, Any]) -> dict[str, Any]:
 
 def _unset(key: str, value: Any, props: dict[str, Any]) -> bool:
     """A property that says nothing: null in --json, left out of status."""
-    if value is None or value == UNKNOWN or value == "":
+    if value is None or value == UNKNOWN or value == "" or (key == "Question" and not value):
         return True
     if value == 0 and (key.endswith("At") or key == "ExitSignal"):
         return True  # a time that has not come, no signal
@@ -342,6 +342,8 @@ def _shown(key: str, value: Any) -> str:
         from hostagent.usage import Usage
 
         return usage_line(Usage.from_dict(value))
+    if key == "Question":  # its words only on one's own bus: hostagentctl inbox has them
+        return f"{value.get('text') or 'a choice of ' + str(value.get('count'))}; see inbox"
     return " ".join(value) if isinstance(value, list) else str(value)
 
 
@@ -353,6 +355,7 @@ def status_lines(props: dict[str, Any], local: bool = True) -> list[str]:
         "Name",
         "State",
         "Activity",
+        "Question",
         "Preset",
         "Owner",
         "Parent",

@@ -322,6 +322,15 @@ def test_status_lines_are_human_and_never_stale() -> None:
     )
     assert "Owner: root (0)" in worded and "Limits: MemoryMax=2G RuntimeMaxSec=8h" in worded
     assert "Owner: 0" in "\n".join(status_lines({"Owner": 0}, local=False))
+    # A question: its words where the bus gives them, else how many choices; none, no line.
+    asked = {"id": "q1", "count": 2, "text": "Do you want to proceed?"}
+    assert "Question: Do you want to proceed?; see inbox" in "\n".join(
+        status_lines({"Question": asked})
+    )
+    assert "Question: a choice of 2; see inbox" in "\n".join(
+        status_lines({"Question": {"id": "q1", "count": 2}})
+    )
+    assert status_lines({"Question": {}}) == []
 
 
 @pytest.mark.parametrize(
