@@ -160,6 +160,8 @@ function renderInbox(questions) {
                                    { textContent: name, href: "#/session/" + name });
         head.append(link, document.createTextNode(": " + (q.text || "asks you to choose")));
         item.append(head);
+        if (q.detail)
+            item.append(Object.assign(document.createElement("pre"), { textContent: q.detail }));
         (q.choices || []).forEach((label, i) => {
             const number = (q.numbers || [])[i] || i + 1;
             const button = Object.assign(document.createElement("button"),

@@ -67,18 +67,20 @@ DOCS: dict[str, tuple[str, str]] = {
     "ListQuestions": (
         "anyone, for what they may act on",
         "Every question waiting that the caller may answer, oldest first: session name and "
-        "the question as the `Question` property has it, with its `text`, `choices` (as drawn) "
-        "and `numbers` (what answers each) always; from inside a session, its tree's only.",
+        "the question as the `Question` property has it, with its `text`, `detail`, `choices` "
+        "(as drawn) and `numbers` (what answers each) always; from inside a session, only "
+        "those of sessions it may act on.",
     ),
     "SetAnswerRules": (
         "anyone, for themselves; never from inside a session",
         "Keep the caller's answer rules (YAML: `rules`, each with an `answer` and at least one "
-        "of `preset`, `question` (a shell pattern of the question's text), `cwd`); an empty "
-        "text keeps none. InvalidArgs naming the first rule that cannot be kept; AccessDenied "
+        "of `preset`, `question` (a shell pattern of the dialog's words: its detail, then its "
+        "question), `cwd`); an empty text keeps none. Rules answer the questions of sessions "
+        "made outside every session only. Refused from inside a session. InvalidArgs naming the first rule that cannot be kept; AccessDenied "
         "where the admin turned rules off (`answers: {rules: false}`). Returns how many.",
     ),
     "GetAnswerRules": (
-        "anyone, for themselves",
+        "anyone, for themselves; never from inside a session",
         "The caller's answer rules, as SetAnswerRules takes them.",
     ),
     "ListWorktrees": (OPEN, "Each session with a worktree of its own: name, path, branch."),
@@ -220,8 +222,10 @@ DOCS: dict[str, tuple[str, str]] = {
         "What the session asks while it is blocked, read from its dialog (empty when nothing): "
         "`id` (s, new when the question changes), `since` (t, µs), `source` (s: `screen`), "
         "`selected` (i, the highlighted choice, -1), `count` (u, choices). On a user's own bus "
-        "also `text` (s), `choices` (as) and `numbers` (au); on the system bus those are the "
-        "screen's words, for ListQuestions' callers only.",
+        "also `text` (s, the question), `detail` (s, what the dialog says above it: the tool, "
+        "the command, a line each), `choices` (as) and `numbers` (au); on the system bus those "
+        "are the screen's words, for ListQuestions' callers only. A new command under the "
+        "same question is a new question (a new `id`).",
     ),
     "Usage": (
         "",

@@ -1,15 +1,16 @@
 """Answers a user keeps for her agents' questions: each rule names which questions it answers
-(a preset, a pattern of the question's text, which holds the tool and the command a permission
-dialog asks about, a working tree) and the choice it gives.
+(a preset, a pattern of the dialog's words: what it says above its question, the tool and the
+command a permission dialog asks about, then the question; a working tree) and the choice it
+gives.
 
     rules:
-      - question: 'Bash command npm test*'
+      - question: '*bash command*npm test*'
         preset: claude
         cwd: /home/alice/src/app
         answer: "1"           # a choice's number, or the words it starts with
 
-A pattern is a shell's (``*``, ``?``, ``[...]``), matched against the whole text without
-regard to case: the daemon matches it, and a glob cannot make it backtrack for ever as a
+A pattern is a shell's (``*``, ``?``, ``[...]``; ``*`` takes line ends too), matched against
+the dialog's words whole, without regard to case: the daemon matches it, and a glob cannot make it backtrack for ever as a
 regular expression can. The first rule whose conditions all hold, and whose answer names one of
 the question's choices, answers it. A rule with no condition would answer everything, which is
 the CLI's own "approvals off": refused, saying so. The daemon keeps each user's rules (state/answerbook.py), set from
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import yaml
 
 from hostagent.question import AnswerProblem, Question, choose
+from hostagent.yamlfile import LOADER
 
 MAX_RULES = 256
 MAX_TEXT = 64 * 1024  # of a rules file, in UTF-8
@@ -40,7 +42,7 @@ class AnswerRule:
     number: int  # its place among the rules, from 1, as the journal names it
     answer: str
     preset: str = ""
-    question: str = ""  # a shell pattern of the question's whole text, any case
+    question: str = ""  # a shell pattern of the dialog's words (question.words), any case
     cwd: str = ""  # the session's working directory is this or under it
 
     def answers(self, preset: str, cwd: str, q: Question) -> int | None:
@@ -50,7 +52,7 @@ class AnswerRule:
             return None
         if self.cwd and cwd != self.cwd and not cwd.startswith(self.cwd.rstrip("/") + "/"):
             return None
-        if self.question and not fnmatch.fnmatchcase(q.text.lower(), self.question.lower()):
+        if self.question and not fnmatch.fnmatchcase(q.words.lower(), self.question.lower()):
             return None
         try:
             return choose(q, self.answer)
@@ -63,9 +65,11 @@ def parse(text: str) -> tuple[AnswerRule, ...]:
     if len(text.encode(errors="surrogateescape")) > MAX_TEXT:
         raise RulesProblem(f"Rules are at most {MAX_TEXT // 1024} KiB.")
     try:
-        data = yaml.safe_load(text) if text.strip() else {}
+        data = yaml.load(text, Loader=LOADER) if text.strip() else {}
     except yaml.YAMLError as e:
         raise RulesProblem(f"Not YAML: {str(e).splitlines()[0]}") from None
+    except RecursionError:  # PyYAML's own loader, where libyaml's is missing
+        raise RulesProblem("Not YAML that can be read: it nests too deep.") from None
     if data is None:
         data = {}
     if not isinstance(data, dict) or set(data) - {"rules"}:

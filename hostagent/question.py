@@ -29,18 +29,25 @@ from dataclasses import dataclass
 LINES = 30  # the bottom of the screen a dialog is looked for in
 BOTTOM = 15  # with no cursor drawn, the numbered choices are looked for in the last lines only
 MAX_TEXT_LINES = 6  # the question's lines above its choices, at most
+MAX_DETAIL_LINES = 8  # the dialog's lines above its question (the tool, the command), at most
+# Of each line, what is read: a screen is at most 1000 columns, and a dialog's words are far
+# fewer; the patterns below read a line in time that grows with its length, never faster.
+MAX_LINE = 400
 CURSORS = "❯›>●▶→"
-_BORDER = re.compile(r"^[\s│┃|]*(.*?)[\s│┃|]*$")
-_RULE = re.compile(r"^[╭╮╰╯┌┐└┘├┤─━═╌┄\-_\s]*[╭╮╰╯┌┐└┘├┤─━═╌┄]{3}[╭╮╰╯┌┐└┘├┤─━═╌┄\-_\s]*$")
+_RULE_CHARS = frozenset("╭╮╰╯┌┐└┘├┤─━═╌┄-_ ")
+_BOX_CHARS = frozenset("╭╮╰╯┌┐└┘├┤─━═╌┄")
 _OPTION = re.compile(
     rf"^(?P<indent> *)(?P<cursor>[{CURSORS}] *)?(?P<number>\d{{1,2}}[.)] +)?(?P<label>\S.*)$"
 )
+# Words separated by single spaces: no two parts of a pattern can take the same space, so a
+# line that does not match is given up on after one pass, not after every split of it.
+_WORDS = r"[\w',-]*(?: [\w',-]+)*"
 _LINE_QUESTION = re.compile(
-    r"^(?P<text>.*?\?)\s*(?P<answers>\(\w\)[^/\[\]]*(?:/\(\w\)[^/\[\]]*)+?)"
-    r"\s*(?:\[(?P<default>[^\]]*)\])?:?\s*$"
+    rf"^(?P<text>.*?\?)\s*(?P<answers>\([A-Za-z0-9]\){_WORDS}(?:/\([A-Za-z0-9]\){_WORDS})+)"
+    r"\s*(?:\[(?P<default>[^\]]{0,40})\])?:?\s*$"
 )
 _YES_NO = re.compile(r"^(?P<text>.*?\?)\s*[\[(](?P<y>[yY])/(?P<n>[nN])[\])]\s*:?\s*$")
-_KEYS = re.compile(r"\[(?P<key>\w)\] *(?P<label>\w[\w' -]*?)(?= {2,}\[|\s*$)")
+_KEYS = re.compile(r"\[(?P<key>[A-Za-z0-9])\] *(?P<label>\w[\w'-]*(?: [\w'-]+)*)(?= {2,}\[| *$)")
 
 
 class AnswerProblem(ValueError):
@@ -59,13 +66,30 @@ class Question:
     text: str
     choices: tuple[Choice, ...]
     selected: int = -1  # the highlighted choice's index; -1 when none is shown
+    # The dialog's lines above its question, one a line: what it asks about (the tool, the
+    # command, the file), which a person must see to answer and a rule may match.
+    detail: str = ""
+
+    @property
+    def words(self) -> str:
+        """Everything the dialog says: its detail, then its question."""
+        return f"{self.detail}\n{self.text}" if self.detail else self.text
 
 
 def read(screen: str) -> Question | None:
     """The question the bottom of screen asks, or None when it shows none of the shapes."""
-    drawn = screen.rstrip().split("\n")  # a screen's blank bottom is no part of its dialog
-    lines = [_unboxed(line) for line in drawn[-LINES:]]
-    return _keys_side_by_side(lines) or _line_question(lines) or _menu(lines)
+    drawn = [line[: MAX_LINE * 2] for line in screen.rstrip().split("\n")[-LINES:]]
+    lines = [_unboxed(line)[:MAX_LINE] for line in drawn]  # a blank bottom is no dialog's
+    edges = frozenset(row for row, line in enumerate(drawn) if _is_edge(line))
+    return _keys_side_by_side(lines, edges) or _line_question(lines, edges) or _menu(lines, edges)
+
+
+def _is_edge(line: str) -> bool:
+    """A dialog's top edge as drawn: a box's top-left corner, or a solid rule from the left
+    margin (Claude Code's); a rule inside a box, or a dashed one, is a separator within it."""
+    if line.lstrip(" ")[:1] in ("╭", "┌"):
+        return True
+    return line[:1] in ("─", "━", "═") and _is_rule(line) and "╌" not in line
 
 
 def _unboxed(line: str) -> str:
@@ -80,7 +104,7 @@ def _unboxed(line: str) -> str:
     return body
 
 
-def _menu(lines: list[str]) -> Question | None:
+def _menu(lines: list[str], edges: frozenset[int]) -> Question | None:
     """A menu: the choices around the cursor's line, else (no cursor drawn) a numbered run."""
     at = _cursor_line(lines)
     options: list[tuple[int, re.Match[str]]] = []
@@ -103,7 +127,9 @@ def _menu(lines: list[str]) -> Question | None:
         Choice(_clean(m.group("label")), number, _menu_keys(i, selected, number))
         for i, (m, number) in enumerate(zip(matches, numbers, strict=True))
     )
-    return Question(_text_above(lines, options[0][0]), choices, selected)
+    first = options[0][0]
+    detail = _detail_above(lines, first, edges)
+    return Question(_text_above(lines, first), choices, selected, detail)
 
 
 def _cursor_line(lines: list[str]) -> int | None:
@@ -131,7 +157,7 @@ def _siblings(lines: list[str], at: int, column: int) -> list[tuple[int, re.Matc
         while 0 <= row < len(lines):
             line = lines[row]
             m = _OPTION.match(line)
-            if not line.strip() or _RULE.match(line):
+            if not line.strip() or _is_rule(line):
                 if blank and not line.strip():
                     break
                 blank = blank or not line.strip()
@@ -169,19 +195,51 @@ def _number(m: re.Match[str]) -> int:
 def _text_above(lines: list[str], first: int) -> str:
     """The question: the lines just above the first choice (past blank lines and rules), up
     to a blank line or MAX_TEXT_LINES."""
+    return " ".join(_block_above(lines, first)[1])
+
+
+def _block_above(lines: list[str], first: int) -> tuple[int, list[str]]:
+    """The lines of text just above row first (past blank lines and rules), up to a blank
+    line, a rule or MAX_TEXT_LINES, stripped; and the row above them."""
     row = first - 1
-    while row >= 0 and (not lines[row].strip() or _RULE.match(lines[row])):
+    while row >= 0 and (not lines[row].strip() or _is_rule(lines[row])):
         row -= 1
     text: list[str] = []
-    while (
-        row >= 0
-        and lines[row].strip()
-        and not _RULE.match(lines[row])
-        and len(text) < MAX_TEXT_LINES
-    ):
+    while row >= 0 and lines[row].strip() and not _is_rule(lines[row]):
+        if len(text) == MAX_TEXT_LINES:
+            break
         text.insert(0, lines[row].strip())
         row -= 1
-    return " ".join(text)
+    return row, text
+
+
+def _detail_above(lines: list[str], first: int, edges: frozenset[int]) -> str:
+    """What the dialog says above its question, whose first choice is row first."""
+    return _lines_above(lines, _block_above(lines, first)[0], edges)
+
+
+def _lines_above(lines: list[str], row: int, edges: frozenset[int]) -> str:
+    """What a dialog says from row up (the tool, the command): its lines of text, past rules
+    and single blank lines and without a box's borders, up to its top edge, two blank lines
+    in a row, or MAX_DETAIL_LINES."""
+    detail: list[str] = []
+    blank = 0
+    while row >= 0 and row not in edges and len(detail) < MAX_DETAIL_LINES:
+        line = lines[row].strip(" │┃|")
+        if not line:
+            blank += 1
+            if blank == 2:
+                break
+        elif not _is_rule(line):
+            blank = 0
+            detail.insert(0, line)
+        row -= 1
+    return "\n".join(detail)
+
+
+def _is_rule(line: str) -> bool:
+    """A line drawn of box lines and dashes alone (three box characters at the least)."""
+    return set(line) <= _RULE_CHARS and sum(c in _BOX_CHARS for c in line) >= 3
 
 
 def _menu_keys(index: int, selected: int, number: int | None) -> tuple[str, ...]:
@@ -196,27 +254,29 @@ def _clean(label: str) -> str:
     return re.sub(r"\s{2,}", "  ", re.split(r"\s{8,}", label.strip())[0])
 
 
-def _line_question(lines: list[str]) -> Question | None:
+def _line_question(lines: list[str], edges: frozenset[int]) -> Question | None:
     """Aider's "Run shell command? (Y)es/(N)o/(D)on't ask again [Yes]:" and "Proceed? [y/N]",
     on the last line that has text."""
-    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+    at = next((row for row in range(len(lines) - 1, -1, -1) if lines[row].strip()), -1)
+    last = lines[at].strip() if at >= 0 else ""
+    detail = _lines_above(lines, at - 1, edges)
     m = _LINE_QUESTION.match(last)
     if m:
         labels = [a for a in m.group("answers").split("/") if a]
-        words = [re.sub(r"\((\w)\)", r"\1", a).strip() for a in labels]
+        words = [re.sub(r"\(([A-Za-z0-9])\)", r"\1", a).strip() for a in labels]
         default = (m.group("default") or "").lower()
         choices = tuple(Choice(w, None, (w[0].lower(), "Enter")) for w in words)
         selected = next((i for i, w in enumerate(words) if w.lower() == default), -1)
-        return Question(m.group("text").strip(), choices, selected)
+        return Question(m.group("text").strip(), choices, selected, detail)
     m = _YES_NO.match(last)
     if m:
         choices = (Choice("Yes", None, ("y", "Enter")), Choice("No", None, ("n", "Enter")))
         selected = 0 if m.group("y") == "Y" else 1 if m.group("n") == "N" else -1
-        return Question(m.group("text").strip(), choices, selected)
+        return Question(m.group("text").strip(), choices, selected, detail)
     return None
 
 
-def _keys_side_by_side(lines: list[str]) -> Question | None:
+def _keys_side_by_side(lines: list[str], edges: frozenset[int]) -> Question | None:
     """Cline's "[y] Approve   [n] Deny": two or more bracketed keys on one line."""
     for row in range(len(lines) - 1, -1, -1):
         found = list(_KEYS.finditer(lines[row]))
@@ -224,14 +284,16 @@ def _keys_side_by_side(lines: list[str]) -> Question | None:
             choices = tuple(
                 Choice(m.group("label").strip(), None, (m.group("key"),)) for m in found
             )
-            return Question(_text_above(lines, row), choices)
+            detail = _detail_above(lines, row, edges)
+            return Question(_text_above(lines, row), choices, -1, detail)
     return None
 
 
 def same(a: Question, b: Question) -> bool:
-    """Whether a and b are one question: its text and its choices, wherever the highlight
-    stands (moving it is not asking again)."""
-    return a.text == b.text and [c.label for c in a.choices] == [c.label for c in b.choices]
+    """Whether a and b are one question: its words (what it asks about among them: another
+    command is another question) and its choices, wherever the highlight stands (moving it is
+    not asking again)."""
+    return a.words == b.words and [c.label for c in a.choices] == [c.label for c in b.choices]
 
 
 def number_of(question: Question, index: int) -> int:

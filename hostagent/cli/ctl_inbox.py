@@ -64,11 +64,12 @@ def shown(q: WaitingQuestion, now: float | None = None) -> str:
     a line per choice, the highlighted one marked."""
     waited = int((now if now is not None else time.time()) - q.since / 1e6)
     head = f"{printable(q.session)} ({_ago(waited)}): {printable(q.text) or '(no text drawn)'}"
+    about = [f"    | {printable(line)}" for line in q.detail.splitlines()]
     lines = [
         f"  {'>' if i == q.selected else ' '} {number}. {printable(label)}"
         for i, (number, label) in enumerate(zip(q.numbers, q.choices, strict=False))
     ]
-    return "\n".join([head, *lines])
+    return "\n".join([head, *about, *lines])
 
 
 def _ago(seconds: int) -> str:

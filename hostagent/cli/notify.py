@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import html
 import logging
 import os
 import shlex
@@ -79,7 +80,10 @@ def question_alert(key: str, q: WaitingQuestion) -> Alert:
         (f"{ANSWER}{q.id}:{number}", _short(f"{number}. {label}"))
         for number, label in zip(q.numbers, q.choices, strict=False)
     )
-    body = q.text or "The agent asks you to choose."
+    # Its words are the agent's: escaped, for a server that reads a body's markup.
+    body = html.escape(
+        "\n".join(filter(None, (q.detail, q.text))) or "The agent asks you to choose."
+    )
     return Alert(key, f"{key} asks", body, 2, (*buttons, ("attach", "Attach")))
 
 

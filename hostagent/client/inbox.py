@@ -13,6 +13,7 @@ class WaitingQuestion(NamedTuple):
     session: str
     id: str
     text: str
+    detail: str  # what the dialog says above its question: the tool, the command
     choices: list[str]
     numbers: list[int]  # what a person types for each choice
     selected: int  # the highlighted choice, -1 when none is shown
@@ -26,6 +27,7 @@ class WaitingQuestion(NamedTuple):
             session,
             str(q.get("id", "")),
             str(q.get("text", "")),
+            str(q.get("detail", "")),
             choices,
             [int(n) for n in q.get("numbers", range(1, len(choices) + 1))],
             int(q.get("selected", -1)),

@@ -212,6 +212,8 @@ def test_an_answer_rule_kept_outside_every_session_answers_for_its_user(
         )
         refused = said(sb, helper, "echo 'rules: []' | hostagentctl inbox --set-rules -")
         assert "from outside every session" in refused, refused
+        unread = said(sb, helper, "hostagentctl inbox --rules")
+        assert "read from outside every session" in unread, unread
         sb.ctl("send", agent, "/ask", **ALICE).check()
         wait_screen(sb, agent, "Proceeding.")
         logs = sb.ctl("logs", agent).check().stdout

@@ -70,3 +70,8 @@ def test_no_rules_is_an_empty_text_and_rules_read_back_as_written() -> None:
     assert answerrules.parse("") == () and answerrules.parse("rules: []") == ()
     assert answerrules.parse(answerrules.dump(RULES)) == RULES
     assert answerrules.dump(()) == "rules: []\n"
+
+
+def test_rules_nested_too_deep_are_refused_not_a_crash() -> None:
+    with pytest.raises(RulesProblem):
+        answerrules.parse("rules: " + "[" * 3000 + "]" * 3000)

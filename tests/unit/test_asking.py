@@ -221,3 +221,19 @@ def test_an_owners_rule_answers_her_sessions_question_once_unless_the_admin_forb
 )
 def test_the_journal_names_the_program_that_answered(argv: list[str], name: str) -> None:
     assert program_name(argv) == name
+
+
+def test_rules_never_answer_a_session_made_from_inside_another(tmp_path: Path) -> None:
+    """An agent chooses its child's preset and directory: a child matching its user's rules
+    would approve its maker's work, so rules answer sessions made outside every session."""
+
+    async def body() -> None:
+        host, _ = await _asking(tmp_path, MENU)
+        host.core.answers.set(me(), "rules: [{preset: shell, answer: yes}]")
+        session = host.registry.get("a")
+        session.record.parent = "a-maker-uuid"
+        host.registry.announce(session)
+        await host.core.background.settle()
+        assert host.scopes.tmux.pressed == [] and session.asked is not None
+
+    run(body())

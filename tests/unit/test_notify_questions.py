@@ -21,6 +21,7 @@ ASKED = WaitingQuestion(
     "a",
     "q1",
     "Do you want to proceed?",
+    "Bash command\nrm -rf <build> && ls",
     ["Yes", "Yes, and don't ask again for rm", "No"],
     [1, 2, 3],
     0,
@@ -31,7 +32,9 @@ ASKED = WaitingQuestion(
 
 def test_a_question_is_told_with_a_button_per_choice_then_attach() -> None:
     alert = question_alert("a", ASKED)
-    assert alert.summary == "a asks" and alert.body == "Do you want to proceed?"
+    # What it asks about, then its question; escaped, as markup would read the agent's words.
+    assert alert.summary == "a asks"
+    assert alert.body == "Bash command\nrm -rf &lt;build&gt; &amp;&amp; ls\nDo you want to proceed?"
     assert alert.actions == (
         ("answer:q1:1", "1. Yes"),
         ("answer:q1:2", "2. Yes, and don't ask again for rm"),

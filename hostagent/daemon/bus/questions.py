@@ -68,6 +68,7 @@ def question_variants(asked: Asked | None, words: bool) -> dict[str, Variant]:
     }
     if words:
         shown["text"] = Variant("s", q.text)
+        shown["detail"] = Variant("s", q.detail)
         shown["choices"] = Variant("as", [c.label for c in q.choices])
         shown["numbers"] = Variant("au", [number_of(q, i) for i in range(len(q.choices))])
     return shown
@@ -77,7 +78,7 @@ async def list_questions(f: Front, call: Call) -> list[list[Any]]:
     """(name, question) for every question the caller may answer or read, oldest first: her
     own sessions' (root's and polkit's admins': everyone's); from inside a session, its tree's."""
     s = f.services
-    seen = await s.caller_tree(call.sender)
+    inside = await s.caller_session(call.sender)
     asking = sorted(
         (session for session in s.registry.sessions.values() if session.asked is not None),
         key=lambda session: session.asked.since if session.asked else 0,
@@ -86,8 +87,11 @@ async def list_questions(f: Front, call: Call) -> list[list[Any]]:
     admin: bool | None = None  # polkit is asked once, and only for another's question
     found = []
     for session in asking:
-        if seen is not None and session.record.uuid not in seen[1]:
-            continue
+        if inside is not None:
+            try:  # its tree (or its owner's, with her rights), at least as confined as it
+                s.act_from_inside(inside, session)
+            except AccessDenied:
+                continue
         if not owner_may_act(caller, session.record.owner):
             if admin is None:
                 admin = await s.auth.is_admin(call.sender, interactive=False)
@@ -146,8 +150,15 @@ async def set_answer_rules(f: Front, call: Call, text: str) -> int:
 
 
 async def get_answer_rules(f: Front, call: Call) -> str:
-    """The caller's answer rules, as set_answer_rules takes them."""
+    """The caller's answer rules, as set_answer_rules takes them; not to a session, which
+    would learn what it must look like to be approved."""
     s = f.services
+    inside = await s.caller_session(call.sender)
+    if inside is not None:
+        raise AccessDenied(
+            f"Answer rules are read from outside every session, not from inside session "
+            f"'{inside.name}'."
+        )
     return answerrules.dump(s.answers.rules(await s.auth.caller_uid(call.sender)))
 
 

@@ -23,7 +23,7 @@ from hostagent.daemon.state.answerbook import AnswerBook
 from hostagent.daemon.state.live import Session
 from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
-from hostagent.permissions import has_owner_rights, tree_of
+from hostagent.permissions import act_from_inside, has_owner_rights, tree_of
 from hostagent.sandbox import SandboxProblem
 
 
@@ -86,6 +86,18 @@ class Services:
     def _rights(self, preset_name: str) -> str:
         preset = self.settings.preset(preset_name)
         return preset.rights if preset is not None else ""
+
+    def act_from_inside(self, inside: Session, target: Session) -> None:
+        """AccessDenied unless a call from inside session inside may act on target: its tree
+        (or its owner's, with her rights), confined at least as it is (permissions.py)."""
+        act_from_inside(
+            inside.record,
+            target.record,
+            self.registry.lineage(target),
+            self.owner_rights(inside),
+            (self.cli_state(inside), self.cli_state(target)),
+            sandboxing.context(inside.owner, inside.record.cwd, inside.record.repo),
+        )
 
     def cli_state(self, session: Session) -> list[str]:
         """Where session's CLI keeps its own state (sandboxing.cli_state), which counts as

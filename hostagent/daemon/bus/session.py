@@ -29,12 +29,10 @@ from hostagent.daemon.follow.terminal import (
     check_text,
 )
 from hostagent.daemon.follow.usage import usage_of
-from hostagent.daemon.host import sandboxing
 from hostagent.daemon.host.scope import check_signal
 from hostagent.daemon.state.live import Session
 from hostagent.errors import InvalidArgs, LimitsExceeded
 from hostagent.permissions import (
-    act_from_inside,
     answer_from_inside,
     exempt_from_caps,
     require_inside,
@@ -69,15 +67,7 @@ class SessionObject:
         )
         inside = await self.f.caller_session(call.sender)
         if inside is not None:
-            lineage = self.f.registry.lineage(self.session)
-            act_from_inside(
-                inside.record,
-                self.session.record,
-                lineage,
-                self.f.owner_rights(inside),
-                (self.f.cli_state(inside), self.f.cli_state(self.session)),
-                sandboxing.context(inside.owner, inside.record.cwd, inside.record.repo),
-            )
+            self.f.act_from_inside(inside, self.session)
         return uid
 
     # ---- properties ---------------------------------------------------------------------

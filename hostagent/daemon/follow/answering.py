@@ -24,7 +24,7 @@ async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) ->
     NoQuestion when the question is gone, replaced or being answered; InvalidArgs when said
     names no choice, or one the terminal alone can answer."""
     asking = session.watch.asking if session.watch is not None else None
-    asked = asking.asked if asking is not None else None
+    asked = session.asked  # None unless it runs
     if asking is None or asked is None:
         raise NoQuestion(
             f"Session '{session.name}' asks nothing now; 'hostagentctl inbox' lists the "
@@ -56,17 +56,23 @@ async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) ->
             )
         choice = drawn.choices[index]  # the keys from where the highlight stands now
         if not choice.keys:
-            raise InvalidArgs(
-                f"Session '{session.name}': '{choice.label}' can only be chosen in its "
-                f"terminal; run 'hostagentctl attach {session.name}'."
-            )
+            raise _terminal_only(session, choice)
         try:
             await tmux_client.send_keys(session.owner, session.paths.socket, choice.keys)
         except tmux.TmuxError as e:
             raise NotRunning(f"Session '{session.name}' has no terminal: {e}") from None
+        except ValueError:  # keys no dialog takes: question.py reads none such
+            raise _terminal_only(session, choice) from None
         asking.took(asked)
         if session.watch is not None:  # a dialog that dropped the keys is asked again
             session.watch.look_again(ANSWER_TAKES + 0.1)
         return choice
     finally:
         asking.answering = False
+
+
+def _terminal_only(session: Session, choice: Choice) -> InvalidArgs:
+    return InvalidArgs(
+        f"Session '{session.name}': '{choice.label}' can only be chosen in its terminal; run "
+        f"'hostagentctl attach {session.name}'."
+    )

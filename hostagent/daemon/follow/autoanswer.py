@@ -1,6 +1,6 @@
 """Questions answered by their owner's rules (answerrules.py, kept in state/answerbook.py): a
-registry listener that looks at each new question once, and answers it as an answer from the
-bus would be (follow/answering.py: the screen read again, the keys typed once), with one
+registry listener that looks at each new question of a session made outside every session
+once, and answers it as an answer from the bus would be (follow/answering.py: the screen read again, the keys typed once), with one
 journal line naming the rule. An admin turns rules off with ``answers: {rules: false}`` in
 hostagent.yaml; a question no rule answers waits in the inbox as any other.
 """
@@ -54,7 +54,9 @@ class AutoAnswer:
         if asked is None or self._looked.get(session.name) == asked.id:
             return
         self._looked[session.name] = asked.id
-        if not self.settings.config.answer_rules:
+        # Only a session made outside every session: an agent chooses its child's preset and
+        # directory, and a child that matched its user's rules would approve its maker's work.
+        if not self.settings.config.answer_rules or session.record.parent:
             return
         record = session.record
         rules = self.book.rules(record.owner)
