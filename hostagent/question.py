@@ -218,9 +218,9 @@ def _detail_above(lines: list[str], first: int, edges: frozenset[int]) -> str:
     return _lines_above(lines, _block_above(lines, first)[0], edges)
 
 
-def _lines_above(lines: list[str], row: int, edges: frozenset[int]) -> str:
+def _lines_above(lines: list[str], row: int, edges: frozenset[int], gap: int = 2) -> str:
     """What a dialog says from row up (the tool, the command): its lines of text, past rules
-    and single blank lines and without a box's borders, up to its top edge, two blank lines
+    and single blank lines and without a box's borders, up to its top edge, gap blank lines
     in a row, or MAX_DETAIL_LINES."""
     detail: list[str] = []
     blank = 0
@@ -228,7 +228,7 @@ def _lines_above(lines: list[str], row: int, edges: frozenset[int]) -> str:
         line = lines[row].strip(" │┃|")
         if not line:
             blank += 1
-            if blank == 2:
+            if blank == gap:
                 break
         elif not _is_rule(line):
             blank = 0
@@ -259,7 +259,7 @@ def _line_question(lines: list[str], edges: frozenset[int]) -> Question | None:
     on the last line that has text."""
     at = next((row for row in range(len(lines) - 1, -1, -1) if lines[row].strip()), -1)
     last = lines[at].strip() if at >= 0 else ""
-    detail = _lines_above(lines, at - 1, edges)
+    detail = _lines_above(lines, at - 1, edges, gap=1)  # no edge: the block just above
     m = _LINE_QUESTION.match(last)
     if m:
         labels = [a for a in m.group("answers").split("/") if a]
