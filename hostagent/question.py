@@ -1,6 +1,7 @@
-"""What a blocked agent asks, read from its screen: the question's text, its choices in order,
+"""What a blocked agent asks, read from its screen: the question's text, what the dialog says
+above it (the tool, the command: its detail, up to the dialog's edge), its choices in order,
 which one is highlighted, and the keys that answer each; and a person's answer ("1", "Yes",
-"no") matched to one choice.
+"no", "y") matched to one choice.
 
 The agent CLIs draw their dialogs in a few shapes, the same across them:
 

@@ -354,6 +354,20 @@ def alice(sb: Sandbox, *argv: str) -> str:
     return sb.run(*argv, user="alice").check().stdout
 
 
+def notifier(sb: Sandbox, *args: str) -> None:
+    """alice's hostagent-notify, with args; Type=notify: it is back once it follows the daemon."""
+    alice(
+        sb,
+        "systemd-run",
+        "--user",
+        "--unit=test-notify",
+        "-p",
+        "Type=notify",
+        "/usr/bin/hostagent-notify",
+        *args,
+    )
+
+
 @pytest.fixture
 def desktop(sb: Sandbox) -> Iterator[None]:
     """A headless desktop for alice, and her own hostagent."""
@@ -379,15 +393,7 @@ def test_notify_outlives_a_notification_server_that_hangs(sb: Sandbox, desktop: 
     ).check()
     try:
         sb.ctl("wait", "hung-up", "--for", "idle", "--timeout", "20", user="alice").check()
-        alice(
-            sb,
-            "systemd-run",
-            "--user",
-            "--unit=test-notify",
-            "-p",
-            "Type=notify",
-            "/usr/bin/hostagent-notify",
-        )
+        notifier(sb)
         sb.run(
             "systemctl", "--user", "kill", "--signal=SIGSTOP", "test-dunst", user="alice"
         ).check()
@@ -426,17 +432,7 @@ def test_notify_raises_blocked_and_exited_and_attach_opens_a_terminal(
             == "idle"
         )
         # Type=notify: systemd-run returns once the notifier follows the daemon.
-        alice(
-            sb,
-            "systemd-run",
-            "--user",
-            "--unit=test-notify",
-            "-p",
-            "Type=notify",
-            "/usr/bin/hostagent-notify",
-            "--terminal",
-            "tmux -S /tmp/attached.sock new-session -d",
-        )
+        notifier(sb, "--terminal", "tmux -S /tmp/attached.sock new-session -d")
         sb.ctl("send", "wants-you", "/ask", user="alice").check()
         until(lambda: displayed(sb) == 1, "a notification for the blocked agent")
         # dunst's default action is what a click does: Attach.
@@ -478,15 +474,7 @@ def test_notify_tells_a_question_and_its_button_answers_it(sb: Sandbox, desktop:
     ).check()
     try:
         sb.ctl("wait", "asker", "--for", "idle", "--timeout", "20", user="alice").check()
-        alice(
-            sb,
-            "systemd-run",
-            "--user",
-            "--unit=test-notify",
-            "-p",
-            "Type=notify",
-            "/usr/bin/hostagent-notify",
-        )
+        notifier(sb)
         sb.ctl("send", "asker", "/ask", user="alice").check()
         until(lambda: displayed(sb) == 1, "a notification for the question")
         press(sb, "1. Yes")
@@ -532,15 +520,7 @@ def test_notify_says_when_a_budget_stopped_a_session(sb: Sandbox, desktop: None)
     ).check()
     try:
         sb.ctl("wait", "spender", "--for", "idle", "--timeout", "20", user="alice").check()
-        alice(
-            sb,
-            "systemd-run",
-            "--user",
-            "--unit=test-notify",
-            "-p",
-            "Type=notify",
-            "/usr/bin/hostagent-notify",
-        )
+        notifier(sb)
         sb.ctl("send", "spender", "spend it", user="alice").check()
         until(lambda: displayed(sb) == 1, "a notification for the budget")
         alice(sb, "dunstctl", "close")

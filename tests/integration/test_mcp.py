@@ -96,6 +96,18 @@ with open(sys.argv[1] + ".tmp", "w") as f:
     json.dump(answers, f)
 """
 
+
+def called_inside(sb: Sandbox, session: str, out: str, calls: list[dict]) -> list[dict]:
+    """Each call's result, made by hostagentctl mcp run inside alice's session (typed into its
+    shell, as its agent would run the server), through files at out (where it may write)."""
+    sb.sh(f"cat > {out}.py", input=CALLER, user="alice").check()
+    sb.sh(f"cat > {out}.json", input=json.dumps(calls), user="alice").check()
+    command = f"python3 {out}.py {out} {out}.json && mv {out}.tmp {out}"
+    sb.ctl("send", session, command, user="alice", system=True).check()
+    until(lambda: sb.run("test", "-e", out).returncode == 0, "the calls were made", 90)
+    return [a.get("result", {}) for a in json.loads(sb.run("cat", out).check().stdout)]
+
+
 AGENT_SHELL = """\
 name: agent-shell
 description: a shell with an agent's rights, for the test
@@ -174,19 +186,8 @@ def test_from_inside_an_agents_session_only_the_sessions_it_made_are_driven(sb: 
             "params": {"name": "session_status", "arguments": {"name": other}},
         },
     ]
-    sb.sh(f"cat > {out}.py", input=CALLER, user="alice").check()
-    sb.sh(f"cat > {out}.json", input=json.dumps(calls), user="alice").check()
     try:
-        # Typed into the parent's own shell: the server runs inside it, as its agent's would.
-        sb.ctl(
-            "send",
-            parent,
-            f"python3 {out}.py {out} {out}.json && mv {out}.tmp {out}",
-            user="alice",
-            system=True,
-        ).check()
-        until(lambda: sb.run("test", "-e", out).returncode == 0, "the calls were made", 90)
-        results = [a.get("result", {}) for a in json.loads(sb.run("cat", out).check().stdout)]
+        results = called_inside(sb, parent, out, calls)
         assert results[1]["isError"] is False, results[1]
         assert "You said: from my parent" in results[5]["structuredContent"]["screen"]
         assert results[6]["isError"] is True
@@ -335,18 +336,8 @@ def test_a_planner_answers_its_childs_question_through_mcp_and_no_other(sb: Sand
             "params": {"name": "answer_question", "arguments": {"name": planner, "choice": "yes"}},
         },
     ]
-    sb.sh(f"cat > {out}.py", input=CALLER, user="alice").check()
-    sb.sh(f"cat > {out}.json", input=json.dumps(calls), user="alice").check()
     try:
-        sb.ctl(
-            "send",
-            planner,
-            f"python3 {out}.py {out} {out}.json && mv {out}.tmp {out}",
-            user="alice",
-            system=True,
-        ).check()
-        until(lambda: sb.run("test", "-e", out).returncode == 0, "the calls were made", 90)
-        results = [a.get("result", {}) for a in json.loads(sb.run("cat", out).check().stdout)]
+        results = called_inside(sb, planner, out, calls)
         listed = results[4]["structuredContent"]["questions"]
         assert [q["session"] for q in listed] == [child], listed  # not the other's
         assert results[5]["isError"] is False, results[5]

@@ -268,23 +268,28 @@ def approve(sb: Sandbox, agent: RealAgent, name: str) -> None:
     the session still reads blocked and its dialog still shows, it is pressed again."""
     for _ in range(3):
         keys(sb, agent, name, agent.approve)
-        moved = sb.ctl(
-            "wait",
-            name,
-            "--for",
-            "working,idle",
-            "--timeout",
-            "10",
-            user=agent.user,
-            system=True,
-            timeout=40,
-        )
-        if moved.returncode == 0:
+        if taken(sb, agent, name):
             return
-        shown = sb.ctl("capture", name, user=agent.user, system=True).stdout
-        if agent.approval not in shown:
-            return  # taken, and the agent is still busy with it: the caller waits on
     raise AssertionError(f"{agent.key}'s dialog took none of three presses of its answer")
+
+
+def taken(sb: Sandbox, agent: RealAgent, name: str) -> bool:
+    """Whether the dialog took its answer: the session left blocked within 10 s, or its dialog
+    is gone and the agent is still busy with it (the caller waits on)."""
+    moved = sb.ctl(
+        "wait",
+        name,
+        "--for",
+        "working,idle",
+        "--timeout",
+        "10",
+        user=agent.user,
+        system=True,
+        timeout=40,
+    )
+    if moved.returncode == 0:
+        return True
+    return agent.approval not in sb.ctl("capture", name, user=agent.user, system=True).stdout
 
 
 # CLIs whose approval's choices stand side by side told apart by colour alone: no question is
@@ -320,22 +325,8 @@ def answer_from_inbox(sb: Sandbox, agent: RealAgent, name: str) -> None:
         assert out.returncode == 0, out.stderr
         assert f"answered '{q['choices'][0]}'" in out.stdout, out.stdout
         answered = q["id"]
-        moved = sb.ctl(
-            "wait",
-            name,
-            "--for",
-            "working,idle",
-            "--timeout",
-            "10",
-            user=agent.user,
-            system=True,
-            timeout=40,
-        )
-        if moved.returncode == 0:
+        if taken(sb, agent, name):
             return
-        shown = sb.ctl("capture", name, user=agent.user, system=True).stdout
-        if agent.approval not in shown:
-            return  # taken, and the agent is still busy with it: the caller waits on
     raise AssertionError(f"{agent.key}'s dialog took none of three answers from the inbox")
 
 

@@ -29,6 +29,7 @@ from hostagent.answerrules import RulesProblem
 from hostagent.daemon.bus.interface import Call
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.follow import answering
+from hostagent.daemon.host import procfs
 from hostagent.daemon.state.asking import Asked
 from hostagent.daemon.state.live import Session
 from hostagent.errors import AccessDenied, Busy, InvalidArgs
@@ -167,15 +168,10 @@ async def _program(s: Services, sender: str) -> str:
     hostagent-notify), for the journal: a name a process gives itself, so it says where,
     never who."""
     opener = await s.auth.caller_process(sender)
-    try:
-        with open(f"/proc/{opener.pid}/cmdline", "rb") as f:
-            argv = f.read(4096).decode(errors="replace").split("\0")
-    except OSError:
-        return "?"
-    finally:
-        if opener.pidfd >= 0:
-            os.close(opener.pidfd)
-    return program_name(argv)
+    if opener.pidfd >= 0:
+        os.close(opener.pidfd)
+    cmdline = procfs.read_small(f"/proc/{opener.pid}/cmdline") if opener.pid else None
+    return program_name(cmdline.split("\0")) if cmdline else "?"
 
 
 INTERPRETERS = re.compile(r"(python[0-9.]*|sh|bash|dash|node|perl)")
