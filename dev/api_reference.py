@@ -176,6 +176,14 @@ DOCS: dict[str, tuple[str, str]] = {
         "a process inside the session's scope",
         "An agent hook's event and data (`session_id`, `source`, `notification_type`).",
     ),
+    "AskHook": (
+        "a process inside the session's scope, with its hook token",
+        "A hook that asks (the preset's `hooks.ask`: Claude Code's PermissionRequest, with "
+        "`tool_name` and `tool_input`): its question is the session's `Question` (source "
+        "`hook`) while it waits, and the reply is its answer, `allow` or `deny`, or `\"\"` when "
+        "none came within `answers.wait`, when it was answered in the terminal or the agent "
+        "went on (its dialog is then the terminal's).",
+    ),
     "SessionNew": ("", "A session was created (name first, for arg0 matches)."),
     "SessionRemoved": ("", "A session was removed."),
     "Version": ("", "The daemon's version."),

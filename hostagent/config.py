@@ -113,7 +113,13 @@ class Config:
     sandbox: SandboxDefaults = field(default_factory=SandboxDefaults)
     mcp: bool = False  # sessions whose CLI takes hostagent's MCP server get it by default
     answer_rules: bool = True  # users may keep rules that answer their agents' questions
+    # How long a question an agent's hook asks waits for an answer from the inbox; then its
+    # dialog is the terminal's (and read from the screen, as any other).
+    answer_wait: int = 600
     source: str = "built-in defaults"
+
+
+MAX_ANSWER_WAIT = 3600  # seconds a hook may hold its question: an hour
 
 
 def config_paths(system: bool) -> list[Path]:
@@ -239,11 +245,15 @@ def parse_config(doc: yamlfile.Document) -> Config:
         raise doc.error("mcp", "must be true or false")
     cfg.mcp = mcp
     answers = yamlfile.expect_mapping(doc, data.get("answers", {}), "answers")
-    yamlfile.reject_unknown(doc, answers, {"rules"}, "answers")
+    yamlfile.reject_unknown(doc, answers, {"rules", "wait"}, "answers")
     rules = answers.get("rules", True)
     if not isinstance(rules, bool):
         raise doc.error("answers.rules", "must be true or false")
     cfg.answer_rules = rules
+    wait = answers.get("wait", cfg.answer_wait)
+    if isinstance(wait, bool) or not isinstance(wait, int) or not 1 <= wait <= MAX_ANSWER_WAIT:
+        raise doc.error("answers.wait", f"must be whole seconds from 1 to {MAX_ANSWER_WAIT}")
+    cfg.answer_wait = wait
     return cfg
 
 

@@ -60,6 +60,7 @@ class Preset:
     hooks_env: dict[str, str] = field(default_factory=dict)  # with {hooks_file}
     hooks_defaults: str = ""  # an admin's settings file the hooks file takes the place of
     hooks_extension: str = ""  # a file of EXTENSIONS_DIR, passed by hooks_args' {extension}
+    hooks_ask: str = ""  # the event whose hook may answer the CLI's dialog (hookrequest.py)
     activity: Rules = GENERIC
     worktree_setup: str = ""  # run as the owner in a new worktree before the agent starts
     usage_format: str = ""  # "" (not read) or a reader of usagereaders.READERS
@@ -116,7 +117,7 @@ _KNOWN = {
 _AGENT_ID_KNOWN = {"source", "assign_args", "discover"}
 _RESUME_KNOWN = {"args", "conversation", "turn", "list", "forks"}
 _USAGE_KNOWN = {"format", "file"}
-_HOOKS_KNOWN = {"format", "args", "env", "defaults", "activity", "extension"}
+_HOOKS_KNOWN = {"format", "args", "env", "defaults", "activity", "extension", "ask"}
 _ACTIVITY_KNOWN = {"rules", "fallback"}
 _RULE_KNOWN = {"activity", "screen", "lines", "title", "progress", "output", "command", "visible"}
 _RUNNING_ACTIVITIES = ("working", "blocked", "idle", "unknown")
@@ -188,6 +189,10 @@ def parse_preset(doc: yamlfile.Document) -> Preset:
         if not isinstance(defaults, str) or (defaults and not defaults.startswith("/etc/")):
             raise doc.error("hooks.defaults", "must be an absolute path under /etc")
         preset.hooks_defaults = defaults
+        ask = hooks.get("ask", "")
+        if ask and (ask != "PermissionRequest" or preset.hooks_format != "claude"):
+            raise doc.error("hooks.ask", "can only be PermissionRequest, in the claude format")
+        preset.hooks_ask = str(ask)
     setup = data.get("worktree_setup", "")
     if not isinstance(setup, str):
         raise doc.error("worktree_setup", "must be a shell command")

@@ -118,6 +118,9 @@ def _options(verb: str, sp: argparse.ArgumentParser) -> None:
         sp.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     elif verb == "hook":
         sp.add_argument("event")
+        sp.add_argument(
+            "--ask", action="store_true", help="wait for the question's answer and print it"
+        )
     elif verb == "check-preset":
         sp.add_argument("file", metavar="FILE", help="the preset file (YAML)")
         sp.add_argument(

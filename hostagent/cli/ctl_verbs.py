@@ -11,7 +11,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from hostagent import __version__, values
+from hostagent import __version__, hookrequest, values
 from hostagent.cli import attaching
 from hostagent.cli.ctl_options import UsageError, build_options
 from hostagent.cli.ctl_output import (
@@ -204,6 +204,7 @@ HOOK_FIELDS = ("session_id", "sessionId", "conversation_id", "source", "notifica
 
 async def verb_hook(c: Client, a: argparse.Namespace) -> int:
     """Run by an agent's lifecycle hook inside its session: pass the event on, never fail it.
+    With --ask, the hook asks (hookrequest.py): wait for the answer and print the reply.
 
     The hook's JSON arrives on stdin. A hook that exits non-zero can block the agent, so
     every problem is printed and the exit code is 0.
@@ -212,10 +213,26 @@ async def verb_hook(c: Client, a: argparse.Namespace) -> int:
         data = json.loads(sys.stdin.read() or "{}")
     except ValueError:
         data = {}
-    fields = {k: str(data[k]) for k in HOOK_FIELDS if isinstance(data, dict) and k in data}
+    if not isinstance(data, dict):
+        data = {}
+    fields = {k: str(data[k]) for k in HOOK_FIELDS if k in data}
     fields["token"] = os.environ.get("HOSTAGENT_HOOK_TOKEN", "")
     try:
-        await c.report_hook(a.event, fields)
+        if not a.ask:
+            await c.report_hook(a.event, fields)
+            return 0
+        for k in hookrequest.FIELDS:  # what it asks about, as the hook said it
+            value = data.get(k, "")
+            fields[k] = (value if isinstance(value, str) else json.dumps(value))[:MAX_ASKED]
+        decision = await c.ask_hook(a.event, fields)
     except HostAgentError as e:
         print(f"hostagentctl hook: {e.message}", file=sys.stderr)
+        return 0
+    if decision in hookrequest.DECISIONS:
+        said = hookrequest.reply(a.event, decision, DENIED)
+        print(json.dumps(said))
     return 0
+
+
+MAX_ASKED = 4096  # characters of a tool's input passed on: the question shows 2000
+DENIED = "The user said no, in hostagent's inbox; stop and wait for what they say."

@@ -9,7 +9,9 @@ id, like a CLI whose id must be discovered on disk. Tests and the demo drive it 
 
 Input lines:
   /work SECONDS     show the spinner for that long, then answer
-  /ask              ask "Do you want to proceed? (y/n)" and wait for the answer
+  /ask [COMMAND]    ask "Do you want to proceed? (y/n)" and wait for the answer, from the
+                    terminal or, as Claude Code takes it, from a PermissionRequest hook that
+                    prints a decision (the hooks run while the question is drawn)
   /clear            rotate to a new conversation id
   /exit             exit 0
   anything else     a message: think briefly, answer, append both to the conversation
@@ -23,8 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -40,6 +44,8 @@ USAGE = {
     "output_tokens": 50,
 }
 QUESTION = "Do you want to proceed? (y/n) "
+HOOK_TIMEOUT = 10.0  # seconds, where the settings say none (Claude's unit)
+Hooks = dict[str, list[tuple[str, float]]]  # event -> (command, timeout), in order
 
 
 def trace(event: str) -> None:
@@ -55,16 +61,18 @@ def sessions_dir() -> Path:
 
 
 class Agent:
-    def __init__(
-        self, session_id: str, hooks: dict[str, list[str]] | None = None, model: str = "demo-1"
-    ) -> None:
+    def __init__(self, session_id: str, hooks: Hooks | None = None, model: str = "demo-1") -> None:
         self.session_id = session_id
         self.hooks = hooks or {}
         self.model = model
 
-    def hook(self, event: str, **extra: str) -> None:
-        """Run the settings file's commands for event, with Claude's JSON on stdin."""
-        payload = json.dumps(
+    def hook(self, event: str, **extra: object) -> list[str]:
+        """Run the settings file's commands for event, with Claude's JSON on stdin; what each
+        printed."""
+        return [self._run(event, c, t, self._payload(event, extra)) for c, t in self._of(event)]
+
+    def _payload(self, event: str, extra: dict[str, object]) -> str:
+        return json.dumps(
             {
                 "session_id": self.session_id,
                 "transcript_path": str(self.path),
@@ -73,13 +81,32 @@ class Agent:
                 **extra,
             }
         )
-        for command in self.hooks.get(event, []):
-            try:
-                subprocess.run(
-                    ["/bin/sh", "-c", command], input=payload, text=True, timeout=10, check=False
-                )
-            except (OSError, subprocess.TimeoutExpired) as e:
-                print(f"hook {event} failed: {e}", file=sys.stderr)
+
+    def _of(self, event: str) -> list[tuple[str, float]]:
+        return self.hooks.get(event, [])
+
+    def _run(
+        self,
+        event: str,
+        command: str,
+        timeout: float,
+        payload: str,
+        started: list[subprocess.Popen[str]] | None = None,
+    ) -> str:
+        try:
+            with subprocess.Popen(
+                ["/bin/sh", "-c", command],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            ) as run:
+                if started is not None:
+                    started.append(run)
+                out, _ = run.communicate(payload, timeout=timeout)
+                return out
+        except (OSError, subprocess.TimeoutExpired) as e:
+            print(f"hook {event} failed: {e}", file=sys.stderr)
+            return ""
 
     @property
     def path(self) -> Path:
@@ -119,20 +146,45 @@ class Agent:
         self.record("assistant", reply, self.model)
         self.hook("Stop")
 
-    def ask(self) -> None:
+    def ask(self, command: str) -> None:
+        """Ask to run command; the first answer wins: a key in the terminal or a decision a
+        PermissionRequest hook prints (whose hooks are stopped once the terminal answers)."""
         self.hook("Notification", notification_type="permission_prompt")
-        while True:
+        decided: list[str] = []
+        running: list[subprocess.Popen[str]] = []
+        request: dict[str, object] = {
+            "tool_name": "Bash",
+            "tool_input": {"command": command or "true"},
+        }
+        payload = self._payload("PermissionRequest", request)
+        for cmd, timeout in self._of("PermissionRequest"):
+            threading.Thread(
+                target=lambda c=cmd, t=timeout: decided.extend(
+                    _decision(self._run("PermissionRequest", c, t, payload, running))
+                ),
+                daemon=True,
+            ).start()
+        said = ""
+        while said not in ("y", "n"):
             sys.stdout.write(QUESTION)
             sys.stdout.flush()
             trace("blocked")
-            line = sys.stdin.readline()
-            if not line:
+            said = self._answer(decided)
+            if said == "eof":
                 return
-            if line.strip().lower() in ("y", "n"):
-                self.hook("PostToolUse")
-                print("● Proceeding." if line.strip().lower() == "y" else "● Cancelled.")
-                self.hook("Stop")
-                return
+        for run in running:  # Claude Code stops the hooks of a dialog answered
+            run.terminate()
+        self.hook("PostToolUse")
+        print("● Proceeding." if said == "y" else "● Cancelled.")
+        self.hook("Stop")
+
+    def _answer(self, decided: list[str]) -> str:
+        """A line typed ("eof" at its end) or a hook's decision ("y" or "n"), the first."""
+        while not decided:
+            if select.select([sys.stdin], [], [], 0.02)[0]:
+                line = sys.stdin.readline()
+                return line.strip().lower() if line else "eof"
+        return "y" if decided[0] == "allow" else "n"
 
     def rotate(self) -> None:
         self.hook("SessionEnd", reason="clear")
@@ -155,8 +207,8 @@ class Agent:
                 return 0
             if text == "/clear":
                 self.rotate()
-            elif text == "/ask":
-                self.ask()
+            elif text == "/ask" or text.startswith("/ask "):
+                self.ask(text[len("/ask") :].strip())
             elif text.startswith("/work"):
                 parts = text.split()
                 seconds = float(parts[1]) if len(parts) > 1 else 5.0
@@ -165,13 +217,27 @@ class Agent:
                 self.answer(text, float(os.environ.get("DEMO_AGENT_THINK", "0.5")))
 
 
-def load_hooks(path: str) -> dict[str, list[str]]:
-    """{event: [command, ...]} from Claude's settings format; a bad file means no hooks."""
+def _decision(printed: str) -> list[str]:
+    """The decision a PermissionRequest hook printed, as Claude Code reads it: [] for none."""
+    try:
+        said = json.loads(printed)["hookSpecificOutput"]["decision"]["behavior"]
+    except (ValueError, KeyError, TypeError):
+        return []
+    return [said] if said in ("allow", "deny") else []
+
+
+def load_hooks(path: str) -> Hooks:
+    """{event: [(command, timeout), ...]} from Claude's settings format; a bad file means no
+    hooks."""
     try:
         with open(path, encoding="utf-8") as f:
             settings = json.load(f)
         return {
-            event: [h["command"] for group in groups for h in group["hooks"]]
+            event: [
+                (h["command"], float(h.get("timeout", HOOK_TIMEOUT)))
+                for group in groups
+                for h in group["hooks"]
+            ]
             for event, groups in settings.get("hooks", {}).items()
         }
     except (OSError, ValueError, KeyError, TypeError) as e:

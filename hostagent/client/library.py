@@ -370,13 +370,22 @@ class Client:
         (info,) = await self._session(name, "ExplainActivity")
         return dict(info)
 
-    async def report_hook(self, event: str, data: dict[str, str]) -> str:
-        """Report a hook of the session this process runs in; that session's name."""
+    async def report_hook(self, event: str, data: dict[str, str]) -> None:
+        """Report a hook of the session this process runs in."""
+        await self._hook("ReportHook", event, data, 5.0)
+
+    async def ask_hook(self, event: str, data: dict[str, str]) -> str:
+        """Ask as a hook of the session this process runs in, and wait: the decision the hook
+        prints, "" for none (the daemon bounds the wait)."""
+        return str((await self._hook("AskHook", event, data, None))[0])
+
+    async def _hook(
+        self, member: str, event: str, data: dict[str, str], timeout: float | None
+    ) -> Any:
         # 0: this caller, placed by the bus; its own pid is its session's number, not the daemon's.
         (path,) = await self._manager("GetSessionByPID", "u", [0], timeout=5.0)
         body = [event, {k: Variant("s", v) for k, v in data.items()}]
-        await self._call(path, SESSION_INTERFACE, "ReportHook", "sa{sv}", body, timeout=5.0)
-        return str(path)
+        return await self._call(path, SESSION_INTERFACE, member, "sa{sv}", body, timeout)
 
     async def attach_command(self, name: str) -> list[str]:
         """What to run to attach a terminal: hostagentctl's confined attach."""

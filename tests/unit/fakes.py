@@ -493,6 +493,7 @@ class ShownWatch:
         self.last_screen = ""
         self.asking = Asking()
         self.looks_again: list[float] = []
+        self.closed = False
 
     def look_again(self, delay: float) -> None:
         self.looks_again.append(delay)

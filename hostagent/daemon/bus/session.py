@@ -274,6 +274,25 @@ async def _explain(o: SessionObject, call: Call) -> dict[str, str]:
 
 
 async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str, Any]) -> None:
+    values = await _from_hook(o, call, event, data)
+    await o.f.hooks.report_hook(o.session, event, values)
+
+
+async def _ask_hook(o: SessionObject, call: Call, event: str, data: dict[str, Any]) -> str:
+    """A hook that asks (hookrequest.py) and waits: what it prints ("" leaves the dialog to
+    the terminal). Only the session's own preset's asking event asks."""
+    values = await _from_hook(o, call, event, data)
+    preset = o.f.settings.preset(o.session.record.preset)
+    if preset is None or preset.hooks_ask != event:
+        await o.f.hooks.report_hook(o.session, event, values)
+        return ""
+    return await o.f.hooks.ask(o.session, event, values)
+
+
+async def _from_hook(
+    o: SessionObject, call: Call, event: str, data: dict[str, Any]
+) -> dict[str, Any]:
+    """A hook's values, once its caller is shown to be a process of the session's own."""
     check_event(event)
     values = {k: v.value for k, v in data.items() if isinstance(v, Variant)}
     token = values.pop("token", "")
@@ -290,7 +309,7 @@ async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str,
     # A hook takes this way when the owner's hooks FIFO is gone: make it again.
     with contextlib.suppress(OSError, KeyError):
         o.f.hooks.open_pipe(o.session)
-    await o.f.hooks.report_hook(o.session, event, values)
+    return values
 
 
 async def _attach(o: SessionObject, call: Call) -> list[str]:
@@ -338,6 +357,13 @@ SESSION = Interface(
         Method("GetAttachCommand", [], [("argv", "as")], _attach),
         Method("GetTmuxAttachCommand", [], [("argv", "as")], _tmux_attach),
         Method("ReportHook", [("event", "s"), ("data", "a{sv}")], [], _report_hook),
+        Method(
+            "AskHook",
+            [("event", "s"), ("data", "a{sv}")],
+            [("decision", "s")],
+            _ask_hook,
+            waits=True,
+        ),
     ],
     properties=_CONST + _CHANGING + _COUNTERS,
 )

@@ -12,6 +12,7 @@ id it names to ``Conversations``. ``ReportHook`` on the bus comes to ``report_ho
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -20,7 +21,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from hostagent import activity, mcp_registration, sandbox
+from hostagent import activity, hookrequest, mcp_registration, sandbox
 from hostagent.daemon.follow import hookpipe, hooks
 from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.follow.hookflow import HookFlow
@@ -39,6 +40,7 @@ from hostagent.session import SessionRecord, State
 log = logging.getLogger(__name__)
 # hostagentctl, where the daemon finds it: the program of every session's MCP server.
 CTL = shutil.which("hostagentctl") or "hostagentctl"
+ASK_MARGIN = 30  # seconds a waiting hook is given beyond the daemon's wait, to hear "none"
 
 
 def command_with_hooks(
@@ -157,8 +159,13 @@ class AgentHooks:
         command = hookpipe.hook_command(
             session.paths.runtime_dir, session.name, self.registry.system
         )
+        ask = None
+        if preset.hooks_ask:  # its hook outlives the daemon's wait: the daemon says "none"
+            bus = "--system" if self.registry.system else "--user"
+            argv = [CTL, bus, "hook", preset.hooks_ask, "--ask"]
+            ask = (preset.hooks_ask, argv, self.settings.config.answer_wait + ASK_MARGIN)
         settings = hooks.settings(
-            preset.hooks_format, command, _admin_defaults(preset.hooks_defaults)
+            preset.hooks_format, command, _admin_defaults(preset.hooks_defaults), ask
         )
         hooks.write_settings(path, mcp_registration.with_settings(settings, tools.settings))
 
@@ -250,6 +257,25 @@ class AgentHooks:
             # Heard even when the activity it reports is the one shown: a turn too quick to be
             # seen working still ended (follow/usage.py reads its usage then).
             self.registry.announce(session)
+
+    async def ask(self, session: Session, event: str, data: dict[str, object]) -> str:
+        """A hook that waits for its question's answer (hookrequest.py) reports event, asks,
+        and gets the decision it prints: "allow", "deny", or "" when none comes within the
+        admin's wait (the dialog is then the terminal's, read from the screen)."""
+        await self.report_hook(session, event, data)
+        watch = session.watch
+        if watch is None or watch.closed or session.removed:
+            return ""
+        tool, tool_input = (str(data.get(k, "")) for k in hookrequest.FIELDS)
+        asked, reply = watch.asking.ask_hook(hookrequest.question(tool, tool_input))
+        self.registry.announce(session)
+        try:
+            return await asyncio.wait_for(asyncio.shield(reply), self.settings.config.answer_wait)
+        except TimeoutError:
+            return ""
+        finally:  # its wait ended, or its hook left (the agent took an answer elsewhere)
+            if watch.asking.end_hook(asked.id):
+                self.registry.announce(session)
 
 
 def _admin_defaults(path: str) -> dict[str, object]:

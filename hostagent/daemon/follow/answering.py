@@ -4,15 +4,16 @@ The first answer to come holds the question (state/asking.py) while it reads the
 and sends the keys; one arriving meanwhile, or after, is told the question is gone. The screen
 is read again first so that a question answered in the terminal, or replaced, in between is
 never answered from here: the keys go to the dialog the sender read, from where its highlight
-stands now.
+stands now. A question asked by the agent's hook is answered through the hook's reply, which
+the agent takes as its dialog's answer: nothing is typed.
 """
 
 from __future__ import annotations
 
-from hostagent import question
+from hostagent import hookrequest, question
 from hostagent.daemon.host import tmux
 from hostagent.daemon.host.ports import TmuxPort
-from hostagent.daemon.state.asking import ANSWER_TAKES
+from hostagent.daemon.state.asking import ANSWER_TAKES, SOURCE_HOOK
 from hostagent.daemon.state.live import Session
 from hostagent.errors import InvalidArgs, NoQuestion, NotRunning
 from hostagent.question import AnswerProblem, Choice
@@ -41,6 +42,9 @@ async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) ->
         index = question.choose(asked.question, said)
     except AnswerProblem as e:
         raise InvalidArgs(str(e)) from None
+    if asked.source == SOURCE_HOOK:
+        asking.took(asked, hookrequest.decision(index))
+        return asked.question.choices[index]
     asking.answering = True
     try:
         try:

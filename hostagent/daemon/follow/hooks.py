@@ -59,24 +59,24 @@ def root_hooks_file(runtime_root: Path, name: str) -> Path:
     return directory / f"{name}.json"
 
 
-def settings(fmt: str, hook_command: list[str], base: dict[str, object]) -> dict[str, object]:
+def settings(
+    fmt: str,
+    hook_command: list[str],
+    base: dict[str, object],
+    ask: tuple[str, list[str], int] | None = None,
+) -> dict[str, object]:
     """A settings file of format fmt with one command hook per event, over base (an admin's
-    defaults file, kept because ours takes its place)."""
+    defaults file, kept because ours takes its place); ask: (event, command, timeout in
+    seconds), a second hook for that event that waits for the question's answer, beside the
+    one that reports at once (the CLI runs an event's hooks side by side)."""
     command = " ".join(_sh_quote(a) for a in hook_command)
     ours = {
-        event: [
-            {
-                "hooks": [
-                    {
-                        "type": "command",
-                        "command": f"{command} {event}",
-                        "timeout": HOOK_TIMEOUT[fmt],
-                    }
-                ]
-            }
-        ]
+        event: [{"hooks": [_hook(f"{command} {event}", HOOK_TIMEOUT[fmt])]}]
         for event in FORMAT_EVENTS[fmt]
     }
+    if ask is not None:
+        event, argv, timeout = ask
+        ours[event][0]["hooks"].append(_hook(" ".join(_sh_quote(a) for a in argv), timeout))
     if fmt == "gemini":
         base = _keep_sessions(base)
     theirs = base.get("hooks")
@@ -85,6 +85,10 @@ def settings(fmt: str, hook_command: list[str], base: dict[str, object]) -> dict
         earlier = merged.get(event)
         merged[event] = [*(earlier if isinstance(earlier, list) else []), *groups]
     return {**base, "hooks": merged}
+
+
+def _hook(command: str, timeout: int) -> dict[str, object]:
+    return {"type": "command", "command": command, "timeout": timeout}
 
 
 def _keep_sessions(base: dict[str, object]) -> dict[str, object]:

@@ -137,6 +137,7 @@ class PaneWatch:
 
     def close(self) -> None:
         self.closed = True
+        self.asking.end_hook()  # a hook still waiting leaves the dialog to the terminal
         for handle in (self._gap, self._soon, self._settle, self._stale):
             if handle is not None:
                 handle.cancel()
@@ -301,10 +302,12 @@ class PaneWatch:
 
     def report_hook(self, verdict: Verdict) -> None:
         self.hook = verdict
-        self._publish()
+        # The agent went on: whatever its hook asked was answered, in the terminal or not.
+        ended = verdict.activity is not Activity.BLOCKED and self.asking.end_hook()
+        self._publish(ended)
         self._request()  # the screen may show more than the hook said
 
-    def _publish(self) -> None:
+    def _publish(self, asks: bool = False) -> None:
         if self.closed or (self.screen_verdict is None and self.hook is None):
             return
         screen = self.screen_verdict or Verdict(Activity.UNKNOWN, "screen", "not read yet", "")
@@ -316,7 +319,7 @@ class PaneWatch:
                 self._stale.cancel()
             due = self._last_output + activity.HOOK_STALE_SEC
             self._stale = self._loop.call_at(due, self._on_stale)
-        asks = self.asking.see(verdict.activity is Activity.BLOCKED, self.screen)
+        asks = self.asking.see(verdict.activity is Activity.BLOCKED, self.screen) or asks
         if verdict != self.verdict or asks:
             self.verdict = verdict
             self.on_verdict(verdict)

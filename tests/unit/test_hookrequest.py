@@ -1,0 +1,174 @@
+"""A question an agent asks through its hook (hookrequest.py), as the daemon keeps it beside
+its screen's (state/asking.py) and answers it through the hook's reply (follow/agenthooks.py
+ask, follow/answering.py); the settings, preset and config that turn it on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from hostagent import hookrequest, yamlfile
+from hostagent.config import parse_config
+from hostagent.daemon.follow import answering, hooks
+from hostagent.daemon.state.asking import ANSWER_TAKES, SOURCE_HOOK, SOURCE_SCREEN, Asking
+from hostagent.errors import NoQuestion
+from hostagent.options import CreateRequest
+from hostagent.presets import parse_preset
+from hostagent.yamlfile import SettingsError
+from tests.unit.fakes import Host, ShownWatch, me, run
+
+MENU = "Bash command\n  rm -rf build/\nDo you want to proceed?\n❯ 1. Yes\n  2. No\n"
+PROMPT = "● Done.\n> "
+RM = hookrequest.question("Bash", json.dumps({"command": "rm -rf build/", "description": "x"}))
+
+
+@pytest.mark.parametrize(
+    "tool, tool_input, detail",
+    [
+        ("Bash", '{"command": "rm -rf build/"}', "Bash\ncommand: rm -rf build/"),
+        ("Write", '{"file_path": "/tmp/a", "content": "..."}', "Write\nfile_path: /tmp/a"),
+        ("mcp__x__y", '{"q": 1}', 'mcp__x__y\n{"q": 1}'),
+        ("Bash", "not json", "Bash\nnot json"),
+        ("", "", "a tool"),
+        ("Bash", json.dumps({"command": "a\n\n  b"}), "Bash\ncommand: a b"),  # one line each
+    ],
+)
+def test_a_hooks_request_reads_as_its_tool_and_what_it_would_do(
+    tool: str, tool_input: str, detail: str
+) -> None:
+    q = hookrequest.question(tool, tool_input)
+    assert q.text == "Do you want to proceed?" and q.detail == detail
+    assert [c.label for c in q.choices] == ["Yes", "No"] and q.selected == -1
+
+
+def test_the_hooks_reply_allows_or_denies_and_a_deny_stops_the_turn() -> None:
+    assert [hookrequest.decision(i) for i in (0, 1)] == ["allow", "deny"]
+    allow = hookrequest.reply("PermissionRequest", "allow", "why")
+    assert allow == {
+        "hookSpecificOutput": {
+            "hookEventName": "PermissionRequest",
+            "decision": {"behavior": "allow"},
+        }
+    }
+    deny = hookrequest.reply("PermissionRequest", "deny", "why")["hookSpecificOutput"]
+    assert deny["decision"] == {"behavior": "deny", "message": "why", "interrupt": True}  # type: ignore[index]
+
+
+def test_a_hooks_question_comes_first_and_its_dialog_answered_elsewhere_ends_it() -> None:
+    async def body() -> None:
+        asking = Asking()
+        asked, reply = asking.ask_hook(RM)
+        assert asking.asked == asked and asked.source == SOURCE_HOOK
+        assert not asking.see(True, PROMPT)  # drawn after the hook asked: still its question
+        assert not asking.see(True, MENU) and asking.asked == asked  # its dialog, drawn
+        assert asking.screen is not None and asking.screen.source == SOURCE_SCREEN
+        assert asking.see(True, PROMPT)  # answered in the terminal
+        assert asking.asked is None and reply.result() == ""
+        # A second hook while one waits is the terminal's at once.
+        first, _ = asking.ask_hook(RM)
+        _, second = asking.ask_hook(RM)
+        assert second.result() == "" and asking.asked == first
+
+    run(body())
+
+
+def test_a_hooks_answer_keeps_its_dialog_out_while_still_drawn() -> None:
+    async def body() -> None:
+        asking = Asking()
+        asked, reply = asking.ask_hook(RM)
+        asking.see(True, MENU, at=100.0)
+        asking.took(asked, "deny", at=100.0)
+        assert reply.result() == "deny" and asking.asked is None
+        assert not asking.see(True, MENU, at=100.5) and asking.asked is None
+        assert asking.see(True, MENU, at=100.0 + ANSWER_TAKES)  # still drawn: asked again
+        assert asking.asked is not None and asking.asked.source == SOURCE_SCREEN
+
+    run(body())
+
+
+async def _hooked(tmp_path: Path, wait: int) -> tuple[Host, asyncio.Task[str]]:
+    host = await Host.started(tmp_path)
+    host.config.answer_wait = wait
+    await host.create(me(), "a", "shell", str(tmp_path), CreateRequest())
+    session = host.registry.get("a")
+    host.registry.watched(session, ShownWatch())
+    data: dict[str, object] = {"tool_name": "Bash", "tool_input": '{"command": "ls"}'}
+    task = asyncio.ensure_future(host.core.hooks.ask(session, "PermissionRequest", data))
+    while session.asked is None:
+        await asyncio.sleep(0)  # the task runs up to its wait
+    return host, task
+
+
+def test_an_answer_to_a_hooks_question_is_its_reply_and_types_nothing(tmp_path: Path) -> None:
+    async def body() -> None:
+        host, task = await _hooked(tmp_path, 600)
+        session = host.registry.get("a")
+        asked = session.asked
+        assert asked is not None and asked.question.detail == "Bash\ncommand: ls"
+        chosen = await answering.answer(host.scopes.tmux, session, asked.id, "yes")
+        assert chosen.label == "Yes" and await task == "allow"
+        assert host.scopes.tmux.pressed == [] and session.asked is None
+        with pytest.raises(NoQuestion):
+            await answering.answer(host.scopes.tmux, session, asked.id, "no")
+
+    run(body())
+
+
+@pytest.mark.parametrize("ends", ["wait", "hook left"])
+def test_a_hooks_question_past_its_wait_or_left_by_its_hook_goes(tmp_path: Path, ends: str) -> None:
+    async def body() -> None:
+        host, task = await _hooked(tmp_path, 0 if ends == "wait" else 600)
+        if ends == "wait":
+            assert await task == ""
+        else:
+            task.cancel()  # the bus drops a waiting call whose caller left
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        assert host.registry.get("a").asked is None
+
+    run(body())
+
+
+def test_the_settings_run_a_second_hook_that_asks_beside_the_one_that_reports() -> None:
+    ask = ("PermissionRequest", ["/usr/bin/hostagentctl", "--system", "hook", "X", "--ask"], 630)
+    made = hooks.settings("claude", ["/bin/sh", "-c", "s"], {}, ask)["hooks"]
+    permission = made["PermissionRequest"][0]["hooks"]  # type: ignore[index]
+    assert [h["timeout"] for h in permission] == [10, 630]
+    assert permission[1]["command"] == "/usr/bin/hostagentctl --system hook X --ask"
+    assert len(made["Stop"][0]["hooks"]) == 1  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "hooks_section, problem",
+    [
+        ({"format": "claude", "args": ["{hooks_file}"], "ask": "PermissionRequest"}, None),
+        ({"format": "qwen", "args": ["{hooks_file}"], "ask": "PermissionRequest"}, "hooks.ask"),
+        ({"format": "claude", "args": ["{hooks_file}"], "ask": "Stop"}, "hooks.ask"),
+        ({"format": "gemini", "args": ["{hooks_file}"]}, None),
+    ],
+)
+def test_only_a_claude_format_permission_request_asks(
+    tmp_path: Path, hooks_section: dict[str, object], problem: str | None
+) -> None:
+    doc = yamlfile.Document(tmp_path / "p.yaml", {"name": "p", "hooks": hooks_section}, {})
+    if problem is None:
+        assert parse_preset(doc).hooks_ask == hooks_section.get("ask", "")
+        return
+    with pytest.raises(SettingsError, match=problem):
+        parse_preset(doc)
+
+
+@pytest.mark.parametrize("wait, problem", [("5", None), ("0", "answers.wait"), ("yes", "wait")])
+def test_the_admin_sets_how_long_a_hooks_question_waits(
+    tmp_path: Path, wait: str, problem: str | None
+) -> None:
+    path = tmp_path / "hostagent.yaml"
+    path.write_text(f"answers:\n  wait: {wait}\n")
+    if problem is None:
+        assert parse_config(yamlfile.load(path)).answer_wait == int(wait)
+        return
+    with pytest.raises(SettingsError, match=problem):
+        parse_config(yamlfile.load(path))
