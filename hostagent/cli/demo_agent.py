@@ -98,6 +98,7 @@ class Agent:
                 ["/bin/sh", "-c", command],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,  # as Claude Code keeps it off the screen
                 text=True,
             ) as run:
                 if started is not None:

@@ -295,6 +295,8 @@ def taken(sb: Sandbox, agent: RealAgent, name: str) -> bool:
 # CLIs whose approval's choices stand side by side told apart by colour alone: no question is
 # read from their screen (question.py), and their user answers in the terminal.
 ANSWERED_IN_THE_TERMINAL = {"opencode", "kilo"}
+# CLIs whose approval its PermissionRequest hook asks, with the command it would run.
+ASKED_BY_HOOK = {"claude"}
 ALLOWING = ("yes", "allow", "approve", "continue", "run", "proceed")
 
 
@@ -321,6 +323,8 @@ def answer_from_inbox(sb: Sandbox, agent: RealAgent, name: str) -> None:
     for _ in range(3):
         q = asked_in_inbox(sb, agent, name, answered)
         assert len(q["choices"]) >= 2 and q["choices"][0].lower().startswith(ALLOWING), q
+        if agent.preset in ASKED_BY_HOOK:
+            assert q["source"] == "hook" and "touch approved-by-user.txt" in q["detail"], q
         out = sb.ctl("answer", "--id", q["id"], name, "1", user=agent.user, system=True)
         assert out.returncode == 0, out.stderr
         assert f"answered '{q['choices'][0]}'" in out.stdout, out.stdout
