@@ -45,6 +45,7 @@ USAGE = {
 }
 QUESTION = "Do you want to proceed? (y/n) "
 HOOK_TIMEOUT = 10.0  # seconds, where the settings say none (Claude's unit)
+DRAW_AFTER_HOOKS = 0.3  # seconds a dialog waits for its quick hooks, at most
 Hooks = dict[str, list[tuple[str, float]]]  # event -> (command, timeout), in order
 
 
@@ -158,13 +159,21 @@ class Agent:
             "tool_input": {"command": command or "true"},
         }
         payload = self._payload("PermissionRequest", request)
-        for cmd, timeout in self._of("PermissionRequest"):
+        threads = [
             threading.Thread(
                 target=lambda c=cmd, t=timeout: decided.extend(
                     _decision(self._run("PermissionRequest", c, t, payload, running))
                 ),
                 daemon=True,
-            ).start()
+            )
+            for cmd, timeout in self._of("PermissionRequest")
+        ]
+        for thread in threads:
+            thread.start()
+        # Claude Code draws its dialog about a third of a second after its hooks start.
+        drawn_at = time.monotonic() + DRAW_AFTER_HOOKS
+        for thread in threads:
+            thread.join(max(0.0, drawn_at - time.monotonic()))
         said = ""
         while said not in ("y", "n"):
             sys.stdout.write(QUESTION)

@@ -501,6 +501,9 @@ class ShownWatch:
     def report_hook(self, verdict: Verdict) -> None:
         pass
 
+    def expect_hook(self, grace: float) -> None:
+        self.asking.expecting = True
+
     async def look_now(self) -> None:
         pass
 

@@ -75,6 +75,20 @@ def test_a_hooks_question_comes_first_and_its_dialog_answered_elsewhere_ends_it(
     run(body())
 
 
+def test_a_dialog_drawn_while_its_hooks_question_is_on_its_way_is_held_back() -> None:
+    async def body() -> None:
+        asking = Asking()
+        asking.expecting = True  # the hook's report came at once; its question follows
+        asking.see(True, MENU)
+        assert asking.asked is None and asking.screen is not None
+        asked, _ = asking.ask_hook(RM)
+        assert asking.asked == asked and not asking.expecting
+        asking.end_hook(asked.id)
+        assert asking.asked == asking.screen  # no hook question came: the screen's
+
+    run(body())
+
+
 def test_a_hooks_answer_keeps_its_dialog_out_while_still_drawn() -> None:
     async def body() -> None:
         asking = Asking()

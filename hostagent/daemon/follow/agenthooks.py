@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 # hostagentctl, where the daemon finds it: the program of every session's MCP server.
 CTL = shutil.which("hostagentctl") or "hostagentctl"
 ASK_MARGIN = 30  # seconds a waiting hook is given beyond the daemon's wait, to hear "none"
+# Seconds between a hook's report that it asks (its FIFO line) and its question (a bus call,
+# after a Python start) that the dialog drawn meanwhile is held back, at most.
+ASK_GRACE = 5.0
 
 
 def command_with_hooks(
@@ -254,6 +257,8 @@ class AgentHooks:
             verdict = preset and activity.hook_verdict(preset.activity, event, report.subtype)
             if verdict and session.watch is not None:
                 session.watch.report_hook(verdict)
+            if preset and preset.hooks_ask == event and session.watch is not None:
+                session.watch.expect_hook(ASK_GRACE)
             # Heard even when the activity it reports is the one shown: a turn too quick to be
             # seen working still ended (follow/usage.py reads its usage then).
             self.registry.announce(session)

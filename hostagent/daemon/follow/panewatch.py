@@ -300,12 +300,29 @@ class PaneWatch:
         answered dialog that took no key prints nothing."""
         self._loop.call_later(delay, self._request)
 
+    def expect_hook(self, grace: float) -> None:
+        """The agent's hook said at once that it asks: hold the dialog drawn meanwhile back
+        for its question, for grace at most (a hook that cannot reach the daemon never asks)."""
+        self.asking.expecting = True
+        self._loop.call_later(grace, self._expected)
+
+    def _expected(self) -> None:
+        if self.asking.expecting:
+            self.asking.expecting = False
+            self._publish(asks=True)
+
     def report_hook(self, verdict: Verdict) -> None:
         self.hook = verdict
         # The agent went on: whatever its hook asked was answered, in the terminal or not.
-        ended = verdict.activity is not Activity.BLOCKED and self.asking.end_hook()
+        ended = verdict.activity is not Activity.BLOCKED and (
+            self.asking.end_hook() or self._forget_expected()
+        )
         self._publish(ended)
         self._request()  # the screen may show more than the hook said
+
+    def _forget_expected(self) -> bool:
+        expected, self.asking.expecting = self.asking.expecting, False
+        return expected
 
     def _publish(self, asks: bool = False) -> None:
         if self.closed or (self.screen_verdict is None and self.hook is None):

@@ -57,6 +57,7 @@ class Asking:
         self.hooked: Asked | None = None  # the question a waiting hook asks
         self._reply: asyncio.Future[str] | None = None  # the hook's decision, "" for none
         self._drawn = False  # the hooked question's dialog was seen on the screen
+        self.expecting = False  # the hook reported at once that it asks: its question comes
         self.answering = False  # an answer holds the question while it is typed
         self._answered: Question | None = None  # still drawn, already answered
         self._answered_at = 0.0  # time.monotonic() of that answer
@@ -64,8 +65,9 @@ class Asking:
 
     @property
     def asked(self) -> Asked | None:
-        """The question the session asks: its hook's while one waits, else its screen's."""
-        return self.hooked or self.screen
+        """The question the session asks: its hook's while one waits, else its screen's (held
+        back while the hook's is on its way: the dialog is drawn before it comes)."""
+        return self.hooked or (None if self.expecting else self.screen)
 
     def see(self, blocked: bool, screen: str, at: float | None = None) -> bool:
         """Take a screen read (blocked: the session's verdict; at: its time.monotonic());
@@ -97,6 +99,7 @@ class Asking:
         """A hook asks: the question, and the decision its hook will print ("" for none).
         One hook at a time: a second while one waits is left to the terminal at once."""
         reply: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.expecting = False
         asked = Asked(secrets.token_hex(6), asks, time.time_ns() // 1000, SOURCE_HOOK)
         if self.hooked is not None:
             reply.set_result("")
