@@ -10,13 +10,16 @@ The agent CLIs draw their dialogs in a few shapes, the same across them:
   choice's description on the lines under it indented further, often in a box (``│``);
 - a line question with its answers in parentheses (Aider's ``Run shell command? (Y)es/(N)o/
   (D)on't ask again [Yes]:``) or brackets (``[y/N]``), the default in capitals or brackets;
-- answers as keys side by side (Cline's ``[y] Approve   [n] Deny``).
+- answers as keys side by side (Cline's ``[y] Approve   [n] Deny``);
+- choices side by side with a hint to move between them (OpenCode's and Kilo's ``Allow once
+  Allow always   Reject   ⇆ select  enter confirm``), the highlighted one told by its colour.
 
 A menu is answered by moving from the highlighted choice to the wanted one and pressing Enter
 (every such menu takes the arrows), or, where none is shown highlighted, by its number; a line
-question by its letter and Enter; keys side by side by the key. A dialog drawn in none of these
-shapes (choices told apart by colour alone) reads as no question: it is answered in the
-terminal. The daemon reads a question only from a session that reads ``blocked``, and checks
+question by its letter and Enter; keys side by side by the key; choices side by side by the
+arrows from the highlighted one, which only a capture with its colours shows (highlight.py):
+their keys are found when the answer comes. A dialog drawn in none of these shapes reads as no
+question: it is answered in the terminal. The daemon reads a question only from a session that reads ``blocked``, and checks
 the screen still shows it before it sends an answer's keys.
 
 Pure.
@@ -34,6 +37,7 @@ MAX_DETAIL_LINES = 8  # the dialog's lines above its question (the tool, the com
 # Of each line, what is read: a screen is at most 1000 columns, and a dialog's words are far
 # fewer; the patterns below read a line in time that grows with its length, never faster.
 MAX_LINE = 400
+FAR_RIGHT = 20  # columns past a row's start that text above it is drawn beside the dialog
 CURSORS = "❯›>●▶→"
 _RULE_CHARS = frozenset("╭╮╰╯┌┐└┘├┤─━═╌┄-_ ")
 _BOX_CHARS = frozenset("╭╮╰╯┌┐└┘├┤─━═╌┄")
@@ -48,6 +52,9 @@ _LINE_QUESTION = re.compile(
     r"\s*(?:\[(?P<default>[^\]]{0,40})\])?:?\s*$"
 )
 _YES_NO = re.compile(r"^(?P<text>.*?\?)\s*[\[(](?P<y>[yY])/(?P<n>[nN])[\])]\s*:?\s*$")
+_SELECT_HINT = re.compile(r"(?i)\bselect\b.{0,40}\bconfirm\b")
+_SPREAD = re.compile(r" {3,}")
+_LABEL = re.compile(r"\w[\w'-]*(?: [\w'-]+){0,5}")
 _KEYS = re.compile(r"\[(?P<key>[A-Za-z0-9])\] *(?P<label>\w[\w'-]*(?: [\w'-]+)*)(?= {2,}\[| *$)")
 
 
@@ -70,6 +77,7 @@ class Question:
     # The dialog's lines above its question, one a line: what it asks about (the tool, the
     # command, the file), which a person must see to answer and a rule may match.
     detail: str = ""
+    sideways: bool = False  # choices side by side, moved between with the arrows (highlight.py)
 
     @property
     def words(self) -> str:
@@ -82,7 +90,12 @@ def read(screen: str) -> Question | None:
     drawn = [line[: MAX_LINE * 2] for line in screen.rstrip().split("\n")[-LINES:]]
     lines = [_unboxed(line)[:MAX_LINE] for line in drawn]  # a blank bottom is no dialog's
     edges = frozenset(row for row, line in enumerate(drawn) if _is_edge(line))
-    return _keys_side_by_side(lines, edges) or _line_question(lines, edges) or _menu(lines, edges)
+    return (
+        _keys_side_by_side(lines, edges)
+        or _select_row(lines, edges)
+        or _line_question(lines, edges)
+        or _menu(lines, edges)
+    )
 
 
 def _is_edge(line: str) -> bool:
@@ -288,6 +301,32 @@ def _keys_side_by_side(lines: list[str], edges: frozenset[int]) -> Question | No
             detail = _detail_above(lines, row, edges)
             return Question(_text_above(lines, row), choices, -1, detail)
     return None
+
+
+def _select_row(lines: list[str], edges: frozenset[int]) -> Question | None:
+    """OpenCode's and Kilo's "Allow once   Allow always   Reject   ⇆ select  enter confirm":
+    choices side by side, then a hint to select and confirm; the question is the dialog's
+    first line above them ("△ Permission required"), its detail the others."""
+    for row in range(len(lines) - 1, -1, -1):
+        parts = _SPREAD.split(lines[row].strip())
+        if len(parts) < 3 or not _SELECT_HINT.search(parts[-1]):
+            continue
+        if not all(_LABEL.fullmatch(label) for label in parts[:-1]):
+            return None
+        # Past blank rows, and text drawn far to the right of the dialog (its status line).
+        indent = len(lines[row]) - len(lines[row].lstrip())
+        above = row - 1
+        while above >= 0 and _indent(lines[above]) > indent + FAR_RIGHT:
+            above -= 1
+        said = _lines_above(lines, above, edges).split("\n")
+        choices = tuple(Choice(label) for label in parts[:-1])
+        return Question(said[0], choices, -1, "\n".join(said[1:]), sideways=True)
+    return None
+
+
+def _indent(line: str) -> int:
+    """Where line's text starts; a blank line's is past any line's end."""
+    return len(line) - len(line.lstrip()) if line.strip() else MAX_LINE
 
 
 def same(a: Question, b: Question) -> bool:

@@ -262,17 +262,6 @@ def used(sb: Sandbox, agent: RealAgent, name: str, calls: int) -> Usage:
     return got
 
 
-def approve(sb: Sandbox, agent: RealAgent, name: str) -> None:
-    """Press the dialog's answer, and see the session leave blocked. A dialog drawn before it
-    takes keys (Mistral Vibe's, on a machine busy with the other lane) drops the press: while
-    the session still reads blocked and its dialog still shows, it is pressed again."""
-    for _ in range(3):
-        keys(sb, agent, name, agent.approve)
-        if taken(sb, agent, name):
-            return
-    raise AssertionError(f"{agent.key}'s dialog took none of three presses of its answer")
-
-
 def taken(sb: Sandbox, agent: RealAgent, name: str) -> bool:
     """Whether the dialog took its answer: the session left blocked within 10 s, or its dialog
     is gone and the agent is still busy with it (the caller waits on)."""
@@ -292,9 +281,6 @@ def taken(sb: Sandbox, agent: RealAgent, name: str) -> bool:
     return agent.approval not in sb.ctl("capture", name, user=agent.user, system=True).stdout
 
 
-# CLIs whose approval's choices stand side by side told apart by colour alone: no question is
-# read from their screen (question.py), and their user answers in the terminal.
-ANSWERED_IN_THE_TERMINAL = {"opencode", "kilo"}
 # CLIs whose approval its PermissionRequest hook asks, with the command it would run.
 ASKED_BY_HOOK = {"claude"}
 ALLOWING = ("yes", "allow", "approve", "continue", "run", "proceed")
@@ -335,17 +321,13 @@ def answer_from_inbox(sb: Sandbox, agent: RealAgent, name: str) -> None:
 
 
 def approval_turn(sb: Sandbox, agent: RealAgent, name: str, project: str) -> None:
-    """The CLI's own approval dialog reads blocked; approving it from the inbox (in the
-    terminal where the CLI's choices cannot be read) runs the command, then the held answer
-    reads working, then idle."""
+    """The CLI's own approval dialog reads blocked; approving it from the inbox runs the
+    command, then the held answer reads working, then idle."""
     control(sb, "hold")
     type_line(sb, agent, name, agent.approval_prompt)
     screen(sb, agent, name, agent.approval)
     blocked_by_rule(sb, agent, name)
-    if agent.preset in ANSWERED_IN_THE_TERMINAL:
-        approve(sb, agent, name)
-    else:
-        answer_from_inbox(sb, agent, name)
+    answer_from_inbox(sb, agent, name)
     if agent.answers_after_tool:
         assert wait(sb, agent, name, "working") == "working"
         control(sb, "release")

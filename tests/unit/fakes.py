@@ -126,6 +126,7 @@ class FakeTmux:
     def __init__(self, systemd: FakeSystemd) -> None:
         self.systemd = systemd
         self.screens: dict[str, tuple[str, str]] = {}  # session name -> (screen, title)
+        self.coloured: dict[str, str] = {}  # session name -> its screen with its colours
         self.typed: list[tuple[str, str, bool]] = []
         self.pressed: list[tuple[str, tuple[str, ...]]] = []  # (session name, keys)
         self.ended: dict[str, tuple[int | None, int | None]] = {}  # name -> (status, signal)
@@ -165,6 +166,11 @@ class FakeTmux:
 
     async def capture_to(self, owner: Owner, sock: Path, scrollback: int, fd: int) -> None:
         os.write(fd, (await self.capture(owner, sock, scrollback)).encode())
+
+    async def coloured_screen(self, owner: Owner, sock: Path) -> str:
+        """The screen with its colours: what the test set in coloured, else the plain one."""
+        name = self._name(sock)
+        return self.coloured.get(name) or self.screens.get(name, ("", ""))[0]
 
     async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str, str]:
         self._unit(sock)

@@ -10,13 +10,13 @@ the agent takes as its dialog's answer: nothing is typed.
 
 from __future__ import annotations
 
-from hostagent import hookrequest, question
+from hostagent import highlight, hookrequest, question
 from hostagent.daemon.host import tmux
 from hostagent.daemon.host.ports import TmuxPort
 from hostagent.daemon.state.asking import ANSWER_TAKES, SOURCE_HOOK
 from hostagent.daemon.state.live import Session
 from hostagent.errors import InvalidArgs, NoQuestion, NotRunning
-from hostagent.question import AnswerProblem, Choice
+from hostagent.question import AnswerProblem, Choice, Question
 
 
 async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) -> Choice:
@@ -59,10 +59,13 @@ async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) ->
                 "came (answered in its terminal, or replaced); nothing was typed."
             )
         choice = drawn.choices[index]  # the keys from where the highlight stands now
-        if not choice.keys:
+        keys = choice.keys
+        if drawn.sideways:  # only the screen's colours show where the highlight stands
+            keys = await _sideways(tmux_client, session, drawn, index)
+        if not keys:
             raise _terminal_only(session, choice)
         try:
-            await tmux_client.send_keys(session.owner, session.paths.socket, choice.keys)
+            await tmux_client.send_keys(session.owner, session.paths.socket, keys)
         except tmux.TmuxError as e:
             raise NotRunning(f"Session '{session.name}' has no terminal: {e}") from None
         except ValueError:  # keys no dialog takes: question.py reads none such
@@ -73,6 +76,19 @@ async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) ->
         return choice
     finally:
         asking.answering = False
+
+
+async def _sideways(
+    tmux_client: TmuxPort, session: Session, drawn: Question, index: int
+) -> tuple[str, ...]:
+    """The arrows from the highlighted choice, as a capture with colours shows it, to choice
+    index, and Enter; () when none stands out."""
+    try:
+        coloured = await tmux_client.coloured_screen(session.owner, session.paths.socket)
+    except tmux.TmuxError as e:
+        raise NotRunning(f"Session '{session.name}' has no terminal: {e}") from None
+    at = highlight.selected(coloured, [c.label for c in drawn.choices])
+    return highlight.moves(at, index, len(drawn.choices)) if at >= 0 else ()
 
 
 def _terminal_only(session: Session, choice: Choice) -> InvalidArgs:

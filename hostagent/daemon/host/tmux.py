@@ -275,6 +275,11 @@ class Tmux:
             owner, sock, "capture-pane", "-p", "-J", "-t", SESSION, "-S", start, limit=limit
         )
 
+    async def coloured_screen(self, owner: Owner, sock: Path) -> str:
+        """The visible screen with its colours and attributes, as escape sequences: what a
+        dialog that tells its choices apart by colour alone shows (highlight.py)."""
+        return await self.run(owner, sock, "capture-pane", "-p", "-e", "-t", SESSION)
+
     async def capture_to(self, owner: Owner, sock: Path, scrollback: int, fd: int) -> None:
         """What capture returns, written by tmux into fd, so that the daemon never holds it."""
         start = f"-{scrollback}" if scrollback > 0 else "0"
@@ -324,14 +329,14 @@ class Tmux:
             await self.run(owner, sock, *args, stdin=text.encode() if text else None)
 
     async def send_keys(self, owner: Owner, sock: Path, keys: tuple[str, ...]) -> None:
-        """Press keys (tmux's names: Up, Down, Enter, a letter or a digit) in the pane."""
+        """Press keys (tmux's names: the arrows, Enter, a letter or a digit) in the pane."""
         bad = [k for k in keys if not _KEY.fullmatch(k)]
         if bad or not keys:
             raise ValueError(f"not keys a dialog takes: {bad or keys}")
         await self.run(owner, sock, "send-keys", "-t", SESSION, *keys)
 
 
-_KEY = re.compile(r"Up|Down|Enter|[0-9A-Za-z]")
+_KEY = re.compile(r"Up|Down|Left|Right|Enter|[0-9A-Za-z]")
 
 
 def remove_socket(sock: Path) -> None:
