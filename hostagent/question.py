@@ -19,8 +19,8 @@ A menu is answered by moving from the highlighted choice to the wanted one and p
 question by its letter and Enter; keys side by side by the key; choices side by side by the
 arrows from the highlighted one, which only a capture with its colours shows (highlight.py):
 their keys are found when the answer comes. A dialog drawn in none of these shapes reads as no
-question: it is answered in the terminal. The daemon reads a question only from a session that reads ``blocked``, and checks
-the screen still shows it before it sends an answer's keys.
+question: it is answered in the terminal. The daemon reads a question only from a session
+that reads ``blocked``, and checks the screen still shows it before it sends an answer's keys.
 
 Pure.
 """
