@@ -543,7 +543,12 @@ def test_a_real_clis_question_tool_reads_blocked_from_its_screen(
         sb.ctl("rm", name, user=agent.user, system=True)
 
 
-DENYING = [a for a in AGENTS if a.key in ("claude", "copilot", "aider")]
+# One CLI of each way a dialog is answered: a hook's reply (Claude Code), a menu (Copilot,
+# Codex), a line question (Aider), keys side by side (Cline), choices told by colour (OpenCode).
+DENYING = [
+    a for a in AGENTS if a.key in ("claude", "copilot", "aider", "codex", "cline", "opencode")
+]
+REFUSING = ("no", "reject", "deny", "cancel")
 
 
 @pytest.mark.parametrize("agent", DENYING, ids=[a.key for a in DENYING])
@@ -567,8 +572,11 @@ def test_a_real_cli_denied_from_the_inbox_does_not_run_the_tool(
         screen(sb, agent, name, agent.approval)
         blocked_by_rule(sb, agent, name)
         q = asked_in_inbox(sb, agent, name)
-        out = sb.ctl("answer", "--id", q["id"], name, "no", user=agent.user, system=True)
-        assert out.returncode == 0 and "answered 'No" in out.stdout, out.stdout + out.stderr
+        no = next(i for i, c in enumerate(q["choices"]) if c.lower().startswith(REFUSING))
+        said = str(q["numbers"][no])
+        out = sb.ctl("answer", "--id", q["id"], name, said, user=agent.user, system=True)
+        answered = f"answered '{q['choices'][no]}'"
+        assert out.returncode == 0 and answered in out.stdout, out.stdout + out.stderr
         again = sb.ctl("answer", "--id", q["id"], name, "yes", user=agent.user, system=True)
         assert again.returncode != 0, again.stdout
         control(sb, "release")
