@@ -1,5 +1,7 @@
 """Activity latency on a real agent CLI: from Claude Code drawing its approval dialog to the bus
-announcing ``blocked`` (PropertiesChanged), with its hooks as the preset sets them up.
+announcing ``blocked`` (PropertiesChanged), and its ``Question`` (asked through its
+PermissionRequest hook, a Python start and a bus call), with its hooks as the preset sets them
+up; and from the inbox's answer to the bus saying it works again.
 
 The moment the dialog is drawn is taken inside the machine by a watcher that reads the pane
 (tmux capture-pane, as root) every 2 ms; the announcement by a bus client that stamps each
@@ -101,7 +103,7 @@ async def measure(sb: Sandbox, rounds: int) -> dict[str, list[float]] | None:
         await shown(client, name, agent.ready, 60)
         signals = await subscribe(client)
         sock = f"/run/hostagent/{uid}/{name}.sock"
-        result: dict[str, list[float]] = {"blocked": []}
+        result: dict[str, list[float]] = {k: [] for k in KINDS}
         for _ in range(rounds):
             await client.wait(name, ["idle"], WAIT)
             watcher = sb.popen("/usr/bin/python3", "-c", _WATCH, sock, DIALOG)
@@ -110,14 +112,17 @@ async def measure(sb: Sandbox, rounds: int) -> dict[str, list[float]] | None:
             await client.wait(name, ["blocked"], WAIT)
             drawn_at = await asyncio.get_running_loop().run_in_executor(None, watcher.communicate)
             announced = signals.first(path, "blocked", start)
+            asked = await signals.wait_for(path, "question", start)
             if drawn_at[0].strip() and announced is not None:
                 result["blocked"].append((announced - float(drawn_at[0])) * 1000)
+                result["question"].append((asked - float(drawn_at[0])) * 1000)
             await shown(client, name, DIALOG, 60)
-            # An Enter that arrives while the dialog is still settling is dropped: again.
-            for _ in range(3):
-                await client.send_text(name, ENTER, False)
-                if await shown(client, name, "Done: the command ran.", 5, must=False):
-                    break
+            question = next(q for q in await client.questions() if q.session == name)
+            answered = time.time()
+            await client.answer(name, "1", question.id)
+            went_on = await signals.wait_for(path, "working", answered)
+            result["answer"].append((went_on - answered) * 1000)
+            await shown(client, name, "Done: the command ran.", 60)
             await client.wait(name, ["idle"], WAIT)
             await client.send_text(name, "/clear", False)  # the next round starts a new screen
             await client.send_text(name, ENTER, False)
@@ -130,19 +135,27 @@ async def measure(sb: Sandbox, rounds: int) -> dict[str, list[float]] | None:
             client.close()
 
 
+KINDS = {
+    "blocked": "dialog drawn → blocked on the bus",
+    "question": "dialog drawn → its Question on the bus",
+    "answer": "Answer → working on the bus",
+}
+
+
 def report(lat: dict[str, list[float]] | None) -> str:
     if lat is None:
         return f"Not measured: no real {CLI} installed (dev/agents), or it failed (see stderr).\n"
-    values = lat["blocked"]
     rows = [
         [
             f"{CLI} {installed()[CLI][0]}",
-            str(len(values)),
-            f"{percentile(values, 50):.0f}",
-            f"{percentile(values, 95):.0f}",
+            what,
+            str(len(lat[kind])),
+            f"{percentile(lat[kind], 50):.0f}",
+            f"{percentile(lat[kind], 95):.0f}",
         ]
+        for kind, what in KINDS.items()
     ]
-    return table(["CLI", "rounds", "p50 ms", "p95 ms"], rows)
+    return table(["CLI", "from → to", "rounds", "p50 ms", "p95 ms"], rows)
 
 
 def main() -> None:
