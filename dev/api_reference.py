@@ -180,9 +180,11 @@ DOCS: dict[str, tuple[str, str]] = {
         "a process inside the session's scope, with its hook token",
         "A hook that asks (the preset's `hooks.ask`: Claude Code's PermissionRequest, with "
         "`tool_name` and `tool_input`): its question is the session's `Question` (source "
-        "`hook`) while it waits, and the reply is its answer, `allow` or `deny`, or `\"\"` when "
+        '`hook`) while it waits, and the reply is its answer, `allow` or `deny`, or `""` when '
         "none came within `answers.wait`, when it was answered in the terminal or the agent "
-        "went on (its dialog is then the terminal's).",
+        "went on (its dialog is then the terminal's); at once when the input cannot be shown "
+        "whole or the tool's dialog is no yes or no. InvalidArgs for an event its preset does "
+        "not ask through.",
     ),
     "SessionNew": ("", "A session was created (name first, for arg0 matches)."),
     "SessionRemoved": ("", "A session was removed."),

@@ -4,7 +4,7 @@ command a permission dialog asks about, then the question; a working tree) and t
 gives.
 
     rules:
-      - question: '*bash command*npm test*'
+      - question: 'bash*command*npm test*'
         preset: claude
         cwd: /home/alice/src/app
         answer: "1"           # a choice's number, or the words it starts with

@@ -17,18 +17,24 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from hostagent.question import STATUS
+
 _ESCAPE = re.compile(r"\x1b\[([0-9;:]*)([A-Za-z])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b.")
 MAX_LINE = 4000  # characters of a coloured line read: a screen line with its escapes
+BORDERS = " │┃|"  # a row with only these is blank: a dialog's box drawn down its side
 
 
 def selected(coloured: str, labels: list[str]) -> int:
-    """The index of the highlighted one of labels, drawn side by side on a line of coloured
-    (a capture with its escapes), or -1 when no line shows them or no one stands out."""
+    """The index of the highlighted one of labels, drawn side by side on the last row of
+    coloured (a capture with its escapes) that has text, as question.py reads the dialog's
+    row; -1 when that row does not show them all or no one stands out."""
     for line in reversed(coloured.split("\n")):
         text, looks = _cells(line[:MAX_LINE])
+        if len(text) - len(text.lstrip(BORDERS)) >= STATUS or not text.strip(BORDERS):
+            continue  # blank, or a status line drawn far right
         starts = _starts(text, labels)
         if starts is None:
-            continue
+            return -1
         seen = [looks[at] for at in starts]
         counts = Counter(seen)
         alone = [i for i, look in enumerate(seen) if counts[look] == 1]
@@ -36,9 +42,16 @@ def selected(coloured: str, labels: list[str]) -> int:
     return -1
 
 
-def moves(highlighted: int, wanted: int, count: int) -> tuple[str, ...]:
-    """The keys from the highlighted choice to the wanted one and Enter: Right, round."""
-    return ("Right",) * ((wanted - highlighted) % count) + ("Enter",)
+def plain(coloured: str) -> str:
+    """coloured without its escapes: the screen as read without its colours."""
+    return _ESCAPE.sub("", coloured)
+
+
+def moves(highlighted: int, wanted: int) -> tuple[str, ...]:
+    """The keys from the highlighted choice to the wanted one, then Enter: Right or Left,
+    never round the end (whether the arrows wrap is the CLI's choice)."""
+    step = "Right" if wanted > highlighted else "Left"
+    return (step,) * abs(wanted - highlighted) + ("Enter",)
 
 
 def _starts(text: str, labels: list[str]) -> list[int] | None:

@@ -21,18 +21,32 @@ ALLOW, DENY = "allow", "deny"
 CHOICES = (Choice("Yes", 1), Choice("No", 2))
 DECISIONS = (ALLOW, DENY)  # CHOICES' decisions, in order
 TEXT = "Do you want to proceed?"
-MAX_DETAIL = 2000  # characters of the tool's input shown; a question is read, not a file
-MAX_LINES = 8
+# What a question may show of the tool's input, whole or not at all: an answer must never
+# approve what its sender did not see, so an input longer (a line, or lines) is not asked
+# through the hook, and its dialog is read from the screen as any other's.
+MAX_INPUT = 8000  # characters of the input's JSON, as hostagentctl passes it on (one more: cut)
+MAX_LINE = 2000
+MAX_LINES = 40
 # The fields of a hook's JSON the question is made of, passed on as strings by hostagentctl.
 FIELDS = ("tool_name", "tool_input")
 # The input fields that say what a tool does, most telling first (Bash, Edit and Write, Fetch).
 TELLING = ("command", "file_path", "path", "url", "pattern", "description")
+# Tools whose dialog is not a yes or no: a question with choices of its own (AskUserQuestion),
+# a plan to accept (ExitPlanMode). Their dialogs are read from the screen.
+NOT_ASKED = ("AskUserQuestion", "ExitPlanMode")
 
 
-def question(tool: str, tool_input: str) -> Question:
+def question(tool: str, tool_input: str) -> Question | None:
     """The question a hook's request asks: the tool and what it would do (tool_input: its
-    JSON, as the hook passed it), answered Yes or No."""
-    return Question(TEXT, CHOICES, selected=-1, detail=_detail(tool, tool_input))
+    JSON, as the hook passed it), answered Yes or No; None when it cannot be shown whole or
+    is not a yes or no."""
+    name = " ".join(tool.split())
+    if name in NOT_ASKED or len(name) > MAX_LINE or len(tool_input) > MAX_INPUT:
+        return None
+    lines = [name or "a tool", *_told(tool_input)]
+    if len(lines) > MAX_LINES or any(len(line) > MAX_LINE for line in lines):
+        return None
+    return Question(TEXT, CHOICES, selected=-1, detail="\n".join(lines))
 
 
 def decision(index: int) -> str:
@@ -49,17 +63,21 @@ def reply(event: str, behavior: str, message: str) -> dict[str, object]:
     return {"hookSpecificOutput": {"hookEventName": event, "decision": said}}
 
 
-def _detail(tool: str, tool_input: str) -> str:
-    name = " ".join(tool.split())[:80] or "a tool"
+def _told(tool_input: str) -> list[str]:
+    """The input's telling fields, a line each of their lines (a command's line breaks kept:
+    they are commands too); else the whole of it."""
     try:
         fields = json.loads(tool_input) if tool_input else {}
     except ValueError:
-        fields = tool_input
-    if isinstance(fields, dict):
-        told = [f"{k}: {' '.join(str(fields[k]).split())}" for k in TELLING if fields.get(k)]
-        if not told and fields:
-            told = [json.dumps(fields, ensure_ascii=False, sort_keys=True)]
-    else:
-        told = [" ".join(str(fields).split())]
-    lines = [name, *(line[:MAX_DETAIL] for line in told[: MAX_LINES - 1])]
-    return "\n".join(line for line in lines if line)
+        return tool_input.splitlines()
+    if not isinstance(fields, dict):
+        return json.dumps(fields, ensure_ascii=False).splitlines()
+    told = []
+    for key in TELLING:
+        value = fields.get(key)
+        if value:
+            first, *rest = str(value).rstrip("\n").split("\n") or [""]
+            told += [f"{key}: {first}", *rest]
+    if not told and fields:
+        told = [json.dumps(fields, ensure_ascii=False, sort_keys=True)]
+    return told

@@ -38,6 +38,7 @@ MAX_DETAIL_LINES = 8  # the dialog's lines above its question (the tool, the com
 # fewer; the patterns below read a line in time that grows with its length, never faster.
 MAX_LINE = 400
 FAR_RIGHT = 20  # columns past a row's start that text above it is drawn beside the dialog
+STATUS = 40  # text that starts this far right on a row of its own is a status line's
 CURSORS = "❯›>●▶→"
 _RULE_CHARS = frozenset("╭╮╰╯┌┐└┘├┤─━═╌┄-_ ")
 _BOX_CHARS = frozenset("╭╮╰╯┌┐└┘├┤─━═╌┄")
@@ -305,12 +306,16 @@ def _keys_side_by_side(lines: list[str], edges: frozenset[int]) -> Question | No
 
 def _select_row(lines: list[str], edges: frozenset[int]) -> Question | None:
     """OpenCode's and Kilo's "Allow once   Allow always   Reject   ⇆ select  enter confirm":
-    choices side by side, then a hint to select and confirm; the question is the dialog's
-    first line above them ("△ Permission required"), its detail the others."""
-    for row in range(len(lines) - 1, -1, -1):
+    choices side by side, then a hint to select and confirm, on the dialog's last row (the
+    screen's last with text but a status drawn far right: a row of the same shape above a
+    dialog is text, not a dialog);
+    the question is the dialog's first line above them ("△ Permission required"), its
+    detail the others."""
+    row = next((r for r in range(len(lines) - 1, -1, -1) if _indent(lines[r]) < STATUS), -1)
+    if row >= 0:
         parts = _SPREAD.split(lines[row].strip())
         if len(parts) < 3 or not _SELECT_HINT.search(parts[-1]):
-            continue
+            return None
         if not all(_LABEL.fullmatch(label) for label in parts[:-1]):
             return None
         # Past blank rows, and text drawn far to the right of the dialog (its status line).

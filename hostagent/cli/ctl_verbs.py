@@ -223,7 +223,8 @@ async def verb_hook(c: Client, a: argparse.Namespace) -> int:
             return 0
         for k in hookrequest.FIELDS:  # what it asks about, as the hook said it
             value = data.get(k, "")
-            fields[k] = (value if isinstance(value, str) else json.dumps(value))[:MAX_ASKED]
+            text = value if isinstance(value, str) else json.dumps(value)
+            fields[k] = text[: hookrequest.MAX_INPUT + 1]  # one more: the daemon sees it cut
         decision = await c.ask_hook(a.event, fields)
     except HostAgentError as e:
         print(f"hostagentctl hook: {e.message}", file=sys.stderr)
@@ -234,5 +235,4 @@ async def verb_hook(c: Client, a: argparse.Namespace) -> int:
     return 0
 
 
-MAX_ASKED = 4096  # characters of a tool's input passed on: the question shows 2000
-DENIED = "The user said no, in hostagent's inbox; stop and wait for what they say."
+DENIED = "Answered no in hostagent's inbox; stop and wait for what the user says."

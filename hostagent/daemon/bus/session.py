@@ -31,7 +31,7 @@ from hostagent.daemon.follow.terminal import (
 from hostagent.daemon.follow.usage import usage_of
 from hostagent.daemon.host.scope import check_signal
 from hostagent.daemon.state.live import Session
-from hostagent.errors import InvalidArgs, LimitsExceeded
+from hostagent.errors import InvalidArgs, LimitsExceeded, quote
 from hostagent.permissions import (
     answer_from_inside,
     exempt_from_caps,
@@ -281,11 +281,13 @@ async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str,
 async def _ask_hook(o: SessionObject, call: Call, event: str, data: dict[str, Any]) -> str:
     """A hook that asks (hookrequest.py) and waits: what it prints ("" leaves the dialog to
     the terminal). Only the session's own preset's asking event asks."""
-    values = await _from_hook(o, call, event, data)
     preset = o.f.settings.preset(o.session.record.preset)
-    if preset is None or preset.hooks_ask != event:
-        await o.f.hooks.report_hook(o.session, event, values)
-        return ""
+    if preset is None or not preset.hooks_ask or preset.hooks_ask != event:
+        raise InvalidArgs(
+            f"Session '{o.session.name}' asks through no hook event {quote(event)}; report "
+            "it with ReportHook."
+        )
+    values = await _from_hook(o, call, event, data)
     return await o.f.hooks.ask(o.session, event, values)
 
 

@@ -272,7 +272,11 @@ class AgentHooks:
         if watch is None or watch.closed or session.removed:
             return ""
         tool, tool_input = (str(data.get(k, "")) for k in hookrequest.FIELDS)
-        asked, reply = watch.asking.ask_hook(hookrequest.question(tool, tool_input))
+        asks = hookrequest.question(tool, tool_input)
+        if asks is None:  # not a yes or no, or too long to show whole: the screen's to ask
+            watch.expect_hook(0)
+            return ""
+        asked, reply = watch.asking.ask_hook(asks)
         self.registry.announce(session)
         try:
             return await asyncio.wait_for(asyncio.shield(reply), self.settings.config.answer_wait)

@@ -44,6 +44,8 @@ async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) ->
         raise InvalidArgs(str(e)) from None
     if asked.source == SOURCE_HOOK:
         asking.took(asked, hookrequest.decision(index))
+        if session.watch is not None:  # a dialog its CLI did not take the reply for is asked
+            session.watch.look_again(ANSWER_TAKES + 0.1)
         return asked.question.choices[index]
     asking.answering = True
     try:
@@ -61,7 +63,7 @@ async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) ->
         choice = drawn.choices[index]  # the keys from where the highlight stands now
         keys = choice.keys
         if drawn.sideways:  # only the screen's colours show where the highlight stands
-            keys = await _sideways(tmux_client, session, drawn, index)
+            keys = await _sideways(tmux_client, session, asked.question, index)
         if not keys:
             raise _terminal_only(session, choice)
         try:
@@ -79,16 +81,22 @@ async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) ->
 
 
 async def _sideways(
-    tmux_client: TmuxPort, session: Session, drawn: Question, index: int
+    tmux_client: TmuxPort, session: Session, asked: Question, index: int
 ) -> tuple[str, ...]:
-    """The arrows from the highlighted choice, as a capture with colours shows it, to choice
-    index, and Enter; () when none stands out."""
+    """The arrows to choice index from the highlighted one, and Enter, as one capture with
+    its colours shows the question still there and its highlight; () when none stands out."""
     try:
         coloured = await tmux_client.coloured_screen(session.owner, session.paths.socket)
     except tmux.TmuxError as e:
         raise NotRunning(f"Session '{session.name}' has no terminal: {e}") from None
+    drawn = question.read(highlight.plain(coloured))
+    if drawn is None or not question.same(drawn, asked):
+        raise NoQuestion(
+            f"Session '{session.name}': its question left the screen before the answer came "
+            "(answered in its terminal, or replaced); nothing was typed."
+        )
     at = highlight.selected(coloured, [c.label for c in drawn.choices])
-    return highlight.moves(at, index, len(drawn.choices)) if at >= 0 else ()
+    return highlight.moves(at, index) if at >= 0 else ()
 
 
 def _terminal_only(session: Session, choice: Choice) -> InvalidArgs:

@@ -1,6 +1,6 @@
 """Questions answered by their owner's rules (answerrules.py, kept in state/answerbook.py): a
 registry listener that looks at each new question of a session made outside every session
-once, and answers it as an answer from the bus would be (follow/answering.py: the screen read again, the keys typed once), with one
+once (a hook's once its dialog is on the screen), and answers it as an answer from the bus would be (follow/answering.py: the screen read again, the keys typed once), with one
 journal line naming the rule. An admin turns rules off with ``answers: {rules: false}`` in
 hostagent.yaml; a question no rule answers waits in the inbox as any other.
 """
@@ -53,6 +53,8 @@ class AutoAnswer:
         asked = session.asked
         if asked is None or self._looked.get(session.name) == asked.id:
             return
+        if not asked.drawn:  # a hook's question no dialog stands behind yet: it may be a
+            return  # process of the session's asking, to learn what its user's rules allow
         self._looked[session.name] = asked.id
         # Only a session made outside every session: an agent chooses its child's preset and
         # directory, and a child that matched its user's rules would approve its maker's work.

@@ -98,6 +98,7 @@ class PaneWatch:
         self._soon: asyncio.TimerHandle | None = None
         self._settle: asyncio.TimerHandle | None = None
         self._stale: asyncio.TimerHandle | None = None
+        self._expecting: asyncio.TimerHandle | None = None  # the hook's question's grace
         self._task: asyncio.Task[None] | None = None
         self._again = False
         self._retries = 0
@@ -138,7 +139,7 @@ class PaneWatch:
     def close(self) -> None:
         self.closed = True
         self.asking.end_hook()  # a hook still waiting leaves the dialog to the terminal
-        for handle in (self._gap, self._soon, self._settle, self._stale):
+        for handle in (self._gap, self._soon, self._settle, self._stale, self._expecting):
             if handle is not None:
                 handle.cancel()
         if self._read_fd >= 0:
@@ -302,11 +303,19 @@ class PaneWatch:
 
     def expect_hook(self, grace: float) -> None:
         """The agent's hook said at once that it asks: hold the dialog drawn meanwhile back
-        for its question, for grace at most (a hook that cannot reach the daemon never asks)."""
+        for its question, for grace at most (a hook that cannot reach the daemon never asks);
+        0: it will not ask, the dialog is the question now."""
+        if self._expecting is not None:
+            self._expecting.cancel()
+            self._expecting = None
+        if grace <= 0:
+            self._expected()
+            return
         self.asking.expecting = True
-        self._loop.call_later(grace, self._expected)
+        self._expecting = self._loop.call_later(grace, self._expected)
 
     def _expected(self) -> None:
+        self._expecting = None
         if self.asking.expecting:
             self.asking.expecting = False
             self._publish(asks=True)

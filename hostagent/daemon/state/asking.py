@@ -37,6 +37,9 @@ SOURCE_HOOK = "hook"  # asked by the agent's hook, which waits for the answer (h
 # within a frame or two of a key it took, and one that dropped the keys (a dialog drawn
 # before it reads input) asks again rather than waiting unseen.
 ANSWER_TAKES = 2.0
+# Reads in a row that show no dialog before a hook's question whose dialog was seen is taken
+# as answered in the terminal: one read of a dialog mid-redraw does not end it.
+GONE_READS = 2
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,10 @@ class Asked:
     question: Question
     since: int  # µs since the epoch, when it was first read
     source: str = SOURCE_SCREEN
+    # Its dialog is on the screen: a hook's question is, once the screen showed a dialog
+    # while it waited (answer rules wait for that: a question no dialog stands behind is a
+    # process of the session's asking in its hook's place).
+    drawn: bool = True
 
 
 class Asking:
@@ -56,7 +63,7 @@ class Asking:
         self.screen: Asked | None = None  # the dialog on the screen, read by question.read
         self.hooked: Asked | None = None  # the question a waiting hook asks
         self._reply: asyncio.Future[str] | None = None  # the hook's decision, "" for none
-        self._drawn = False  # the hooked question's dialog was seen on the screen
+        self._missing = 0  # reads in a row without the hooked question's dialog, once seen
         self.expecting = False  # the hook reported at once that it asks: its question comes
         self.answering = False  # an answer holds the question while it is typed
         self._answered: Question | None = None  # still drawn, already answered
@@ -83,9 +90,10 @@ class Asking:
         ):
             now = None
         if self.hooked is not None:
-            if now is not None:
-                self._drawn = True
-            elif self._drawn:  # its dialog was answered in the terminal
+            self._missing = 0 if now is not None else self._missing + 1
+            if now is not None and not self.hooked.drawn:
+                self.hooked = replace(self.hooked, drawn=True)
+            elif self.hooked.drawn and self._missing >= GONE_READS:  # answered in the terminal
                 self.end_hook()
         if now is None:
             self.screen = None
@@ -100,11 +108,11 @@ class Asking:
         One hook at a time: a second while one waits is left to the terminal at once."""
         reply: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.expecting = False
-        asked = Asked(secrets.token_hex(6), asks, time.time_ns() // 1000, SOURCE_HOOK)
+        asked = Asked(secrets.token_hex(6), asks, time.time_ns() // 1000, SOURCE_HOOK, False)
         if self.hooked is not None:
             reply.set_result("")
             return asked, reply
-        self.hooked, self._reply, self._drawn = asked, reply, False
+        self.hooked, self._reply, self._missing = asked, reply, 0
         return asked, reply
 
     def end_hook(self, id: str = "", decision: str = "") -> bool:
