@@ -26,6 +26,8 @@ from tests.integration.test_confinement import (  # noqa: F401 - a fixture
 from tests.integration.test_hostile import users_in_the_daemons_cgroup
 from tests.sandbox import Sandbox
 
+pytestmark = pytest.mark.core  # The core, run again on Debian 13 (dev/test).
+
 CONFINED = (
     "ProtectSystem=strict",
     "ProtectHome=read-only",

@@ -19,10 +19,14 @@ from tests.integration.helpers import agent_process
 from tests.sandbox import REPO, Sandbox
 from tests.sandbox_roots import DEFAULT_SYSTEM
 
-pytestmark = pytest.mark.skipif(
-    not shutil.which("dpkg-buildpackage") or not Path("/usr/share/perl5/Debian/Debhelper").is_dir(),
-    reason="needs dpkg-buildpackage and debhelper (./dev/setup installs them)",
-)
+pytestmark = [
+    pytest.mark.core,
+    pytest.mark.skipif(
+        not shutil.which("dpkg-buildpackage")
+        or not Path("/usr/share/perl5/Debian/Debhelper").is_dir(),
+        reason="needs dpkg-buildpackage and debhelper (./dev/setup installs them)",
+    ),
+]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,10 @@ from tests.integration.debs import copy_checkout, doc_block
 from tests.sandbox import Sandbox
 from tests.sandbox_host import Result
 
-pytestmark = pytest.mark.skipif(not shutil.which("pipx"), reason="needs pipx (./dev/setup)")
+pytestmark = [
+    pytest.mark.core,
+    pytest.mark.skipif(not shutil.which("pipx"), reason="needs pipx (./dev/setup)"),
+]
 
 WHEELS = "/var/tmp/wheels"
 USER = "alice"

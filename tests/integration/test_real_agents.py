@@ -48,6 +48,8 @@ from tests.modelscript import SERVED, tool_outputs
 from tests.sandbox import Sandbox
 from tests.sandbox_roots import DEFAULT_SYSTEM
 
+pytestmark = pytest.mark.real_cli  # The real-CLI lane (dev/test).
+
 WAIT = "120"  # seconds, a bound for each wait on an event: a Node CLI starts in a few
 SCREEN_WAIT = 120.0
 

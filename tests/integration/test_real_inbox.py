@@ -30,10 +30,13 @@ from tests.sandbox import REPO, Sandbox
 # test_real_agents.py's machine, CLIs and homes, made again for this module.
 sandbox, agents, homes = real.sandbox, real.agents, real.homes
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("chromium") and shutil.which("dunst") and shutil.which("cockpit-bridge")),
-    reason="needs chromium, dunst and cockpit (./dev/setup installs them)",
-)
+pytestmark = [
+    pytest.mark.real_cli,
+    pytest.mark.skipif(
+        not (shutil.which("chromium") and shutil.which("dunst") and shutil.which("cockpit-bridge")),
+        reason="needs chromium, dunst and cockpit (./dev/setup installs them)",
+    ),
+]
 # The Cockpit package's files, as packaging/debian/hostagent-cockpit.install puts them.
 COCKPIT_FILES = ("manifest.json", "index.html", "hostagent.js", "hostagent.css")
 VENDOR_FILES = ("xterm.js", "xterm.css")

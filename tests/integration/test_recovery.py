@@ -27,6 +27,8 @@ from tests.integration.helpers import (
 )
 from tests.sandbox import Sandbox
 
+pytestmark = pytest.mark.core  # The core, run again on Debian 13 (dev/test).
+
 
 def alice_ctl(sb: Sandbox, *args: str) -> None:
     sb.ctl(*args, user="alice", system=True).check()

@@ -12,6 +12,8 @@ import pytest
 from tests.integration.helpers import agent_process, create, props, record, settled
 from tests.sandbox import Sandbox
 
+pytestmark = pytest.mark.core  # The core, run again on Debian 13 (dev/test).
+
 POLKIT_RULE = """\
 polkit.addRule(function(action, subject) {
     if (action.id == "org.hostagent.HostAgent1.manage-any" && subject.user == "carol") {

@@ -7,8 +7,12 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from tests.integration.helpers import create, new_name
 from tests.sandbox import Sandbox
+
+pytestmark = pytest.mark.core  # The core, run again on Debian 13 (dev/test).
 
 
 def test_user_mode_daemon_under_systemd_user(sb: Sandbox) -> None:

@@ -24,6 +24,8 @@ from tests.integration.busclient import wait_for_state, with_client
 from tests.integration.helpers import create, new_name, props, record, wait_screen
 from tests.sandbox import Sandbox
 
+pytestmark = pytest.mark.core  # The core, run again on Debian 13 (dev/test).
+
 
 def test_create_runs_tmux_and_agent_in_scope_under_slice(sb: Sandbox) -> None:
     name = create(sb)

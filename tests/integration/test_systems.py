@@ -11,6 +11,8 @@ import pytest
 from tests.integration.helpers import create, machine_pid, props, wait_screen
 from tests.sandbox import GUEST_REPO, Sandbox
 
+pytestmark = pytest.mark.core  # The core, run again on Debian 13 (dev/test).
+
 UINT64_MAX = 2**64 - 1
 
 
