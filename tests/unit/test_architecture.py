@@ -591,3 +591,19 @@ def test_the_code_is_formatted_not_squeezed() -> None:
         if any(m in p.read_text(encoding="utf-8") for m in markers)
     )
     assert squeezed == []
+
+
+def test_a_module_that_drives_real_clis_is_in_their_lane() -> None:
+    """dev/test runs the real agent CLIs in a lane of their own, chosen by the real_cli
+    marker: a module that drives them and lacks it would run them in the other lane too."""
+    drivers = (
+        "from tests.integration.real_agents import",
+        "from tests.integration.test_real_agents import",
+    )
+    unmarked = sorted(
+        p.name
+        for p in (ROOT / "tests" / "integration").glob("test_*.py")
+        if any(d in (text := p.read_text(encoding="utf-8")) for d in drivers)
+        and "pytest.mark.real_cli" not in text
+    )
+    assert unmarked == []
