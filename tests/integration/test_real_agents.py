@@ -545,12 +545,11 @@ def test_a_real_clis_question_tool_reads_blocked_from_its_screen(
         sb.ctl("rm", name, user=agent.user, system=True)
 
 
-# One CLI of each way a dialog is answered: a hook's reply (Claude Code), a menu (Copilot,
-# Codex), a line question (Aider), keys side by side (Cline), choices told by colour (OpenCode).
-DENYING = [
-    a for a in AGENTS if a.key in ("claude", "copilot", "aider", "codex", "cline", "opencode")
-]
-REFUSING = ("no", "reject", "deny", "cancel")
+# Every CLI with a permission dialog (one version of each): a hook's reply (Claude Code), a
+# menu (Copilot, Codex, Gemini...), a line question (Aider), keys side by side (Cline), choices
+# told by colour (OpenCode, Kilo).
+DENYING = [a for a in AGENTS if a.key not in ("claude-old", "qwen-old")]
+REFUSING = ("no", "reject", "deny", "cancel", "block", "decline", "abort", "skip")
 
 
 @pytest.mark.parametrize("agent", DENYING, ids=[a.key for a in DENYING])
