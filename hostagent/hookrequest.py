@@ -76,7 +76,7 @@ def _told(tool_input: str) -> list[str]:
     for key in TELLING:
         value = fields.get(key)
         if value:
-            first, *rest = str(value).rstrip("\n").split("\n") or [""]
+            first, *rest = str(value).rstrip("\n").split("\n")
             told += [f"{key}: {first}", *rest]
     if not told and fields:
         told = [json.dumps(fields, ensure_ascii=False, sort_keys=True)]

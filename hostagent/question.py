@@ -307,26 +307,22 @@ def _keys_side_by_side(lines: list[str], edges: frozenset[int]) -> Question | No
 def _select_row(lines: list[str], edges: frozenset[int]) -> Question | None:
     """OpenCode's and Kilo's "Allow once   Allow always   Reject   ⇆ select  enter confirm":
     choices side by side, then a hint to select and confirm, on the dialog's last row (the
-    screen's last with text but a status drawn far right: a row of the same shape above a
-    dialog is text, not a dialog);
-    the question is the dialog's first line above them ("△ Permission required"), its
-    detail the others."""
+    screen's last with text, a status drawn far right aside: a row of the same shape above a
+    dialog is text, not a dialog). The question is the dialog's first line above them
+    ("△ Permission required"), its detail the others."""
     row = next((r for r in range(len(lines) - 1, -1, -1) if _indent(lines[r]) < STATUS), -1)
-    if row >= 0:
-        parts = _SPREAD.split(lines[row].strip())
-        if len(parts) < 3 or not _SELECT_HINT.search(parts[-1]):
-            return None
-        if not all(_LABEL.fullmatch(label) for label in parts[:-1]):
-            return None
-        # Past blank rows, and text drawn far to the right of the dialog (its status line).
-        indent = len(lines[row]) - len(lines[row].lstrip())
-        above = row - 1
-        while above >= 0 and _indent(lines[above]) > indent + FAR_RIGHT:
-            above -= 1
-        said = _lines_above(lines, above, edges).split("\n")
-        choices = tuple(Choice(label) for label in parts[:-1])
-        return Question(said[0], choices, -1, "\n".join(said[1:]), sideways=True)
-    return None
+    parts = _SPREAD.split(lines[row].strip()) if row >= 0 else []
+    if len(parts) < 3 or not _SELECT_HINT.search(parts[-1]):
+        return None
+    if not all(_LABEL.fullmatch(label) for label in parts[:-1]):
+        return None
+    # Past blank rows, and text drawn far to the right of the dialog (its status line).
+    above = row - 1
+    while above >= 0 and _indent(lines[above]) > _indent(lines[row]) + FAR_RIGHT:
+        above -= 1
+    said = _lines_above(lines, above, edges).split("\n")
+    choices = tuple(Choice(label) for label in parts[:-1])
+    return Question(said[0], choices, -1, "\n".join(said[1:]), sideways=True)
 
 
 def _indent(line: str) -> int:

@@ -223,6 +223,21 @@ def press(sb: Sandbox, button: str) -> None:
     sb.run("dunstctl", "context", user="alice").check()
 
 
+def notifier(sb: Sandbox, *args: str) -> None:
+    """alice's hostagent-notify (test-notify), with args; Type=notify: it is back once it
+    follows the daemon, or every host it is given."""
+    sb.run(
+        "systemd-run",
+        "--user",
+        "--unit=test-notify",
+        "-p",
+        "Type=notify",
+        "/usr/bin/hostagent-notify",
+        *args,
+        user="alice",
+    ).check()
+
+
 @contextlib.contextmanager
 def headless_desktop(sb: Sandbox) -> Iterator[None]:
     """A headless desktop for alice: Xvfb and dunst (Debian's notification server) on her

@@ -20,6 +20,7 @@ from tests.integration.helpers import (
     displayed,
     echo_is_off,
     headless_desktop,
+    notifier,
     press,
     settled,
     summaries,
@@ -352,20 +353,6 @@ def upgrade(sb: Sandbox) -> None:
 
 def alice(sb: Sandbox, *argv: str) -> str:
     return sb.run(*argv, user="alice").check().stdout
-
-
-def notifier(sb: Sandbox, *args: str) -> None:
-    """alice's hostagent-notify, with args; Type=notify: it is back once it follows the daemon."""
-    alice(
-        sb,
-        "systemd-run",
-        "--user",
-        "--unit=test-notify",
-        "-p",
-        "Type=notify",
-        "/usr/bin/hostagent-notify",
-        *args,
-    )
 
 
 @pytest.fixture

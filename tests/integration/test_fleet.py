@@ -12,7 +12,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.helpers import create, displayed, headless_desktop, summaries, until
+from tests.integration.helpers import (
+    create,
+    displayed,
+    headless_desktop,
+    notifier,
+    summaries,
+    until,
+)
 from tests.integration.mcpclient import McpClient
 from tests.integration.network import address, fleet_machines
 from tests.sandbox import Result, Sandbox
@@ -193,17 +200,7 @@ def test_notifications_from_two_hosts_name_their_host(
     ):
         for host, name in (("one", asks), ("two", asks_too)):
             servers[host].ctl("wait", name, "--for", "idle", "--timeout", "30").check()
-        # Type=notify: systemd-run returns once the notifier follows every host.
-        client.run(
-            "systemd-run",
-            "--user",
-            "--unit=test-notify",
-            "-p",
-            "Type=notify",
-            "/usr/bin/hostagent-notify",
-            "--fleet",
-            user="alice",
-        ).check()
+        notifier(client, "--fleet")
         assert (
             "Following one, two, three"
             in client.run(

@@ -13,9 +13,8 @@ import pytest
 
 from tests.integration import test_real_agents as real
 from tests.integration.browser import Browser
-from tests.integration.helpers import displayed, headless_desktop, press, until
+from tests.integration.helpers import displayed, headless_desktop, notifier, press, until
 from tests.integration.real_agents import AGENTS, RealAgent, control
-from tests.integration.test_clients import notifier
 from tests.integration.test_cockpit import PASSWORD, logged_in
 from tests.integration.test_real_agents import (
     Homes,

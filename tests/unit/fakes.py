@@ -510,6 +510,9 @@ class ShownWatch:
     def expect_hook(self, grace: float) -> None:
         self.asking.expecting = True
 
+    def hook_asks_not(self) -> None:
+        self.asking.expecting = False
+
     async def look_now(self) -> None:
         pass
 

@@ -281,13 +281,13 @@ async def _report_hook(o: SessionObject, call: Call, event: str, data: dict[str,
 async def _ask_hook(o: SessionObject, call: Call, event: str, data: dict[str, Any]) -> str:
     """A hook that asks (hookrequest.py) and waits: what it prints ("" leaves the dialog to
     the terminal). Only the session's own preset's asking event asks."""
+    values = await _from_hook(o, call, event, data)
     preset = o.f.settings.preset(o.session.record.preset)
-    if preset is None or not preset.hooks_ask or preset.hooks_ask != event:
+    if preset is None or preset.hooks_ask != event:
         raise InvalidArgs(
             f"Session '{o.session.name}' asks through no hook event {quote(event)}; report "
             "it with ReportHook."
         )
-    values = await _from_hook(o, call, event, data)
     return await o.f.hooks.ask(o.session, event, values)
 
 

@@ -274,7 +274,7 @@ class AgentHooks:
         tool, tool_input = (str(data.get(k, "")) for k in hookrequest.FIELDS)
         asks = hookrequest.question(tool, tool_input)
         if asks is None:  # not a yes or no, or too long to show whole: the screen's to ask
-            watch.expect_hook(0)
+            watch.hook_asks_not()
             return ""
         asked, reply = watch.asking.ask_hook(asks)
         self.registry.announce(session)

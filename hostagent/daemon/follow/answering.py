@@ -16,7 +16,7 @@ from hostagent.daemon.host.ports import TmuxPort
 from hostagent.daemon.state.asking import ANSWER_TAKES, SOURCE_HOOK
 from hostagent.daemon.state.live import Session
 from hostagent.errors import InvalidArgs, NoQuestion, NotRunning
-from hostagent.question import AnswerProblem, Choice, Question
+from hostagent.question import AnswerProblem, Choice
 
 
 async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) -> Choice:
@@ -49,8 +49,16 @@ async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) ->
         return asked.question.choices[index]
     asking.answering = True
     try:
+        # Choices side by side show their highlight only in a capture with its colours.
+        sideways, coloured = asked.question.sideways, ""
         try:
-            screen, _, _ = await tmux_client.screen_and_title(session.owner, session.paths.socket)
+            if sideways:
+                coloured = await tmux_client.coloured_screen(session.owner, session.paths.socket)
+                screen = highlight.plain(coloured)
+            else:
+                screen, _, _ = await tmux_client.screen_and_title(
+                    session.owner, session.paths.socket
+                )
         except tmux.TmuxError as e:
             raise NotRunning(f"Session '{session.name}' has no terminal: {e}") from None
         drawn = question.read(screen)
@@ -62,8 +70,9 @@ async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) ->
             )
         choice = drawn.choices[index]  # the keys from where the highlight stands now
         keys = choice.keys
-        if drawn.sideways:  # only the screen's colours show where the highlight stands
-            keys = await _sideways(tmux_client, session, asked.question, index)
+        if sideways:
+            at = highlight.selected(coloured, [c.label for c in drawn.choices])
+            keys = highlight.moves(at, index) if at >= 0 else ()
         if not keys:
             raise _terminal_only(session, choice)
         try:
@@ -78,25 +87,6 @@ async def answer(tmux_client: TmuxPort, session: Session, id: str, said: str) ->
         return choice
     finally:
         asking.answering = False
-
-
-async def _sideways(
-    tmux_client: TmuxPort, session: Session, asked: Question, index: int
-) -> tuple[str, ...]:
-    """The arrows to choice index from the highlighted one, and Enter, as one capture with
-    its colours shows the question still there and its highlight; () when none stands out."""
-    try:
-        coloured = await tmux_client.coloured_screen(session.owner, session.paths.socket)
-    except tmux.TmuxError as e:
-        raise NotRunning(f"Session '{session.name}' has no terminal: {e}") from None
-    drawn = question.read(highlight.plain(coloured))
-    if drawn is None or not question.same(drawn, asked):
-        raise NoQuestion(
-            f"Session '{session.name}': its question left the screen before the answer came "
-            "(answered in its terminal, or replaced); nothing was typed."
-        )
-    at = highlight.selected(coloured, [c.label for c in drawn.choices])
-    return highlight.moves(at, index) if at >= 0 else ()
 
 
 def _terminal_only(session: Session, choice: Choice) -> InvalidArgs:

@@ -1,6 +1,7 @@
 """Questions answered by their owner's rules (answerrules.py, kept in state/answerbook.py): a
 registry listener that looks at each new question of a session made outside every session
-once (a hook's once its dialog is on the screen), and answers it as an answer from the bus would be (follow/answering.py: the screen read again, the keys typed once), with one
+once (a hook's once its dialog is on the screen), and answers it as an answer from the bus
+would be (follow/answering.py: the screen read again, the keys typed once), with one
 journal line naming the rule. An admin turns rules off with ``answers: {rules: false}`` in
 hostagent.yaml; a question no rule answers waits in the inbox as any other.
 """

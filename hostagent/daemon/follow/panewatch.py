@@ -303,35 +303,32 @@ class PaneWatch:
 
     def expect_hook(self, grace: float) -> None:
         """The agent's hook said at once that it asks: hold the dialog drawn meanwhile back
-        for its question, for grace at most (a hook that cannot reach the daemon never asks);
-        0: it will not ask, the dialog is the question now."""
+        for its question, for grace at most (a hook that cannot reach the daemon never asks)."""
+        self._unexpect()
+        self.asking.expecting = True
+        self._expecting = self._loop.call_later(grace, self.hook_asks_not)
+
+    def hook_asks_not(self) -> None:
+        """The hook will not ask, or did not in time: the dialog on the screen is the question."""
+        if self._unexpect():
+            self._publish(asks=True)
+
+    def _unexpect(self) -> bool:
+        """No hook's question is on its way any more; whether one was."""
         if self._expecting is not None:
             self._expecting.cancel()
             self._expecting = None
-        if grace <= 0:
-            self._expected()
-            return
-        self.asking.expecting = True
-        self._expecting = self._loop.call_later(grace, self._expected)
-
-    def _expected(self) -> None:
-        self._expecting = None
-        if self.asking.expecting:
-            self.asking.expecting = False
-            self._publish(asks=True)
+        expected, self.asking.expecting = self.asking.expecting, False
+        return expected
 
     def report_hook(self, verdict: Verdict) -> None:
         self.hook = verdict
         # The agent went on: whatever its hook asked was answered, in the terminal or not.
         ended = verdict.activity is not Activity.BLOCKED and (
-            self.asking.end_hook() or self._forget_expected()
+            self.asking.end_hook() | self._unexpect()
         )
         self._publish(ended)
         self._request()  # the screen may show more than the hook said
-
-    def _forget_expected(self) -> bool:
-        expected, self.asking.expecting = self.asking.expecting, False
-        return expected
 
     def _publish(self, asks: bool = False) -> None:
         if self.closed or (self.screen_verdict is None and self.hook is None):
