@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from dbus_fast import Variant
 
+from hostagent.client.library import Client
+from hostagent.errors import AccessDenied, HostAgentError
 from tests.integration.busclient import with_client
-from tests.integration.helpers import create, until, wait_screen
+from tests.integration.helpers import create, record, until, wait_screen
 from tests.integration.test_inbox import ALICE, WAIT, asks, blocked, inbox
 from tests.sandbox import Sandbox
 
@@ -130,3 +133,26 @@ def test_past_the_wait_and_across_a_restart_the_screen_asks(sb: Sandbox, preset:
         sb.run("rm", "-f", CONFIG)
         sb.ctl("reload")
         sb.ctl("rm", "--force", name)
+
+
+def test_a_hooks_question_is_asked_only_from_inside_its_session(sb: Sandbox, agent: str) -> None:
+    """A caller outside the session is refused as its hook even with the session's token (as
+    the daemon's record holds it), and whatever event it names: nothing reaches the inbox."""
+    record_of = record(sb, agent)
+    assert record_of is not None
+    token = Variant("s", record_of["hook_token"])
+
+    async def ask(c: Client) -> list[object]:
+        said: list[object] = []
+        for event in ("PermissionRequest", "Stop"):
+            data = {"token": token, "tool_name": Variant("s", "Bash")}
+            try:
+                said.append(await c._session(agent, "AskHook", "sa{sv}", [event, data]))
+            except HostAgentError as e:
+                said.append(e)
+        return said
+
+    refused = with_client(sb, ask)
+    assert all(isinstance(e, AccessDenied) for e in refused), refused
+    assert "Only a process inside session" in str(refused[0])
+    assert all(x["session"] != agent for x in inbox(sb))
