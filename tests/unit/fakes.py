@@ -26,10 +26,11 @@ from hostagent.daemon.bus.export import Exporter
 from hostagent.daemon.bus.placement import Opener, Placement
 from hostagent.daemon.core import Core
 from hostagent.daemon.host import agents
+from hostagent.daemon.host.heldchild import HeldChild
 from hostagent.daemon.host.owner import DEFAULT_PATH
 from hostagent.daemon.host.owners import Owners
 from hostagent.daemon.host.procfs import Process
-from hostagent.daemon.host.scope import Started, Step, unit_in_cgroup
+from hostagent.daemon.host.scope import Begun, Started, StartPlan, unit_in_cgroup
 from hostagent.daemon.host.systemd import UnitInfo
 from hostagent.daemon.host.tmux import TmuxError
 from hostagent.daemon.host.worktree import Worktrees
@@ -189,6 +190,13 @@ class FakeTmux:
         self.typed.append((self._name(sock), text, enter))
 
 
+class _NoChild(HeldChild):
+    """A fake start's child: none is forked."""
+
+    def __init__(self) -> None:
+        pass
+
+
 class FakeScopes:
     """The scope runner over FakeSystemd: a start makes a unit whose leader lives."""
 
@@ -196,53 +204,45 @@ class FakeScopes:
         self.systemd = FakeSystemd()
         self.tmux = FakeTmux(self.systemd)
         self.launched: list[list[str]] = []  # every argv a scope was started with
+        self.plans: list[StartPlan] = []  # every start's plan, in order
+        self.slices: dict[str, Limits] = {}  # each user slice's caps
         self.fail_with = ""  # the next start fails with this message
-        self.trusted: list[str] = []  # the trusted files the last start was given
         self.crash_with: BaseException | None = None  # the next start raises this, unforeseen
         self.gate: asyncio.Event | None = None  # when set up, starts wait for it
         self.parked = asyncio.Event()  # set while a start waits at the gate
         self.gate_before_job = False  # the gate holds starts before systemd takes their job
-        self.program_checks = 0  # programs a start checked as their owner
         self.cgroups: dict[int, str | None] = {}  # the scope a pid is in, as /proc would say
         # What a stop does instead of systemd's (a refusal, a disk that fills meanwhile).
         self.stop_with: Callable[[str, float], Awaitable[None]] | None = None
 
     async def capped_slice(self, uid: int, caps: Limits) -> str:
+        self.slices[f"hostagent-u{uid}.slice"] = caps
         return f"hostagent-u{uid}.slice"
 
-    async def start(
-        self,
-        record: SessionRecord,
-        owner: Owner,
-        paths: SessionPaths,
-        env: dict[str, str],
-        limits: Limits,
-        stop_timeout: int,
-        output: Path | None = None,
-        user_caps: Limits | None = None,
-        meanwhile: Step | None = None,
-        program_found: bool = False,
-        state: list[str] | None = None,
-        resolved: dict[str, str] | None = None,
-        trusted: list[str] | None = None,
-    ) -> Started:
-        self.trusted = trusted or []
-        if not program_found:
-            self.program_checks += 1
+    async def begin(
+        self, record: SessionRecord, owner: Owner, paths: SessionPaths, plan: StartPlan
+    ) -> Begun:
+        self.plans.append(plan)
         if self.crash_with is not None:
             error, self.crash_with = self.crash_with, None
             raise error
-        if self.fail_with:  # refused before systemd took a job (a program gone, a bad cwd)
+        if self.fail_with:  # refused before systemd took a job (a bad cwd, no fork)
             message, self.fail_with = self.fail_with, ""
             raise SpawnFailed(message)
         if self.gate_before_job:
             await self._at_gate()
-        if meanwhile is not None:  # systemd has taken the job; the start is under way
-            await meanwhile()
+        # systemd has taken the job; the start is under way
+        caps = self.slices.get(plan.slice)
+        self.systemd.units[record.unit] = FakeUnit(record.unit, limits=plan.limits, user_caps=caps)
+        return Begun(record.unit, _NoChild(), "job")
+
+    async def abandon(self, begun: Begun) -> None:
+        self.systemd.units.pop(begun.unit, None)
+
+    async def release(self, record: SessionRecord, begun: Begun) -> Started:
         if not self.gate_before_job:
             await self._at_gate()
-        unit = FakeUnit(record.unit, limits=limits, user_caps=user_caps)
-        self.systemd.units[record.unit] = unit
+        unit = self.systemd.units[record.unit]
         self.launched.append(list(record.last_argv))
         return Started(unit.leader, unit.invocation, now_usec())
 
@@ -347,6 +347,10 @@ class FakeOwners:
     async def find_program(self, owner: Owner, program: str) -> agents.Found:
         self.program_lookups += 1
         return agents.Found(program, DEFAULT_PATH)
+
+    async def program_problem(self, owner: Owner, program: str, path: str) -> str | None:
+        self.program_lookups += 1
+        return None
 
     async def installed(
         self, owner: Owner, programs: dict[str, str]

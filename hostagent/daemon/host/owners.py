@@ -35,6 +35,10 @@ class Owners:
         """Where the owner's login shell finds program (AgentNotFound if nowhere)."""
         return await agents.resolve(who, program)
 
+    async def program_problem(self, who: Owner, program: str, path: str) -> str | None:
+        """Why the owner cannot run program, looked up in path as the agent's exec will."""
+        return await owner.program_problem(who, program, path)
+
     async def installed(
         self, who: Owner, programs: dict[str, str]
     ) -> dict[str, tuple[str, str, str]]:

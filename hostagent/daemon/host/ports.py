@@ -18,7 +18,7 @@ from dbus_fast import Variant
 
 from hostagent.daemon.host.agents import Found
 from hostagent.daemon.host.procfs import Process
-from hostagent.daemon.host.scope import Started, Step
+from hostagent.daemon.host.scope import Begun, Started, StartPlan
 from hostagent.daemon.host.systemd import UnitInfo
 from hostagent.daemon.host.worktree import Worktree
 from hostagent.daemon.state.paths import SessionPaths
@@ -68,22 +68,11 @@ class ScopeRunner(Protocol):
 
     async def capped_slice(self, uid: int, caps: Limits) -> str: ...
 
-    async def start(
-        self,
-        record: SessionRecord,
-        owner: Owner,
-        paths: SessionPaths,
-        env: dict[str, str],
-        limits: Limits,
-        stop_timeout: int,
-        output: Path | None = None,
-        user_caps: Limits | None = None,
-        meanwhile: Step | None = None,
-        program_found: bool = False,
-        state: list[str] | None = None,
-        resolved: dict[str, str] | None = None,
-        trusted: list[str] | None = None,
-    ) -> Started: ...
+    async def begin(
+        self, record: SessionRecord, owner: Owner, paths: SessionPaths, plan: StartPlan
+    ) -> Begun: ...
+    async def abandon(self, begun: Begun) -> None: ...
+    async def release(self, record: SessionRecord, begun: Begun) -> Started: ...
     async def stop(self, unit: str, timeout: float) -> None: ...
     async def kill(
         self, record: SessionRecord, owner: Owner, sock: Path, whom: str, signal: int
@@ -113,6 +102,7 @@ class OwnerPort(Protocol):
     async def check_cwd(self, owner: Owner, cwd: str) -> str | None: ...
     async def resolve(self, owner: Owner, paths: list[str]) -> dict[str, str] | None: ...
     async def find_program(self, owner: Owner, program: str) -> Found: ...
+    async def program_problem(self, owner: Owner, program: str, path: str) -> str | None: ...
     async def installed(
         self, owner: Owner, programs: dict[str, str]
     ) -> dict[str, tuple[str, str, str]]: ...

@@ -13,7 +13,7 @@ import logging
 import os
 import shlex
 import signal as signals
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +21,8 @@ from dbus_fast import Variant
 
 from hostagent import resources, sandbox
 from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
-from hostagent.daemon.host import checkpoint, namespace, procfs, sandboxing, tmux
+from hostagent.daemon.host import checkpoint, namespace, procfs, tmux
 from hostagent.daemon.host.heldchild import HeldChild
-from hostagent.daemon.host.owner import DEFAULT_PATH, program_problem
 from hostagent.daemon.host.procfs import Process
 from hostagent.daemon.host.runtimedir import write_file
 from hostagent.daemon.host.systemd import Systemd, SystemdError, UnitExists
@@ -42,7 +41,6 @@ NO_LIMIT = INFINITY  # systemd's "infinity" and "not set"
 # tmux hands a new session's command to its server in one message of at most 16 KiB, with
 # the other options; a longer command line goes through a script (launch_argv).
 TMUX_COMMAND_MAX = 8192
-Step = Callable[[], Awaitable[None]]  # what Scopes.start runs while systemd's job runs
 
 
 def user_slice(uid: int) -> str:
@@ -58,6 +56,32 @@ def slice_properties(uid: int, caps: Limits) -> list[tuple[str, Variant]]:
     for key in USER_CAP_KEYS:
         props.append((LIMIT_PROPERTIES[key], Variant("t", getattr(caps, key) or NO_LIMIT)))
     return props
+
+
+@dataclass(frozen=True)
+class StartPlan:
+    """What a start of a session's scope is given, all of it decided before (ops/spawn.py):
+    the complete environment, the limits, the stop timeout, the slice it goes into, the FIFO
+    its output is copied into (None for none), and the sandbox its held child makes (None for
+    none)."""
+
+    env: dict[str, str]
+    limits: Limits
+    stop_timeout: int
+    slice: str = SLICE
+    output: Path | None = None
+    sandbox: namespace.Plan | None = None
+
+
+@dataclass(frozen=True)
+class Begun:
+    """A start under way (Scopes.begin): the held child in the unit whose start job is job
+    ("" when an earlier try's holds it); own_pids when the session numbers its own pids."""
+
+    unit: str
+    child: HeldChild
+    job: str
+    own_pids: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,24 +148,14 @@ def launch_argv(argv: list[str], sock: Path) -> list[str]:
     return ["/bin/sh", str(script)]
 
 
-def sandbox_plan(
-    record: SessionRecord,
-    owner: Owner,
-    paths: SessionPaths,
-    state: list[str],
-    resolved: dict[str, str] | None,
-    trusted: list[str],
-) -> namespace.Plan | None:
-    """The sandbox record's words make for it at this start (state: where its CLI keeps its
-    own state; resolved: its paths as the owner resolves them; trusted: its CLI's files that
-    name commands), None for none; SpawnFailed with the reason when it cannot be made here."""
-    try:
-        return sandboxing.session_plan(
-            record.properties, owner, record.cwd, record.repo, paths, state, resolved, trusted
-        )
-    except (sandbox.SandboxProblem, OSError) as e:
-        why = sandboxing.why(e)
-        raise SpawnFailed(f"Session '{record.name}': its sandbox cannot be made: {why}.") from None
+def _start_failed(record: SessionRecord, e: BaseException) -> BaseException:
+    """What a start's failure is said as: systemd's refusal or a timeout in words, anything
+    else as it is."""
+    if isinstance(e, SystemdError):
+        return SpawnFailed(f"Failed to start unit {record.unit}: {e}")
+    if isinstance(e, TimeoutError):
+        return SpawnFailed(f"Starting unit {record.unit} did not finish in time.")
+    return e
 
 
 def check_signal(whom: str, signal: int) -> None:
@@ -175,72 +189,39 @@ class Scopes:
             self._slices[slice_] = props
         return slice_
 
-    async def start(
-        self,
-        record: SessionRecord,
-        owner: Owner,
-        paths: SessionPaths,
-        env: dict[str, str],
-        limits: Limits,
-        stop_timeout: int,
-        output: Path | None = None,
-        user_caps: Limits | None = None,
-        meanwhile: Step | None = None,
-        program_found: bool = False,
-        state: list[str] | None = None,
-        resolved: dict[str, str] | None = None,
-        trusted: list[str] | None = None,
-    ) -> Started:
-        """Start the scope with tmux running record.last_argv in the complete environment env,
-        its output copied into the FIFO output when given. With user_caps, the scope goes into
-        its owner's slice, which gets those caps; else into hostagent.slice.
-
-        meanwhile runs once systemd has taken the start job, while the job runs, and before
-        tmux is let go: what must be done before anything of the session runs, in time the
-        create would otherwise spend waiting. If it raises, the scope is stopped with nothing
-        of the session's in it, and the error goes to the caller as it is.
-
-        program_found: the caller has just found the program as the owner (a create's
-        admission), so it is not looked for again.
-
-        state: where the session's CLI keeps its own state, writable in its sandbox;
-        resolved: the sandbox's paths as the owner resolves them (sandboxing.to_resolve);
-        trusted: its CLI's files that name commands to run, read-only in its sandbox.
+    async def begin(
+        self, record: SessionRecord, owner: Owner, paths: SessionPaths, plan: StartPlan
+    ) -> Begun:
+        """A start's first half: the session's first process forked and held (in its
+        sandbox, not yet running tmux) and put into a new scope whose start job systemd has
+        taken. What must be done before anything of the session runs goes between this and
+        release, in time the start would otherwise spend waiting; abandon gives it up.
 
         Raises SpawnFailed on any failure, after making sure no half-started scope is left.
         """
-        # A missing program is said before anything starts, in words, not as a pane that dies.
-        if not program_found:
-            path = env.get("PATH", DEFAULT_PATH)
-            problem = await program_problem(owner, record.last_argv[0], path)
-            if problem:
-                raise SpawnFailed(f"{problem}; install it, or change the preset's command")
-        slice_ = SLICE if user_caps is None else await self.capped_slice(owner.uid, user_caps)
         sock = paths.socket
         died = tmux.died_hook(hooks_fifo(paths.runtime_dir), record.name, PANE_DIED)
-        server_env, pane_env = tmux.split_env(env)
+        server_env, pane_env = tmux.split_env(plan.env)
         argv = tmux.new_session_argv(
             sock,
             record.columns,
             record.rows,
             launch_argv(record.last_argv, sock),
-            output,
+            plan.output,
             died,
             pane_env,
         )
         tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
-        plan = sandbox_plan(record, owner, paths, state or [], resolved, trusted or [])
         try:
-            child = await HeldChild.start(owner, record.cwd, server_env, argv, plan)
+            child = await HeldChild.start(owner, record.cwd, server_env, argv, plan.sandbox)
         except OSError as e:  # no fork to be had, or the forker ended under the request
             raise SpawnFailed(f"Session '{record.name}': its first process: {e}.") from None
+        properties = scope_properties(
+            record, plan.limits, plan.stop_timeout, plan.slice, self.daemon_unit
+        )
         try:
             try:
-                job = await self.systemd.start_scope(
-                    record.unit,
-                    child.pid,
-                    scope_properties(record, limits, stop_timeout, slice_, self.daemon_unit),
-                )
+                job = await self.systemd.start_scope(record.unit, child.pid, properties)
             except UnitExists:
                 job = ""  # an earlier try's, if it holds our child
             except ProcessLookupError:
@@ -252,16 +233,27 @@ class Scopes:
                 raise SpawnFailed(
                     f"The session's first process ended before it started: {why}"
                 ) from None
-            if meanwhile is not None:
-                try:
-                    await meanwhile()
-                except BaseException:
-                    await child.abort()  # it never ran tmux: its scope is left empty
-                    with contextlib.suppress(StopFailed):
-                        await self.stop(record.unit, JOB_TIMEOUT)
-                    raise
+        except BaseException as e:
+            await child.abort()
+            raise _start_failed(record, e) from None
+        own_pids = plan.sandbox is not None and plan.sandbox.own_pids
+        return Begun(record.unit, child, job, own_pids)
+
+    async def abandon(self, begun: Begun) -> None:
+        """A begun start given up before its release: its child never runs tmux, and its
+        scope, left empty, is stopped."""
+        await begun.child.abort()
+        with contextlib.suppress(StopFailed):
+            await self.stop(begun.unit, JOB_TIMEOUT)
+
+    async def release(self, record: SessionRecord, begun: Begun) -> Started:
+        """A start's second half: once systemd's job is done, the held child let go to run
+        tmux; the scope's ids and tmux's pids. Raises SpawnFailed on any failure, after making
+        sure no half-started scope is left."""
+        child = begun.child
+        try:
             try:
-                result = await self.systemd.wait_job(job, JOB_TIMEOUT) if job else ""
+                result = await self.systemd.wait_job(begun.job, JOB_TIMEOUT) if begun.job else ""
             except TimeoutError:
                 result = ""  # its end may have been lost to systemd re-executing
             # No job of ours, or its end lost: ask whether the unit holds our child.
@@ -285,15 +277,9 @@ class Scopes:
                     f"tmux did not start within {RELEASE_TIMEOUT:.0f}s (stopped or stuck); "
                     "resume the session to try again"
                 ) from None
-        except SystemdError as e:
+        except BaseException as e:
             await child.abort()
-            raise SpawnFailed(f"Failed to start unit {record.unit}: {e}") from None
-        except TimeoutError:
-            await child.abort()
-            raise SpawnFailed(f"Starting unit {record.unit} did not finish in time.") from None
-        except BaseException:
-            await child.abort()
-            raise
+            raise _start_failed(record, e) from None
         if code != 0:
             await self.stop(record.unit, JOB_TIMEOUT)
             reason = err or f"tmux exited with status {code}"
@@ -303,7 +289,7 @@ class Scopes:
         # tmux printed its server's pid; a server that is already gone (the agent exited at once)
         # fails the cgroup check, and reconcile sees the rest.
         numbers = [int(n) if n.isdigit() else 0 for n in out.partition(" ")[::2]]
-        if plan is not None and plan.own_pids:  # as the session's PID namespace numbers them
+        if begun.own_pids:  # as the session's PID namespace numbers them
             numbers = [procfs.numbered(child.pid, n) if n else 0 for n in numbers]
         leader, pane = numbers
         leader = leader if self.leader_alive_in(record.unit, leader) else 0

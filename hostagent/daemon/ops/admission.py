@@ -18,12 +18,13 @@ import secrets
 import uuid
 from dataclasses import dataclass, replace
 
-from hostagent import launch, sandbox
+from hostagent import launch
 from hostagent.config import Config, over_caps
 from hostagent.daemon.follow.agenthooks import command_with_hooks
 from hostagent.daemon.host import sandboxing
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.ops.confining import asked_less, prepare, profile_words, wide_cwd
+from hostagent.daemon.ops.sandboxstart import SandboxRefused, sandbox_start
 from hostagent.daemon.state.live import Session
 from hostagent.daemon.state.paths import SessionPaths
 from hostagent.daemon.state.registry import Registry
@@ -41,9 +42,8 @@ from hostagent.errors import (
 )
 from hostagent.identity import Owner
 from hostagent.options import CreateRequest, cwd_problem, size_problem
-from hostagent.permissions import capped, sandbox_defaults, state_from_inside
+from hostagent.permissions import capped, sandbox_defaults
 from hostagent.presets import Preset
-from hostagent.sandbox import SandboxProblem
 from hostagent.session import (
     Limits,
     SessionRecord,
@@ -153,48 +153,16 @@ async def first_record(
             f"Session '{name}': {word}= cannot be enforced here: {problem}; leave it out."
         )
     # A sandbox that cannot be made here is refused before anything of the session exists;
-    # each start makes it again, and says so if it no longer can.
-    await plan_sandbox(record, owner, preset, req, paths, owners)
+    # each start plans it again, and says so if it no longer can.
+    try:
+        await sandbox_start(record, owner, preset, paths, owners, req.maker)
+    except SandboxRefused as e:
+        raise InvalidArgs(e.message) from None
     if loosened:
         less = " ".join(loosened)
         log.info("session '%s': asks for less than the agent profile: %s", name, less)
     await prepare(name, record.properties, preset, owner, agents, owners)
     return record, owner
-
-
-async def plan_sandbox(
-    record: SessionRecord,
-    owner: Owner,
-    preset: Preset,
-    req: CreateRequest,
-    paths: SessionPaths,
-    owners: OwnerPort,
-) -> None:
-    """InvalidArgs when the new session's sandbox cannot be made here, with its CLI's state
-    and every path resolved as the owner (a writable one that resolves to what a word hides is
-    refused); AccessDenied when, made from inside a sandbox, its state is not its maker's."""
-    name = record.name
-    try:
-        confined = sandbox.read(record.properties).confined
-        state = sandboxing.cli_state(preset, owner, record.cwd) if confined else []
-        wanted = sandboxing.to_resolve(record.properties, owner, record.cwd, record.repo, state)
-    except SandboxProblem as e:
-        raise InvalidArgs(f"Session '{name}': its sandbox cannot be made: {e}.") from None
-    if req.maker is not None:
-        state_from_inside(req.maker, state, sandboxing.context(owner, record.cwd, record.repo))
-    resolved = await owners.resolve(owner, wanted)
-    if resolved is None:
-        raise InvalidArgs(
-            f"Session '{name}': its sandbox's paths cannot be resolved as its owner; "
-            "check that each is reachable by them."
-        )
-    try:
-        sandboxing.session_plan(
-            record.properties, owner, record.cwd, record.repo, paths, state, resolved
-        )
-    except (SandboxProblem, OSError) as e:
-        why = sandboxing.why(e)
-        raise InvalidArgs(f"Session '{name}': its sandbox cannot be made: {why}.") from None
 
 
 @dataclass(frozen=True)

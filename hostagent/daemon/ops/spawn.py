@@ -4,32 +4,45 @@ What a start needs around the scope itself (the runtime directory, the hooks, th
 the terminal's watch) and what it leaves in the record: running with the scope's ids, or
 failed with a LastError that says why. The lifecycle calls it under the session's lock, with
 the record already saying starting, or, for a new session, with the step that writes the first
-record, which runs while systemd starts the scope (Scopes.start's meanwhile).
+record, which runs while systemd starts the scope: between Scopes.begin and Scopes.release.
+Everything the start is given is decided here, in one StartPlan.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
 from hostagent import sandbox
 from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
-from hostagent.daemon.host import checkpoint, sandboxing
+from hostagent.daemon.host import checkpoint
+from hostagent.daemon.host.owner import DEFAULT_PATH
 from hostagent.daemon.host.ports import OwnerPort, ScopeRunner
-from hostagent.daemon.host.scope import Step
+from hostagent.daemon.host.scope import SLICE, StartPlan
 from hostagent.daemon.ops.ending import Endings
 from hostagent.daemon.ops.reconcile import Reconciler
+from hostagent.daemon.ops.sandboxstart import (
+    SandboxRefused,
+    SandboxStart,
+    make_state,
+    sandbox_start,
+)
 from hostagent.daemon.state.live import Session
+from hostagent.daemon.state.paths import SessionPaths
 from hostagent.daemon.state.registry import Registry
 from hostagent.daemon.state.settings import Settings
 from hostagent.errors import ResumeFailed, SpawnFailed, StorageFull
+from hostagent.identity import Owner
 from hostagent.permissions import capped
 from hostagent.presets import Preset
 from hostagent.session import DormantReason, Event, Limits
 
 log = logging.getLogger(__name__)
+
+Step = Callable[[], Awaitable[None]]  # a new session's record, written while its scope starts
 
 
 @dataclass
@@ -72,28 +85,27 @@ class Spawner:
                 {**(preset.env if preset else {}), **self.hooks.hook_env(preset, session)},
                 record.launch_env(),
             )
-            # On the system daemon each user's sessions share a slice carrying their caps.
-            caps = self.settings.config.users.limits if capped(owner.uid) else Limits()
+            if not created:  # a create's admission found the program just now
+                await self.check_program(session, env)
             output = self.terminal.prepare(session)
-            state, resolved = await self.cli_state(session, preset)
-            trusted = cli_trusted(session, preset)
-            if created:
-                await checkpoint.reached(checkpoint.CREATE_MADE, session.name)
-            started = await self.scopes.start(
-                record,
-                owner,
-                paths,
+            boxed = await self.sandbox(session, preset, paths)
+            plan = StartPlan(
                 env,
                 record.limits if exempt else record.limits.within(self.settings.config.limits),
                 self.settings.config.stop_timeout_sec,
+                await self.slice(owner),
                 output,
-                caps if self.registry.system else None,
-                first,
-                program_found=created,
-                state=state,
-                resolved=resolved,
-                trusted=trusted,
+                boxed.plan,
             )
+            if created:
+                await checkpoint.reached(checkpoint.CREATE_MADE, session.name)
+            begun = await self.scopes.begin(record, owner, paths, plan)
+            try:
+                await first()  # while systemd starts the scope, before anything of it runs
+            except BaseException:
+                await self.scopes.abandon(begun)
+                raise
+            started = await self.scopes.release(record, begun)
             await checkpoint.reached(checkpoint.SPAWN_STARTED, session.name)
         except (SpawnFailed, OSError) as e:
             await first()  # a failed create is a failed session, with its LastError
@@ -124,8 +136,9 @@ class Spawner:
             raise
         confined = sandbox.read(record.properties).shown()
         if confined:
-            writes = f"; its CLI's state writable: {' '.join(state)}" if state else ""
-            writes += f"; its CLI's trusted files not: {' '.join(trusted)}" if trusted else ""
+            state, trusted = " ".join(boxed.state), " ".join(boxed.trusted)
+            writes = f"; its CLI's state writable: {state}" if state else ""
+            writes += f"; its CLI's trusted files not: {trusted}" if trusted else ""
             log.info(
                 "session '%s': started confined: %s%s", session.name, " ".join(confined), writes
             )
@@ -135,36 +148,33 @@ class Spawner:
             # was found running will be followed by the unit's own signals.
             self.reconciler.queue(session)
 
-    async def cli_state(
-        self, session: Session, preset: Preset | None
-    ) -> tuple[list[str], dict[str, str]]:
-        """Where a sandboxed session's CLI keeps its own state (its preset's paths, from the
-        preset and the owner's passwd entry alone, never a creator's environment), with each
-        directory of them made first, as the owner: under a read-only home the CLI could not
-        make it itself; and every path its sandbox names, as the owner resolves it, so that no
-        link carries a mount elsewhere. Nothing for a session with no sandbox."""
+    async def check_program(self, session: Session, env: dict[str, str]) -> None:
+        """A missing program is said before anything starts, in words, not as a pane that
+        dies: it may have gone since the session was created."""
+        program = session.record.last_argv[0]
+        path = env.get("PATH", DEFAULT_PATH)
+        problem = await self.owners.program_problem(session.owner, program, path)
+        if problem:
+            raise SpawnFailed(f"{problem}; install it, or change the preset's command")
+
+    async def sandbox(
+        self, session: Session, preset: Preset | None, paths: SessionPaths
+    ) -> SandboxStart:
+        """The sandbox this start makes (sandboxstart.py), its CLI's state made first."""
         record, owner = session.record, session.owner
-        if not sandbox.read(record.properties).confined:
-            return [], {}
         try:
-            state = sandboxing.cli_state(preset, owner, record.cwd)
-            wanted = sandboxing.to_resolve(record.properties, owner, record.cwd, record.repo, state)
-        except sandbox.SandboxProblem as e:
-            raise SpawnFailed(
-                f"Session '{record.name}': its sandbox cannot be made: {e}."
-            ) from None
-        resolved = await self.owners.resolve(owner, wanted)
-        if resolved is None:
-            raise SpawnFailed(
-                f"Session '{record.name}': its sandbox's paths cannot be resolved as its owner; "
-                "check that each is reachable by them."
-            )
-        directories = [p for p in state if p.endswith("/")]
-        if directories:
-            made = await self.owners.run(owner, ["/bin/mkdir", "-p", "--", *directories])
-            if made is None or made[0] != 0:
-                log.warning("session '%s': could not make %s", session.name, " ".join(directories))
-        return state, resolved
+            boxed = await sandbox_start(record, owner, preset, paths, self.owners)
+        except SandboxRefused as e:
+            raise SpawnFailed(e.message) from None
+        await make_state(session.name, owner, boxed, self.owners)
+        return boxed
+
+    async def slice(self, owner: Owner) -> str:
+        """On the system daemon each user's sessions share a slice carrying their caps."""
+        if not self.registry.system:
+            return SLICE
+        caps = self.settings.config.users.limits if capped(owner.uid) else Limits()
+        return await self.scopes.capped_slice(owner.uid, caps)
 
     def fail(self, session: Session, error: str) -> NoReturn:
         """A start failed: the session is failed with LastError; its ids are kept. The caller
@@ -186,19 +196,6 @@ class Spawner:
     async def stop_scope(self, session: Session) -> None:
         await look_last(session)
         await self.scopes.stop(session.record.unit, self.settings.config.stop_timeout_sec + 30)
-
-
-def cli_trusted(session: Session, preset: Preset | None) -> list[str]:
-    """The files of a sandboxed session's CLI that name commands it runs (sandboxing's
-    cli_trusted): read-only in its sandbox. Nothing for a session with no sandbox, or when its
-    preset's are not paths in the home (then its state could not be made either)."""
-    record = session.record
-    if not sandbox.read(record.properties).confined:
-        return []
-    try:
-        return sandboxing.cli_trusted(preset, session.owner, record.cwd)
-    except sandbox.SandboxProblem:
-        return []
 
 
 async def look_last(session: Session) -> None:
