@@ -4,8 +4,11 @@ The arrows run one way: bus → lifecycle → {reconcile, endings, hooks, conver
 terminal, usage} → registry → {store, session}; the edges (systemd, tmux, the scope runner,
 running things as the owner, worktrees, the store) come in from outside as ports, so the
 server hands in the real ones and the fast tests hand in fakes. No part registers itself
-anywhere: ``assemble`` makes the listeners listen and the callbacks call, and ``front`` puts
-the bus objects over the core; the tests use both as the server does.
+anywhere, and none is given a callback after it is made: ``assemble`` makes each part with
+the parts and callbacks it calls as constructor arguments (none has a default, so a missing
+one is a TypeError, not a call into nothing) and makes the listeners listen; the server
+connects systemd's signals to the reconciler. ``front`` puts the bus objects over the core;
+the tests use both as the server does.
 """
 
 from __future__ import annotations
@@ -78,10 +81,25 @@ class Core:
     ) -> Core:
         background = Background()
         registry = Registry(store, runtime_root, system)
-        terminal = Terminal(registry, scopes.tmux, settings)
         conversations = Conversations(registry, settings, background, owners)
-        hooks = AgentHooks(registry, settings, background, conversations)
-        endings = Endings(registry, scopes, conversations, background)
+        ledger = Ledger(store.directory / "usage", store.corrupt_dir, registry.records)
+        # The store is made before the registry it is read into (the server's, a test's).
+        store.holdings = registry.records
+        usage = UsageWatch(
+            registry,
+            settings,
+            background,
+            ledger,
+            conversations,
+            owners,
+            # The one arrow back up: a turn that ended over a budget is stopped by the
+            # lifecycle, which is made below from what usage is given to. It is called only
+            # once a session has run, long after assemble has returned.
+            lambda session, why: lifecycle.stop_for_budget(session, why),
+        )
+        terminal = Terminal(registry, scopes.tmux, settings, usage.read_later)
+        endings = Endings(registry, scopes, background, usage.after_end)
+        hooks = AgentHooks(registry, settings, background, conversations, endings.agent_exited_soon)
         reconciler = Reconciler(registry, scopes, endings, background)
         lifecycle = Lifecycle(
             registry,
@@ -96,27 +114,11 @@ class Core:
             settings,
             PendingCreates(store.directory / "creating"),
             boot_id,
+            usage.over_budget,
         )
-        ledger = Ledger(store.directory / "usage", store.corrupt_dir)
-        usage = UsageWatch(
-            registry,
-            settings,
-            background,
-            ledger,
-            conversations,
-            owners,
-            lifecycle.stop_for_budget,
-        )
-        store.holdings = ledger.records = registry.records
         answers = AnswerBook(store.directory / "answers")
         rules = AutoAnswer(registry, scopes.tmux, settings, answers, background)
         registry.listeners += [terminal, endings, conversations, usage, rules]
-        scopes.systemd.on_unit = reconciler.on_unit
-        scopes.systemd.on_result = reconciler.on_result
-        hooks.on_pane_died = endings.agent_exited_soon
-        endings.after_end = usage.after_end
-        terminal.on_prompt = usage.read_later
-        lifecycle.over_budget = usage.over_budget
         activations = ActivationWatch(registry, scopes, endings.guard, journal.follow)
         return cls(
             settings,

@@ -158,11 +158,11 @@ class Server:
         name is another daemon's."""
         config, presets = settings
         systemd = Systemd(bus)
-        await systemd.connect()
         store = SidecarStore(state_dir(self.system), runtime_root(self.system) / "records")
         store.prepare()
         # The daemon's tmux clients run inside their sessions (host/enclosure.py).
-        insides = Insides(systemd)
+        # The record it asks is the core's, made below; nothing is entered before recovery.
+        insides = Insides(systemd, lambda name: _leader(core.registry, name))
         self.core = core = Core.assemble(
             scopes=Scopes(systemd, Tmux(locate=insides.locate)),
             owners=Owners(self.system),
@@ -173,19 +173,18 @@ class Server:
             system=self.system,
             boot_id=read_boot_id(),
         )
+        await systemd.connect(core.reconciler)
         if self.system:
             # A user's own code the daemon runs (login shells, git) runs under their slice.
             set_confiner(Confiner(systemd, core.lifecycle.owner_slice))
         core.registry.listeners.append(self.status)
-        insides.leader_of = lambda name: _leader(core.registry, name)
         logsetup.set_session_fields(lambda name: _journal_fields(core.registry, name))
         report = await core.recover()
         log.info("%s", report.summary(config.recovery_policy.value))
         self.to_resume = report.to_resume
-        exporter = Exporter(bus)
+        exporter = Exporter(bus, systemd.sends)
         # A call too big for its method is refused from its header alone (bus/intake.py).
-        intake.limit_of, intake.refuse = exporter.largest, exporter.refuse
-        exporter.listens_to = systemd.sends
+        intake.limit(exporter.largest, exporter.refuse)
         auth = Authorizer(bus, use_polkit=self.system)
         placement = Placement(bus, auth.caller_process, read_opener, now, unit_in_cgroup)
         frontend = core.front(auth, placement, exporter, self.reload)

@@ -31,7 +31,7 @@ from hostagent.daemon.host.owner import DEFAULT_PATH
 from hostagent.daemon.host.owners import Owners
 from hostagent.daemon.host.procfs import Process
 from hostagent.daemon.host.scope import Begun, Started, StartPlan, unit_in_cgroup
-from hostagent.daemon.host.systemd import UnitInfo
+from hostagent.daemon.host.systemd import UnitEvents, UnitInfo
 from hostagent.daemon.host.tmux import TmuxError
 from hostagent.daemon.host.worktree import Worktrees
 from hostagent.daemon.state.asking import Asking
@@ -66,8 +66,9 @@ class FakeSystemd:
 
     def __init__(self) -> None:
         self.units: dict[str, FakeUnit] = {}
-        self.on_unit: Callable[[str, str], None] = lambda unit, state: None
-        self.on_result: Callable[[str, str], None] = lambda unit, result: None
+        # Whom a unit's change is told, as the real client's connect is given; None while
+        # the daemon is gone (a test stops listening).
+        self.events: UnitEvents | None = None
         self.stopped: list[str] = []  # units the daemon asked to stop
         self.after_list: Callable[[], None] = lambda: None
         self.stopping = False  # the manager is going down
@@ -84,6 +85,11 @@ class FakeSystemd:
             else:
                 del self.units[unit]
         self.on_unit(unit, state)
+
+    def on_unit(self, unit: str, state: str) -> None:
+        """systemd's signal of a unit's ActiveState, as the daemon hears it."""
+        if self.events is not None:
+            self.events.on_unit(unit, state)
 
     async def active_state(self, unit: str) -> str:
         u = self.units.get(unit)
@@ -404,6 +410,7 @@ class Host:
             system=system,
             boot_id=boot_id,
         )
+        self.systemd.events = self.core.reconciler  # as the server's connect does
         self.registry = self.core.registry
         self.lifecycle = self.core.lifecycle
         self.events: list[tuple[str, str, str]] = []  # (what, name, state) as listeners saw
@@ -426,8 +433,7 @@ class Host:
         Host.__init__(again, self.tmp, self.config, boot_id, profile=True)
         again.scopes.systemd = again.systemd = self.systemd
         again.scopes.tmux.systemd = self.systemd
-        again.systemd.on_unit = again.core.reconciler.on_unit  # the old core's no longer
-        again.systemd.on_result = again.core.reconciler.on_result
+        again.systemd.events = again.core.reconciler  # the old core's no longer
         return again
 
     async def create(

@@ -421,6 +421,45 @@ def test_only_the_core_and_the_server_wire_collaborators() -> None:
     assert wired == []
 
 
+def late_callbacks(path: Path) -> list[int]:
+    """Lines where a part gives itself a callback that calls into nothing until someone sets
+    it (`self.on_x = lambda ...: None` in a method), or where a part is handed a callback
+    after it is made (an attribute of another object set to a function, not a listener)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        else:
+            continue
+        if isinstance(node.value, ast.Lambda) and any(
+            isinstance(t, ast.Attribute) for t in targets
+        ):
+            found.append(node.lineno)
+    return found
+
+
+def test_no_part_is_given_a_callback_after_it_is_made() -> None:
+    """A part's callbacks are constructor arguments, none with a default (core.py): a
+    missing one is a TypeError when the daemon is assembled, never a call into nothing. The
+    one left is the store's: it is made before the registry it is read into."""
+    late = [
+        f"{m}:{line}"
+        for m, p in MODULES.items()
+        if m.startswith("hostagent.daemon")
+        for line in late_callbacks(p)
+    ]
+    assert late == []
+    core = MODULES["hostagent.daemon.core"]
+    assigned = [line for line in wirings(core) if "listeners" not in _line(core, line)]
+    assert [_line(core, n).strip() for n in assigned] == ["store.holdings = registry.records"]
+
+
+def _line(path: Path, number: int) -> str:
+    return path.read_text().splitlines()[number - 1]
+
+
 def test_what_is_done_as_the_owner_goes_through_its_port() -> None:
     """ops/, follow/ and bus/ get the owner port (host/ports.py OwnerPort), so the fast
     layer's fake stands in for every helper they run."""
@@ -555,6 +594,14 @@ def test_the_rules_find_what_they_look_for(tmp_path: Path) -> None:
         "set_confiner(c)\n"
     )
     assert wirings(wiring) == [1, 2, 3, 4, 5, 8]
+    late = tmp_path / "late.py"
+    late.write_text(
+        "self.on_x: Callable[[], None] = lambda: None\n"
+        "self.on_y = lambda s: None\n"
+        "self.on_z = on_z\n"
+        "f = lambda: None\n"
+    )
+    assert late_callbacks(late) == [1, 2]
     stand_ins = tmp_path / "stand_ins.py"
     stand_ins.write_text(
         "from hostagent.daemon.host import owner as owner_module\n"

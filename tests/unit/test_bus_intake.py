@@ -72,8 +72,10 @@ def test_an_oversized_message_is_refused_unread_and_the_next_ones_pass() -> None
     ours.setblocking(False)
     intake = Intake(ours)
     refused: list[tuple[Header, int]] = []
-    intake.limit_of = lambda h: 64 * 1024 if h.member == "CreateSession" else None
-    intake.refuse = lambda h, limit: refused.append((h, limit))
+    intake.limit(
+        lambda h: 64 * 1024 if h.member == "CreateSession" else None,
+        lambda h, limit: refused.append((h, limit)),
+    )
     theirs.setblocking(False)
     sent = bytearray(small + big + after)
     handed = b""
@@ -100,7 +102,7 @@ def test_descriptors_sent_with_a_refused_message_are_closed() -> None:
     ours, theirs = socket.socketpair()
     ours.setblocking(False)
     intake = Intake(ours)
-    intake.limit_of = lambda h: 1024
+    intake.limit(lambda h: 1024, lambda h, limit: None)
     r, w = os.pipe()
     socket.send_fds(theirs, [big[:64]], [w])
     theirs.sendall(big[64:])
@@ -118,7 +120,7 @@ def test_a_message_never_taken_is_dropped_even_with_no_body() -> None:
     ours, theirs = socket.socketpair()
     ours.setblocking(False)
     intake = Intake(ours)
-    intake.limit_of = lambda h: NEVER if h.member == "Poke" else None
+    intake.limit(lambda h: NEVER if h.member == "Poke" else None, lambda h, limit: None)
     theirs.sendall(bare * 3 + after)
     assert _read_all(intake) == after
     assert intake.refused == 3

@@ -151,7 +151,7 @@ def test_a_stop_that_finished_while_the_daemon_was_away_is_one_write(
         host, session, _ = await started(tmp_path, kind)
         write_transcript(tmp_path, kind, session)
         host.registry.change(session, Event.STOP)  # the stop's ask, then the daemon died
-        host.systemd.on_unit = lambda unit, state: None  # the daemon is gone
+        host.systemd.events = None  # the daemon is gone
         host.systemd.end(session.record.unit)
         before = revision(host, "a")
         again = host.restart()

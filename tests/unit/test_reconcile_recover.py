@@ -231,7 +231,7 @@ def test_a_restart_adopts_live_sessions_and_finds_the_lost_one(tmp_path: Path) -
     async def body() -> None:
         host = await Host.started(tmp_path)
         await running(host, "a", "b")
-        host.systemd.on_unit = lambda unit, state: None  # the daemon is down
+        host.systemd.events = None  # the daemon is down
         host.systemd.end("hostagent-b.scope")
         again = host.restart()
         report = await again.core.recover()

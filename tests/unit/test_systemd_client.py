@@ -104,6 +104,20 @@ class FakeManager:
         return True  # type: ignore[return-value]  # answered above, before the signals
 
 
+class Heard:
+    """Who a client's connect tells of units' changes, keeping what it is told."""
+
+    def __init__(self) -> None:
+        self.units: list[tuple[str, str]] = []
+        self.results: list[tuple[str, str]] = []
+
+    def on_unit(self, unit: str, state: str) -> None:
+        self.units.append((unit, state))
+
+    def on_result(self, unit: str, result: str) -> None:
+        self.results.append((unit, result))
+
+
 def test_a_call_that_meets_systemd_re_executing_is_made_again_once_it_is_back(
     bus_address: str,
 ) -> None:
@@ -111,7 +125,7 @@ def test_a_call_that_meets_systemd_re_executing_is_made_again_once_it_is_back(
         first = await FakeManager.start(bus_address, leave_on="StopUnit")
         daemon = await MessageBus(bus_address=bus_address).connect()
         systemd = Systemd(daemon)
-        await systemd.connect()
+        await systemd.connect(Heard())
         assert first.calls == ["Subscribe"]
         stop = asyncio.ensure_future(systemd.stop_unit("hostagent-a.scope"))
         left: Callable[[], Awaitable[None]] = first.bus.wait_for_disconnect  # untyped
@@ -133,7 +147,7 @@ def test_nobody_but_the_bus_can_say_who_systemd_is(bus_address: str) -> None:
         real = await FakeManager.start(bus_address)
         daemon = await MessageBus(bus_address=bus_address).connect()
         systemd = Systemd(daemon)
-        await systemd.connect()
+        await systemd.connect(Heard())
         owner = systemd._owner
         bob = await MessageBus(bus_address=bus_address).connect()
         # A unicast NameOwnerChanged naming bob as systemd, sent straight to the daemon.
@@ -193,7 +207,7 @@ def test_a_started_scopes_invocation_id_is_taken_from_its_own_signal(
         daemon = await MessageBus(bus_address=bus_address).connect()
         systemd = Systemd(daemon)
         systemd._pidfds_work = False  # the private bus passes no descriptors
-        await systemd.connect()
+        await systemd.connect(Heard())
         unit = "hostagent-a.scope"
         job = await systemd.start_scope(unit, os.getpid(), [])
         assert await systemd.wait_job(job, 5) == "done"

@@ -406,7 +406,7 @@ def test_a_budget_stop_the_daemon_did_not_finish_ends_dormant_for_the_budget(
         host.registry.change(
             session, Event.STOP, dormant_reason=DormantReason.BUDGET, last_error=why
         )  # the budget stop's first step; then the daemon died
-        host.systemd.on_unit = lambda unit, state: None
+        host.systemd.events = None
         host.systemd.end(session.record.unit)
         again = host.restart()
         again.core.settings.presets.update(meter=METER)

@@ -77,14 +77,15 @@ _DOCTYPE = (
 class Exporter:
     """Serves Interfaces at object paths on one bus connection."""
 
-    def __init__(self, bus: MessageBus) -> None:
+    def __init__(self, bus: MessageBus, listens_to: Callable[[str], bool]) -> None:
+        """listens_to(sender): whether the daemon listens to that unique name's signals (the
+        bus itself always): the systemd client's sends."""
         self.bus = bus
         self._objects: dict[str, tuple[Interface, Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._turns = Turns()  # method calls in flight, by sender
         self._waits: set[asyncio.Task[None]] = set()
-        # Whose signals the daemon listens to, by unique name; the bus itself always.
-        self.listens_to: Callable[[str], bool] = lambda sender: True
+        self.listens_to = listens_to
         bus.add_message_handler(self._on_message)
 
     async def follow_callers(self) -> None:

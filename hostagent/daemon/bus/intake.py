@@ -120,13 +120,13 @@ def _unlimited(header: Header) -> int | None:
 
 class Intake:
     """A bus connection's socket as its unmarshaller reads it: a message over its limit never
-    reaches it. ``limit_of(header)`` gives a message's largest body in bytes (None: any,
-    NEVER: none at all); ``refuse(header, limit)`` answers one that is over it."""
+    reaches it. The socket is guarded from the connection's first message, before the daemon
+    has any object to serve; ``limit`` then says how large each may be (until then, any)."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.limit_of: Callable[[Header], int | None] = _unlimited
-        self.refuse: Callable[[Header, int], None] = lambda header, limit: None
+        self.refuse: Callable[[Header, int], None] | None = None
         self.refused = 0  # messages dropped unread, since the start
         self._head = bytearray()  # the next message's head, read but not yet judged
         self._head_len = FIXED  # how long that head is, once its fixed bytes are in
@@ -135,6 +135,13 @@ class Intake:
         self._passing = 0  # the rest of a judged message's body, read straight through
         self._dropping = 0  # the rest of a refused message's body
         self._scratch = bytearray(DISCARD_CHUNK)
+
+    def limit(
+        self, limit_of: Callable[[Header], int | None], refuse: Callable[[Header, int], None]
+    ) -> None:
+        """From here on, limit_of(header) gives a message's largest body in bytes (None:
+        any, NEVER: none at all), and refuse(header, limit) answers one that is over it."""
+        self.limit_of, self.refuse = limit_of, refuse
 
     @classmethod
     def guard(cls, bus: Any) -> Intake:
@@ -218,7 +225,7 @@ class Intake:
             self._head = bytearray()
             self._close_descriptors()
             self.refused += 1
-            if header is not None and limit is not None:
+            if header is not None and limit is not None and self.refuse is not None:
                 self.refuse(header, limit)
         self._head_len = FIXED
         return True

@@ -5,7 +5,7 @@ A preset with ``hooks:`` gets a settings file of the CLI's own format before eac
 whose hooks write one line (the session's name, its hook token, the event's fields) into the
 owner's FIFO; tmux's pane-died hook writes there too. ``AgentHooks`` reads every owner's FIFO,
 believes a line only with the session's own token, and hands it on: a pane's death to the
-endings (``on_pane_died``, wired by core.py), an event through ``HookFlow`` (a flood is paced)
+endings (``on_pane_died``, given by core.py), an event through ``HookFlow`` (a flood is paced)
 to ``report_hook``, which records what the agent said it is doing and gives any conversation
 id it names to ``Conversations``. ``ReportHook`` on the bus comes to ``report_hook`` too.
 """
@@ -82,7 +82,10 @@ class AgentHooks:
         settings: Settings,
         background: Background,
         conversations: Conversations,
+        on_pane_died: Callable[[Session], None],
     ) -> None:
+        """on_pane_died: told when a line says a session's pane died (tmux's hook;
+        ending.py's agent_exited_soon verifies it)."""
         self.registry = registry
         self.settings = settings
         self.conversations = conversations
@@ -91,8 +94,7 @@ class AgentHooks:
         # its start found in its veil, and its hooks and tmux's pane-died line go there.
         self.retired: dict[int, list[hookpipe.HookPipe]] = {}
         self.flow = HookFlow(self.report_hook, background)
-        # Told when a line says a session's pane died (tmux's hook; ending.py verifies it).
-        self.on_pane_died: Callable[[Session], None] = lambda session: None
+        self.on_pane_died = on_pane_died
 
     # ---- a session's hooks file -------------------------------------------------------------
 

@@ -65,14 +65,20 @@ def check_activities(activities: Iterable[str]) -> frozenset[str]:
 
 
 class Terminal:
-    def __init__(self, registry: Registry, tmux_client: TmuxPort, settings: Settings) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        tmux_client: TmuxPort,
+        settings: Settings,
+        on_prompt: Callable[[Session], None],
+    ) -> None:
+        """on_prompt: told when a line is sent (follow/usage.py's read_later: a turn too
+        quick to be seen working is read all the same)."""
         self.registry = registry
         self.tmux = tmux_client
         self.settings = settings
         self._capturing: dict[int, int] = {}  # captures under way, by the uid that asked
-        # Told when a line is sent (core.py wires follow/usage.py: a turn too quick to be
-        # seen working is read all the same).
-        self.on_prompt: Callable[[Session], None] = lambda session: None
+        self.on_prompt = on_prompt
 
     # ---- Listener -----------------------------------------------------------------------
 

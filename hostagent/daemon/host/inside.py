@@ -53,10 +53,13 @@ class Insides:
     """Finds the process to enter for a session's socket: the record's tmux server, else the
     first process systemd lists in its scope; remembered while it stays in the scope."""
 
-    def __init__(self, systemd: Systemd) -> None:
+    def __init__(
+        self, systemd: Systemd, leader_of: Callable[[str], tuple[str, int] | None]
+    ) -> None:
+        """leader_of(name): the session's unit and tmux server as its record says, None for
+        no such session."""
         self.systemd = systemd
-        # The record's unit and tmux server (set by the daemon once its registry is made).
-        self.leader_of: Callable[[str], tuple[str, int] | None] = lambda name: None
+        self.leader_of = leader_of
         self._known: dict[str, int] = {}
 
     async def locate(self, sock: Path) -> Enclosure:

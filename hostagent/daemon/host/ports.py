@@ -27,11 +27,8 @@ from hostagent.session import Limits, SessionRecord
 
 
 class SystemdPort(Protocol):
-    """What the core asks the service manager, beside starting and stopping scopes; and
-    whom it tells of a scope's state and Result as they change (core.py wires them)."""
-
-    on_unit: Callable[[str, str], None]
-    on_result: Callable[[str, str], None]
+    """What the core asks the service manager, beside starting and stopping scopes (a
+    scope's state and Result as they change go to the reconciler its connect was given)."""
 
     async def active_state(self, unit: str) -> str: ...
     async def list_units(self, pattern: str) -> list[UnitInfo]: ...

@@ -11,9 +11,8 @@ import asyncio
 import collections
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from dbus_fast import Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
@@ -70,7 +69,12 @@ class UnitInfo:
     active_state: str  # active, activating, deactivating, inactive, failed, or "" when gone
 
 
-UnitListener = Callable[[str, str], None]  # (unit name, ActiveState or "" when removed)
+class UnitEvents(Protocol):
+    """Who is told of each hostagent scope's ActiveState ("" once it is unloaded), and of
+    systemd's Result for it (timeout, oom-kill, ...) as it ends: the daemon's reconciler."""
+
+    def on_unit(self, unit: str, state: str) -> None: ...
+    def on_result(self, unit: str, result: str) -> None: ...
 
 
 def unit_path(unit: str) -> str:
@@ -80,10 +84,7 @@ def unit_path(unit: str) -> str:
 class Systemd:
     def __init__(self, bus: MessageBus) -> None:
         self.bus = bus
-        # Told of each hostagent scope's ActiveState ("" once it is unloaded), and of
-        # systemd's Result for it (timeout, oom-kill, ...) as it ends; core.py wires both.
-        self.on_unit: UnitListener = lambda unit, state: None
-        self.on_result: Callable[[str, str], None] = lambda unit, result: None
+        self._events: UnitEvents  # given by connect, before any signal can come
         self._owner = ""
         self._known_owner = ""  # the last unique name systemd had, across its gaps
         self._owner_waiters: list[asyncio.Future[None]] = []
@@ -96,8 +97,10 @@ class Systemd:
         self._invocations: collections.OrderedDict[str, str] = collections.OrderedDict()
         self._pidfds_work = hasattr(os, "pidfd_open")
 
-    async def connect(self) -> None:
-        """Install the matches and Subscribe(), before any job can be started."""
+    async def connect(self, events: UnitEvents) -> None:
+        """Install the matches and Subscribe(), before any job can be started; events is told
+        of each scope's changes from here on."""
+        self._events = events
         self.bus.add_message_handler(self._on_message)
         for rule in _MATCHES:
             await add_match(self.bus, rule)
@@ -198,7 +201,7 @@ class Systemd:
             _, job, _unit, result = msg.body
             self._job_done(job, result)
         elif msg.member == "UnitRemoved" and msg.interface == MANAGER_IFACE:
-            self.on_unit(msg.body[0], "")
+            self._events.on_unit(msg.body[0], "")
         elif msg.member == "PropertiesChanged" and msg.path:
             changed = msg.body[1]
             unit = path_decode(UNIT_PATH_PREFIX, msg.path)
@@ -210,9 +213,9 @@ class Systemd:
                     self._invocations[unit] = _id_hex(invocation.value)
             if result is not None and unit:
                 # Sent before the unit's ActiveState (and before a failed scope is collected).
-                self.on_result(unit, result.value)
+                self._events.on_result(unit, result.value)
             if state is not None and unit:
-                self.on_unit(unit, state.value)
+                self._events.on_unit(unit, state.value)
 
     def _job_done(self, job: str, result: str) -> None:
         waiter = self._job_waiters.pop(job, None)

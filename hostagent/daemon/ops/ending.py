@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from hostagent.daemon.follow import containment
-from hostagent.daemon.follow.conversation import Conversations
 from hostagent.daemon.host import tmux
 from hostagent.daemon.host.ports import ScopeRunner
 from hostagent.daemon.host.scope import JOB_TIMEOUT
@@ -68,19 +67,16 @@ class Endings:
         self,
         registry: Registry,
         scopes: ScopeRunner,
-        conversations: Conversations,
         background: Background,
+        after_end: Callable[[Session, int], Coroutine[Any, Any, None]],
     ) -> None:
+        """after_end: what follows a run's end, off the lock (follow/usage.py's: the
+        conversation it ended in and its usage, recorded in one change)."""
         self.registry = registry
         self.scopes = scopes
-        self.conversations = conversations
         self.background = background
         self.guard = containment.Guard(registry, scopes.systemd)
-        # What follows a run's end, off the lock: the conversation it ended in, and (once
-        # core.py wires follow/usage.py) its usage, recorded in one change.
-        self.after_end: Callable[[Session, int], Coroutine[Any, Any, None]] = (
-            conversations.after_end
-        )
+        self.after_end = after_end
 
     # ---- Listener: a session that no longer runs has no agent to follow ----------------
 

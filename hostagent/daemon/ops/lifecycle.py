@@ -81,7 +81,10 @@ class Lifecycle:
         settings: Settings,
         pending: PendingCreates,
         boot_id: str,
+        over_budget: Callable[[int, Session | None], str],
     ) -> None:
+        """over_budget: why a budget keeps an owner (or the session, when given) from
+        starting today, or "" (follow/usage.py's)."""
         self.registry = registry
         self.pending = pending
         self.scopes = scopes
@@ -97,9 +100,7 @@ class Lifecycle:
         self.spawner = Spawner(
             registry, scopes, owners, terminal, hooks, endings, reconciler, settings
         )
-        # Why a budget keeps owner (or the session, when given) from starting today, or ""
-        # (follow/usage.py sets it; a core without usage follows no budget).
-        self.over_budget: Callable[[int, Session | None], str] = lambda uid, session: ""
+        self.over_budget = over_budget
 
     @contextlib.asynccontextmanager
     async def _locked(self, session: Session) -> AsyncIterator[None]:

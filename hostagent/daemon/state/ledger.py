@@ -94,13 +94,16 @@ class Books:
 
 
 class Ledger:
-    def __init__(self, directory: Path, corrupt: Path) -> None:
+    def __init__(
+        self, directory: Path, corrupt: Path, records: Callable[[], Iterable[SessionRecord]]
+    ) -> None:
+        """corrupt: where unreadable books are set aside; records: every record the daemon
+        holds (the registry's), what torn books are rebuilt from."""
         self.directory = directory
-        self.corrupt = corrupt  # where unreadable books are set aside
+        self.corrupt = corrupt
         self._books: dict[int, Books] = {}
         self._syncer = Syncer(self._sync)
-        # Every record the daemon holds (the registry says): what torn books are rebuilt from.
-        self.records: Callable[[], Iterable[SessionRecord]] = tuple
+        self.records = records
 
     def _path(self, uid: int) -> Path:
         return self.directory / f"{uid}.json"
