@@ -4,12 +4,16 @@ wrote it (tests/data/usage/, real records of the real CLIs against the stand-in 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from hostagent.daemon.follow.usagehelper import PROGRAM
 from hostagent.usage import Usage, total
 from hostagent.usagereaders import READERS
+from hostagent.usagerecords import read_all
 from hostagent.usagetext import format_cost, format_tokens
 from tests.modelscript import SERVED
 
@@ -155,3 +159,22 @@ def test_an_opencode_reply_still_streaming_is_not_a_call_yet() -> None:
     assert READERS["opencode"](text + json.dumps(streaming) + "\n") == times(
         PER_CALL, 3, None, "stand-in"
     )
+
+
+def test_the_helper_program_reads_as_its_modules_do(tmp_path: Path) -> None:
+    """The program the daemon runs as the owner is usage.py, usagereaders.py and
+    usagerecords.py joined: run as the daemon runs it (no site, no environment), it prints
+    what the modules read; a conversation with no record is left out."""
+    record = tmp_path / "abc.jsonl"
+    record.write_bytes((DATA / "claude" / "2.1.332-two-turns-then-stopped.jsonl").read_bytes())
+    spec = {"abc": str(tmp_path / "*.jsonl"), "gone": str(tmp_path / "none" / "*.jsonl")}
+    ran = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", PROGRAM, "claude", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env={},
+        check=True,
+    )
+    printed = json.loads(ran.stdout)
+    assert printed == read_all("claude", spec) == {"abc": read_all("claude", spec)["abc"]}
+    assert Usage.from_dict(printed["abc"]) == READERS["claude"](record.read_text())
