@@ -18,15 +18,12 @@ that the user's own configuration is neither read nor written (docs/agent-clis.m
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from hostagent.errors import InvalidArgs
 
-FORMATS = ("claude", "codex", "copilot", "gemini", "kilo", "opencode", "qwen")
-# The formats whose server goes into the session's hooks settings file: the preset must have
-# hooks of the same CLI.
-IN_SETTINGS = ("gemini", "qwen")
 SERVER = "hostagent"  # the server's name in every CLI: its tools are mcp__hostagent__… in Claude
 
 
@@ -39,6 +36,9 @@ class Registration:
     env: dict[str, str] = field(default_factory=dict)
     file_text: str = ""
     settings: dict[str, Any] = field(default_factory=dict)
+
+
+Builder = Callable[[str, list[str], str], Registration]
 
 
 def wanted(asked: bool | None, fmt: str, default: bool, preset: str, why_not: str) -> bool:
@@ -60,29 +60,64 @@ def server_command(ctl: str, system: bool) -> list[str]:
     return [ctl, "--system" if system else "--user", "mcp"]
 
 
+def _claude(program: str, args: list[str], file: str) -> Registration:
+    entry = {"type": "stdio", "command": program, "args": args}
+    # One word: --mcp-config takes any number of values, and would take a prompt after it.
+    return Registration([f"--mcp-config={file}"], file_text=_servers(entry))
+
+
+def _copilot(program: str, args: list[str], file: str) -> Registration:
+    entry = {"type": "local", "command": program, "args": args, "tools": ["*"]}
+    return Registration(["--additional-mcp-config", "@" + file], file_text=_servers(entry))
+
+
+def _codex(program: str, args: list[str], file: str) -> Registration:
+    # Codex reads each -c value as TOML; a JSON string or list of strings is one.
+    key = f"mcp_servers.{SERVER}"
+    return Registration(
+        ["-c", f"{key}.command={json.dumps(program)}", "-c", f"{key}.args={json.dumps(args)}"]
+    )
+
+
+def _config_content(variable: str) -> Builder:
+    """OpenCode's way, and its fork's: a config in variable, merged over the user's."""
+
+    def build(program: str, args: list[str], file: str) -> Registration:
+        server = {"type": "local", "command": [program, *args], "enabled": True}
+        return Registration(env={variable: json.dumps({"mcp": {SERVER: server}})})
+
+    return build
+
+
+def _in_settings(program: str, args: list[str], file: str) -> Registration:
+    return Registration(settings={"mcpServers": {SERVER: {"command": program, "args": args}}})
+
+
+# Each format and how it is given the server: (its program, its arguments, the session's own
+# server file) -> what a start adds. A CLI that takes a server as one of these does is a
+# preset naming the format; a new way is one builder and its line here.
+BUILDERS: dict[str, Builder] = {
+    "claude": _claude,
+    "codex": _codex,
+    "copilot": _copilot,
+    "gemini": _in_settings,
+    "kilo": _config_content("KILO_CONFIG_CONTENT"),
+    "opencode": _config_content("OPENCODE_CONFIG_CONTENT"),
+    "qwen": _in_settings,
+}
+FORMATS = tuple(BUILDERS)
+# The formats whose server goes into the session's hooks settings file: the preset must have
+# hooks of the same CLI.
+IN_SETTINGS = tuple(f for f, build in BUILDERS.items() if build is _in_settings)
+
+
 def registration(fmt: str, server: list[str], file: str) -> Registration:
     """How a CLI of format fmt is given the server whose command line is server; file is
     where the session's own server file goes, for the formats that read one."""
-    program, args = server[0], server[1:]
-    if fmt == "claude":
-        entry = {"type": "stdio", "command": program, "args": args}
-        # One word: --mcp-config takes any number of values, and would take a prompt after it.
-        return Registration([f"--mcp-config={file}"], file_text=_servers(entry))
-    if fmt == "copilot":
-        entry = {"type": "local", "command": program, "args": args, "tools": ["*"]}
-        return Registration(["--additional-mcp-config", "@" + file], file_text=_servers(entry))
-    if fmt == "codex":
-        # Codex reads each -c value as TOML; a JSON string or list of strings is one.
-        key = f"mcp_servers.{SERVER}"
-        return Registration(
-            ["-c", f"{key}.command={json.dumps(program)}", "-c", f"{key}.args={json.dumps(args)}"]
-        )
-    if fmt in ("opencode", "kilo"):
-        config = {"mcp": {SERVER: {"type": "local", "command": server, "enabled": True}}}
-        return Registration(env={f"{fmt.upper()}_CONFIG_CONTENT": json.dumps(config)})
-    if fmt in IN_SETTINGS:
-        return Registration(settings={"mcpServers": {SERVER: {"command": program, "args": args}}})
-    raise ValueError(f"unknown MCP format {fmt!r}")
+    build = BUILDERS.get(fmt)
+    if build is None:
+        raise ValueError(f"unknown MCP format {fmt!r}")
+    return build(server[0], server[1:], file)
 
 
 def with_settings(settings: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
