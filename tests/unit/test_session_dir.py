@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hostagent import sandbox
 from hostagent.daemon.host import namespace, sandboxing
 from hostagent.daemon.host.runtimedir import prepare_session_dir, remove_session_dir
 from hostagent.daemon.state.paths import SessionPaths
@@ -112,7 +113,8 @@ def test_a_session_with_no_word_is_kept_apart_by_the_system_daemon_alone(
     paths = SessionPaths.of(run, "a")
     plan = sandboxing.apart_plan(paths, who, system)
     if system == (os.geteuid() == 0):  # what a create with no word gets from this daemon
-        assert sandboxing.session_plan([], who, "/home/alice", "", paths) == plan
+        ctx = sandboxing.context(who, "/home/alice", "")
+        assert sandboxing.session_plan(sandbox.read([]), ctx, who, "", paths) == plan
     if not system:
         assert plan is None
         return

@@ -86,34 +86,26 @@ def cli_trusted(preset: Preset | None, owner: Owner, cwd: str) -> list[str]:
     return sandboxpaths.state_paths(preset.trusted, owner.home, cwd, env)
 
 
-def to_resolve(
-    properties: list[str], owner: Owner, cwd: str, repo: str, state: list[str]
-) -> list[str]:
-    """Every path a confined session's plan names, for the owner to resolve; none for one with
-    no sandbox. SandboxProblem for a word that names no path here."""
-    box = sandbox.read(properties)
-    return sandboxpaths.to_resolve(box, context(owner, cwd, repo), state) if box.confined else []
-
-
 def session_plan(
-    properties: list[str],
+    box: sandbox.Sandbox,
+    ctx: sandbox.Context,
     owner: Owner,
-    cwd: str,
     repo: str,
     paths: SessionPaths,
     state: Iterable[str] = (),
     resolved: Mapping[str, str] | None = None,
     trusted: Iterable[str] = (),
 ) -> Plan | None:
-    """The plan for a session with these properties; with no word that confines it, the plan
-    that keeps it apart from its siblings (None when this host can make none). state: the
+    """The plan for a session whose words read as box, its specifiers standing for ctx
+    (context); with no word that confines it, the plan that keeps it apart from its siblings
+    (None when this host can make none). repo: its worktree's repository, if any. state: the
     paths its CLI keeps its state in (cli_state), writable as its runtime directory is, unless
-    a word says otherwise. resolved: each path of to_resolve's as the owner resolves it.
+    a word says otherwise. resolved: each path of sandboxpaths.to_resolve's as the owner
+    resolves it.
     trusted: its CLI's files that name commands (cli_trusted), read-only with what else runs
     later outside the session (laterrun.py), unless a word says otherwise. SandboxProblem or
     SandboxError when it cannot be made here (a writable path that resolves to a hidden one
     too), said before anything starts."""
-    box = sandbox.read(properties)
     system = os.geteuid() == 0
     if not box.confined:
         return apart_plan(paths, owner, system)
@@ -128,7 +120,6 @@ def session_plan(
             "(hostagentctl --system), or ask for no sandbox (--unconfined)",
         )
     user_runtime = f"/run/user/{owner.uid}"
-    ctx = context(owner, cwd, repo)
     state = [p.rstrip("/") for p in state if p.rstrip("/")]
     problem = sandboxpaths.exposed(box, ctx, state, resolved or {})
     if problem:
@@ -144,7 +135,7 @@ def session_plan(
     )
     # The repository a session outside a worktree is in may be above its cwd; with none, its
     # own %{gitdir} (which a word may name, and the session may make).
-    enclosing = ctx.gitdir if repo else enclosing_gitdir(cwd) or ctx.gitdir
+    enclosing = ctx.gitdir if repo else enclosing_gitdir(ctx.cwd) or ctx.gitdir
     guard = dataclasses.replace(ctx, gitdir=enclosing)
     found = laterrun.guarded(
         found, box, guard, laterrun.later_run(guard, trusted), linked=os.path.islink

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from hostagent import sandbox
+from hostagent import sandbox, sandboxpaths
 from hostagent.daemon.host import namespace, sandboxing
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.state.paths import SessionPaths
@@ -63,24 +63,25 @@ async def sandbox_start(
     that resolves to what a word hides is refused). SandboxRefused when it cannot be made here;
     AccessDenied when, made from inside the sandbox of maker, its state is not its maker's."""
     name = record.name
-    confined = sandbox.read(record.properties).confined
+    box = sandbox.read(record.properties)
+    ctx = sandboxing.context(owner, record.cwd, record.repo)
     try:
-        state = sandboxing.cli_state(preset, owner, record.cwd) if confined else []
-        wanted = sandboxing.to_resolve(record.properties, owner, record.cwd, record.repo, state)
+        state = sandboxing.cli_state(preset, owner, record.cwd) if box.confined else []
+        wanted = sandboxpaths.to_resolve(box, ctx, state) if box.confined else []
     except SandboxProblem as e:
         raise SandboxRefused(f"Session '{name}': its sandbox cannot be made: {e}.") from None
     if maker is not None:
-        state_from_inside(maker, state, sandboxing.context(owner, record.cwd, record.repo))
+        state_from_inside(maker, state, ctx)
     resolved = await owners.resolve(owner, wanted)
     if resolved is None:
         raise SandboxRefused(
             f"Session '{name}': its sandbox's paths cannot be resolved as its owner; "
             "check that each is reachable by them."
         )
-    trusted = _trusted(preset, owner, record.cwd) if confined else []
+    trusted = _trusted(preset, owner, record.cwd) if box.confined else []
     try:
         plan = sandboxing.session_plan(
-            record.properties, owner, record.cwd, record.repo, paths, state, resolved, trusted
+            box, ctx, owner, record.repo, paths, state, resolved, trusted
         )
     except (SandboxProblem, OSError) as e:
         why = sandboxing.why(e)
