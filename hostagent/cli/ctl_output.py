@@ -209,7 +209,7 @@ def usage_cells(value: Any) -> tuple[str, str]:
     if not isinstance(value, dict) or nothing_used(value):
         return "-", "-"
     from hostagent.usage import Usage
-    from hostagent.usagetext import format_cost, format_tokens
+    from hostagent.usage.text import format_cost, format_tokens
 
     used = Usage.from_dict(value)
     if used is None or not (used.calls or used.tokens):
@@ -219,7 +219,7 @@ def usage_cells(value: Any) -> tuple[str, str]:
 
 def usage_line(used: Usage) -> str:
     """status's Usage line: 12.3k in (1.1k cache read, 2.2k cache write), 876 out, ..."""
-    from hostagent.usagetext import format_cost, format_tokens
+    from hostagent.usage.text import format_cost, format_tokens
 
     cached = [
         f"{format_tokens(n)} cache {kind}"

@@ -17,7 +17,7 @@ from hostagent.cli.ctl_options import UsageError
 from hostagent.cli.ctl_output import daemon_named, emit_json, show_table, user_name
 from hostagent.client.library import Client
 from hostagent.usage import Usage, total
-from hostagent.usagetext import format_cost, format_tokens
+from hostagent.usage.text import format_cost, format_tokens
 
 _DAYS_AGO = re.compile(r"^-(\d+)d$")
 

@@ -24,9 +24,9 @@ from hostagent.daemon.bus.manager import BusFrontend
 from hostagent.daemon.bus.placement import Placement
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.follow.activations import ActivationWatch
-from hostagent.daemon.follow.agenthooks import AgentHooks
 from hostagent.daemon.follow.autoanswer import AutoAnswer
-from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.follow.conversations.conversation import Conversations
+from hostagent.daemon.follow.hooks.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
 from hostagent.daemon.host import journal

@@ -398,15 +398,15 @@ def wirings(path: Path) -> list[int]:
 
 
 def test_conversations_keep_ids_and_the_hooks_are_apart() -> None:
-    """follow/conversation.py keeps ids; the hooks file, the FIFO and their dispatch are
-    follow/agenthooks.py's, which hands ids over."""
+    """follow/conversations/conversation.py keeps ids; the hooks file, the FIFO and their dispatch are
+    follow/hooks/agenthooks.py's, which hands ids over."""
     hooks_side = {
-        "hostagent.daemon.follow.hookpipe",
-        "hostagent.daemon.follow.hookflow",
-        "hostagent.daemon.follow.hooks",
-        "hostagent.daemon.follow.agenthooks",
+        "hostagent.daemon.follow.hooks.hookpipe",
+        "hostagent.daemon.follow.hooks.hookflow",
+        "hostagent.daemon.follow.hooks.formats",
+        "hostagent.daemon.follow.hooks.agenthooks",
     }
-    assert GRAPH["hostagent.daemon.follow.conversation"] & hooks_side == set()
+    assert GRAPH["hostagent.daemon.follow.conversations.conversation"] & hooks_side == set()
 
 
 def test_only_the_core_and_the_server_wire_collaborators() -> None:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from hostagent.activity import Verdict
-from hostagent.daemon.follow import dblisting, hooks
-from hostagent.daemon.follow.conversation import looking
-from hostagent.daemon.follow.discovery import (
+from hostagent.daemon.follow.conversations import dblisting
+from hostagent.daemon.follow.conversations.conversation import looking
+from hostagent.daemon.follow.conversations.discovery import (
     database_listing,
     discover,
     discover_listed,
@@ -22,13 +22,14 @@ from hostagent.daemon.follow.discovery import (
     pick_listed,
     run_began,
 )
-from hostagent.daemon.follow.transcript import conversation_state
+from hostagent.daemon.follow.conversations.transcript import conversation_state
+from hostagent.daemon.follow.hooks import formats
 from hostagent.daemon.host.owners import Owners
 from hostagent.identity import Owner
 from hostagent.launch import Conversation
 from hostagent.options import CreateRequest
-from hostagent.presetdiscovery import Discovery
 from hostagent.presets import BUILTIN_DIR, IdSource, Preset, load_presets
+from hostagent.presets.discovery import Discovery
 from hostagent.session import Activity, SessionRecord
 from tests.unit.fakes import Host, ShownWatch, me, run
 
@@ -52,7 +53,7 @@ OWNERS = Owners(system=False)  # the real helpers, run as the current user on tm
 def test_read_report_keeps_only_well_formed_ids(
     data: dict[str, object], agent_session: str, source: str
 ) -> None:
-    report = hooks.read_report("SessionStart", data)
+    report = formats.read_report("SessionStart", data)
     assert (report.agent_session, report.source) == (agent_session, source)
 
 
@@ -65,15 +66,15 @@ def hooks_of(settings: dict[str, object]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("event", ["", "Session Start", "x;rm -rf /", "a" * 65])
 def test_bad_event_names(event: str) -> None:
-    assert hooks.event_problem(event)
+    assert formats.event_problem(event)
 
 
 def test_claude_settings_quote_the_command(tmp_path: Path) -> None:
-    settings = hooks.settings("claude", ["/opt/my tools/hostagentctl", "--system", "hook"], {})
+    settings = formats.settings("claude", ["/opt/my tools/hostagentctl", "--system", "hook"], {})
     command = hooks_of(settings)["SessionStart"][0]["hooks"][0]["command"]
     assert command == "'/opt/my tools/hostagentctl' --system hook SessionStart"
     path = tmp_path / "s.hooks.json"
-    hooks.write_settings(path, settings)
+    formats.write_settings(path, settings)
     assert json.loads(path.read_text()) == settings
     assert oct(path.stat().st_mode & 0o777) == "0o644"
 
@@ -83,7 +84,7 @@ def test_write_settings_replaces_a_planted_symlink(tmp_path: Path) -> None:
     victim.write_text("precious")
     path = tmp_path / "s.hooks.json"
     path.symlink_to(victim)
-    hooks.write_settings(path, {"hooks": {}})
+    formats.write_settings(path, {"hooks": {}})
     assert victim.read_text() == "precious" and not path.is_symlink()
 
 
@@ -163,7 +164,7 @@ def test_gemini_settings_keep_the_admin_defaults_and_their_hooks() -> None:
         "ui": {"theme": "corporate"},
         "hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "audit"}]}]},
     }
-    settings = hooks.settings("gemini", ["hostagentctl", "--user", "hook"], admin)
+    settings = formats.settings("gemini", ["hostagentctl", "--user", "hook"], admin)
     assert settings["ui"] == {"theme": "corporate"}
     start = hooks_of(settings)["SessionStart"]
     assert [g["hooks"][0]["command"] for g in start] == [
@@ -174,20 +175,20 @@ def test_gemini_settings_keep_the_admin_defaults_and_their_hooks() -> None:
     # Gemini's own cleanup would delete a resumed session's transcript: off, unless the
     # admin's defaults choose.
     assert settings["general"] == {"sessionRetention": {"enabled": False}}
-    kept = hooks.settings("gemini", ["h"], {"general": {"sessionRetention": {"maxAge": "7d"}}})
+    kept = formats.settings("gemini", ["h"], {"general": {"sessionRetention": {"maxAge": "7d"}}})
     assert kept["general"] == {"sessionRetention": {"maxAge": "7d"}}
 
 
 @pytest.mark.parametrize(("fmt", "timeout"), [("claude", 10), ("gemini", 10_000), ("qwen", 10_000)])
 def test_hook_timeouts_are_in_each_clis_unit(fmt: str, timeout: int) -> None:
     """Gemini and Qwen 0.15 read milliseconds: 10 there killed every hook before it ran."""
-    settings = hooks.settings(fmt, ["hostagentctl", "hook"], {})
+    settings = formats.settings(fmt, ["hostagentctl", "hook"], {})
     groups = hooks_of(settings)["SessionStart"]
     assert groups[0]["hooks"][0]["timeout"] == timeout
 
 
 def test_qwen_hooks_use_claudes_event_names() -> None:
-    settings = hooks.settings("qwen", ["hostagentctl", "hook"], {})
+    settings = formats.settings("qwen", ["hostagentctl", "hook"], {})
     assert {"Notification", "PermissionRequest", "Stop"} <= set(hooks_of(settings))
     assert "BeforeAgent" not in hooks_of(settings)
 

@@ -99,7 +99,7 @@ def test_hooks_from_a_settings_file_report_each_id(tmp_path: Path) -> None:
 def test_each_answer_is_recorded_as_a_model_call_in_claudes_usage_fields(tmp_path: Path) -> None:
     """So that hostagent follows the stand-in's usage as it follows Claude Code's."""
     from hostagent.usage import Usage
-    from hostagent.usagereaders import READERS
+    from hostagent.usage.readers import READERS
 
     agent(tmp_path, "--session-id", "s9", "--model", "demo-2", stdin="one\ntwo\n/exit\n")
     used = READERS["claude"](conversation(tmp_path, "s9").read_text())

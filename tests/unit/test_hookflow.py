@@ -1,5 +1,5 @@
 """A session's hook lines are taken at a bounded rate: a flood keeps the newest, drops the
-rest, and is logged once (hostagent/daemon/follow/hookflow.py)."""
+rest, and is logged once (hostagent/daemon/follow/hooks/hookflow.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from hostagent.daemon.follow import hookflow
-from hostagent.daemon.follow.hookflow import BURST, QUEUE, RATE, HookFlow, refill
+from hostagent.daemon.follow.hooks import hookflow
+from hostagent.daemon.follow.hooks.hookflow import BURST, QUEUE, RATE, HookFlow, refill
 from hostagent.daemon.state.background import Background
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hostagent.daemon.follow.hookpipe import LINES_PER_SECOND, READ_SIZE, HookPipe
+from hostagent.daemon.follow.hooks.hookpipe import LINES_PER_SECOND, READ_SIZE, HookPipe
 from hostagent.daemon.state.live import Session
 from hostagent.identity import Owner
 from hostagent.options import CreateRequest

@@ -1,5 +1,5 @@
 """A question an agent asks through its hook (hookrequest.py), as the daemon keeps it beside
-its screen's (state/asking.py) and answers it through the hook's reply (follow/agenthooks.py
+its screen's (state/asking.py) and answers it through the hook's reply (follow/hooks/agenthooks.py
 ask, follow/answering.py); the settings, preset and config that turn it on."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 
 from hostagent import hookrequest, yamlfile
 from hostagent.config import parse_config
-from hostagent.daemon.follow import answering, hooks
+from hostagent.daemon.follow import answering
+from hostagent.daemon.follow.hooks import formats
 from hostagent.daemon.state.asking import ANSWER_TAKES, SOURCE_HOOK, SOURCE_SCREEN, Asking
 from hostagent.errors import NoQuestion
 from hostagent.options import CreateRequest
@@ -209,7 +210,7 @@ def test_a_hooks_question_past_its_wait_or_left_by_its_hook_goes(tmp_path: Path,
 
 def test_the_settings_run_a_second_hook_that_asks_beside_the_one_that_reports() -> None:
     ask = ("PermissionRequest", ["/usr/bin/hostagentctl", "--system", "hook", "X", "--ask"], 630)
-    made = hooks.settings("claude", ["/bin/sh", "-c", "s"], {}, ask)["hooks"]
+    made = formats.settings("claude", ["/bin/sh", "-c", "s"], {}, ask)["hooks"]
     permission = made["PermissionRequest"][0]["hooks"]  # type: ignore[index]
     assert [h["timeout"] for h in permission] == [10, 630]
     assert permission[1]["command"] == "/usr/bin/hostagentctl --system hook X --ask"

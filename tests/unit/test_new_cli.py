@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hostagent import launch, mcp_registration, question, usagereaders
+from hostagent import launch, mcp_registration, question
 from hostagent.activity import View, classify
-from hostagent.daemon.follow import hooks
+from hostagent.daemon.follow.hooks import formats
 from hostagent.presets import BUILTIN_DIR, IdSource, load_presets
 from hostagent.session import Activity
+from hostagent.usage import readers
 
 PRESET = """\
 name: forked-claude
@@ -67,13 +68,13 @@ def test_a_cli_with_formats_hostagent_reads_is_its_preset_file_alone(tmp_path: P
     assert again.argv == ["forked-claude", "--resume", "id-1"]
     # Its hooks: every Claude event reported, its permission dialog asked through its hook.
     ask = (preset.hooks_ask, ["hostagentctl", "--system", "hook", "PermissionRequest", "--ask"], 9)
-    made = hooks.settings(preset.hooks_format, ["/bin/sh", "-c", "s"], {}, ask)["hooks"]
-    assert isinstance(made, dict) and set(made) == set(hooks.FORMAT_EVENTS["claude"])
+    made = formats.settings(preset.hooks_format, ["/bin/sh", "-c", "s"], {}, ask)["hooks"]
+    assert isinstance(made, dict) and set(made) == set(formats.FORMAT_EVENTS["claude"])
     assert len(made["PermissionRequest"][0]["hooks"]) == 2
     # Its MCP server, as Claude takes one; its usage, from its transcript.
     server = mcp_registration.registration(preset.mcp_format, ["hostagentctl", "mcp"], "/x.json")
     assert server.args == ["--mcp-config=/x.json"]
-    used = usagereaders.READERS[preset.usage_format](TRANSCRIPT + "\n")
+    used = readers.READERS[preset.usage_format](TRANSCRIPT + "\n")
     assert (used.input, used.output, used.cache_read, used.calls) == (120, 7, 20, 1)
     # Its screen: blocked on its dialog, whose question the inbox reads.
     verdict = classify(preset.activity, View(DIALOG, ""))

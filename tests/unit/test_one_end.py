@@ -18,8 +18,8 @@ import pytest
 from hostagent.daemon.bus.session import session_path
 from hostagent.daemon.state.live import Session
 from hostagent.options import CreateRequest
-from hostagent.presetdiscovery import Discovery
 from hostagent.presets import IdSource, Preset
+from hostagent.presets.discovery import Discovery
 from hostagent.session import Event, State
 from tests.unit.fakes import ASSIGNED, FakeExporter, Host, me, run
 from tests.unit.test_signal_queue import frontend_of

@@ -1,5 +1,5 @@
 """Presets from files: a later file of a name in the place of an earlier one, and ``extends``,
-a preset written as the changes to another (hostagent/presetfiles.py)."""
+a preset written as the changes to another (hostagent/presets/files.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from hostagent.daemon.follow.agenthooks import command_with_hooks
+from hostagent.daemon.follow.hooks.agenthooks import command_with_hooks
 from hostagent.daemon.state.paths import SessionPaths
-from hostagent.presetfiles import merged
 from hostagent.presets import BUILTIN_DIR, EXTENSIONS_DIR, load_preset_file, load_presets
+from hostagent.presets.files import merged
 from hostagent.yamlfile import SettingsError
 
 

@@ -12,9 +12,9 @@ import pytest
 
 from hostagent.daemon.follow.usagehelper import PROGRAM
 from hostagent.usage import Usage, total
-from hostagent.usagereaders import READERS
-from hostagent.usagerecords import read_all
-from hostagent.usagetext import format_cost, format_tokens
+from hostagent.usage.readers import READERS
+from hostagent.usage.records import read_all
+from hostagent.usage.text import format_cost, format_tokens
 from tests.modelscript import SERVED
 
 
@@ -162,8 +162,8 @@ def test_an_opencode_reply_still_streaming_is_not_a_call_yet() -> None:
 
 
 def test_the_helper_program_reads_as_its_modules_do(tmp_path: Path) -> None:
-    """The program the daemon runs as the owner is usage.py, usagereaders.py and
-    usagerecords.py joined: run as the daemon runs it (no site, no environment), it prints
+    """The program the daemon runs as the owner is usage/__init__.py, usage/readers.py and
+    usage/records.py joined: run as the daemon runs it (no site, no environment), it prints
     what the modules read; a conversation with no record is left out."""
     record = tmp_path / "abc.jsonl"
     record.write_bytes((DATA / "claude" / "2.1.332-two-turns-then-stopped.jsonl").read_bytes())

@@ -23,7 +23,7 @@ from hostagent.options import CreateRequest
 from hostagent.presets import IdSource, Preset
 from hostagent.session import Activity, DormantReason, Event, State, now_usec
 from hostagent.usage import Usage, since
-from hostagent.usagereaders import READERS
+from hostagent.usage.readers import READERS
 from tests.unit.fakes import Host, ShownWatch, me, run
 
 DATA = Path(__file__).parents[1] / "data" / "usage"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from hostagent.daemon.bus.auth import Authorizer
 from hostagent.daemon.bus.placement import Placement
-from hostagent.daemon.follow.agenthooks import AgentHooks
+from hostagent.daemon.follow.hooks.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.follow.usage import UsageWatch
 from hostagent.daemon.host import sandboxing

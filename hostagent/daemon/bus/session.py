@@ -20,7 +20,7 @@ from hostagent.daemon.bus.interface import Call, Interface, Method, Property
 from hostagent.daemon.bus.replies import FileReply
 from hostagent.daemon.bus.services import Services
 from hostagent.daemon.bus.usage import usage_variants
-from hostagent.daemon.follow.hooks import check_event
+from hostagent.daemon.follow.hooks.formats import check_event
 from hostagent.daemon.follow.terminal import (
     MAX_CAPTURE_BYTES,
     MAX_TEXT,

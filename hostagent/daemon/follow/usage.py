@@ -4,7 +4,7 @@ When the session goes idle (a turn's end), when an id is learned while it runs, 
 has ended (``after_end``: with the conversation that end found, in one change), the daemon
 reads the CLI's record of every conversation the session has had (its preset's ``usage``), as
 the owner, in a helper scope under her slice: a ``python -I -S`` program
-(``usagehelper.py``) that opens the records and reads them with ``hostagent/usagereaders.py``.
+(``usagehelper.py``) that opens the records and reads them with ``hostagent/usage/readers.py``.
 One reading per session at a time.
 
 A reading replaces the session's per-conversation figures, so reading again counts nothing
@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hostagent import activity, budgets, launch
-from hostagent.daemon.follow.conversation import Conversations, ended_run
+from hostagent.daemon.follow.conversations.conversation import Conversations, ended_run
 from hostagent.daemon.follow.usagehelper import PROGRAM
 from hostagent.daemon.host import checkpoint
 from hostagent.daemon.host.owner import OutputTooLarge
@@ -39,7 +39,7 @@ from hostagent.errors import HostAgentError
 from hostagent.presets import IdSource, Preset
 from hostagent.session import LIVE_STATES, Activity, RecordChange, State, now_usec
 from hostagent.usage import Usage, since, total
-from hostagent.usagetext import format_cost, format_tokens
+from hostagent.usage.text import format_cost, format_tokens
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 It is ``python -I -S -c PROGRAM FORMAT SPEC``: no site directories, no environment, nothing of
 the owner's; SPEC maps each conversation id to the glob of its record. The program is
-``hostagent/usage.py``, ``hostagent/usagereaders.py`` and ``hostagent/usagerecords.py``
+``hostagent/usage/__init__.py``, ``hostagent/readers.py`` and ``hostagent/records.py``
 (standard library only, each linted and typed as any module) joined into one text; the last
 opens each record and prints every conversation's ``Usage`` as JSON. It runs from its text,
 not from an import of hostagent, so the owner needs no access to the daemon's installation.
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hostagent import usage, usagereaders, usagerecords
+from hostagent import usage
+from hostagent.usage import readers, records
 
 
 def _joined(*modules: Path) -> str:
@@ -26,4 +27,4 @@ def _joined(*modules: Path) -> str:
     return "".join(texts)
 
 
-PROGRAM = _joined(*(Path(str(m.__file__)) for m in (usage, usagereaders, usagerecords)))
+PROGRAM = _joined(*(Path(str(m.__file__)) for m in (usage, readers, records)))

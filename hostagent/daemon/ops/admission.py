@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from hostagent import launch
 from hostagent.config import Config, over_caps
-from hostagent.daemon.follow.agenthooks import command_with_hooks
+from hostagent.daemon.follow.hooks.agenthooks import command_with_hooks
 from hostagent.daemon.host import sandboxing
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.ops.confining import asked_less, prepare, profile_words, wide_cwd

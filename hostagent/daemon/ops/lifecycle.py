@@ -15,8 +15,8 @@ import secrets
 from collections.abc import AsyncIterator, Callable
 from typing import Unpack
 
-from hostagent.daemon.follow.agenthooks import AgentHooks
-from hostagent.daemon.follow.conversation import FORKED, Conversations
+from hostagent.daemon.follow.conversations.conversation import FORKED, Conversations
+from hostagent.daemon.follow.hooks.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.host import checkpoint
 from hostagent.daemon.host.ports import OwnerPort, ScopeRunner, WorktreePort

@@ -8,9 +8,9 @@ import os
 from collections.abc import Awaitable, Callable
 
 from hostagent import launch
-from hostagent.daemon.follow import transcript
-from hostagent.daemon.follow.agenthooks import command_with_hooks, mcp_server
-from hostagent.daemon.follow.conversation import Conversations
+from hostagent.daemon.follow.conversations import transcript
+from hostagent.daemon.follow.conversations.conversation import Conversations
+from hostagent.daemon.follow.hooks.agenthooks import command_with_hooks, mcp_server
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.state.live import Session

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from hostagent import sandbox
-from hostagent.daemon.follow.agenthooks import AgentHooks
+from hostagent.daemon.follow.hooks.agenthooks import AgentHooks
 from hostagent.daemon.follow.terminal import Terminal
 from hostagent.daemon.host import checkpoint
 from hostagent.daemon.host.owner import DEFAULT_PATH

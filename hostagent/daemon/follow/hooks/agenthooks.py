@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hostagent import activity, hookrequest, mcp_registration, sandbox
-from hostagent.daemon.follow import hookpipe, hooks
-from hostagent.daemon.follow.conversation import Conversations
-from hostagent.daemon.follow.hookflow import HookFlow
+from hostagent.daemon.follow.conversations.conversation import Conversations
+from hostagent.daemon.follow.hooks import formats, hookpipe
+from hostagent.daemon.follow.hooks.hookflow import HookFlow
 from hostagent.daemon.host.runtimedir import write_file
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.live import Session
@@ -105,11 +105,11 @@ class AgentHooks:
         belong to root and nobody else may write them, so its file goes to a root-owned
         directory of the system daemon's; a user's daemon cannot make one, and Gemini's
         sessions there are read from the screen alone."""
-        if preset.hooks_format not in hooks.ROOT_OWNED_FORMATS:
+        if preset.hooks_format not in formats.ROOT_OWNED_FORMATS:
             return session.paths.hooks_file
         if not self._writes_root_owned():
             return None
-        return hooks.root_hooks_file(self.registry.runtime_root, session.name)
+        return formats.root_hooks_file(self.registry.runtime_root, session.name)
 
     def _writes_root_owned(self) -> bool:
         """Whether this daemon can write a file only root may (the system daemon, as root)."""
@@ -121,7 +121,7 @@ class AgentHooks:
         where Gemini takes it; a user's daemon closes its own bus to a sandboxed session, an
         agent's under the agent profile among them (its user is the daemon's)."""
         why_not = ""
-        if preset.mcp_format in hooks.ROOT_OWNED_FORMATS and not self._writes_root_owned():
+        if preset.mcp_format in formats.ROOT_OWNED_FORMATS and not self._writes_root_owned():
             why_not = f"{preset.name} reads it only from a file a user's daemon cannot write"
         elif not self.registry.system and self._sandboxed_here(preset, req):
             why_not = (
@@ -169,10 +169,10 @@ class AgentHooks:
             bus = "--system" if self.registry.system else "--user"
             argv = [CTL, bus, "hook", preset.hooks_ask, "--ask"]
             ask = (preset.hooks_ask, argv, self.settings.config.answer_wait + ASK_MARGIN)
-        settings = hooks.settings(
+        settings = formats.settings(
             preset.hooks_format, command, _admin_defaults(preset.hooks_defaults), ask
         )
-        hooks.write_settings(path, mcp_registration.with_settings(settings, tools.settings))
+        formats.write_settings(path, mcp_registration.with_settings(settings, tools.settings))
 
     def _tools(self, session: Session, preset: Preset | None) -> mcp_registration.Registration:
         """How the session's CLI is given its MCP server, if it has one."""
@@ -226,7 +226,7 @@ class AgentHooks:
             or session.removed
             or session.record.owner != uid
             or not token_matches(token, session.record.hook_token)
-            or hooks.event_problem(event)
+            or formats.event_problem(event)
         ):
             log.debug("Ignoring a hook line for %r from uid %d", name, uid)
             return
@@ -246,7 +246,7 @@ class AgentHooks:
         """A hook of the agent reports event (from inside the session: auth checked that).
         In a flood (hookflow.py) a new conversation id is neither logged (the flood was, once)
         nor written at once (the newest of each second is)."""
-        report = hooks.read_report(event, data)
+        report = formats.read_report(event, data)
         async with session.lock:
             if session.removed:
                 return

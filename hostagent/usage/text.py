@@ -1,5 +1,5 @@
 """Usage as people read it: tokens as 12.3k, money as $0.42, the same in hostagentctl, the
-daemon's log and (written again in JavaScript) the Cockpit page. Kept apart from usage.py,
+daemon's log and (written again in JavaScript) the Cockpit page. Kept apart from usage/__init__.py,
 whose text is also a program run as a session's owner, which needs none of this."""
 
 from __future__ import annotations

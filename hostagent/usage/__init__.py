@@ -2,7 +2,7 @@
 
 Every CLI keeps its own record of what each model call used, each in its own shape and with
 its own traps (a call written twice, running sums beside per-call figures, input with or
-without its cached part). ``usagereaders`` reads each shape into the one ``Usage`` of this
+without its cached part). ``usage.readers`` reads each shape into the one ``Usage`` of this
 module, with the same meaning whatever the CLI:
 
 - ``input``: every token sent, the part read from or written to the provider's cache included;

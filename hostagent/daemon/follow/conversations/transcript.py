@@ -19,7 +19,7 @@ import logging
 import sys
 
 from hostagent import launch
-from hostagent.daemon.follow import discovery
+from hostagent.daemon.follow.conversations import discovery
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.identity import Owner
 from hostagent.launch import Conversation

@@ -5,7 +5,7 @@ the place of an earlier one, and ``extends``, a preset written as the changes to
 over them: a mapping merges key by key (at any depth), anything else (a list, a string) is
 replaced whole. A preset that extends its own name extends the definition it overrides (an
 admin's /etc/hostagent/presets.d/opencode.yaml with ``extends: opencode`` changes only what it
-says of the built-in one). Kept apart from the parsing (presets.py), which sees one merged
+says of the built-in one). Kept apart from the parsing (presets/__init__.py), which sees one merged
 document, so that a preset's fields are checked in one place.
 """
 

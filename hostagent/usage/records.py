@@ -2,11 +2,11 @@
 found, opened and read into its ``Usage``, printed as JSON.
 
 It runs as ``python -I -S -c PROGRAM FORMAT SPEC`` (``daemon/follow/usagehelper.py`` joins
-``usage.py``, ``usagereaders.py`` and this module into PROGRAM): standard library only,
+``usage/__init__.py``, ``usage/readers.py`` and this module into PROGRAM): standard library only,
 nothing of the owner's environment, no import of hostagent, so the owner needs no access to
 the daemon's installation. SPEC maps each conversation id to the glob of its record. A record
 is a file (Vibe's, two of one snapshot), or rows of a SQLite database (OpenCode's messages,
-Hermes's session row). ``python -m hostagent.usagerecords FORMAT SPEC`` runs it the same way.
+Hermes's session row). ``python -m hostagent.usage.records FORMAT SPEC`` runs it the same way.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Any
 
-from hostagent.usagereaders import READERS
+from hostagent.usage.readers import READERS
 
 READ_LIMIT = 64 << 20  # bytes of one record read; a longer one is counted from its start
 # A database's rows of one conversation: OpenCode's messages (each a JSON document), Hermes's

@@ -23,13 +23,13 @@ import logging
 import sys
 from pathlib import Path
 
-from hostagent.daemon.follow import dblisting, finder
-from hostagent.daemon.follow.finder import field_at, seconds
+from hostagent.daemon.follow.conversations import dblisting, finder
+from hostagent.daemon.follow.conversations.finder import field_at, seconds
 from hostagent.daemon.host.owner import OutputTooLarge
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.identity import Owner
 from hostagent.launch import conversation_glob
-from hostagent.presetdiscovery import Discovery
+from hostagent.presets.discovery import Discovery
 
 log = logging.getLogger(__name__)
 

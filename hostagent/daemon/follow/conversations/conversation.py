@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from hostagent.daemon.follow import discovery, transcript
+from hostagent.daemon.follow.conversations import discovery, transcript
 from hostagent.daemon.host.ports import OwnerPort
 from hostagent.daemon.state.background import Background
 from hostagent.daemon.state.live import Session
@@ -71,7 +71,7 @@ class Conversations:
     def look_soon(self, session: Session) -> None:
         """Look for the conversation of a running session that has none yet, off the lock:
         at each change into idle, and a few seconds after a line was sent into it (a turn too
-        quick to be seen working never changes into idle; usage.py's timer calls this)."""
+        quick to be seen working never changes into idle; usage/__init__.py's timer calls this)."""
         record = session.record
         if (
             session.removed

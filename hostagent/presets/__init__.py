@@ -14,17 +14,18 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hostagent import mcp_registration, presetfiles, yamlfile
+from hostagent import mcp_registration, yamlfile
 from hostagent.activity import GENERIC, Rule, Rules
-from hostagent.presetdiscovery import Discovery, parse_discovery
+from hostagent.presets import files
+from hostagent.presets.discovery import Discovery, parse_discovery
 from hostagent.session import Activity, name_problem
-from hostagent.usagereaders import READERS
+from hostagent.usage.readers import READERS
 
 log = logging.getLogger(__name__)
 
-BUILTIN_DIR = Path(__file__).parent / "builtin-presets"
+BUILTIN_DIR = Path(__file__).parent.parent / "builtin-presets"
 # Extensions hostagent ships for CLIs that take one (Pi's), named by a preset's hooks.extension.
-EXTENSIONS_DIR = Path(__file__).parent / "agent-extensions"
+EXTENSIONS_DIR = Path(__file__).parent.parent / "agent-extensions"
 
 
 class IdSource(enum.StrEnum):
@@ -63,7 +64,7 @@ class Preset:
     hooks_ask: str = ""  # the event whose hook may answer the CLI's dialog (hookrequest.py)
     activity: Rules = GENERIC
     worktree_setup: str = ""  # run as the owner in a new worktree before the agent starts
-    usage_format: str = ""  # "" (not read) or a reader of usagereaders.READERS
+    usage_format: str = ""  # "" (not read) or a reader of usage.readers.READERS
     usage_file: str = ""  # the record it reads: a path template (launch.conversation_glob)
     # Where the CLI keeps its own state (path templates; a directory ends in "/"): writable in
     # a sandboxed session of the preset, unless a word says otherwise (docs/presets.md). Made
@@ -364,13 +365,13 @@ def preset_dirs(system: bool) -> list[Path]:
 
 def load_presets(dirs: list[Path], strict: bool) -> dict[str, Preset]:
     """Presets by name, later dirs overriding earlier ones, ``extends`` resolved
-    (presetfiles.py).
+    (files.py).
 
     strict: raise SettingsError on the first broken file (Reload keeps the last good set);
     otherwise log it and keep the name's last earlier file that is good (start-up serves
     everything that is good).
     """
-    loader = presetfiles.Loader(parse_preset, _raise if strict else _log_refused)
+    loader = files.Loader(parse_preset, _raise if strict else _log_refused)
     loader.read(dirs)
     return loader.presets()
 
@@ -380,10 +381,10 @@ def load_preset_file(path: Path, dirs: list[Path]) -> Preset:
     extends among them); SettingsError says what is wrong with it."""
     doc = yamlfile.load(path)
     errors: list[yamlfile.SettingsError] = []  # the others' too: only its own is raised
-    loader = presetfiles.Loader(parse_preset, errors.append)
+    loader = files.Loader(parse_preset, errors.append)
     loader.read(dirs, but=path)
     loader.add(doc)
-    preset = loader.preset(presetfiles.name_of(doc))
+    preset = loader.preset(files.name_of(doc))
     if preset is None:
         raise errors[-1]  # its own, told last: after any of the bases it reached for
     return preset

@@ -23,7 +23,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def rows(argv: list[str]) -> list[dict[str, object]]:
     path, table, *columns = argv
     if not all(_NAME.fullmatch(n) for n in (table, *columns)):
-        return []  # presets.py refuses such names; never put one into SQL
+        return []  # presets/__init__.py refuses such names; never put one into SQL
     import sqlite3  # only here: a good part of the program's start
 
     try:

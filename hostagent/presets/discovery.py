@@ -1,6 +1,6 @@
 """A preset's discovery: where its CLI keeps its conversations, read from ``agent_id.discover``.
 
-The daemon finds a session's conversation id on disk with it (daemon/follow/discovery.py) when
+The daemon finds a session's conversation id on disk with it (daemon/follow/conversations/discovery.py) when
 the CLI cannot be told one: files matched by a glob, the CLI's own listing printing JSON, or a
 table of its SQLite database. hostagent-presets(5) says what each field takes.
 """
@@ -31,7 +31,7 @@ class Discovery:
     """Where a CLI keeps its conversations, for finding the id of a session's: files on disk
     (glob), the CLI's own listing (command) printing JSON objects, or a table of its SQLite
     database (database, table; the fields are its columns). Fields are dotted paths and times
-    are read as daemon/follow/finder.py says."""
+    are read as daemon/follow/conversations/finder.py says."""
 
     glob: str = ""  # with {$VAR:-…}, {home} and {cwd_dashed}; ** matches any depth
     id_pattern: str = ""  # a regular expression over the path; group 1 is the id

@@ -25,7 +25,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from hostagent.daemon.follow.hookflow import refill
+from hostagent.daemon.follow.hooks.hookflow import refill
 from hostagent.daemon.host.runtimedir import make_room
 from hostagent.daemon.state.paths import hooks_fifo
 from hostagent.identity import Owner

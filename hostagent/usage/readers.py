@@ -4,7 +4,7 @@ Pure, and the standard library only.
 A reader takes a conversation's whole record as the CLI wrote it (a transcript, a session file,
 rows of its database as JSON lines), so reading it again gives the same figures. The daemon runs
 these as the session's owner: ``daemon/follow/usagehelper.py`` makes one program of this module
-and ``usage.py``, so neither may import anything else of hostagent but ``usage``.
+and ``usage/__init__.py``, so neither may import anything else of hostagent but ``usage``.
 """
 
 from __future__ import annotations
