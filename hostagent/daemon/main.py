@@ -14,6 +14,7 @@ import sys
 from hostagent import __version__
 from hostagent import log as logsetup
 from hostagent.daemon.host import userunit
+from hostagent.daemon.host.owner import NO_SETPRIV, SETPRIV
 from hostagent.daemon.process import (
     freeze_imports,
     raise_fd_limit,
@@ -60,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     logsetup.setup(args.debug)
     if args.system and os.geteuid() != 0:
         log.error("--system needs root; use --user to serve your own session bus")
+        return 2
+    if args.system and SETPRIV is None:  # every session and helper starts through it
+        log.error("%s, then start hostagent again", NO_SETPRIV)
         return 2
     # `systemctl kill --kill-whom=main -s USR2 hostagent` writes every thread's stack to the
     # journal: the first thing to look at when the daemon hangs.

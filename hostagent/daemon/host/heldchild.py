@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import subprocess
 
@@ -69,15 +68,13 @@ class HeldChild:
         """The shim started and held; with sandbox, in that sandbox (made as root in the forked
         child, before setpriv drops it to the owner)."""
         read_fd, write_fd = os.pipe()
-        shim, switch = as_owner(owner, ["/bin/sh", "-c", _SHIM, "hostagent-shim", cwd, *argv])
         try:
+            shim = as_owner(owner, ["/bin/sh", "-c", _SHIM, "hostagent-shim", cwd, *argv])
             proc: subprocess.Popen[bytes] | Forked
-            if sandbox is not None and not switch:
+            if sandbox is not None:  # made by the forker's child, as root, before setpriv
                 proc = await forker().fork(Request(shim, env, "/", sandbox), read_fd)
             else:
-                # Only the forker makes a PID namespace (its first process is a fork of it).
-                sandbox = sandbox and dataclasses.replace(sandbox, own_pids=False)
-                proc = subprocess.Popen(  # type: ignore[call-overload]  # as_owner's keywords
+                proc = subprocess.Popen(
                     shim,
                     cwd="/",
                     env=env,
@@ -85,8 +82,6 @@ class HeldChild:
                     stdin=read_fd,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
-                    preexec_fn=namespace.preexec(sandbox) if sandbox else None,
-                    **switch,
                 )
         except BaseException:
             os.close(write_fd)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -73,23 +74,23 @@ def build_env(
 # util-linux's setpriv, which switches to the owner in the child once it is exec'd. Given the
 # uid, gid and groups itself (subprocess's user=, group=, extra_groups=), Python starts the
 # child with fork() rather than vfork(), and fork() copies the daemon's page tables on its
-# one thread: 5 ms at 90 MB resident, against a quarter of a millisecond, for every helper.
+# one thread: 5 ms at 90 MB resident, against a quarter of a millisecond, for every helper; a
+# sandbox made in such a fork would be a third way to start a session that nothing else
+# takes. So setpriv is required (util-linux is essential on Debian; the RPM requires it), and
+# the system daemon refuses to start without it (main.py).
 SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin")
+NO_SETPRIV = "setpriv (util-linux) is not installed; install it"
 
 
-def as_owner(
-    owner: Owner, argv: list[str], setpriv: str | None = SETPRIV
-) -> tuple[list[str], dict[str, object]]:
-    """argv and subprocess keywords that run it as owner: unchanged when we already are the
-    owner; else through setpriv (the program, when there is one), or (without it) with
-    subprocess's own switch."""
+def as_owner(owner: Owner, argv: list[str], setpriv: str | None = SETPRIV) -> list[str]:
+    """argv run as owner: unchanged when we already are the owner, else through setpriv.
+    OSError when setpriv is missing."""
     if os.geteuid() == owner.uid:
-        return argv, {}
+        return argv
     if setpriv is None:
-        return argv, {"user": owner.uid, "group": owner.gid, "extra_groups": list(owner.groups)}
+        raise OSError(errno.ENOENT, NO_SETPRIV)
     groups = f"--groups={','.join(map(str, owner.groups))}" if owner.groups else "--clear-groups"
-    switch = [setpriv, f"--reuid={owner.uid}", f"--regid={owner.gid}", groups, "--"]
-    return [*switch, *argv], {}
+    return [setpriv, f"--reuid={owner.uid}", f"--regid={owner.gid}", groups, "--", *argv]
 
 
 MAX_HELPERS_PER_OWNER = 16  # helper processes running as one user at once
@@ -273,7 +274,7 @@ async def _run_helper(
     socket, so the pipes would never report their end (and asyncio's wait() waits for them).
     """
     loop = asyncio.get_running_loop()
-    argv, switch = as_owner(owner, argv)
+    argv = as_owner(owner, argv)
     starting = loop.create_task(
         loop.subprocess_exec(
             lambda: _Helper(limit),
@@ -287,7 +288,6 @@ async def _run_helper(
             else asyncio.subprocess.PIPE,
             stdout=stdout if stdout >= 0 else asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            **switch,  # type: ignore[arg-type]
         )
     )
     try:
