@@ -14,6 +14,7 @@ scope running; the next start adopts them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -35,8 +36,8 @@ from hostagent.daemon.bus.intake import Intake
 from hostagent.daemon.bus.placement import Placement, now, read_opener
 from hostagent.daemon.core import Core
 from hostagent.daemon.host.confine import Confiner
-from hostagent.daemon.host.inside import Insides
-from hostagent.daemon.host.owner import set_confiner
+from hostagent.daemon.host.inside import Insides, exec_inside
+from hostagent.daemon.host.owner import Helpers
 from hostagent.daemon.host.owners import Owners
 from hostagent.daemon.host.scope import Scopes, unit_in_cgroup
 from hostagent.daemon.host.systemd import Systemd
@@ -160,13 +161,19 @@ class Server:
         systemd = Systemd(bus)
         store = SidecarStore(state_dir(self.system), runtime_root(self.system) / "records")
         store.prepare()
+        # Every process run for a user goes through these; a user's own code (a login shell,
+        # git) goes into a scope under her slice on the system daemon (the lifecycle's, made
+        # below: no helper runs before recovery).
+        confiner = Confiner(systemd, lambda uid: core.lifecycle.owner_slice(uid))
+        helpers = Helpers(confiner if self.system else None)
         # The daemon's tmux clients run inside their sessions (host/enclosure.py).
         # The record it asks is the core's, made below; nothing is entered before recovery.
         insides = Insides(systemd, lambda name: _leader(core.registry, name))
+        tmux = Tmux(helpers.run, functools.partial(exec_inside, helpers), insides.locate)
         self.core = core = Core.assemble(
-            scopes=Scopes(systemd, Tmux(locate=insides.locate)),
-            owners=Owners(self.system),
-            worktrees=Worktrees(),
+            scopes=Scopes(systemd, tmux, helpers.forker),
+            owners=Owners(self.system, helpers),
+            worktrees=Worktrees(helpers),
             store=store,
             settings=Settings(config, presets),
             runtime_root=runtime_root(self.system),
@@ -174,9 +181,6 @@ class Server:
             boot_id=read_boot_id(),
         )
         await systemd.connect(core.reconciler)
-        if self.system:
-            # A user's own code the daemon runs (login shells, git) runs under their slice.
-            set_confiner(Confiner(systemd, core.lifecycle.owner_slice))
         core.registry.listeners.append(self.status)
         logsetup.set_session_fields(lambda name: _journal_fields(core.registry, name))
         report = await core.recover()

@@ -27,7 +27,7 @@ from hostagent.daemon.bus.placement import Opener, Placement
 from hostagent.daemon.core import Core
 from hostagent.daemon.host import agents
 from hostagent.daemon.host.heldchild import HeldChild
-from hostagent.daemon.host.owner import DEFAULT_PATH
+from hostagent.daemon.host.owner import DEFAULT_PATH, Helpers
 from hostagent.daemon.host.owners import Owners
 from hostagent.daemon.host.procfs import Process
 from hostagent.daemon.host.scope import Begun, Started, StartPlan, unit_in_cgroup
@@ -329,8 +329,8 @@ class FakeOwners:
     environment and the cwd check as the daemon makes them, programs found at once (they need
     not exist), and helpers run for real unless a test scripts their answer."""
 
-    def __init__(self, system: bool) -> None:
-        self.real = Owners(system)
+    def __init__(self, system: bool, helpers: Helpers) -> None:
+        self.real = Owners(system, helpers)
         self.program_lookups = 0  # programs looked for with the owner's login shell
         self.ran: list[list[str]] = []  # every helper's argv, in order
         # A scripted answer for a helper, by a part of its argv (a script's text, a program).
@@ -392,7 +392,8 @@ class Host:
     ) -> None:
         self.tmp = tmp
         self.scopes = FakeScopes()
-        self.owners = FakeOwners(system)
+        self.helpers = Helpers()  # the real helpers run as the current user
+        self.owners = FakeOwners(system, self.helpers)
         self.systemd = self.scopes.systemd
         tmp.mkdir(parents=True, exist_ok=True)
         self.store = SidecarStore(tmp / "state")
@@ -403,7 +404,7 @@ class Host:
         self.core = Core.assemble(
             scopes=self.scopes,
             owners=self.owners,
-            worktrees=Worktrees(),
+            worktrees=Worktrees(self.helpers),
             store=self.store,
             settings=Settings(self.config, {"shell": SHELL, "assigned": ASSIGNED}),
             runtime_root=tmp / "run",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hostagent.daemon.host import agents
-from hostagent.daemon.host.owner import DEFAULT_PATH
+from hostagent.daemon.host.owner import DEFAULT_PATH, Helpers
 from hostagent.errors import AgentNotFound
 from hostagent.identity import Owner
 
@@ -69,14 +69,14 @@ def test_a_program_in_the_owners_local_bin_is_found_and_a_missing_one_named(
     bin_dir = tmp_path / ".local" / "bin"
     install(bin_dir / "my-agent", "my-agent 1.2.3")
     (tmp_path / ".profile").write_text(f'echo hello from profile\nPATH="{bin_dir}:$PATH"\n')
-    owner = me_at_home(tmp_path)
-    found = asyncio.run(agents.resolve(owner, "my-agent"))
+    owner, helpers = me_at_home(tmp_path), Helpers()
+    found = asyncio.run(agents.resolve(helpers, owner, "my-agent"))
     assert found.program == str(bin_dir / "my-agent")
     assert found.path.startswith(str(bin_dir))
-    ver = asyncio.run(agents.version(owner, found.program, {"PATH": found.path}))
+    ver = asyncio.run(agents.version(helpers, owner, found.program, {"PATH": found.path}))
     assert ver == "my-agent 1.2.3"
     with pytest.raises(AgentNotFound, match=r"'no-such-agent' .* login PATH \(.*\.local/bin"):
-        asyncio.run(agents.resolve(owner, "no-such-agent"))
+        asyncio.run(agents.resolve(helpers, owner, "no-such-agent"))
 
 
 def test_listing_the_agents_asks_afresh_and_creates_then_find_the_new_copy(
@@ -84,18 +84,21 @@ def test_listing_the_agents_asks_afresh_and_creates_then_find_the_new_copy(
 ) -> None:
     """A create within the cache's time keeps the answer it had; the user's own copy installed
     ahead of it is found once ListAgents has looked, as the user does after an install."""
-    agents.forget_lookups()
     system, own = tmp_path / "system", tmp_path / ".local" / "bin"
     install(system / "an-agent", "an-agent 1.0")
     (tmp_path / ".profile").write_text(f'PATH="{own}:{system}:$PATH"\n')
-    owner = me_at_home(tmp_path)
+    owner, helpers = me_at_home(tmp_path), Helpers()
 
-    assert asyncio.run(agents.resolve(owner, "an-agent")).program == str(system / "an-agent")
+    assert asyncio.run(agents.resolve(helpers, owner, "an-agent")).program == str(
+        system / "an-agent"
+    )
     install(own / "an-agent", "an-agent 2.0")
-    assert asyncio.run(agents.resolve(owner, "an-agent")).program == str(system / "an-agent")
-    listed = asyncio.run(agents.installed(owner, {"mine": "an-agent"}, {}))
+    assert asyncio.run(agents.resolve(helpers, owner, "an-agent")).program == str(
+        system / "an-agent"
+    )
+    listed = asyncio.run(agents.installed(helpers, owner, {"mine": "an-agent"}, {}))
     assert listed["mine"] == (str(own / "an-agent"), "an-agent 2.0", "")
-    assert asyncio.run(agents.resolve(owner, "an-agent")).program == str(own / "an-agent")
+    assert asyncio.run(agents.resolve(helpers, owner, "an-agent")).program == str(own / "an-agent")
 
 
 def test_a_helper_of_hostagents_own_is_found_by_its_bare_name_only(tmp_path: Path) -> None:

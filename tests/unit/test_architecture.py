@@ -314,11 +314,12 @@ EDGE_CLASSES = {
     "hostagent.daemon.host.owners.Owners",
     "hostagent.daemon.host.worktree.Worktrees",
     "hostagent.daemon.host.journal.JournalReaders",
+    "hostagent.daemon.host.owner.Helpers",
 }
 # What is done with an owner's rights, which everything outside host/ asks of the owner port.
 OWNER_RUNNERS = {
     f"hostagent.daemon.host.owner.{name}"
-    for name in ("exec_as_owner", "run_as_owner", "sh_as_owner", "check_cwd", "build_env")
+    for name in ("Helpers", "run_as_owner", "sh_as_owner", "check_cwd", "build_env")
 }
 WIRING = {"hostagent.daemon.core", "hostagent.daemon.server"}
 
@@ -362,17 +363,14 @@ def test_only_the_wiring_makes_the_edges() -> None:
 def wirings(path: Path) -> list[int]:
     """Lines that wire collaborators together: a listener added to a registry, another
     object's attribute set to a function (a lambda, or a method: `x.on_y = z.method`), the
-    module-wide confiner or journal fields set."""
+    module-wide journal fields set."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
             name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
             owner = node.func.value if isinstance(node.func, ast.Attribute) else None
             listeners = isinstance(owner, ast.Attribute) and owner.attr == "listeners"
-            if (listeners and name in ("append", "extend")) or name in (
-                "set_confiner",
-                "set_session_fields",
-            ):
+            if (listeners and name in ("append", "extend")) or name == "set_session_fields":
                 found.append(node.lineno)
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Attribute):
             if node.target.attr == "listeners":
@@ -591,7 +589,7 @@ def test_the_rules_find_what_they_look_for(tmp_path: Path) -> None:
         "a.x, a.y = b.f, b.g\n"
         "self.after_end = conversations.after_end\n"
         "session.owner = owner\n"
-        "set_confiner(c)\n"
+        "set_session_fields(f)\n"
     )
     assert wirings(wiring) == [1, 2, 3, 4, 5, 8]
     late = tmp_path / "late.py"
@@ -605,7 +603,7 @@ def test_the_rules_find_what_they_look_for(tmp_path: Path) -> None:
     stand_ins = tmp_path / "stand_ins.py"
     stand_ins.write_text(
         "from hostagent.daemon.host import owner as owner_module\n"
-        "monkeypatch.setattr(owner_module, 'exec_as_owner', f)\n"
+        "monkeypatch.setattr(owner_module, 'run_as_owner', f)\n"
         "monkeypatch.setattr(owner_module, 'MAX_OUTPUT', 10)\n"
         "monkeypatch.setattr(host.scopes, 'stop', f)\n"
         "monkeypatch.setattr(host.store, 'save', f)\n"

@@ -44,8 +44,7 @@ def test_a_users_code_runs_only_once_it_is_in_its_scope(tmp_path: Path, refuse: 
     confiner = FakeConfiner(refuse)
 
     async def body() -> tuple[int, bytes, bytes] | None:
-        owner_module.set_confiner(confiner)
-        return await owner_module.exec_as_owner(
+        return await owner_module.Helpers(confiner).run(
             me(),
             ["/bin/sh", "-c", f"echo ran > {ran}; echo out"],
             10,
@@ -66,8 +65,8 @@ def test_a_helper_of_ours_is_not_confined() -> None:
     confiner = FakeConfiner()
 
     async def body() -> None:
-        owner_module.set_confiner(confiner)
-        assert await owner_module.exec_as_owner(me(), ["/bin/true"], 10) == (0, b"", b"")
+        helpers = owner_module.Helpers(confiner)
+        assert await helpers.run(me(), ["/bin/true"], 10) == (0, b"", b"")
 
     asyncio.run(body())
     assert confiner.entered == []
@@ -76,7 +75,7 @@ def test_a_helper_of_ours_is_not_confined() -> None:
 def test_a_user_code_helpers_output_is_bounded() -> None:
     async def body() -> None:
         with pytest.raises(owner_module.OutputTooLarge):
-            await owner_module.exec_as_owner(
+            await owner_module.Helpers(FakeConfiner()).run(
                 me(),
                 ["/bin/sh", "-c", "yes"],
                 10,

@@ -24,6 +24,7 @@ from hostagent.daemon.follow.conversations.discovery import (
 )
 from hostagent.daemon.follow.conversations.transcript import conversation_state
 from hostagent.daemon.follow.hooks import formats
+from hostagent.daemon.host.owner import Helpers
 from hostagent.daemon.host.owners import Owners
 from hostagent.identity import Owner
 from hostagent.launch import Conversation
@@ -35,7 +36,7 @@ from tests.unit.fakes import Host, ShownWatch, me, run
 
 ID_A = "0b9c2a3e-1111-4222-8333-444455556666"
 ID_B = "7d1f0c9e-aaaa-4bbb-8ccc-ddddeeeeffff"
-OWNERS = Owners(system=False)  # the real helpers, run as the current user on tmp files
+OWNERS = Owners(False, Helpers())  # the real helpers, run as the current user on tmp files
 
 
 @pytest.mark.parametrize(

@@ -25,20 +25,21 @@ def me() -> Owner:
     return Owner.from_uid(os.getuid())
 
 
-def run(body: Callable[[], Awaitable[None]]) -> None:
+def run(body: Callable[[forking.Forker], Awaitable[None]]) -> None:
     async def then_end_the_forker() -> None:
+        forker = forking.Forker()
         try:
-            await body()
+            await body(forker)
         finally:
-            forking.forker().close()
+            forker.close()
 
     asyncio.run(then_end_the_forker())
 
 
 def test_a_forked_child_is_held_until_released_and_its_output_read(tmp_path: Path) -> None:
-    async def body() -> None:
+    async def body(forker: forking.Forker) -> None:
         argv = ["/bin/sh", "-c", 'pwd; echo "$X" >&2; exit 3']
-        child = await HeldChild.start(me(), str(tmp_path), {"X": "from env"}, argv, NOTHING)
+        child = await HeldChild.start(forker, me(), str(tmp_path), {"X": "from env"}, argv, NOTHING)
         assert child.returncode is None  # held: it reads its pipe
         code, out, err = await child.release(5)
         assert (code, out, err) == (3, str(tmp_path), "from env")
@@ -48,9 +49,11 @@ def test_a_forked_child_is_held_until_released_and_its_output_read(tmp_path: Pat
 
 
 def test_a_forked_child_gets_its_own_process_group_and_default_signals(tmp_path: Path) -> None:
-    async def body() -> None:
+    async def body(forker: forking.Forker) -> None:
         script = "exec grep -E '^Sig(Ign|Blk)' /proc/self/status"
-        child = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/sh", "-c", script], NOTHING)
+        child = await HeldChild.start(
+            forker, me(), str(tmp_path), {}, ["/bin/sh", "-c", script], NOTHING
+        )
         pgid = os.getpgid(child.pid)
         code, out, _ = await child.release(5)
         assert code == 0 and pgid == child.pid
@@ -64,8 +67,8 @@ def test_a_forked_child_gets_its_own_process_group_and_default_signals(tmp_path:
 
 
 def test_a_held_forked_child_is_killed_by_abort(tmp_path: Path) -> None:
-    async def body() -> None:
-        child = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/true"], NOTHING)
+    async def body(forker: forking.Forker) -> None:
+        child = await HeldChild.start(forker, me(), str(tmp_path), {}, ["/bin/true"], NOTHING)
         os.kill(child.pid, signal.SIGSTOP)
         with pytest.raises(TimeoutError):
             await child.release(0.3)
@@ -80,8 +83,8 @@ def test_a_sandbox_that_cannot_be_made_is_said_by_the_child(tmp_path: Path) -> N
     if os.geteuid() != 0:
         pytest.skip("the mounts are root's to make (the user daemon makes a user namespace)")
 
-    async def body() -> None:
-        child = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/true"], missing)
+    async def body(forker: forking.Forker) -> None:
+        child = await HeldChild.start(forker, me(), str(tmp_path), {}, ["/bin/true"], missing)
         assert await child.wait() == FAILED
         assert "does not exist: " in await child.why_gone()
         await child.abort()
@@ -93,9 +96,11 @@ def test_a_sandbox_that_cannot_be_made_is_said_by_the_child(tmp_path: Path) -> N
 def test_a_forked_child_in_its_landlock_domain_cannot_signal_outside_it(tmp_path: Path) -> None:
     apart = Plan((), "/run/systemd/inaccessible", False, landlock_abi())
 
-    async def body() -> None:
+    async def body(forker: forking.Forker) -> None:
         script = f"kill -0 {os.getpid()} && echo reached || echo refused"
-        child = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/sh", "-c", script], apart)
+        child = await HeldChild.start(
+            forker, me(), str(tmp_path), {}, ["/bin/sh", "-c", script], apart
+        )
         _, out, _ = await child.release(5)
         assert out == "refused"
 
@@ -103,14 +108,14 @@ def test_a_forked_child_in_its_landlock_domain_cannot_signal_outside_it(tmp_path
 
 
 def test_children_forked_at_once_each_get_their_own_answer(tmp_path: Path) -> None:
-    async def one(i: int) -> tuple[int, str]:
+    async def one(forker: forking.Forker, i: int) -> tuple[int, str]:
         argv = ["/bin/sh", "-c", f"echo {i}; exit {i}"]
-        child = await HeldChild.start(me(), str(tmp_path), {}, argv, NOTHING)
+        child = await HeldChild.start(forker, me(), str(tmp_path), {}, argv, NOTHING)
         code, out, _ = await child.release(5)
         return code, out
 
-    async def body() -> None:
-        results = await asyncio.gather(*(one(i) for i in range(20)))
+    async def body(forker: forking.Forker) -> None:
+        results = await asyncio.gather(*(one(forker, i) for i in range(20)))
         assert results == [(i, str(i)) for i in range(20)]
 
     run(body)
@@ -119,18 +124,20 @@ def test_children_forked_at_once_each_get_their_own_answer(tmp_path: Path) -> No
 def test_a_forker_that_dies_is_started_again_and_its_held_child_still_ends(
     tmp_path: Path,
 ) -> None:
-    async def body() -> None:
-        child = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/true"], NOTHING)
-        process = forking.forker()._process
+    async def body(forker: forking.Forker) -> None:
+        child = await HeldChild.start(forker, me(), str(tmp_path), {}, ["/bin/true"], NOTHING)
+        process = forker._process
         assert process is not None
         process.kill()
         process.wait()
         # Its child is init's now: a release still ends, its status unknown to the daemon.
         code, _, _ = await child.release(5)
         assert code in (0, forking.UNKNOWN_EXIT)
-        again = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/sh", "-c", "exit 4"], NOTHING)
+        again = await HeldChild.start(
+            forker, me(), str(tmp_path), {}, ["/bin/sh", "-c", "exit 4"], NOTHING
+        )
         assert (await again.release(5))[0] == 4
-        assert forking.forker()._process is not process
+        assert forker._process is not process
 
     run(body)
 
@@ -138,16 +145,18 @@ def test_a_forker_that_dies_is_started_again_and_its_held_child_still_ends(
 def test_a_start_asked_of_a_forker_just_gone_fails_and_the_next_one_starts_anew(
     tmp_path: Path,
 ) -> None:
-    async def body() -> None:
-        child = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/true"], NOTHING)
+    async def body(forker: forking.Forker) -> None:
+        child = await HeldChild.start(forker, me(), str(tmp_path), {}, ["/bin/true"], NOTHING)
         await child.release(5)
-        process = forking.forker()._process
+        process = forker._process
         assert process is not None
         process.kill()
         process.wait()  # gone, and the loop has not yet read its end of file
         with pytest.raises(OSError):
-            await HeldChild.start(me(), str(tmp_path), {}, ["/bin/true"], NOTHING)
-        again = await HeldChild.start(me(), str(tmp_path), {}, ["/bin/sh", "-c", "exit 5"], NOTHING)
+            await HeldChild.start(forker, me(), str(tmp_path), {}, ["/bin/true"], NOTHING)
+        again = await HeldChild.start(
+            forker, me(), str(tmp_path), {}, ["/bin/sh", "-c", "exit 5"], NOTHING
+        )
         assert (await again.release(5))[0] == 5
 
     run(body)

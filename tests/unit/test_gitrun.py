@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hostagent.daemon.host import gitrun, worktree
+from hostagent.daemon.host.owner import Helpers
 from hostagent.errors import WorktreeFailed
 from hostagent.identity import Owner
 
@@ -129,7 +130,7 @@ def test_the_daemons_git_runs_nothing_a_session_wrote(tmp_path: Path) -> None:
     _git(repo, "commit", "-qm", "start")
     _trap(repo / ".git", marker)
     me = Owner.from_uid(os.getuid())
-    trees = worktree.Worktrees()
+    trees = worktree.Worktrees(Helpers())
 
     async def made() -> worktree.Worktree:
         tree = await trees.plan(me, str(repo), "s1", "", "", "")
@@ -208,7 +209,7 @@ def test_a_bare_repositorys_worktree_is_made_diffed_and_removed(tmp_path: Path) 
     _git(tmp_path, "clone", "-q", "--bare", str(seed), str(bare))
     _git(bare, "worktree", "add", "-q", str(top), "main")
     me = Owner.from_uid(os.getuid())
-    trees = worktree.Worktrees()
+    trees = worktree.Worktrees(Helpers())
 
     async def made() -> worktree.Worktree:
         tree = await trees.plan(me, str(top), "s1", "", "", "")

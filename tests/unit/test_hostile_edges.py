@@ -15,8 +15,10 @@ import pytest
 from hostagent.daemon.follow.terminal import check_text
 from hostagent.daemon.host import owner as owner_module
 from hostagent.daemon.host import procfs
+from hostagent.daemon.host.enclosure import Enclosure
+from hostagent.daemon.host.forking import Forker
 from hostagent.daemon.host.heldchild import HeldChild
-from hostagent.daemon.host.owner import exec_as_owner
+from hostagent.daemon.host.owner import Helpers
 from hostagent.daemon.host.runtimedir import make_room
 from hostagent.daemon.host.tmux import Tmux
 from hostagent.errors import InvalidArgs, InvalidCwd
@@ -82,6 +84,19 @@ def test_sendtext_is_measured_in_bytes(tmp_path: Path) -> None:
     run(body())
 
 
+async def never_inside(
+    owner: Owner,
+    argv: list[str],
+    inside: Enclosure,
+    timeout: float,
+    stdin: bytes | None,
+    *,
+    limit: int = 0,
+    stdout: int = -1,
+) -> tuple[int, bytes, bytes] | None:
+    raise AssertionError("no session is entered here: Tmux is given no locate")
+
+
 def test_text_goes_to_tmux_through_stdin_not_the_command_line(tmp_path: Path) -> None:
     seen: list[tuple[list[str], bytes | None]] = []
 
@@ -98,7 +113,9 @@ def test_text_goes_to_tmux_through_stdin_not_the_command_line(tmp_path: Path) ->
         return 0, b"", b""
 
     me_owner = Owner.from_uid(me())
-    asyncio.run(Tmux(execute).send_text(me_owner, tmp_path / "s.sock", "a\nb" * 40000, True))
+    asyncio.run(
+        Tmux(execute, never_inside).send_text(me_owner, tmp_path / "s.sock", "a\nb" * 40000, True)
+    )
     [(argv, stdin)] = seen
     assert stdin == ("a\nb" * 40000).encode()
     assert max(len(a) for a in argv) < 100
@@ -114,8 +131,9 @@ def test_helpers_are_bounded_per_owner_and_time_out_waiting(
     me_owner = Owner.from_uid(me())
 
     async def body() -> list[object]:
+        helpers = Helpers()
         stalled = [
-            asyncio.ensure_future(exec_as_owner(me_owner, ["/bin/sleep", "30"], 0.5))
+            asyncio.ensure_future(helpers.run(me_owner, ["/bin/sleep", "30"], 0.5))
             for _ in range(5)
         ]
         deadline = time.monotonic() + 5
@@ -124,7 +142,7 @@ def test_helpers_are_bounded_per_owner_and_time_out_waiting(
             await asyncio.sleep(0.01)
         for _ in range(20):
             await asyncio.sleep(0)  # ...and the others, given every chance, still wait
-        assert _sleeping() == 2 and owner_module.helper_slots().of(me()).locked()
+        assert _sleeping() == 2 and helpers.slot(me()).locked()
         return await asyncio.gather(*stalled)
 
     assert asyncio.run(body()) == [None] * 5
@@ -165,7 +183,10 @@ def test_a_held_child_that_was_stopped_is_given_up_on(tmp_path: Path) -> None:
     the create (and its operation slot) for ever."""
 
     async def body() -> None:
-        child = await HeldChild.start(Owner.from_uid(me()), str(tmp_path), {}, ["/bin/true"])
+        forker = Forker()
+        child = await HeldChild.start(
+            forker, Owner.from_uid(me()), str(tmp_path), {}, ["/bin/true"]
+        )
         os.kill(child.pid, signal.SIGSTOP)
         started = time.monotonic()
         with pytest.raises(TimeoutError):
@@ -182,10 +203,10 @@ def test_a_helper_that_prints_too_much_is_cut_off(monkeypatch: pytest.MonkeyPatc
     me_owner = Owner.from_uid(me())
 
     async def body() -> None:
-        result = await exec_as_owner(me_owner, ["/bin/cat"], 5, stdin=b"x" * 1000)
+        result = await Helpers().run(me_owner, ["/bin/cat"], 5, stdin=b"x" * 1000)
         assert result == (0, b"x" * 1000, b"")  # fed through stdin, read back whole
         with pytest.raises(owner_module.OutputTooLarge):
-            await exec_as_owner(me_owner, ["/bin/cat"], 5, stdin=b"x" * 100_000)
+            await Helpers().run(me_owner, ["/bin/cat"], 5, stdin=b"x" * 100_000)
 
     asyncio.run(body())
 
@@ -197,7 +218,7 @@ def test_a_helper_whose_output_is_held_elsewhere_still_times_out() -> None:
 
     async def body() -> None:
         started = time.monotonic()
-        result = await exec_as_owner(me_owner, ["/bin/sh", "-c", "sleep 31 & exec sleep 32"], 0.5)
+        result = await Helpers().run(me_owner, ["/bin/sh", "-c", "sleep 31 & exec sleep 32"], 0.5)
         assert result is None
         assert time.monotonic() - started < 5
 
@@ -225,7 +246,7 @@ def test_a_helper_cut_short_while_it_starts_still_ends(tmp_path: Path) -> None:
 
         loop.connect_read_pipe = parked  # type: ignore[method-assign,assignment]
         script = f"sleep 33 & echo $! > {holder}; exec sleep 34"
-        call = asyncio.ensure_future(exec_as_owner(me_owner, ["/bin/sh", "-c", script], 30))
+        call = asyncio.ensure_future(Helpers().run(me_owner, ["/bin/sh", "-c", script], 30))
         deadline = time.monotonic() + 5
         while not holder.exists() or not holder.read_text().strip():
             assert time.monotonic() < deadline, "the helper never started"
@@ -295,15 +316,19 @@ def test_a_failed_scope_start_says_what_became_of_its_first_process(script: str,
             1001,
             (1001, 27),
             "/usr/bin/setpriv",
-            ["/usr/bin/setpriv", "--reuid=1001", "--regid=1001", "--groups=1001,27", "--"]
-            + ["tmux", "ls"],
+            [
+                *("/usr/bin/setpriv", "--reuid=1001", "--regid=1001", "--groups=1001,27", "--"),
+                *("tmux", "ls"),
+            ],
         ),
         (
             1001,
             (),
             "/usr/bin/setpriv",
-            ["/usr/bin/setpriv", "--reuid=1001", "--regid=1001", "--clear-groups", "--"]
-            + ["tmux", "ls"],
+            [
+                *("/usr/bin/setpriv", "--reuid=1001", "--regid=1001", "--clear-groups", "--"),
+                *("tmux", "ls"),
+            ],
         ),
         (1001, (1001, 27), None, None),  # refused: no fork of the daemon switches instead
     ],

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from hostagent.daemon.host.owner import Helpers
 from hostagent.daemon.host.worktree import Worktrees
 from hostagent.daemon.ops.leftovers import Leftovers
 from hostagent.daemon.state.creates import PendingCreates
@@ -140,7 +141,7 @@ def test_a_branch_someone_committed_on_is_kept_and_the_note_dropped(tmp_path: Pa
     owner = Owner.from_uid(me())
 
     async def body() -> None:
-        worktrees = Worktrees()
+        worktrees = Worktrees(Helpers())
         tree = await worktrees.plan(owner, str(repo), "w", "", "", str(tmp_path / "trees"))
         await worktrees.make(owner, tree, "")
         (Path(tree.path) / "new").write_text("x\n")

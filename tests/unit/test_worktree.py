@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from hostagent.daemon.host import worktree
+from hostagent.daemon.host.owner import Helpers
 from hostagent.errors import WorktreeFailed
 from hostagent.identity import Owner
 from tests.unit.fakes import run
@@ -47,7 +48,7 @@ def test_the_cwd_in_a_new_worktree_is_a_normalized_path(cwd: str, top: str, insi
 def test_without_git_a_worktree_is_refused_by_name(tmp_path: Path) -> None:
     async def body() -> None:
         me = Owner.from_uid(os.getuid())
-        nowhere = worktree.Worktrees(git="")  # no git on the daemon's PATH
+        nowhere = worktree.Worktrees(Helpers(), git="")  # no git on the daemon's PATH
         with pytest.raises(WorktreeFailed, match="git is not installed"):
             await nowhere.plan(me, str(tmp_path), "a", "", "", "")
 
@@ -82,7 +83,7 @@ def test_what_git_could_not_restore_is_named_and_an_untouched_copy_is_not(
     me = Owner.from_uid(os.getuid())
 
     def kept() -> list[str]:
-        return asyncio.run(worktree.Worktrees().unrestorable(me, str(repo), str(tree)))
+        return asyncio.run(worktree.Worktrees(Helpers()).unrestorable(me, str(repo), str(tree)))
 
     assert kept() == []
     (tree / ".env").write_text("SECRET=1\n")  # as .worktreeinclude copies it

@@ -15,12 +15,13 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from typing import cast
 
 from hostagent.daemon.host.owner import (
     DEFAULT_PATH,
     USER_CODE_OUTPUT,
+    Helpers,
     OutputTooLarge,
-    exec_as_owner,
     passwd_env,
 )
 from hostagent.errors import AgentNotFound
@@ -49,14 +50,6 @@ _POSIX = {"bash", "zsh", "sh", "dash", "ksh", "mksh", "yash"}
 class Found:
     program: str  # absolute, or "" when not found
     path: str  # the PATH it was looked up in
-
-
-_cache: dict[tuple[int, str], tuple[float, Found]] = {}
-
-
-def forget_lookups() -> None:
-    """Every cached answer forgotten: the next lookup asks the login shell again."""
-    _cache.clear()
 
 
 def login_argv(shell: str, program: str) -> list[str]:
@@ -92,16 +85,17 @@ def parse_probe(output: str) -> Found:
     return Found(program, path)
 
 
-async def look_up(owner: Owner, program: str, fresh: bool = False) -> Found:
+async def look_up(helpers: Helpers, owner: Owner, program: str, fresh: bool = False) -> Found:
     """Where the owner's login shell finds program (absolute programs are taken as they are).
-    fresh: ask the shell even when a recent answer is cached, and cache the new one."""
+    fresh: ask the shell even when a recent answer is cached (helpers.found), and cache the
+    new one."""
     key = (owner.uid, program)
-    cached = _cache.get(key)
+    cached = helpers.found.get(key)
     if cached and not fresh and time.monotonic() - cached[0] < CACHE_SEC:
-        return cached[1]
+        return cast(Found, cached[1])  # only this function writes there
     env = {**passwd_env(owner), "TERM": "dumb"}
     try:
-        result = await exec_as_owner(
+        result = await helpers.run(
             owner,
             login_argv(owner.shell, program),
             LOGIN_TIMEOUT,
@@ -121,13 +115,13 @@ async def look_up(owner: Owner, program: str, fresh: bool = False) -> Found:
     elif not found.program and (own := helper(program)):
         found = Found(own, found.path)
     if found.program:
-        _cache[key] = (time.monotonic(), found)
+        helpers.found[key] = (time.monotonic(), found)
     return found
 
 
-async def resolve(owner: Owner, program: str) -> Found:
+async def resolve(helpers: Helpers, owner: Owner, program: str) -> Found:
     """The program's absolute path and the login PATH, or AgentNotFound in words."""
-    found = await look_up(owner, program)
+    found = await look_up(helpers, owner, program)
     if not found.program:
         raise AgentNotFound(
             f"Agent program '{program}' is not installed for {owner.name}: not found in "
@@ -137,10 +131,10 @@ async def resolve(owner: Owner, program: str) -> Found:
     return found
 
 
-async def version(owner: Owner, program: str, env: dict[str, str]) -> str:
+async def version(helpers: Helpers, owner: Owner, program: str, env: dict[str, str]) -> str:
     """The first line the program's --version prints, run as the owner; "" if none."""
     try:
-        result = await exec_as_owner(
+        result = await helpers.run(
             owner,
             [program, "--version"],
             VERSION_TIMEOUT,
@@ -157,7 +151,7 @@ async def version(owner: Owner, program: str, env: dict[str, str]) -> str:
 
 
 async def installed(
-    owner: Owner, programs: dict[str, str], env: dict[str, str]
+    helpers: Helpers, owner: Owner, programs: dict[str, str], env: dict[str, str]
 ) -> dict[str, tuple[str, str, str]]:
     """For each preset name -> program: (absolute path, version, problem), as the owner.
     Always asked afresh: a user who has just installed an agent looks here, and the creates
@@ -166,10 +160,10 @@ async def installed(
 
     async def one(program: str) -> tuple[str, str, str]:
         async with limit:
-            found = await look_up(owner, program, fresh=True)
+            found = await look_up(helpers, owner, program, fresh=True)
             if not found.program:
                 return "", "", f"not found in the login PATH ({found.path})"
-            ver = await version(owner, found.program, {**env, "PATH": found.path})
+            ver = await version(helpers, owner, found.program, {**env, "PATH": found.path})
             return found.program, ver, "" if ver else "installed; --version printed nothing"
 
     names = list(programs)

@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import weakref
 from pathlib import Path
 
 import hostagent
@@ -185,16 +184,6 @@ class Forker:
 
 
 _SERVE = "from hostagent.daemon.host.forker import serve; serve(int(sys.argv[2]))"
-# One forker per event loop: its reader and futures belong to the loop that started it.
-_FORKERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Forker] = weakref.WeakKeyDictionary()
-
-
-def forker() -> Forker:
-    loop = asyncio.get_running_loop()
-    found = _FORKERS.get(loop)
-    if found is None:
-        found = _FORKERS[loop] = Forker()
-    return found
 
 
 async def _send(

@@ -11,7 +11,7 @@ import logging
 import os
 
 from hostagent.daemon.host import gitrun
-from hostagent.daemon.host.owner import DEFAULT_PATH, OutputTooLarge, exec_as_owner
+from hostagent.daemon.host.owner import DEFAULT_PATH, Helpers, OutputTooLarge
 from hostagent.errors import WorktreeFailed
 from hostagent.identity import Owner
 
@@ -24,9 +24,10 @@ COMMON_DIR = ("rev-parse", "--path-format=absolute", "--git-common-dir")
 class GitAsOwner:
     """One git program, run as each session's owner."""
 
-    def __init__(self, program: str | None) -> None:
+    def __init__(self, program: str | None, helpers: Helpers) -> None:
         """program: git's ("" or None: none, and every run is refused, saying why)."""
         self.program = program
+        self.helpers = helpers
 
     async def run(
         self,
@@ -46,7 +47,7 @@ class GitAsOwner:
         argv = [git, *gitrun.QUIET, *quiet, *args]
         try:
             # Still the owner's code where this git reads the owner's own config.
-            result = await exec_as_owner(owner, argv, timeout, env=env, runs_user_code="git")
+            result = await self.helpers.run(owner, argv, timeout, env=env, runs_user_code="git")
         except OutputTooLarge as e:
             raise WorktreeFailed(f"git {what} printed {e}.") from None
         if result is None:
@@ -89,7 +90,7 @@ class GitAsOwner:
             if code != 0:
                 return None
         admin = gitrun.admin_dir(
-            await read_as_owner(owner, os.path.join(path, ".git")), path, common
+            await read_as_owner(self.helpers, owner, os.path.join(path, ".git")), path, common
         )
         if not admin:
             log.warning("worktree %s: its .git file names no worktree of %s", path, repo)
@@ -102,9 +103,9 @@ class GitAsOwner:
         return tuple(gitrun.quieted(gitrun.filter_drivers(out)))
 
 
-async def read_as_owner(owner: Owner, path: str) -> str:
+async def read_as_owner(helpers: Helpers, owner: Owner, path: str) -> str:
     """The file at path as owner reads it; "" when owner cannot."""
-    result = await exec_as_owner(owner, ["/bin/cat", "--", path], 10.0)
+    result = await helpers.run(owner, ["/bin/cat", "--", path], 10.0)
     return result[1].decode(errors="replace") if result and result[0] == 0 else ""
 
 
@@ -113,5 +114,5 @@ def _real_dir(path: str) -> bool:
 
 
 def _base(owner: Owner) -> dict[str, str]:
-    """The fixed environment a helper of the owner's gets (owner.exec_as_owner's)."""
+    """The fixed environment a helper of the owner's gets (owner.Helpers.run's)."""
     return {"PATH": DEFAULT_PATH, "HOME": owner.home, "LANG": "C.UTF-8"}

@@ -25,7 +25,7 @@ import subprocess
 
 from hostagent.daemon.host import namespace, pidone
 from hostagent.daemon.host.forker import EXEC_FAILED, Request
-from hostagent.daemon.host.forking import Forked, forker, settle
+from hostagent.daemon.host.forking import Forked, Forker, settle
 from hostagent.daemon.host.owner import HELD_EXEC, SHIM_CANCELLED, as_owner
 from hostagent.identity import Owner
 
@@ -59,6 +59,7 @@ class HeldChild:
     @classmethod
     async def start(
         cls,
+        forker: Forker,
         owner: Owner,
         cwd: str,
         env: dict[str, str],
@@ -72,7 +73,7 @@ class HeldChild:
             shim = as_owner(owner, ["/bin/sh", "-c", _SHIM, "hostagent-shim", cwd, *argv])
             proc: subprocess.Popen[bytes] | Forked
             if sandbox is not None:  # made by the forker's child, as root, before setpriv
-                proc = await forker().fork(Request(shim, env, "/", sandbox), read_fd)
+                proc = await forker.fork(Request(shim, env, "/", sandbox), read_fd)
             else:
                 proc = subprocess.Popen(
                     shim,

@@ -19,14 +19,14 @@ from pathlib import Path
 from hostagent.daemon.host import procfs
 from hostagent.daemon.host.enclosure import Enclosure, in_unit
 from hostagent.daemon.host.forker import Request
-from hostagent.daemon.host.forking import Forked, forker
+from hostagent.daemon.host.forking import Forked, Forker
 from hostagent.daemon.host.namespace import landlock_abi
 from hostagent.daemon.host.owner import (
     DEFAULT_PATH,
     MAX_OUTPUT,
+    Helpers,
     OutputTooLarge,
     as_owner,
-    helper_slots,
 )
 from hostagent.daemon.host.systemd import Systemd, SystemdError
 from hostagent.identity import Owner
@@ -88,6 +88,7 @@ def _alive_in(unit: str, pid: int) -> bool:
 
 
 async def exec_inside(
+    helpers: Helpers,
     owner: Owner,
     argv: list[str],
     inside: Enclosure,
@@ -97,19 +98,26 @@ async def exec_inside(
     limit: int = 0,
     stdout: int = -1,
 ) -> tuple[int, bytes, bytes] | None:
-    """owner.exec_as_owner's answer for argv run as owner inside the session: exit code,
+    """Helpers.run's answer for argv run as owner inside the session: exit code,
     stdout and stderr, or None past the timeout (then it is killed); OutputTooLarge past
     limit bytes. With stdout (a descriptor), the output goes there instead."""
-    slots = helper_slots()
     try:
-        async with asyncio.timeout(timeout), slots.of(owner.uid), slots.total:
-            return await _run(owner, argv, inside, stdin, limit or MAX_OUTPUT, stdout)
+        async with asyncio.timeout(timeout), helpers.slot(owner.uid), helpers.total:
+            return await _run(
+                helpers.forker, owner, argv, inside, stdin, limit or MAX_OUTPUT, stdout
+            )
     except TimeoutError:
         return None
 
 
 async def _run(
-    owner: Owner, argv: list[str], inside: Enclosure, stdin: bytes | None, limit: int, stdout: int
+    forker: Forker,
+    owner: Owner,
+    argv: list[str],
+    inside: Enclosure,
+    stdin: bytes | None,
+    limit: int,
+    stdout: int,
 ) -> tuple[int, bytes, bytes]:
     argv = as_owner(owner, argv)
     env = {"PATH": DEFAULT_PATH, "HOME": owner.home, "LANG": "C.UTF-8"}
@@ -123,7 +131,7 @@ async def _run(
         if stdin:
             os.write(source, stdin)
             os.lseek(source, 0, os.SEEK_SET)
-        forked = await forker().fork(Request(argv, env, "/", None, inside), source, stdout)
+        forked = await forker.fork(Request(argv, env, "/", None, inside), source, stdout)
     finally:
         os.close(source)
     try:

@@ -14,10 +14,10 @@ import errno
 import logging
 import os
 import shutil
-import weakref
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
+from hostagent.daemon.host.forking import Forker
 from hostagent.daemon.host.systemd import SystemdError
 from hostagent.identity import Owner
 
@@ -97,36 +97,6 @@ MAX_HELPERS_PER_OWNER = 16  # helper processes running as one user at once
 MAX_HELPERS = 128  # as anyone
 
 
-class _HelperSlots:
-    """Bounds on helper processes, per owner and in all: a user whose tmux server is stopped
-    can make their own helpers wait, never spawn hundreds, and never take another's slots."""
-
-    def __init__(self) -> None:
-        self.total = asyncio.Semaphore(MAX_HELPERS)
-        self.owners: dict[int, asyncio.Semaphore] = {}
-
-    def of(self, uid: int) -> asyncio.Semaphore:
-        slot = self.owners.get(uid)
-        if slot is None:
-            slot = self.owners[uid] = asyncio.Semaphore(MAX_HELPERS_PER_OWNER)
-        return slot
-
-
-# One set per event loop: a semaphore belongs to the loop it first waited on.
-_SLOTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _HelperSlots] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def helper_slots() -> _HelperSlots:
-    """This event loop's bounds on helper processes, which every helper waits for."""
-    loop = asyncio.get_running_loop()
-    slots = _SLOTS.get(loop)
-    if slots is None:
-        slots = _SLOTS[loop] = _HelperSlots()
-    return slots
-
-
 MAX_OUTPUT = 64 << 20  # what the daemon reads of one helper's output; past it, OutputTooLarge
 # ... of a helper whose output is a few lines (a login shell's answer, a --version), so that a
 # login shell that prints without end costs the daemon little.
@@ -137,46 +107,65 @@ class OutputTooLarge(Exception):
     """A helper printed more than the daemon reads (a user can make tmux print anything)."""
 
 
-def set_confiner(confiner: Confiner | None) -> None:
-    """Where helpers that run a user's code go on this event loop (the system daemon's)."""
-    _CONFINERS[asyncio.get_running_loop()] = confiner
+class Helpers:
+    """The daemon's one set of means to run a process for a user, made once by the server (and
+    by each test that runs helpers), whose parts bind to the event loop that first uses them:
 
+    - the forker (forking.py), which starts sessions' first processes and the clients run
+      inside a session;
+    - the bounds on helper processes, per owner and in all, which every helper waits for: a
+      user whose tmux server is stopped can make her own helpers wait, never spawn hundreds,
+      and never take another's slots;
+    - the confiner, which puts a user's own code (a login shell, git) in a scope of hers before
+      it runs (the system daemon's; none elsewhere);
+    - what the owners' login shells found lately (agents.py)."""
 
-_CONFINERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Confiner | None] = (
-    weakref.WeakKeyDictionary()
-)
+    def __init__(self, confiner: Confiner | None = None) -> None:
+        self.forker = Forker()
+        self.total = asyncio.Semaphore(MAX_HELPERS)
+        self.owners: dict[int, asyncio.Semaphore] = {}
+        self.confiner = confiner
+        self.found: dict[tuple[int, str], tuple[float, Any]] = {}  # agents.look_up's
 
+    def slot(self, uid: int) -> asyncio.Semaphore:
+        """uid's own bound; a helper holds it and then one of total."""
+        slot = self.owners.get(uid)
+        if slot is None:
+            slot = self.owners[uid] = asyncio.Semaphore(MAX_HELPERS_PER_OWNER)
+        return slot
 
-async def exec_as_owner(
-    owner: Owner,
-    argv: list[str],
-    timeout: float = 10.0,
-    stdin: bytes | None = None,
-    env: dict[str, str] | None = None,
-    runs_user_code: str = "",
-    limit: int = 0,
-    stdout: int = -1,
-) -> tuple[int, bytes, bytes] | None:
-    """Exit code, stdout and stderr of argv run as owner with a fixed environment (nothing of
-    the daemon's, no caller's PATH; or env, a session's own), fed stdin; None when it did not
-    finish within timeout, waiting for a free helper slot included (then it is killed).
-    OutputTooLarge past limit bytes of output (MAX_OUTPUT unless given). With stdout (a
-    descriptor) the helper writes its output there, and the stdout returned is empty.
+    async def run(
+        self,
+        owner: Owner,
+        argv: list[str],
+        timeout: float = 10.0,
+        stdin: bytes | None = None,
+        env: dict[str, str] | None = None,
+        runs_user_code: str = "",
+        limit: int = 0,
+        stdout: int = -1,
+    ) -> tuple[int, bytes, bytes] | None:
+        """Exit code, stdout and stderr of argv run as owner with a fixed environment (nothing
+        of the daemon's, no caller's PATH; or env, a session's own), fed stdin; None when it
+        did not finish within timeout, waiting for a free helper slot included (then it is
+        killed). OutputTooLarge past limit bytes of output (MAX_OUTPUT unless given). With
+        stdout (a descriptor) the helper writes its output there, and the stdout returned is
+        empty.
 
-    runs_user_code says what it is ("login shell") when argv runs the owner's own code: then,
-    where a confiner is set, it runs in a scope of its own (confine.py) and takes no stdin."""
-    slots = helper_slots()
-    limit = limit or MAX_OUTPUT
-    confiner = _CONFINERS.get(asyncio.get_running_loop()) if runs_user_code else None
-    try:
-        async with asyncio.timeout(timeout), slots.of(owner.uid), slots.total:
-            if confiner is not None:
-                return await _run_confined(
-                    confiner, owner, argv, env, runs_user_code, timeout, limit
-                )
-            return await _run_helper(owner, argv, stdin, env, limit, stdout=stdout)
-    except TimeoutError:
-        return None
+        runs_user_code says what it is ("login shell") when argv runs the owner's own code:
+        then, where a confiner is set, it runs in a scope of its own (confine.py) and takes no
+        stdin."""
+        limit = limit or MAX_OUTPUT
+        confiner = self.confiner if runs_user_code else None
+        try:
+            async with asyncio.timeout(timeout), self.slot(owner.uid), self.total:
+                if confiner is not None:
+                    return await _run_confined(
+                        confiner, owner, argv, env, runs_user_code, timeout, limit
+                    )
+                return await _run_helper(owner, argv, stdin, env, limit, stdout=stdout)
+        except TimeoutError:
+            return None
 
 
 class _Helper(asyncio.SubprocessProtocol):
@@ -326,18 +315,20 @@ async def _end_helper(transport: asyncio.SubprocessTransport, helper: _Helper) -
             await asyncio.wait_for(asyncio.shield(helper.exited), 2)
 
 
-async def run_as_owner(owner: Owner, argv: list[str], timeout: float = 10.0) -> tuple[int, str]:
+async def run_as_owner(
+    helpers: Helpers, owner: Owner, argv: list[str], timeout: float = 10.0
+) -> tuple[int, str]:
     """Exit code and stdout of argv run as owner: paths a user controls are looked at with the
     user's rights, never root's (docs/security.md). -1 when it timed out."""
-    result = await exec_as_owner(owner, argv, timeout)
+    result = await helpers.run(owner, argv, timeout)
     if result is None:
         return -1, ""
     return result[0], result[1].decode(errors="replace")
 
 
-async def sh_as_owner(owner: Owner, script: str, *args: str) -> int:
+async def sh_as_owner(helpers: Helpers, owner: Owner, script: str, *args: str) -> int:
     """Exit code of a tiny sh script run as owner."""
-    return (await run_as_owner(owner, ["/bin/sh", "-c", script, "sh", *args]))[0]
+    return (await run_as_owner(helpers, owner, ["/bin/sh", "-c", script, "sh", *args]))[0]
 
 
 def _cwd_code(cwd: str) -> int:
@@ -349,27 +340,27 @@ def _cwd_code(cwd: str) -> int:
     return 0 if os.access(cwd, os.X_OK) else 4
 
 
-async def check_cwd(owner: Owner, cwd: str) -> str | None:
+async def check_cwd(helpers: Helpers, owner: Owner, cwd: str) -> str | None:
     """Why the owner cannot use cwd, checked as the owner, or None. When the daemon runs as
     the owner already (user mode, or root's own sessions), no helper process is needed."""
     if os.geteuid() == owner.uid:
         code = _cwd_code(cwd)
     else:
-        code = await sh_as_owner(owner, _CWD_CHECK, cwd)
+        code = await sh_as_owner(helpers, owner, _CWD_CHECK, cwd)
     return None if code == 0 else CWD_PROBLEMS.get(code, f"cannot be checked (exit {code})")
 
 
 REALPATH = shutil.which("realpath", path="/usr/bin:/bin") or "/usr/bin/realpath"
 
 
-async def resolve_paths(owner: Owner, paths: list[str]) -> dict[str, str] | None:
+async def resolve_paths(helpers: Helpers, owner: Owner, paths: list[str]) -> dict[str, str] | None:
     """Each path as the owner resolves it (realpath, missing parts allowed), or None when it
     cannot be said: a link the owner made is followed with her rights, never root's."""
     if not paths:
         return {}
     if os.geteuid() == owner.uid:
         return {p: os.path.realpath(p) for p in paths}
-    result = await exec_as_owner(owner, [REALPATH, "-m", "-z", "--", *paths], 10.0)
+    result = await helpers.run(owner, [REALPATH, "-m", "-z", "--", *paths], 10.0)
     if result is None or result[0] != 0:
         return None
     found = [p.decode(errors="surrogateescape") for p in result[1].split(b"\0")[:-1]]
@@ -379,12 +370,12 @@ async def resolve_paths(owner: Owner, paths: list[str]) -> dict[str, str] | None
 _FIND_PROGRAM = 'PATH="$2"; command -v -- "$1" >/dev/null 2>&1 && [ ! -d "$(command -v -- "$1")" ]'
 
 
-async def program_problem(owner: Owner, program: str, path: str) -> str | None:
+async def program_problem(helpers: Helpers, owner: Owner, program: str, path: str) -> str | None:
     """Why owner cannot run program (looked up in path, as the agent's exec will), or None."""
     if os.geteuid() == owner.uid:
         found = shutil.which(program, path=path) is not None
     else:
-        found = await sh_as_owner(owner, _FIND_PROGRAM, program, path) == 0
+        found = await sh_as_owner(helpers, owner, _FIND_PROGRAM, program, path) == 0
     if found:
         return None
     where = "" if "/" in program else f" in PATH ({path})"

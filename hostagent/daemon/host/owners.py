@@ -14,8 +14,9 @@ from hostagent.identity import Owner
 
 
 class Owners:
-    def __init__(self, system: bool) -> None:
+    def __init__(self, system: bool, helpers: owner.Helpers) -> None:
         self.system = system  # the system daemon: an owner's runtime directory is theirs
+        self.helpers = helpers
 
     def environment(
         self, who: Owner, preset_env: dict[str, str], caller_env: dict[str, str]
@@ -26,25 +27,25 @@ class Owners:
         runtimedir.prepare_session_dir(paths, name, who)
 
     async def check_cwd(self, who: Owner, cwd: str) -> str | None:
-        return await owner.check_cwd(who, cwd)
+        return await owner.check_cwd(self.helpers, who, cwd)
 
     async def resolve(self, who: Owner, paths: list[str]) -> dict[str, str] | None:
-        return await owner.resolve_paths(who, paths)
+        return await owner.resolve_paths(self.helpers, who, paths)
 
     async def find_program(self, who: Owner, program: str) -> agents.Found:
         """Where the owner's login shell finds program (AgentNotFound if nowhere)."""
-        return await agents.resolve(who, program)
+        return await agents.resolve(self.helpers, who, program)
 
     async def program_problem(self, who: Owner, program: str, path: str) -> str | None:
         """Why the owner cannot run program, looked up in path as the agent's exec will."""
-        return await owner.program_problem(who, program, path)
+        return await owner.program_problem(self.helpers, who, program, path)
 
     async def installed(
         self, who: Owner, programs: dict[str, str]
     ) -> dict[str, tuple[str, str, str]]:
         """For each name -> program: (where the login shell finds it, its version, why not),
         asked afresh (ListAgents)."""
-        return await agents.installed(who, programs, self.environment(who, {}, {}))
+        return await agents.installed(self.helpers, who, programs, self.environment(who, {}, {}))
 
     async def run(
         self,
@@ -55,6 +56,6 @@ class Owners:
         runs_user_code: str = "",
         limit: int = 0,
     ) -> tuple[int, bytes, bytes] | None:
-        return await owner.exec_as_owner(
+        return await self.helpers.run(
             who, argv, timeout, env=env, runs_user_code=runs_user_code, limit=limit
         )

@@ -22,6 +22,7 @@ from dbus_fast import Variant
 from hostagent import resources, sandbox
 from hostagent.config import LIMIT_PROPERTIES, USER_CAP_KEYS
 from hostagent.daemon.host import checkpoint, namespace, procfs, tmux
+from hostagent.daemon.host.forking import Forker
 from hostagent.daemon.host.heldchild import HeldChild
 from hostagent.daemon.host.procfs import Process
 from hostagent.daemon.host.runtimedir import write_file
@@ -168,9 +169,11 @@ def check_signal(whom: str, signal: int) -> None:
 class Scopes:
     """Sessions' scopes through systemd, their tmux servers through tmux."""
 
-    def __init__(self, systemd: Systemd, tmux_client: tmux.Tmux) -> None:
+    def __init__(self, systemd: Systemd, tmux_client: tmux.Tmux, forker: Forker) -> None:
+        """forker: what starts each session's first process (the daemon's Helpers')."""
         self.systemd = systemd
         self.tmux = tmux_client
+        self.forker = forker
         self._slices: dict[str, list[tuple[str, Variant]]] = {}  # what each slice was given
         self.daemon_unit = own_unit(procfs.cgroup_of(os.getpid()))
 
@@ -213,7 +216,9 @@ class Scopes:
         )
         tmux.remove_socket(sock)  # a stale socket of a dead server would make tmux refuse
         try:
-            child = await HeldChild.start(owner, record.cwd, server_env, argv, plan.sandbox)
+            child = await HeldChild.start(
+                self.forker, owner, record.cwd, server_env, argv, plan.sandbox
+            )
         except OSError as e:  # no fork to be had, or the forker ended under the request
             raise SpawnFailed(f"Session '{record.name}': its first process: {e}.") from None
         properties = scope_properties(

@@ -19,8 +19,7 @@ from typing import Protocol
 
 from hostagent.daemon.host import procfs
 from hostagent.daemon.host.enclosure import Enclosure
-from hostagent.daemon.host.inside import NoEnclosure, exec_inside
-from hostagent.daemon.host.owner import exec_as_owner
+from hostagent.daemon.host.inside import NoEnclosure
 from hostagent.identity import Owner
 
 SESSION = "main"
@@ -178,9 +177,9 @@ class Tmux:
 
     def __init__(
         self,
-        execute: Executor = exec_as_owner,
+        execute: Executor,
+        execute_inside: InsideExecutor,
         locate: Callable[[Path], Awaitable[Enclosure]] | None = None,
-        execute_inside: InsideExecutor = exec_inside,
     ) -> None:
         self.execute = execute
         self.locate = locate

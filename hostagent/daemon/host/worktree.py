@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from hostagent.daemon.host import gitrun
 from hostagent.daemon.host.gitasowner import COMMON_DIR, GIT_TIMEOUT, GitAsOwner, read_as_owner
-from hostagent.daemon.host.owner import USER_CODE_OUTPUT, OutputTooLarge, exec_as_owner
+from hostagent.daemon.host.owner import USER_CODE_OUTPUT, Helpers, OutputTooLarge
 from hostagent.errors import WorktreeFailed, quote
 from hostagent.identity import Owner
 from hostagent.session import SessionRecord
@@ -50,10 +50,11 @@ class Worktree:
 class Worktrees:
     """The worktrees of sessions, with git run as each one's owner (ports.WorktreePort)."""
 
-    def __init__(self, git: str | None = None) -> None:
+    def __init__(self, helpers: Helpers, git: str | None = None) -> None:
         """git: its program ("": none); looked for on the daemon's PATH when not given.
         Without one, every worktree is refused, and says why."""
-        self.git = GitAsOwner(git if git is not None else shutil.which("git"))
+        self.helpers = helpers
+        self.git = GitAsOwner(git if git is not None else shutil.which("git"), helpers)
 
     async def plan(
         self, owner: Owner, cwd: str, name: str, branch: str, base: str, directory: str
@@ -106,7 +107,7 @@ class Worktrees:
         await self.git.ok(owner, *add, what=what, env=env, quiet=quiet)
         try:
             # The same place inside the worktree; git keeps no empty directories, so make it.
-            made = await exec_as_owner(owner, ["/bin/mkdir", "-p", "--", tree.cwd], 10.0)
+            made = await self.helpers.run(owner, ["/bin/mkdir", "-p", "--", tree.cwd], 10.0)
             if made is None or made[0] != 0:
                 raise WorktreeFailed(f"Failed to make {tree.cwd} in the new worktree.")
             await self._copy_included(owner, tree.top, tree.path)
@@ -130,7 +131,7 @@ class Worktrees:
 
     async def _copy_included(self, owner: Owner, top: str, path: str) -> None:
         """Copy the ignored files that .worktreeinclude names (git's pattern syntax, one a line)."""
-        text = await read_as_owner(owner, os.path.join(top, INCLUDE_FILE))
+        text = await read_as_owner(self.helpers, owner, os.path.join(top, INCLUDE_FILE))
         patterns = [p.strip() for p in text.splitlines() if p.strip() and not p.startswith("#")]
         if not patterns:
             return
@@ -141,13 +142,13 @@ class Worktrees:
         if chosen:
             copy = 'cd "$1" && shift && exec cp -a --parents -- "$@" "$0"'
             argv = ["/bin/sh", "-c", copy, path, top, *chosen]
-            result = await exec_as_owner(owner, argv, GIT_TIMEOUT)
+            result = await self.helpers.run(owner, argv, GIT_TIMEOUT)
             if result is None or result[0] != 0:
                 raise WorktreeFailed(f"Failed to copy the files {INCLUDE_FILE} names into {path}.")
 
     async def _setup(self, owner: Owner, path: str, command: str) -> None:
         try:
-            result = await exec_as_owner(
+            result = await self.helpers.run(
                 owner,
                 ["/bin/sh", "-c", 'cd "$0" && exec /bin/sh -c "$1"', path, command],
                 GIT_TIMEOUT,
@@ -222,7 +223,7 @@ class Worktrees:
             "wt=$1 top=$2; shift 2; for f; do "
             'diff -rq -- "$wt/$f" "$top/$f" >/dev/null 2>&1 || printf "%s\\0" "$f"; done'
         )
-        result = await exec_as_owner(
+        result = await self.helpers.run(
             owner, ["/bin/sh", "-c", script, "sh", path, repo, *ignored], GIT_TIMEOUT
         )
         if result is None or result[0] != 0:
