@@ -54,4 +54,6 @@ class McpClient:
         self.proc.stdin.close()  # how a client ends a stdio server
         code = self.proc.wait(timeout=30)
         self.proc.stdout.close()
+        if self.proc.stderr is not None:  # read by nobody, but a pipe all the same
+            self.proc.stderr.close()
         return code
