@@ -14,7 +14,8 @@ import pytest
 from tests.integration.helpers import create, until
 from tests.sandbox import GUEST_REPO, Sandbox
 
-pytestmark = pytest.mark.core  # The core, run again on Debian 13 (dev/test).
+# The core, run again on Debian 13; the attacks, a lane of their own (dev/test).
+pytestmark = [pytest.mark.core, pytest.mark.attack]
 
 SECRET = "/home/alice/.ssh/id_ed25519"
 CONFINED = (

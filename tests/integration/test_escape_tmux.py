@@ -26,7 +26,8 @@ from tests.integration.test_confinement import (  # noqa: F401 - a fixture
 from tests.integration.test_hostile import users_in_the_daemons_cgroup
 from tests.sandbox import Sandbox
 
-pytestmark = pytest.mark.core  # The core, run again on Debian 13 (dev/test).
+# The core, run again on Debian 13; the attacks, a lane of their own (dev/test).
+pytestmark = [pytest.mark.core, pytest.mark.attack]
 
 CONFINED = (
     "ProtectSystem=strict",
