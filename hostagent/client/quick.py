@@ -50,6 +50,8 @@ _FIXED = {  # each fixed-size type code's struct format
     "d": "d",
     "h": "I",
 }
+# The same, compiled once for each byte order.
+_STRUCTS = {end: {c: _struct.Struct(end + f) for c, f in _FIXED.items()} for end in "<>"}
 _TIMEOUT = 25.0  # as dbus-fast's and sd-bus's default for a method call
 
 
@@ -178,6 +180,8 @@ class _Reader:
             item = sig[1:]
             self.pos += -self.pos & (_ALIGN[item[0]] - 1)
             stop = self.pos + n
+            if item == "{sv}":  # a property dict, GetAll's: most of what a verb reads
+                return self._properties(stop)
             if item[0] == "{":
                 key, value = _split(item[1:-1])
                 pairs = {}
@@ -191,6 +195,37 @@ class _Reader:
                 items.append(self.read(item))
             return items
         raise Unsupported(f"unmarshalling '{sig}'")
+
+    def _properties(self, stop: int) -> dict[str, Any]:
+        """An a{sv}'s entries up to stop: read's own steps, unrolled for the string key and
+        the signature, and for a value that is a string or a fixed type."""
+        data = self.data
+        pairs: dict[str, Any] = {}
+        fixed = _STRUCTS[self.end]
+        length = fixed["u"].unpack_from
+        while self.pos < stop:
+            pos = self.pos + (-self.pos & 7)
+            (n,) = length(data, pos)
+            key = data[pos + 4 : pos + 4 + n].decode(errors="surrogateescape")
+            pos += 5 + n
+            m = data[pos]
+            sig = data[pos + 1 : pos + 1 + m].decode()
+            pos += 2 + m
+            if sig in ("s", "o"):
+                pos += -pos & 3
+                (n,) = length(data, pos)
+                pairs[key] = data[pos + 4 : pos + 4 + n].decode(errors="surrogateescape")
+                self.pos = pos + 5 + n
+            elif sig in fixed:
+                fmt = fixed[sig]
+                pos += -pos & (_ALIGN[sig] - 1)
+                (value,) = fmt.unpack_from(data, pos)
+                pairs[key] = bool(value) if sig == "b" else value
+                self.pos = pos + fmt.size
+            else:
+                self.pos = pos
+                pairs[key] = self.read(sig)
+        return pairs
 
 
 def parse_message(data: bytes) -> tuple[int, int, dict[int, Any], list[Any]]:

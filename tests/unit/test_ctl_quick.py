@@ -12,11 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from dbus_fast import Variant
+from dbus_fast import Message, MessageType, Variant
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hostagent.cli.ctl_args import bare_json_is_short, parser
 from hostagent.cli.ctl_quick import OUTPUT, recognise
 from hostagent.cli.verbs import MANY, ONE, VERBS, listing
+from hostagent.client.quick import parse_message
 from tests.unit.test_bus_export import serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,3 +227,38 @@ def test_the_completion_offers_every_long_option_of_new() -> None:
     assert offered is not None
     global_ones = common | {"--help", "--no-pager", "--json", "--no-legend"}
     assert taken - global_ones - set(offered.group(1).split()) == set()
+
+
+# D-Bus strings: UTF-8 with no NUL.
+TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\0"))
+# Each type a Session property has, or may come to have, as a variant.
+VALUES = st.one_of(
+    TEXT.map(lambda s: Variant("s", s)),
+    st.sampled_from(["/", "/org/hostagent/HostAgent1/session/a"]).map(lambda p: Variant("o", p)),
+    st.booleans().map(lambda b: Variant("b", b)),
+    st.integers(0, (1 << 64) - 1).map(lambda n: Variant("t", n)),
+    st.integers(0, (1 << 32) - 1).map(lambda n: Variant("u", n)),
+    st.integers(-(1 << 31), (1 << 31) - 1).map(lambda n: Variant("i", n)),
+    st.integers(-(1 << 63), (1 << 63) - 1).map(lambda n: Variant("x", n)),
+    st.floats(allow_nan=False).map(lambda d: Variant("d", d)),
+    st.lists(TEXT, max_size=3).map(lambda a: Variant("as", a)),
+    st.dictionaries(TEXT, TEXT, max_size=3).map(lambda d: Variant("a{ss}", d)),
+)
+
+
+@given(st.dictionaries(TEXT, VALUES, max_size=40))
+def test_the_quick_client_reads_a_property_dict_as_dbus_fast_wrote_it(
+    props: dict[str, Variant],
+) -> None:
+    """GetAll's reply, read by the quick client's unrolled a{sv} loop: every key and value."""
+    reply = Message(
+        message_type=MessageType.METHOD_RETURN,
+        reply_serial=7,
+        signature="a{sv}",
+        body=[props],
+        destination=":1.5",
+        sender=":1.1",
+    )
+    kind, serial, _, body = parse_message(bytes(reply._marshall(False)))
+    assert (kind, serial) == (2, 7)
+    assert body == [{k: v.value for k, v in props.items()}]
