@@ -25,14 +25,11 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-import pytest
 import yaml
 
 from hostagent.daemon.host import checkpoint
 from hostagent.daemon.state.recordfile import RecordError, record_from_dict
 from tests.sandbox import Sandbox
-
-pytestmark = pytest.mark.attack  # The attacks: a lane of their own (dev/test).
 
 SESSIONS = "/var/lib/hostagent/sessions"
 STATE = "/var/lib/hostagent"

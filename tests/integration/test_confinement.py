@@ -15,8 +15,7 @@ from tests.integration.debs import doc_block
 from tests.integration.helpers import agent_process, create, new_name, record, until
 from tests.sandbox import Sandbox
 
-# The core, run again on Debian 13; the attacks, a lane of their own (dev/test).
-pytestmark = [pytest.mark.core, pytest.mark.attack]
+pytestmark = pytest.mark.core  # The core, run again on Debian 13 (dev/test).
 
 BUS_NAME = "org.hostagent.HostAgent1"
 SUID = "/usr/local/bin/hostagent-test-suid"  # a setuid-root copy of id

@@ -14,8 +14,7 @@ import pytest
 from tests.integration.helpers import create, until
 from tests.sandbox import GUEST_REPO, Sandbox
 
-# The core, run again on Debian 13; the attacks, a lane of their own (dev/test).
-pytestmark = [pytest.mark.core, pytest.mark.attack]
+pytestmark = pytest.mark.core  # The core, run again on Debian 13 (dev/test).
 
 SECRET = "/home/alice/.ssh/id_ed25519"
 CONFINED = (

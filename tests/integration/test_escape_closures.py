@@ -15,8 +15,6 @@ from tests.integration.helpers import new_name, record, until
 from tests.integration.test_confinement import SECRET, alices_home, removed, session, typed
 from tests.sandbox import Sandbox
 
-pytestmark = pytest.mark.attack  # The attacks: a lane of their own (dev/test).
-
 # The attacker: the agent inside alice's session, confined as this.
 CONFINED = (
     "ProtectSystem=strict",

@@ -17,8 +17,6 @@ from tests.integration.helpers import props
 from tests.integration.test_confinement import removed, session, typed
 from tests.sandbox import Sandbox
 
-pytestmark = pytest.mark.attack  # The attacks: a lane of their own (dev/test).
-
 SECRET = "/home/alice/.ssh/id_ed25519"
 REPO = "/home/alice/proj"
 GITDIR = f"{REPO}/.git"

@@ -25,8 +25,6 @@ from tests.integration.helpers import create, settled
 from tests.integration.hostile_watch import ALICES, STALL, Probe, bob
 from tests.sandbox import Sandbox
 
-pytestmark = pytest.mark.attack  # The attacks: a lane of their own (dev/test).
-
 WINDOW = 8.0  # seconds of each window: some 300 rounds, so a p99 is not one slow call
 LIST = "ListSessions"
 

@@ -14,8 +14,6 @@ from tests.integration.helpers import new_name, record
 from tests.integration.test_confinement import SECRET, alices_home, removed, session, typed
 from tests.sandbox import Sandbox
 
-pytestmark = pytest.mark.attack  # The attacks: a lane of their own (dev/test).
-
 __all__ = ["alices_home"]  # the fixture, used by name
 
 CTL = "hostagentctl --system"

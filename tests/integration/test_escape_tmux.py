@@ -26,8 +26,7 @@ from tests.integration.test_confinement import (  # noqa: F401 - a fixture
 from tests.integration.test_hostile import users_in_the_daemons_cgroup
 from tests.sandbox import Sandbox
 
-# The core, run again on Debian 13; the attacks, a lane of their own (dev/test).
-pytestmark = [pytest.mark.core, pytest.mark.attack]
+pytestmark = pytest.mark.core  # The core, run again on Debian 13 (dev/test).
 
 CONFINED = (
     "ProtectSystem=strict",

@@ -10,7 +10,6 @@ import asyncio
 import json
 from typing import Any
 
-import pytest
 from dbus_fast import Message, Variant
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -22,8 +21,6 @@ from hostagent.client.library import Client
 from hostagent.errors import ALL_ERRORS
 from tests.integration.helpers import SESSIONS_DIR, create, settled
 from tests.sandbox import Sandbox
-
-pytestmark = pytest.mark.attack  # The attacks: a lane of their own (dev/test).
 
 BATCHES, PER_BATCH = 100, 100  # 10 000 calls
 NAMED = {e.dbus_name for e in ALL_ERRORS} | {

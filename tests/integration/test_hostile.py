@@ -33,8 +33,7 @@ from tests.integration.hostile_watch import (
 from tests.integration.test_security import carol_is_admin  # noqa: F401 - a fixture
 from tests.sandbox import Sandbox
 
-# The core, run again on Debian 13; the attacks, a lane of their own (dev/test).
-pytestmark = [pytest.mark.core, pytest.mark.attack]
+pytestmark = pytest.mark.core  # The core, run again on Debian 13 (dev/test).
 
 CONFIG = "/etc/hostagent/hostagent.yaml"
 MAX_RSS_KIB = 200 << 10  # the most the daemon may hold at any moment of an attack
