@@ -56,6 +56,19 @@ async def _all(client: Client, names: list[str], activity: str, timeout: float =
     raise RuntimeError(f"not every session reached {activity} within {timeout:.0f} s")
 
 
+async def _reached(client: Client, names: list[str], activity: str, timeout: float = 300) -> None:
+    """Until each of names has read activity at least once since the call (all of them at
+    once is not waited for)."""
+    deadline = time.monotonic() + timeout
+    left = set(names)
+    while time.monotonic() < deadline:
+        left -= {r.name for r in await client.list_sessions() if r.activity == activity}
+        if not left:
+            return
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"{len(left)} sessions never reached {activity} within {timeout:.0f} s")
+
+
 async def _send_all(client: Client, names: list[str], text: str) -> None:
     await _each(names, lambda name: client.send_text(name, text, True))
 
@@ -82,8 +95,11 @@ async def _phases(sb: Sandbox, preset: str, prefix: str, window: float) -> tuple
         # Long enough to outlast the sending and the window: the turns end on their own after
         # it. A send waits for its text to be drawn, and at least ENTER_GAP, before its Enter:
         # 200 of them, 16 at a time, take seconds, and tens of seconds on a loaded machine.
+        # Each is seen working while the others are sent theirs: on a loaded machine a turn
+        # may end before the sending does.
+        working = asyncio.ensure_future(_reached(client, names, "working"))
         await _send_all(client, names, f"/work {window + 60:.0f}")
-        await _all(client, names, "working")
+        await working
         cpu = await probe.cpu_percent(sb, window)
         before = probe.service_cpu_usec(sb)
         await _all(client, names, "idle")
